@@ -1,0 +1,69 @@
+"""The backend interface: array storage, kernel launch and synchronisation on one kind of device.
+
+Physics code holds a :class:`Backend` and calls its kernel sets (``backend.d2q9``, ...) with
+arrays it allocated through the same backend. It never imports a device library itself.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import nullcontext
+from typing import Any, ContextManager
+
+import numpy as np
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend's library or device is missing on this machine."""
+
+
+class Backend(ABC):
+    """Allocation, transfer and reductions for one array library; kernels hang off it."""
+
+    #: name used in case files (``run.backend``)
+    name: str = ""
+    #: True when arrays live in device memory and need explicit transfers
+    is_device: bool = False
+
+    def __init__(self, device: int = 0) -> None:
+        self.device = device
+
+    # --- storage -----------------------------------------------------------------------
+    @abstractmethod
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any: ...
+
+    @abstractmethod
+    def asarray(self, host: np.ndarray) -> Any:
+        """Copy a host array into this backend's memory."""
+
+    @abstractmethod
+    def to_host(self, arr: Any) -> np.ndarray:
+        """Copy an array of this backend into a new host array."""
+
+    @abstractmethod
+    def copy(self, dst: Any, src: Any) -> None:
+        """Copy ``src`` into ``dst`` (same shape and dtype) on this backend's device."""
+
+    # --- reductions (exact: max is independent of summation order) -----------------------
+    @abstractmethod
+    def max_abs(self, arr: Any) -> float: ...
+
+    @abstractmethod
+    def max_abs_diff(self, a: Any, b: Any) -> float: ...
+
+    @abstractmethod
+    def all_finite(self, arr: Any) -> bool: ...
+
+    @abstractmethod
+    def minmax(self, arr: Any) -> tuple[float, float]: ...
+
+    # --- execution -----------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Wait until all work queued on this backend's device has finished."""
+
+    def activate(self) -> ContextManager[Any]:
+        """Context in which allocations and launches go to ``self.device``."""
+        return nullcontext()
+
+    def describe(self) -> str:
+        return self.name

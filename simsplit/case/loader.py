@@ -1,0 +1,260 @@
+"""Read a YAML case, apply dotted overrides, validate, fill defaults, check physics limits.
+
+Every problem becomes one :class:`CaseError` whose message names the dotted key, the bad value
+and what is allowed, so the CLI can print a single line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from simsplit.case.schema import case_schema
+
+
+class CaseError(ValueError):
+    """A case file or override that cannot be run; the message is one line."""
+
+
+# --- reading ------------------------------------------------------------------------------------
+def _read_yaml(path: Path) -> Any:
+    if not path.exists():
+        raise CaseError(f"case file '{path}' not found")
+    if path.is_dir():
+        raise CaseError(f"case file '{path}' is a directory, expected a YAML file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaseError(f"case file '{path}' cannot be read: {exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CaseError(f"{path}: invalid YAML{where}: {problem}") from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"fluid.reynolds=400"`` -> ``("fluid.reynolds", 400)``; the value is read as YAML."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise CaseError(f"override '{text}': expected KEY=VALUE with a dotted key, "
+                        "e.g. fluid.reynolds=400")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(case: dict[str, Any], overrides: Mapping[str, Any] | Iterable[str] | None
+                    ) -> dict[str, Any]:
+    """Return a copy of ``case`` with dotted overrides applied (a mapping or KEY=VALUE strings)."""
+    case = copy.deepcopy(case)
+    if not overrides:
+        return case
+    items = overrides.items() if isinstance(overrides, Mapping) else map(parse_override, overrides)
+    for key, value in items:
+        node = case
+        parts = str(key).split(".")
+        for depth, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                where = ".".join(parts[: depth + 1])
+                raise CaseError(f"override '{key}': {where} is {nxt!r}, not a section")
+            node = nxt
+        node[parts[-1]] = value
+    return case
+
+
+# --- validation ---------------------------------------------------------------------------------------
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _schema_at(schema: dict[str, Any], path: Iterable[Any]) -> dict[str, Any]:
+    for p in path:
+        if isinstance(p, int):
+            schema = schema.get("items", {})
+        else:
+            schema = schema.get("properties", {}).get(p, {})
+    return schema
+
+
+def _describe_allowed(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    types = schema.get("type")
+    parts = []
+    if types:
+        types = types if isinstance(types, list) else [types]
+        names = {"integer": "an integer", "number": "a number", "string": "a string",
+                 "boolean": "true or false", "array": "a list", "object": "a section",
+                 "null": "null"}
+        parts.append(" or ".join(names.get(t, t) for t in types))
+    for key, text in (("minimum", ">= {}"), ("exclusiveMinimum", "> {}"),
+                      ("maximum", "<= {}"), ("exclusiveMaximum", "< {}")):
+        if key in schema:
+            parts.append(text.format(schema[key]))
+    if "minItems" in schema and schema.get("minItems") == schema.get("maxItems"):
+        parts.append(f"with {schema['minItems']} items")
+    elif "minItems" in schema:
+        parts.append(f"with at least {schema['minItems']} items")
+    if "minLength" in schema:
+        parts.append("not empty")
+    return " ".join(parts) or "a valid value"
+
+
+def _format_error(err: ValidationError, root: dict[str, Any]) -> str:
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        key = extra[0]
+        where = _dotted(path + [key])
+        hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint_text = f"did you mean '{hint[0]}'? " if hint else ""
+        return f"{where}: unknown key; {hint_text}allowed keys: {', '.join(allowed)}"
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        sub = _schema_at(root, path).get("properties", {}).get(missing, {})
+        return (f"{_dotted(path + [missing])}: required key is missing "
+                f"(expected {_describe_allowed(sub)})")
+    if err.validator in ("minItems", "maxItems") and err.validator_value is not None:
+        schema = err.schema
+    else:
+        schema = _schema_at(root, path)
+    return f"{_dotted(path)}: {err.instance!r} is not allowed: expected {_describe_allowed(schema)}"
+
+
+def _fill_defaults(node: Any, schema: dict[str, Any]) -> None:
+    if not isinstance(node, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key not in node and "default" in sub:
+            node[key] = copy.deepcopy(sub["default"])
+        if key in node:
+            _fill_defaults(node[key], sub)
+
+
+def _reject_non_finite(node: Any, path: list[Any]) -> None:
+    if isinstance(node, float) and not math.isfinite(node):
+        raise CaseError(f"{_dotted(path)}: {node!r} is not allowed: expected a finite number")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _reject_non_finite(v, path + [k])
+    elif isinstance(node, list):
+        for k, v in enumerate(node):
+            _reject_non_finite(v, path + [k])
+
+
+def validate_case(case: Any, source: str = "case") -> dict[str, Any]:
+    """Check ``case`` against the schema and the physics limits; return it with defaults."""
+    try:
+        return _validate(case)
+    except CaseError as exc:
+        raise CaseError(f"{source}: {exc}") from None
+
+
+def _validate(case: Any) -> dict[str, Any]:
+    if not isinstance(case, dict):
+        kind = "empty" if case is None else type(case).__name__
+        raise CaseError(f"(top level): expected a mapping of sections, got {kind}")
+    bad_keys = [k for k in case if not isinstance(k, str)]
+    if bad_keys:
+        raise CaseError(f"{bad_keys[0]!r}: keys must be strings")
+    schema = case_schema()
+    err = best_match(Draft202012Validator(schema).iter_errors(case),
+                     key=lambda e: (-len(e.absolute_path), e.validator != "additionalProperties"))
+    if err is not None:
+        raise CaseError(_format_error(err, schema))
+    _reject_non_finite(case, [])
+    case = copy.deepcopy(case)
+    _fill_defaults(case, schema)
+    physics = case["physics"]
+    if physics not in case:
+        raise CaseError(f"{physics}: required section is missing for physics '{physics}'")
+    other = {"fluid": "md", "md": "fluid"}[physics]
+    if other in case:
+        raise CaseError(f"{other}: section does not apply to physics '{physics}'")
+    _check_decomposition(case)
+    if physics == "fluid":
+        _check_fluid(case)
+    else:
+        _check_md(case)
+    return case
+
+
+def _check_decomposition(case: dict[str, Any]) -> None:
+    dec = case["decomposition"]
+    w = dec.get("weights")
+    if w is not None and len(w) != dec["subdomains"]:
+        raise CaseError(f"decomposition.weights: {len(w)} weights given, expected one per slab "
+                        f"({dec['subdomains']}, from decomposition.subdomains)")
+
+
+def _check_fluid(case: dict[str, Any]) -> None:
+    from simsplit.fluid.params import MAX_LID_VELOCITY, UnstableSetup
+    from simsplit.fluid.solver import MIN_SLAB_ROWS, setup_from_case
+
+    if "domain" not in case:
+        raise CaseError("domain: required section is missing (expected domain.shape: [nx, ny])")
+    fluid, bounds = case["fluid"], case["domain"]["boundaries"]
+    has_re = fluid.get("reynolds") is not None
+    has_nu = fluid.get("viscosity") is not None
+    if has_re == has_nu:
+        raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
+    if bounds["lid"] and bounds["y"] == "periodic":
+        raise CaseError("domain.boundaries.lid: a lid needs domain.boundaries.y: wall")
+    if has_re and not bounds["lid"]:
+        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true); "
+                        "give fluid.viscosity instead")
+    if has_re and fluid["lid_velocity"] <= 0:
+        raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: "
+                        "must be > 0 to define a Reynolds number")
+    if fluid["lid_velocity"] > MAX_LID_VELOCITY:
+        raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: expected "
+                        f"<= {MAX_LID_VELOCITY} lattice units (Mach number too high)")
+    ny = case["domain"]["shape"][1]
+    n = case["decomposition"]["subdomains"]
+    if ny < n * MIN_SLAB_ROWS:
+        raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of ny = {ny} rows "
+                        f"is too small to split into {n} slabs of at least {MIN_SLAB_ROWS} rows")
+    try:
+        setup_from_case(case)
+    except UnstableSetup as exc:
+        key = "fluid.viscosity" if has_nu else "fluid.reynolds"
+        raise CaseError(f"{key}: {exc}") from None
+
+
+def _check_md(case: dict[str, Any]) -> None:
+    from simsplit.md.schema import check_md_case
+
+    try:
+        check_md_case(case)
+    except ValueError as exc:
+        raise CaseError(str(exc)) from None
+
+
+def load_case(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | None = None
+              ) -> dict[str, Any]:
+    """Load, override and validate a case file; raise :class:`CaseError` on any problem."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    if overrides and isinstance(raw, dict):
+        raw = apply_overrides(raw, overrides)
+    return validate_case(raw, source=str(path))

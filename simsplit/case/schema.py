@@ -1,0 +1,78 @@
+"""The full case-file schema: common sections here, physics sections from their packages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simsplit.backends import BACKEND_CHOICES
+from simsplit.fluid.schema import DOMAIN_SCHEMA, FLUID_SCHEMA
+
+PHYSICS = ("fluid", "md")
+
+DECOMPOSITION_SCHEMA = {
+    "type": "object", "additionalProperties": False, "default": {},
+    "description": "How space is cut into slabs along the slowest axis.",
+    "properties": {
+        "subdomains": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 1,
+                       "description": "Number of slabs (under mpiexec: one per rank)."},
+        "weights": {
+            "type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0},
+            "minItems": 1, "default": None,
+            "description": "Relative slab sizes, one positive number per slab (optional).",
+        },
+    },
+}
+
+RUN_SCHEMA = {
+    "type": "object", "additionalProperties": False, "default": {},
+    "description": "How long and where to run.",
+    "properties": {
+        "steps": {"type": "integer", "minimum": 0, "default": 100000,
+                  "description": "Upper bound on time steps."},
+        "tolerance": {
+            "type": "number", "minimum": 0, "default": 1.0e-7,
+            "description": "Steady-state stop: max|u - u_prev| / max|u| between checks "
+                           "(0 runs all steps).",
+        },
+        "check_every": {"type": "integer", "minimum": 1, "default": 200,
+                        "description": "Steps between convergence and health checks."},
+        "backend": {"enum": list(BACKEND_CHOICES), "default": "auto",
+                    "description": "auto picks cupy when a GPU is present, else cpu."},
+        "precision": {"enum": ["float32", "float64"], "default": "float64",
+                      "description": "Floating-point type of fields and arithmetic."},
+    },
+}
+
+OUTPUT_SCHEMA = {
+    "type": "object", "additionalProperties": False, "default": {},
+    "description": "What is written where.",
+    "properties": {
+        "dir": {"type": ["string", "null"], "minLength": 1, "default": None,
+                "description": "Output directory (null writes nothing)."},
+        "every": {"type": "integer", "minimum": 0, "default": 0,
+                  "description": "Steps between snapshots (0: only the final state)."},
+        "plots": {"type": "boolean", "default": True,
+                  "description": "Write PNG plots at the end."},
+    },
+}
+
+
+def case_schema() -> dict[str, Any]:
+    """The JSON schema (draft 2020-12) every case file is checked against."""
+    from simsplit.md.schema import MD_SCHEMA
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["physics"],
+        "properties": {
+            "physics": {"enum": list(PHYSICS), "description": "Which solver runs the case."},
+            "fluid": FLUID_SCHEMA,
+            "md": MD_SCHEMA,
+            "domain": DOMAIN_SCHEMA,
+            "decomposition": DECOMPOSITION_SCHEMA,
+            "run": RUN_SCHEMA,
+            "output": OUTPUT_SCHEMA,
+        },
+    }

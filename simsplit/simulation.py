@@ -1,0 +1,149 @@
+"""The library front door: a :class:`Simulation` built from a case, with operations attached.
+
+A Simulation owns one physics solver (fluid or MD) placed by a parallel context, and a list
+of operations (snapshot writers, plots, checkpoints) that fire every N steps and at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from simsplit.case import load_case, validate_case
+from simsplit.parallel import ParallelContext
+
+
+@dataclass
+class Operation:
+    """Something done to a simulation every ``every`` steps (0: only at the end)."""
+
+    name: str
+    every: int
+    action: Callable[["Simulation"], None]
+    at_end: bool = True
+
+
+@dataclass
+class RunSummary:
+    steps: int
+    wall_seconds: float
+    converged: bool
+    residual: float | None
+    cell_updates_per_second: float
+    reason: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mlups(self) -> float:
+        return self.cell_updates_per_second / 1e6
+
+
+class Simulation:
+    """A validated case, its solver and its operations.
+
+    ``Simulation("cases/cavity.yaml")`` or ``Simulation(load_case(path, overrides))``.
+    """
+
+    def __init__(self, case: Mapping[str, Any] | str | Path,
+                 context: ParallelContext | None = None) -> None:
+        if isinstance(case, (str, Path)):
+            case = load_case(case)
+        else:
+            case = validate_case(dict(case))
+        self.case: dict[str, Any] = case
+        self.context = context or ParallelContext(case["run"]["backend"])
+        self.physics = case["physics"]
+        if self.physics == "fluid":
+            from simsplit.fluid.solver import FluidSolver
+
+            self.solver: Any = FluidSolver(case, self.context)
+        else:
+            from simsplit.md.solver import MDSolver
+
+            self.solver = MDSolver(case, self.context)
+        self.operations: list[Operation] = []
+
+    # --- stepping ------------------------------------------------------------------------------
+    @property
+    def steps_done(self) -> int:
+        return self.solver.steps_done
+
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` steps (no operations fire)."""
+        self.solver.step(n)
+
+    def attach(self, op: Operation) -> None:
+        self.operations.append(op)
+
+    def run(self, progress: bool = False, output: bool = True) -> RunSummary:
+        """Run to ``run.steps`` or, for the fluid, until the steady-state tolerance is met."""
+        if output:
+            from simsplit.output import attach_output
+
+            attach_output(self)
+        from simsplit.progress import RunProgress
+
+        run = self.case["run"]
+        total, tol = int(run["steps"]), float(run["tolerance"])
+        check = int(run["check_every"])
+        checks_residual = hasattr(self.solver, "residual")
+        start_step = self.steps_done
+        residual, converged, reason = None, False, "step limit reached"
+        bar = RunProgress(total, start_step, enabled=progress and self.context.rank == 0,
+                          cells=self._cells_per_step())
+        t0 = time.perf_counter()
+        with bar:
+            while self.steps_done < total:
+                n = self._next_chunk(total, check)
+                self.solver.step(n)
+                if hasattr(self.solver, "check_health"):
+                    self.solver.check_health()
+                if checks_residual and self.steps_done % check == 0:
+                    residual = self.solver.residual()
+                bar.update(self.steps_done, residual)
+                self._fire(final=False)
+                if checks_residual and tol > 0 and residual is not None and residual < tol:
+                    converged, reason = True, f"steady state (residual {residual:.3g} < {tol:g})"
+                    break
+            self.solver.synchronize()
+        wall = time.perf_counter() - t0
+        self._fire(final=True)
+        steps = self.steps_done - start_step
+        rate = steps * self._cells_per_step() / wall if wall > 0 else 0.0
+        return RunSummary(steps, wall, converged, residual, rate, reason)
+
+    def _next_chunk(self, total: int, check: int) -> int:
+        stops = [total, (self.steps_done // check + 1) * check]
+        for op in self.operations:
+            if op.every > 0:
+                stops.append((self.steps_done // op.every + 1) * op.every)
+        return min(stops) - self.steps_done
+
+    def _fire(self, final: bool) -> None:
+        for op in self.operations:
+            due = op.at_end if final else (op.every > 0 and self.steps_done % op.every == 0)
+            if due:
+                op.action(self)
+
+    def _cells_per_step(self) -> int:
+        return int(getattr(self.solver, "mlups_cells", lambda: 0)())
+
+    # --- results (global arrays, identical whatever the split) -----------------------------------
+    def velocity(self) -> np.ndarray:
+        return self.solver.velocity()
+
+    def density(self) -> np.ndarray:
+        return self.solver.density()
+
+    def positions(self) -> np.ndarray:
+        return self.solver.positions()
+
+    def velocities(self) -> np.ndarray:
+        return self.solver.velocities()
+
+    def thermo(self) -> list[dict[str, float]]:
+        return self.solver.thermo()

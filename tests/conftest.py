@@ -1,0 +1,47 @@
+"""Shared fixtures: small fluid cases built in code, and a CLI runner in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fluid_case(nx: int = 32, ny: int = 32, subdomains: int = 1, **over: Any) -> dict[str, Any]:
+    """A lid-driven cavity case dict (validated later by Simulation)."""
+    case: dict[str, Any] = {
+        "physics": "fluid",
+        "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
+        "domain": {"shape": [nx, ny]},
+        "decomposition": {"subdomains": subdomains},
+        "run": {"backend": "cpu", "precision": "float64", "tolerance": 0.0},
+        "output": {"dir": None},
+    }
+    for key, value in over.items():
+        section, _, name = key.partition("__")
+        case.setdefault(section, {})[name] = value
+    return case
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path):
+    """Run ``python -m simsplit ARGS`` in ``tmp_path``; returns the CompletedProcess."""
+
+    def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        return subprocess.run(
+            [sys.executable, "-m", "simsplit", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return _run

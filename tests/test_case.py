@@ -1,0 +1,151 @@
+"""Case files: schema errors name the key, the value and what is allowed; overrides work."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simsplit.case import CaseError, apply_overrides, load_case, validate_case
+from tests.conftest import ROOT, fluid_case
+
+CAVITY = ROOT / "cases" / "cavity.yaml"
+
+
+def test_shipped_cases_are_valid():
+    for path in sorted((ROOT / "cases").glob("*.yaml")):
+        case = load_case(path)
+        assert case["physics"] in ("fluid", "md")
+
+
+def test_defaults_are_filled():
+    case = validate_case(
+        {"physics": "fluid", "fluid": {"reynolds": 10}, "domain": {"shape": [16, 16]}}
+    )
+    assert case["fluid"]["collision"] == "trt"
+    assert case["fluid"]["trt_magic"] == pytest.approx(3 / 16)
+    assert case["domain"]["boundaries"] == {"x": "wall", "y": "wall", "lid": True}
+    assert case["decomposition"] == {"subdomains": 1, "weights": None}
+    assert case["run"]["backend"] == "auto" and case["output"]["dir"] is None
+
+
+def test_overrides_are_typed_and_nested():
+    case = load_case(
+        CAVITY, ["fluid.reynolds=400", "decomposition.weights=[1, 2]", "run.precision=float32"]
+    )
+    assert case["fluid"]["reynolds"] == 400
+    assert case["decomposition"]["weights"] == [1, 2]
+    api = load_case(CAVITY, {"fluid.collision": "bgk"})
+    assert api["fluid"]["collision"] == "bgk"
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ({"fluid.reynolds": "fast"}, "fluid.reynolds: 'fast' is not allowed: expected a number"),
+        ({"fluid.reynods": 5}, "fluid.reynods: unknown key; did you mean 'reynolds'?"),
+        (
+            {"domain.shape": [-4, 16]},
+            "domain.shape[0]: -4 is not allowed: expected an integer >= 2",
+        ),
+        ({"domain.shape": [16]}, "domain.shape: [16] is not allowed"),
+        (
+            {"fluid.collision": "mrt"},
+            "fluid.collision: 'mrt' is not allowed: expected one of 'bgk', 'trt'",
+        ),
+        ({"run.backend": "opencl"}, "run.backend: 'opencl' is not allowed: expected one of 'auto'"),
+        ({"decomposition.subdomains": 0}, "decomposition.subdomains: 0 is not allowed"),
+        ({"decomposition.subdomains": 100}, "too small to split into 100 slabs"),
+        ({"decomposition.weights": [1, 2, 3]}, "decomposition.weights: 3 weights given"),
+        ({"fluid.lid_velocity": 0.5}, "fluid.lid_velocity: 0.5 is not allowed: expected <= 0.2"),
+        ({"fluid.reynolds": 1e9}, "fluid.reynolds: relaxation time tau"),
+        ({"fluid.viscosity": 0.1}, "give exactly one of fluid.reynolds and fluid.viscosity"),
+        ({"run.steps": 1.5}, "run.steps: 1.5 is not allowed: expected an integer >= 0"),
+        ({"run.tolerance": float("nan")}, "run.tolerance: nan is not allowed"),
+        ({"outptu.dir": "x"}, "outptu: unknown key; did you mean 'output'?"),
+        ({"physics": "plasma"}, "physics: 'plasma' is not allowed: expected one of 'fluid', 'md'"),
+    ],
+)
+def test_errors_name_key_value_and_allowed(override, expected):
+    with pytest.raises(CaseError) as info:
+        load_case(CAVITY, override)
+    msg = str(info.value)
+    assert expected in msg
+    assert "\n" not in msg and msg.startswith(str(CAVITY))
+
+
+def test_missing_file_and_bad_yaml(tmp_path: Path):
+    with pytest.raises(CaseError, match="not found"):
+        load_case(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("physics: fluid\nfluid: {reynolds: 100\n")
+    with pytest.raises(CaseError, match=r"invalid YAML at line \d+"):
+        load_case(bad)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(CaseError, match="expected a mapping"):
+        load_case(empty)
+
+
+def test_bad_override_syntax():
+    with pytest.raises(CaseError, match="expected KEY=VALUE"):
+        load_case(CAVITY, ["fluid.reynolds"])
+    with pytest.raises(CaseError, match="not a section"):
+        apply_overrides({"fluid": 3}, {"fluid.reynolds": 1})
+
+
+# --- property-based: random corruption of a valid case never escapes as anything but CaseError
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.lists(st.integers(-5, 300), max_size=4),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+_KEYS = [
+    "physics",
+    "fluid",
+    "fluid.reynolds",
+    "fluid.lid_velocity",
+    "fluid.collision",
+    "fluid.body_force",
+    "fluid.trt_magic",
+    "domain",
+    "domain.shape",
+    "domain.boundaries",
+    "domain.boundaries.x",
+    "domain.boundaries.lid",
+    "decomposition.subdomains",
+    "decomposition.weights",
+    "run.steps",
+    "run.tolerance",
+    "run.backend",
+    "run.precision",
+    "output.dir",
+    "output.every",
+    "extra",
+    "fluid.extra",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(st.sampled_from(_KEYS), _VALUES), min_size=1, max_size=3))
+def test_random_bad_cases_give_one_line_case_error(edits):
+    base = yaml.safe_load(CAVITY.read_text())
+    try:
+        case = apply_overrides(base, dict(edits))
+    except CaseError as exc:
+        assert "\n" not in str(exc)
+        return
+    try:
+        validate_case(copy.deepcopy(case))
+    except CaseError as exc:
+        assert "\n" not in str(exc) and str(exc)
+
+
+def test_fluid_case_helper_is_valid():
+    validate_case(fluid_case())

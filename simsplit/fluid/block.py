@@ -15,7 +15,7 @@ import numpy as np
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
 from simsplit.fluid import flags as fl
-from simsplit.fluid.lattice import DOWN, Q, UP, equilibrium
+from simsplit.fluid.lattice import D2Q9_W, Q, UP
 from simsplit.fluid.params import D2Q9Params
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
@@ -44,9 +44,12 @@ class D2Q9Block:
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
         shape = (ny + 2, nx + 2)
         with backend.activate():
-            feq = equilibrium(np.ones(shape), np.zeros(shape), np.zeros(shape)).astype(self.dtype)
+            # fluid at rest with unit density: the equilibrium is the lattice weights
+            feq = np.empty((Q,) + shape, self.dtype)
+            feq[...] = D2Q9_W.astype(self.dtype)[:, None, None]
             self.f_src = backend.asarray(feq)
             self.f_dst = backend.asarray(feq)
+            del feq
             self.flags = backend.asarray(self._make_flags())
             self.rho = backend.asarray(np.ones((ny, nx), self.dtype))
             self.ux = backend.zeros((ny, nx), self.dtype)

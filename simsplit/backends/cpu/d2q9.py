@@ -33,45 +33,59 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
         fl = np.empty(9, dtype=f_src.dtype)
+        kind = np.empty(9, dtype=np.uint8)
         for i in range(1, nx + 1):
             if flags[j, i] != FLUID:
                 continue
+            # pull all nine populations first; solid sources are patched afterwards (rare)
+            any_solid = 0
             for q in range(9):
                 sj = j - _CY[q]
                 si = i - _CX[q]
                 if periodic_x:
-                    si = (si - 1 + nx) % nx + 1
-                kind = flags[sj, si]
-                if kind == FLUID:
-                    fl[q] = f_src[q, sj, si]
-                else:
-                    v = f_src[_OPP[q], j, i]
-                    if kind == LID:
-                        v += dt(6.0 * _W[q] * _CX[q]) * lid_u
-                    fl[q] = v
-            r = dt(0.0)
-            jx = dt(0.0)
-            jy = dt(0.0)
-            for q in range(9):
-                r += fl[q]
-                jx += dt(_CX[q]) * fl[q]
-                jy += dt(_CY[q]) * fl[q]
-            inv = one / r
-            ux = (jx + half * fx) * inv
-            uy = (jy + half * fy) * inv
-            usq = dt(1.5) * (ux * ux + uy * uy)
-            uf = ux * fx + uy * fy
-            if store_macro:
-                rho_out[j - 1, i - 1] = r
-                ux_out[j - 1, i - 1] = ux
-                uy_out[j - 1, i - 1] = uy
-            # rest population: purely symmetric
-            feq0 = dt(_W[0]) * r * (one - usq)
-            s0 = dt(_W[0]) * dt(-3.0) * uf
-            f_dst[0, j, i] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0
-            for k in range(4):
-                _relax_pair(fl, f_dst, _PAIRS[k], j, i, r, ux, uy, usq, uf, fx, fy,
-                            om_p, om_m, src_p, src_m)
+                    si = nx if si == 0 else (1 if si == nx + 1 else si)
+                fl[q] = f_src[q, sj, si]
+                kind[q] = flags[sj, si]
+                any_solid |= kind[q]
+            if any_solid != FLUID:
+                for q in range(9):
+                    if kind[q] != FLUID:
+                        v = f_src[_OPP[q], j, i]
+                        if kind[q] == LID:
+                            v += dt(6.0 * _W[q] * _CX[q]) * lid_u
+                        fl[q] = v
+            _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
+                     store_macro)
+
+
+@numba.njit(inline="always")
+def _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
+             store_macro):
+    dt = fl.dtype.type
+    one, half = dt(1.0), dt(0.5)
+    r = dt(0.0)
+    jx = dt(0.0)
+    jy = dt(0.0)
+    for q in range(9):
+        r += fl[q]
+        jx += dt(_CX[q]) * fl[q]
+        jy += dt(_CY[q]) * fl[q]
+    inv = one / r
+    ux = (jx + half * fx) * inv
+    uy = (jy + half * fy) * inv
+    usq = dt(1.5) * (ux * ux + uy * uy)
+    uf = ux * fx + uy * fy
+    if store_macro:
+        rho_out[j - 1, i - 1] = r
+        ux_out[j - 1, i - 1] = ux
+        uy_out[j - 1, i - 1] = uy
+    # rest population: purely symmetric
+    feq0 = dt(_W[0]) * r * (one - usq)
+    s0 = dt(_W[0]) * dt(-3.0) * uf
+    f_dst[0, j, i] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0
+    for k in range(4):
+        _relax_pair(fl, f_dst, _PAIRS[k], j, i, r, ux, uy, usq, uf, fx, fy,
+                    om_p, om_m, src_p, src_m)
 
 
 @numba.njit(inline="always")

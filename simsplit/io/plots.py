@@ -1,0 +1,156 @@
+"""PNG plots of simulation results: the lid-driven cavity and general time series.
+
+Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so importing or calling this
+module never changes the user's matplotlib backend or opens a window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simsplit.fluid.reference import centreline_u, compare_profile
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+_DPI = 120
+
+
+def _new_figure(figsize: tuple[float, float]) -> Figure:
+    # imported here so that `import simsplit.io` stays cheap and pyplot is never involved
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=_DPI)
+    return path
+
+
+def plot_cavity(
+    velocity: np.ndarray,
+    path: Path,
+    reynolds: float | None,
+    reference: dict | None = None,
+    title: str = "",
+) -> Path:
+    """Two-panel PNG of a lid-driven cavity state; returns ``path``.
+
+    Left: speed |u| (units of the lid speed) over the unit square with streamlines, lid on top.
+    Right: u along the vertical centreline x = 0.5 against y, walls included, with
+    ``reference`` points (a dict with arrays ``y`` and ``u`` and an optional ``label``, e.g.
+    from :func:`simsplit.fluid.reference.ghia_u_centreline`) and their max abs deviation in the
+    legend. ``velocity`` has shape ``(ny, nx, 2)``. A field with NaNs is still plotted (without
+    streamlines) so that a diverged run can be inspected.
+    """
+    return _save(_cavity_figure(velocity, reynolds, reference, title), path)
+
+
+def _cavity_figure(
+    velocity: np.ndarray, reynolds: float | None, reference: dict | None, title: str
+) -> Figure:
+    vel = np.asarray(velocity, dtype=np.float64)
+    if vel.ndim != 3 or vel.shape[2] != 2:
+        raise ValueError(f"velocity must have shape (ny, nx, 2), got {vel.shape}")
+    ny, nx = vel.shape[:2]
+    speed = np.hypot(vel[..., 0], vel[..., 1])
+    finite = bool(np.all(np.isfinite(vel)))
+
+    fig = _new_figure((11.0, 5.0))
+    ax_map, ax_line = fig.subplots(1, 2, width_ratios=(1.15, 1.0))
+
+    image = ax_map.imshow(
+        speed,
+        origin="lower",
+        extent=(0.0, 1.0, 0.0, 1.0),
+        cmap="viridis",
+        interpolation="nearest",
+    )
+    fig.colorbar(image, ax=ax_map, label=r"$|\mathbf{u}|\,/\,U_\mathrm{lid}$")
+    if finite and np.any(speed > 0) and min(nx, ny) >= 2:
+        x = (np.arange(nx) + 0.5) / nx
+        y = (np.arange(ny) + 0.5) / ny
+        ax_map.streamplot(
+            x,
+            y,
+            vel[..., 0],
+            vel[..., 1],
+            color="white",
+            linewidth=0.6,
+            density=1.2,
+            arrowsize=0.7,
+        )
+    ax_map.plot([0.0, 1.0], [1.0, 1.0], color="tab:red", linewidth=4, clip_on=False)
+    ax_map.set(xlim=(0, 1), ylim=(0, 1), xlabel="x", ylabel="y", aspect="equal")
+    status = "" if finite else ", NON-FINITE VALUES"
+    ax_map.set_title(f"speed, {nx}×{ny} cells{status}; lid (red) moves →")
+
+    y_line, u_line = centreline_u(vel)
+    ax_line.plot(u_line, y_line, color="tab:blue", label="simulation")
+    if reference is not None:
+        y_ref = np.asarray(reference["y"], dtype=np.float64)
+        u_ref = np.asarray(reference["u"], dtype=np.float64)
+        deviation = compare_profile(vel, y_ref, u_ref)["max_abs_error"]
+        label = reference.get("label", "reference")
+        ax_line.plot(
+            u_ref,
+            y_ref,
+            linestyle="none",
+            marker="o",
+            markerfacecolor="none",
+            color="black",
+            label=f"{label}\nmax |Δu| = {deviation:.4f}",
+        )
+    ax_line.axvline(0.0, color="grey", linewidth=0.5)
+    ax_line.set(xlabel=r"$u\,/\,U_\mathrm{lid}$ at x = 0.5", ylabel="y", ylim=(0, 1))
+    ax_line.set_title("vertical centreline")
+    ax_line.grid(alpha=0.3)
+    ax_line.legend(loc="lower right")
+
+    heading = title
+    if reynolds is not None:
+        heading = f"{heading}  (Re = {reynolds:g})" if heading else f"Re = {reynolds:g}"
+    if heading:
+        fig.suptitle(heading)
+    return fig
+
+
+def plot_series(
+    x: np.ndarray,
+    ys: Mapping[str, np.ndarray],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    *,
+    logy: bool = False,
+) -> Path:
+    """Line plot of several series against a common ``x`` (legend from the keys); returns path."""
+    x_arr = np.asarray(x)
+    if not ys:
+        raise ValueError("no series to plot")
+    fig = _new_figure((8.0, 4.5))
+    ax = fig.subplots()
+    for name, values in ys.items():
+        y_arr = np.asarray(values)
+        if y_arr.shape != x_arr.shape:
+            raise ValueError(f"series {name!r} has shape {y_arr.shape}, x has {x_arr.shape}")
+        ax.plot(x_arr, y_arr, label=name)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    if logy:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)

@@ -1,0 +1,113 @@
+"""PNG plots: files are valid images and plotting leaves matplotlib's global state alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+
+import simsplit.io.plots
+from simsplit.fluid.reference import compare_to_ghia, ghia_u_centreline
+from simsplit.io.plots import _cavity_figure, plot_cavity, plot_series
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _vortex(ny: int, nx: int) -> np.ndarray:
+    """Divergence-free single vortex plus a lid-like shear layer, shape (ny, nx, 2)."""
+    x = (np.arange(nx) + 0.5) / nx
+    y = (np.arange(ny) + 0.5) / ny
+    xx, yy = np.meshgrid(x, y)
+    u = 0.3 * np.sin(np.pi * xx) ** 2 * np.sin(2 * np.pi * yy) + yy**12
+    v = -0.3 * np.sin(2 * np.pi * xx) * np.sin(np.pi * yy) ** 2
+    return np.stack([u, v], axis=-1)
+
+
+def _check_png(path, min_side=300, max_side=4000):
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    image = mpimg.imread(path)
+    height, width = image.shape[:2]
+    assert image.ndim == 3 and image.shape[2] in (3, 4)
+    assert min_side <= height <= max_side and min_side <= width <= max_side
+    # not a blank canvas
+    assert np.ptp(image[..., :3]) > 0.5
+    return image
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (33, 48)])
+def test_plot_cavity_writes_png(tmp_path, shape):
+    backend = matplotlib.get_backend()
+    path = plot_cavity(
+        _vortex(*shape),
+        tmp_path / "sub" / "cavity.png",
+        reynolds=100,
+        reference=ghia_u_centreline(100),
+        title="test cavity",
+    )
+    assert path == tmp_path / "sub" / "cavity.png"
+    image = _check_png(path)
+    assert image.shape[1] > image.shape[0]  # two panels side by side
+    assert matplotlib.get_backend() == backend
+
+
+def test_cavity_legend_reports_deviation_from_reference():
+    velocity = _vortex(40, 40)
+    fig = _cavity_figure(velocity, 1000, ghia_u_centreline(1000), "")
+    legend_texts = [
+        t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts
+    ]
+    expected = compare_to_ghia(velocity, 1000)["max_abs_error"]
+    assert any("Ghia et al. (1982)" in t and f"{expected:.4f}" in t for t in legend_texts)
+    assert fig._suptitle.get_text() == "Re = 1000"
+
+
+def test_plot_cavity_without_reference_and_with_nan(tmp_path):
+    velocity = _vortex(32, 32)
+    velocity[5, 7] = np.nan
+    _check_png(plot_cavity(velocity, tmp_path / "nan.png", reynolds=None))
+    _check_png(plot_cavity(np.zeros((16, 16, 2)), tmp_path / "rest.png", reynolds=1000))
+
+
+def test_plot_cavity_rejects_3d_velocity(tmp_path):
+    with pytest.raises(ValueError):
+        plot_cavity(np.zeros((4, 4, 4, 3)), tmp_path / "x.png", reynolds=None)
+
+
+def test_plot_series(tmp_path):
+    x = np.arange(50)
+    path = plot_series(
+        x,
+        {"kinetic": np.sin(x / 5.0) + 2, "potential": np.cos(x / 5.0) + 2},
+        tmp_path / "series.png",
+        xlabel="step",
+        ylabel="energy",
+        title="thermo",
+        logy=True,
+    )
+    _check_png(path)
+    with pytest.raises(ValueError):
+        plot_series(x, {"bad": x[:-1]}, tmp_path / "bad.png", "x", "y", "t")
+    with pytest.raises(ValueError):
+        plot_series(x, {}, tmp_path / "empty.png", "x", "y", "t")
+
+
+def test_import_does_not_touch_matplotlib():
+    code = (
+        "import sys, simsplit.io, simsplit.io.plots, simsplit.fluid.reference\n"
+        "assert 'matplotlib.pyplot' not in sys.modules\n"
+        "assert 'matplotlib' not in sys.modules, 'matplotlib imported at import time'\n"
+        "from simsplit.io import plot_cavity\n"
+        "assert callable(plot_cavity)\n"
+    )
+    repo = Path(simsplit.io.plots.__file__).resolve().parents[2]
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

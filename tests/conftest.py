@@ -29,6 +29,18 @@ def fluid_case(nx: int = 32, ny: int = 32, subdomains: int = 1, **over: Any) -> 
     return case
 
 
+def pytest_collection_modifyitems(config, items):
+    """GPU tests need a CUDA device; skip them (with the reason) where there is none."""
+    from simsplit.backends import gpu_count
+
+    if gpu_count() > 0:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none usable here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def run_cli(tmp_path: Path):
     """Run ``python -m simsplit ARGS`` in ``tmp_path``; returns the CompletedProcess."""

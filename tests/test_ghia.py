@@ -21,11 +21,16 @@ def _ghia_error(reynolds: int, n: int, tolerance: float, backend: str = "cpu") -
     return err
 
 
-@pytest.mark.slow
-def test_ghia_re100_128():
-    assert _ghia_error(100, 128, 1e-7) <= 0.01
+BACKENDS = ["cpu", pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
 @pytest.mark.slow
-def test_ghia_re1000_256_trt():
-    assert _ghia_error(1000, 256, 1e-6) <= 0.02
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ghia_re100_128(backend):
+    assert _ghia_error(100, 128, 1e-7, backend) <= 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ghia_re1000_256_trt(backend):
+    assert _ghia_error(1000, 256, 1e-6, backend) <= 0.02

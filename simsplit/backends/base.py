@@ -8,9 +8,24 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
-from typing import Any, ContextManager
+from typing import Any, Callable, ContextManager, Protocol
 
 import numpy as np
+
+
+class Replay(Protocol):
+    def replay(self) -> None:
+        """Queue the recorded work once more, after the work already queued."""
+
+
+class DirectReplay:
+    """Replays by calling ``fn`` again: how backends without graphs honour ``capture``."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self._fn = fn
+
+    def replay(self) -> None:
+        self._fn()
 
 
 class BackendUnavailable(RuntimeError):
@@ -44,6 +59,12 @@ class Backend(ABC):
     def copy(self, dst: Any, src: Any) -> None:
         """Copy ``src`` into ``dst`` (same shape and dtype) on this backend's device."""
 
+    def clone(self, arr: Any) -> Any:
+        """A new array on this backend holding a copy of ``arr``."""
+        out = self.zeros(arr.shape, arr.dtype)
+        self.copy(out, arr)
+        return out
+
     # --- reductions (exact: max is independent of summation order) -----------------------
     @abstractmethod
     def max_abs(self, arr: Any) -> float: ...
@@ -60,6 +81,14 @@ class Backend(ABC):
     # --- execution -----------------------------------------------------------------------
     def synchronize(self) -> None:
         """Wait until all work queued on this backend's device has finished."""
+
+    def capture(self, fn: Callable[[], object]) -> Replay:
+        """Record the launches ``fn`` queues for cheap replay (a CUDA graph where possible).
+
+        ``fn`` must leave Python state as it found it (an even number of buffer swaps), and
+        may not allocate, synchronise or read device data back.
+        """
+        return DirectReplay(fn)
 
     def activate(self) -> ContextManager[Any]:
         """Context in which allocations and launches go to ``self.device``."""

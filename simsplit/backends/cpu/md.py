@@ -1,0 +1,458 @@
+"""Numba CPU kernels for Lennard-Jones molecular dynamics on one slab.
+
+Every kernel works on local arrays: rows ``[0, n_own)`` are owned atoms, rows after that are
+ghosts (exact copies of atoms owned by other slabs). Pair geometry always uses the minimum
+image in all three dimensions, so periodic images and ghosts share one code path.
+
+No ``fastmath``: without it LLVM neither reassociates nor contracts into FMA, so each owned
+atom's result depends only on its inputs and on the order of its neighbour list, never on the
+thread count or on how atoms are split between slabs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_TWO_PI = 2.0 * np.pi
+_INV_2_53 = 1.0 / 9007199254740992.0
+
+
+# --- counter-based random numbers -----------------------------------------------------------
+@njit(cache=True)
+def mix64(z: np.uint64) -> np.uint64:
+    """SplitMix64 step: a bijective 64-bit hash with full avalanche."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def _unit_open(h: np.uint64) -> float:
+    """Top 53 bits of ``h`` as a float in the open interval (0, 1)."""
+    return (np.float64(h >> np.uint64(11)) + 0.5) * _INV_2_53
+
+
+@njit(cache=True)
+def atom_key(seed: int, step: int, atom_id: int) -> np.uint64:
+    """Hash of (seed, step, atom id): the whole state of the noise stream for one atom-step."""
+    h = mix64(np.uint64(seed))
+    h = mix64(h ^ np.uint64(step))
+    return mix64(h ^ np.uint64(atom_id))
+
+
+@njit(cache=True)
+def counter_normals(seed: int, step: int, atom_id: int) -> tuple[float, float, float]:
+    """Three independent standard normals for one (seed, step, atom id), by Box-Muller."""
+    key = atom_key(seed, step, atom_id)
+    u1 = _unit_open(mix64(key ^ np.uint64(1)))
+    u2 = _unit_open(mix64(key ^ np.uint64(2)))
+    u3 = _unit_open(mix64(key ^ np.uint64(3)))
+    u4 = _unit_open(mix64(key ^ np.uint64(4)))
+    r1 = np.sqrt(-2.0 * np.log(u1))
+    r2 = np.sqrt(-2.0 * np.log(u3))
+    return r1 * np.cos(_TWO_PI * u2), r1 * np.sin(_TWO_PI * u2), r2 * np.cos(_TWO_PI * u4)
+
+
+@njit(parallel=True, cache=True)
+def normals_table(seed: int, step: int, ids: np.ndarray) -> np.ndarray:
+    """``(len(ids), 3)`` normals for the given atom ids (for tests and diagnostics)."""
+    out = np.empty((ids.shape[0], 3))
+    for i in prange(ids.shape[0]):
+        g0, g1, g2 = counter_normals(seed, step, ids[i])
+        out[i, 0] = g0
+        out[i, 1] = g1
+        out[i, 2] = g2
+    return out
+
+
+# --- integration ----------------------------------------------------------------------------
+# Each per-atom loop is a block function plus two drivers: serial for small slabs (waking the
+# thread pool costs more than the loop) and prange over blocks for large ones. Atoms are
+# independent, so both drivers give the same bits.
+
+#: below this many owned atoms one thread is faster than waking the pool
+PARALLEL_MIN_ATOMS = 4096
+#: atoms per work item of the parallel per-atom loops
+_ROWS = 1024
+
+
+@njit(cache=True)
+def _initial_block(lo, hi, x, v, f, img, dtf, dt, box):
+    for i in range(lo, hi):
+        for d in range(3):
+            v[i, d] = v[i, d] + dtf * f[i, d]
+            x[i, d] = x[i, d] + dt * v[i, d]
+            # wrap on the stored value (float32 rounding can land exactly on L)
+            if x[i, d] < 0.0:
+                x[i, d] = x[i, d] + box[d]
+                img[i, d] -= 1
+            if x[i, d] >= box[d]:
+                x[i, d] = x[i, d] - box[d]
+                img[i, d] += 1
+
+
+@njit(parallel=True, cache=True)
+def _initial_parallel(x, v, f, img, n, dtf, dt, box):
+    for b in prange((n + _ROWS - 1) // _ROWS):
+        _initial_block(b * _ROWS, min((b + 1) * _ROWS, n), x, v, f, img, dtf, dt, box)
+
+
+def initial_integrate(x, v, f, img, n, dtf, dt, box) -> None:
+    """Velocity Verlet first half: half kick, drift, wrap into [0, L) counting image flags."""
+    if n >= PARALLEL_MIN_ATOMS:
+        _initial_parallel(x, v, f, img, n, dtf, dt, box)
+    else:
+        _initial_block(0, n, x, v, f, img, dtf, dt, box)
+
+
+@njit(cache=True)
+def _final_block(lo, hi, v, f, dtf):
+    for i in range(lo, hi):
+        for d in range(3):
+            v[i, d] = v[i, d] + dtf * f[i, d]
+
+
+@njit(parallel=True, cache=True)
+def _final_parallel(v, f, n, dtf):
+    for b in prange((n + _ROWS - 1) // _ROWS):
+        _final_block(b * _ROWS, min((b + 1) * _ROWS, n), v, f, dtf)
+
+
+def final_integrate(v, f, n, dtf) -> None:
+    """Velocity Verlet second half kick."""
+    if n >= PARALLEL_MIN_ATOMS:
+        _final_parallel(v, f, n, dtf)
+    else:
+        _final_block(0, n, v, f, dtf)
+
+
+@njit(cache=True)
+def _langevin_block(lo, hi, f, v, ids, drag, noise, seed, step):
+    for i in range(lo, hi):
+        g0, g1, g2 = counter_normals(seed, step, ids[i])
+        f[i, 0] = f[i, 0] - drag * v[i, 0] + noise * g0
+        f[i, 1] = f[i, 1] - drag * v[i, 1] + noise * g1
+        f[i, 2] = f[i, 2] - drag * v[i, 2] + noise * g2
+
+
+@njit(parallel=True, cache=True)
+def _langevin_parallel(f, v, ids, n, drag, noise, seed, step):
+    for b in prange((n + _ROWS - 1) // _ROWS):
+        _langevin_block(b * _ROWS, min((b + 1) * _ROWS, n), f, v, ids, drag, noise, seed, step)
+
+
+def langevin_forces(f, v, ids, n, drag, noise, seed, step) -> None:
+    """Add Langevin drag ``-drag*v`` and noise ``noise*N(0,1)`` keyed by (seed, step, id)."""
+    if n >= PARALLEL_MIN_ATOMS:
+        _langevin_parallel(f, v, ids, n, drag, noise, seed, step)
+    else:
+        _langevin_block(0, n, f, v, ids, drag, noise, seed, step)
+
+
+@njit(cache=True)
+def _min_image(dx, length):
+    half = 0.5 * length
+    if dx > half:
+        return dx - length
+    if dx < -half:
+        return dx + length
+    return dx
+
+
+@njit(cache=True)
+def _disp_block(lo, hi, x, x0, box):
+    m = 0.0
+    for i in range(lo, hi):
+        dx = _min_image(np.float64(x[i, 0]) - x0[i, 0], box[0])
+        dy = _min_image(np.float64(x[i, 1]) - x0[i, 1], box[1])
+        dz = _min_image(np.float64(x[i, 2]) - x0[i, 2], box[2])
+        m = max(m, dx * dx + dy * dy + dz * dz)
+    return m
+
+
+@njit(parallel=True, cache=True)
+def _disp_parallel(x, x0, n, box):
+    m = 0.0
+    for b in prange((n + _ROWS - 1) // _ROWS):
+        m = max(m, _disp_block(b * _ROWS, min((b + 1) * _ROWS, n), x, x0, box))
+    return m
+
+
+def max_displacement2(x, x0, n, box) -> float:
+    """Largest squared minimum-image displacement of the first ``n`` atoms from ``x0``."""
+    if n >= PARALLEL_MIN_ATOMS:
+        return _disp_parallel(x, x0, n, box)
+    return _disp_block(0, n, x, x0, box)
+
+
+@njit(cache=True)
+def kinetic_per_atom(v, n, mass):
+    """``m |v|^2`` of each of the first ``n`` atoms (twice the kinetic energy)."""
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = mass * (np.float64(v[i, 0]) * v[i, 0] + np.float64(v[i, 1]) * v[i, 1]
+                         + np.float64(v[i, 2]) * v[i, 2])
+    return out
+
+
+# --- cells and neighbour lists --------------------------------------------------------------
+@njit(cache=True)
+def cell_index(x, i, box, ncell):
+    """Cell of atom ``i`` in the periodic grid of ``ncell`` cells; x must lie in [0, L]."""
+    cx = int(x[i, 0] * (ncell[0] / box[0]))
+    cy = int(x[i, 1] * (ncell[1] / box[1]))
+    cz = int(x[i, 2] * (ncell[2] / box[2]))
+    cx = min(max(cx, 0), ncell[0] - 1)
+    cy = min(max(cy, 0), ncell[1] - 1)
+    cz = min(max(cz, 0), ncell[2] - 1)
+    return (cz * ncell[1] + cy) * ncell[0] + cx
+
+
+@njit(cache=True)
+def bin_atoms(x, n, box, ncell, cell_of, cell_start, cell_atoms):
+    """Counting sort of the first ``n`` atoms into cells.
+
+    Fills ``cell_of[i]`` (cell of atom i), ``cell_start`` (CSR offsets, length ncells+1)
+    and ``cell_atoms`` (atom indices grouped by cell, ascending within a cell).
+    """
+    nc = ncell[0] * ncell[1] * ncell[2]
+    cell_start[:] = 0
+    for i in range(n):
+        c = cell_index(x, i, box, ncell)
+        cell_of[i] = c
+        cell_start[c + 1] += 1
+    for c in range(nc):
+        cell_start[c + 1] += cell_start[c]
+    fill = cell_start[:nc].copy()
+    for i in range(n):
+        c = cell_of[i]
+        cell_atoms[fill[c]] = i
+        fill[c] += 1
+
+
+@njit(cache=True)
+def _wrap_cell(c, n):
+    """Periodic cell index for ``-n <= c < 2n`` without an integer division."""
+    if c < 0:
+        return c + n
+    if c >= n:
+        return c - n
+    return c
+
+
+@njit(cache=True)
+def _face_dist2(xi, c, off, h):
+    """Squared distance from coordinate ``xi`` (in cell ``c``) to cell ``c + off``."""
+    if off > 0:
+        d = (c + off) * h - xi
+    elif off < 0:
+        d = xi - (c + off + 1) * h
+    else:
+        return 0.0
+    return d * d if d > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _neighbor_row(i, x, gid, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
+                  cutsq, nl, cnt, keys):
+    """List of atom ``i`` into ``nl[i]``; ``keys`` is scratch of length ``nl.shape[1]``."""
+    cap = nl.shape[1]
+    nx, ny, nz = ncell[0], ncell[1], ncell[2]
+    c = cell_of[i]
+    cx = c % nx
+    cy = (c // nx) % ny
+    cz = c // (nx * ny)
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    # skip stencil cells whose nearest face is beyond the cutoff (conservatively: the
+    # margin keeps rounding in the face positions from ever dropping a pair)
+    hx, hy, hz = box[0] / nx, box[1] / ny, box[2] / nz
+    prune = cutsq * (1.0 + 1e-9) + 1e-12
+    full_x = offx[0] == 0  # short axis: every cell is scanned, no pruning
+    full_y = offy[0] == 0  # short axis: every cell is scanned, no pruning
+    full_z = offz[0] == 0  # short axis: every cell is scanned, no pruning
+    k = 0
+    for a in range(offz.shape[0]):
+        dz2 = 0.0 if full_z else _face_dist2(zi, cz, offz[a], hz)
+        if dz2 > prune:
+            continue
+        qz = _wrap_cell(cz + offz[a], nz)
+        for b in range(offy.shape[0]):
+            dyz2 = dz2 + (0.0 if full_y else _face_dist2(yi, cy, offy[b], hy))
+            if dyz2 > prune:
+                continue
+            qy = _wrap_cell(cy + offy[b], ny)
+            row = (qz * ny + qy) * nx
+            for e in range(offx.shape[0]):
+                if dyz2 + (0.0 if full_x else _face_dist2(xi, cx, offx[e], hx)) > prune:
+                    continue
+                q = row + _wrap_cell(cx + offx[e], nx)
+                for p in range(cell_start[q], cell_start[q + 1]):
+                    j = cell_atoms[p]
+                    if j == i:
+                        continue
+                    dx = _min_image(xi - x[j, 0], box[0])
+                    dy = _min_image(yi - x[j, 1], box[1])
+                    dz = _min_image(zi - x[j, 2], box[2])
+                    if dx * dx + dy * dy + dz * dz < cutsq:
+                        if k < cap:
+                            # insertion sort by global id as we go: fixes the force
+                            # summation order for every split; (gid, index) packed in an int64
+                            key = (np.int64(gid[j]) << 32) | j
+                            t = k - 1
+                            while t >= 0 and keys[t] > key:
+                                keys[t + 1] = keys[t]
+                                t -= 1
+                            keys[t + 1] = key
+                        k += 1
+    cnt[i] = k
+    for t in range(min(k, cap)):
+        nl[i, t] = keys[t] & 0xFFFFFFFF
+    return k
+
+
+@njit(cache=True)
+def _neighbor_block(lo, hi, x, gid, box, ncell, cell_of, cell_start, cell_atoms,
+                    offx, offy, offz, cutsq, nl, cnt):
+    keys = np.empty(nl.shape[1], np.int64)
+    worst = 0
+    for i in range(lo, hi):
+        k = _neighbor_row(i, x, gid, box, ncell, cell_of, cell_start, cell_atoms,
+                          offx, offy, offz, cutsq, nl, cnt, keys)
+        worst = max(worst, k)
+    return worst
+
+
+#: rows per work item of the parallel list build (each item owns one scratch buffer)
+_BLOCK = 256
+
+
+@njit(parallel=True, cache=True)
+def build_neighbors_parallel(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                             offx, offy, offz, cutsq, nl, cnt):
+    """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``), sorted by global id.
+
+    ``nl`` has a fixed capacity per atom; rows that overflow are counted but not stored.
+    Returns the largest count, so the caller can grow the capacity and rebuild.
+    """
+    nblocks = (n_own + _BLOCK - 1) // _BLOCK
+    worst = 0
+    for blk in prange(nblocks):
+        lo = blk * _BLOCK
+        k = _neighbor_block(lo, min(lo + _BLOCK, n_own), x, gid, box, ncell, cell_of,
+                            cell_start, cell_atoms, offx, offy, offz, cutsq, nl, cnt)
+        worst = max(worst, k)
+    return worst
+
+
+@njit(cache=True)
+def build_neighbors_serial(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                           offx, offy, offz, cutsq, nl, cnt):
+    """Single-threaded :func:`build_neighbors_parallel` (same result, no thread wake-up)."""
+    return _neighbor_block(0, n_own, x, gid, box, ncell, cell_of, cell_start, cell_atoms,
+                           offx, offy, offz, cutsq, nl, cnt)
+
+
+# --- forces ---------------------------------------------------------------------------------
+@njit(cache=True)
+def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    e = 0.0
+    w = 0.0
+    for k in range(cnt[i]):
+        j = nl[i, k]
+        dx = _min_image(xi - x[j, 0], box[0])
+        dy = _min_image(yi - x[j, 1], box[1])
+        dz = _min_image(zi - x[j, 2], box[2])
+        rsq = dx * dx + dy * dy + dz * dz
+        # select instead of branch (the 70/30 split mispredicts); adding +-0.0 for pairs
+        # beyond the cutoff leaves every sum bitwise unchanged
+        inside = rsq < rcsq
+        r2inv = 1.0 / rsq
+        sr2 = sigsq * r2inv
+        sr6 = sr2 * sr2 * sr2
+        fpair = eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+        fx += dx * fpair
+        fy += dy * fpair
+        fz += dz * fpair
+        e += eps4 * sr6 * (sr6 - 1.0) - eshift if inside else 0.0
+        w += rsq * fpair
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = 0.5 * e
+    vir[i] = 0.5 * w
+
+
+@njit(parallel=True, cache=True)
+def lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
+    """Truncated Lennard-Jones forces on owned atoms from a full list, in list order.
+
+    ``pe[i]`` and ``vir[i]`` get half of each pair's energy and of ``r . f`` so their sums
+    over all atoms are the total potential energy and the virial ``W = sum_pairs r . f``.
+    """
+    for i in prange(n_own):
+        _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
+
+
+@njit(cache=True)
+def lj_forces_serial(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
+    """Single-threaded :func:`lj_forces_parallel` (same result, no thread wake-up)."""
+    for i in range(n_own):
+        _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
+
+
+def build_neighbors(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                    offx, offy, offz, cutsq, nl, cnt) -> int:
+    """Full, id-sorted Verlet lists of the owned atoms; returns the largest row count."""
+    fn = build_neighbors_parallel if n_own >= PARALLEL_MIN_ATOMS else build_neighbors_serial
+    return fn(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+              offx, offy, offz, cutsq, nl, cnt)
+
+
+def lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir) -> None:
+    """Lennard-Jones forces, per-atom energy and virial of the owned atoms."""
+    fn = lj_forces_parallel if n_own >= PARALLEL_MIN_ATOMS else lj_forces_serial
+    fn(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
+
+
+# --- slab bookkeeping -----------------------------------------------------------------------
+@njit(cache=True)
+def near_interval(z, n, lo, hi, length, cut):
+    """Indices of the first ``n`` atoms whose periodic z-distance to ``[lo, hi)`` is < cut."""
+    out = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        zi = np.float64(z[i])
+        if lo <= zi < hi:
+            out[m] = i
+            m += 1
+            continue
+        below = (lo - zi) % length  # distance going up from the atom to the interval
+        above = (zi - hi) % length  # distance going up from the interval to the atom
+        if min(below, above) < cut:
+            out[m] = i
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True)
+def owners(z, n, edges):
+    """Slab index of each of the first ``n`` atoms from the z edges (last slab takes z == L)."""
+    nslab = edges.shape[0] - 1
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        k = np.searchsorted(edges, z[i], side="right") - 1
+        out[i] = min(max(k, 0), nslab - 1)
+    return out

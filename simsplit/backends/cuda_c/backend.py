@@ -1,0 +1,111 @@
+"""The CuPy backend: CuPy arrays, hand-written CUDA C kernels compiled by NVRTC, CUDA graphs."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from simsplit.backends.base import Backend, BackendUnavailable
+from simsplit.backends.cuda_c.graph import CudaGraphReplay, capture_graph, check_launch_device
+
+
+def _cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"backend 'cupy' needs CuPy (pip install cupy-cuda13x): {exc}") from None
+    return cupy
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+    is_device = True
+
+    def __init__(self, device: int = 0) -> None:
+        cp = self._cp = _cupy()
+        try:
+            count = int(cp.cuda.runtime.getDeviceCount())
+        except Exception as exc:  # no driver or no device
+            raise BackendUnavailable(f"backend 'cupy' finds no usable CUDA GPU: "
+                                     f"{str(exc).splitlines()[0]}") from None
+        if not 0 <= device < count:
+            raise BackendUnavailable(f"backend 'cupy': GPU {device} does not exist "
+                                     f"({count} visible)")
+        super().__init__(device)
+        self._dev = cp.cuda.Device(device)
+        from simsplit.backends.cuda_c.d2q9 import D2Q9Kernels
+
+        self.d2q9 = D2Q9Kernels(device)
+
+    # --- storage ---------------------------------------------------------------------------
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        with self._dev:
+            return self._cp.zeros(shape, dtype=dtype)
+
+    def asarray(self, host: np.ndarray) -> Any:
+        with self._dev:
+            return self._cp.array(np.ascontiguousarray(host), copy=True)
+
+    def to_host(self, arr: Any) -> np.ndarray:
+        return self._cp.asnumpy(arr)
+
+    def copy(self, dst: Any, src: Any) -> None:
+        if dst.shape != src.shape or dst.dtype != src.dtype:
+            raise ValueError(f"copy between {src.shape} {src.dtype} and {dst.shape} {dst.dtype}")
+        if not (dst.flags.c_contiguous and src.flags.c_contiguous):
+            raise ValueError("copy needs C-contiguous arrays")
+        d, s = dst.device.id, src.device.id
+        check_launch_device(d)
+        if d == s:
+            with self._cp.cuda.Device(d):  # on that device's current stream
+                dst.data.copy_from_device_async(src.data, src.nbytes)
+        else:
+            # memcpyPeer is ordered after all work queued on both devices and before any
+            # queued later, which is the ordering the halo exchange needs (not capturable)
+            check_launch_device(s)
+            self._cp.cuda.runtime.memcpyPeer(dst.data.ptr, d, src.data.ptr, s, src.nbytes)
+
+    # --- reductions ----------------------------------------------------------------------------
+    def max_abs(self, arr: Any) -> float:
+        if arr.size == 0:
+            return 0.0
+        with arr.device:
+            return float(self._cp.abs(arr).max())
+
+    def max_abs_diff(self, a: Any, b: Any) -> float:
+        if a.size == 0:
+            return 0.0
+        with a.device:
+            return float(self._cp.abs(a - b).max())
+
+    def all_finite(self, arr: Any) -> bool:
+        with arr.device:
+            return bool(self._cp.isfinite(arr).all())
+
+    def minmax(self, arr: Any) -> tuple[float, float]:
+        with arr.device:
+            return float(arr.min()), float(arr.max())
+
+    # --- execution -----------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        self._dev.synchronize()
+
+    def activate(self) -> Any:
+        return self._cp.cuda.Device(self.device)
+
+    def capture(self, fn: Callable[[], object]) -> CudaGraphReplay:
+        """Record the launches and copies ``fn`` queues on this device into a CUDA graph.
+
+        See :mod:`simsplit.backends.cuda_c.graph` for what ``fn`` may do.
+        """
+        return capture_graph(self.device, fn)
+
+    def describe(self) -> str:
+        cp = self._cp
+        props = cp.cuda.runtime.getDeviceProperties(self.device)
+        gpu = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        rt = cp.cuda.runtime.runtimeGetVersion()
+        return (f"cupy {cp.__version__} on GPU {self.device} ({gpu}, sm_{props['major']}"
+                f"{props['minor']}, CUDA runtime {rt // 1000}.{rt % 1000 // 10})")

@@ -1,0 +1,125 @@
+"""D2Q9 launchers for the hand-written CUDA C kernels in ``kernels/d2q9.cu`` (CuPy + NVRTC).
+
+Same call signatures as :class:`simsplit.backends.cpu.d2q9.D2Q9Kernels`. Every launch goes to
+the current CuPy stream of the backend's device, so it is ordered with CuPy's own work and can
+be recorded into a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import cupy
+import numpy as np
+
+from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c.graph import check_launch_device
+from simsplit.fluid.lattice import UP, Q
+from simsplit.fluid.params import D2Q9Params
+
+_N_CROSS = len(UP)
+
+
+def compile_options(device: int) -> tuple[str, ...]:
+    """NVRTC options: the shared ones plus ``-arch=sm_XY`` of the device.
+
+    The architecture is capped at the newest this NVRTC supports, as CuPy caps the ``-arch``
+    it adds itself; the two options then agree.
+    """
+    cc = int(cupy.cuda.Device(device).compute_capability)
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        cc = min(cc, max(int(a) for a in nvrtc.getSupportedArchs()))
+    except Exception:  # older CuPy: keep the device's own
+        pass
+    return (*source.COMPILE_OPTIONS, f"-arch=sm_{cc}")
+
+
+@functools.cache
+def _module(device: int) -> Any:
+    """The compiled ``d2q9.cu`` for one device; compiled once per process, cached on disk by
+    CuPy (the key covers the complete source, generated header included)."""
+    with cupy.cuda.Device(device):
+        return cupy.RawModule(code=source.kernel_source("d2q9.cu"),
+                              options=compile_options(device),
+                              name_expressions=source.name_expressions("d2q9.cu"))
+
+
+def _grid_x(n: int) -> int:
+    return (n + source.BLOCK_X - 1) // source.BLOCK_X
+
+
+class D2Q9Kernels:
+    """CUDA C launchers for one device."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self._dev = cupy.cuda.Device(device)
+        module = _module(device)
+        dtypes = list(source.CTYPES)
+        with self._dev:
+            self._collide = {(dt, s): module.get_function(source.stream_collide_name(dt, s))
+                             for dt in dtypes for s in (False, True)}
+            self._pack = {dt: module.get_function(source.pack_name("D2Q9", dt)) for dt in dtypes}
+            self._unpack = {dt: module.get_function(source.unpack_name("D2Q9", dt))
+                            for dt in dtypes}
+            # load every kernel now: a first launch inside a graph capture must not load modules
+            self.registers = {name: k.num_regs for name, k in self._named().items()}
+        self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
+
+    def _named(self) -> dict[str, Any]:
+        out = {source.stream_collide_name(dt, s): k for (dt, s), k in self._collide.items()}
+        out.update({source.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
+        out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
+        return out
+
+    def _params(self, p: D2Q9Params, dtype: np.dtype) -> tuple[Any, ...]:
+        key = (p, dtype)
+        if key not in self._scalars:
+            t = dtype.type  # scalars in the array's precision, rounded as the CPU rounds them
+            self._scalars[key] = (t(p.omega_plus), t(p.omega_minus), t(p.lid_velocity),
+                                  t(p.force_x), t(p.force_y), np.int32(bool(p.periodic_x)))
+        return self._scalars[key]
+
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro) -> None:
+        j0, j1 = int(rows[0]), int(rows[1])
+        q, h, w = f_src.shape
+        ny, nx = h - 2, w - 2
+        if q != Q or f_dst.shape != f_src.shape or flags.shape != (h, w) or rho.shape != (ny, nx):
+            raise ValueError(f"inconsistent D2Q9 arrays: f {f_src.shape}, f_dst {f_dst.shape}, "
+                             f"flags {flags.shape}, rho {rho.shape}")
+        if not 1 <= j0 <= j1 <= ny + 1:
+            raise ValueError(f"rows {rows} outside the interior rows [1, {ny + 1})")
+        if j0 == j1:
+            return
+        dt = f_src.dtype
+        if f_dst.dtype != dt or rho.dtype != dt or ux.dtype != dt or uy.dtype != dt:
+            raise TypeError("populations and macroscopic fields must share one dtype")
+        check_launch_device(self.device)
+        kern = self._collide[(dt, bool(store_macro))]
+        rows_y = min(j1 - j0, source.MAX_GRID_Y)
+        grid = (_grid_x(nx), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        with self._dev:
+            kern(grid, (source.BLOCK_X,),
+                 (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny), np.int32(j0),
+                  np.int32(j1), *self._params(p, dt)))
+
+    def _halo(self, kernels: dict, f, row: int, direction: int, buf, src, dst) -> None:
+        q, h, w = f.shape
+        if buf.shape != (_N_CROSS, w) or buf.dtype != f.dtype:
+            raise ValueError(f"halo buffer {buf.shape} {buf.dtype} does not fit f {f.shape}")
+        if not 0 <= row < h or direction not in (0, 1):
+            raise ValueError(f"row {row} / direction {direction} out of range")
+        check_launch_device(self.device)
+        with self._dev:
+            kernels[f.dtype]((_grid_x(w), _N_CROSS), (source.BLOCK_X,),
+                             (src, dst, np.int64(h * w), np.int32(row), np.int32(w),
+                              np.int32(direction)))
+
+    def pack(self, f, row: int, direction: int, buf) -> None:
+        self._halo(self._pack, f, row, direction, buf, f, buf)
+
+    def unpack(self, buf, f, row: int, direction: int) -> None:
+        self._halo(self._unpack, f, row, direction, buf, buf, f)

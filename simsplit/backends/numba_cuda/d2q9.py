@@ -1,0 +1,195 @@
+"""D2Q9 kernels in Numba CUDA: the CPU kernel's algorithm, one thread per cell, threads along i.
+
+The same source runs on a GPU and on Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), so it
+uses only scalars in device functions, no warp intrinsics, and numpy scalar types for casts.
+
+NVVM contracts ``a * b + c`` into a fused multiply-add, which rounds differently from the CPU
+kernel; products therefore go through ``mul`` (libdevice's ``*mul_rn``, never fused) so that
+float32 and float64 results match the CPU backend's as closely as the CUDA C kernels do.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import warnings
+from typing import Any, Callable, ContextManager
+
+import numba
+import numpy as np
+from numba import cuda
+
+from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
+from simsplit.fluid.flags import FLUID, LID
+from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
+
+SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
+
+_CX = tuple(int(c) for c in D2Q9_C[:, 0])
+_CY = tuple(int(c) for c in D2Q9_C[:, 1])
+_W = tuple(float(w) for w in D2Q9_W)
+_OPP = tuple(int(o) for o in D2Q9_OPP)
+_PAIRS = tuple(q for q in range(1, Q) if q < _OPP[q])
+_N_CROSS = len(UP)
+_HALO = tuple(UP) + tuple(DOWN)  #: direction set s, k-th population -> _HALO[s * _N_CROSS + k]
+
+
+def _exact_mul(dtype: np.dtype) -> Callable[[Any, Any], Any]:
+    if SIMULATOR:  # plain Python arithmetic: nothing fuses
+        return operator.mul
+    from numba.cuda import libdevice
+
+    return libdevice.fmul_rn if dtype == np.float32 else libdevice.dmul_rn
+
+
+@functools.cache
+def _stream_collide_kernel(dtype: np.dtype) -> Any:
+    """The stream-collide kernel specialised for one precision (constants typed in it)."""
+    dt = dtype.type
+    mul = _exact_mul(dtype)
+
+    @cuda.jit(device=True)
+    def relax_pair(fq, fo, q, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_p, src_m):
+        # TRT relaxes a direction and its opposite together: symmetric and antisymmetric parts.
+        w = dt(_W[q])
+        cx = dt(_CX[q])
+        cy = dt(_CY[q])
+        cu = mul(cx, ux) + mul(cy, uy)
+        cf = mul(cx, fx) + mul(cy, fy)
+        feq_p = mul(mul(w, r), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
+        feq_m = mul(mul(mul(w, r), dt(3.0)), cu)
+        s_p = mul(w, mul(mul(dt(9.0), cu), cf) - mul(dt(3.0), uf))
+        s_m = mul(mul(w, dt(3.0)), cf)
+        f_p = mul(dt(0.5), fq + fo)
+        f_m = mul(dt(0.5), fq - fo)
+        relax_p = mul(-om_p, f_p - feq_p) + mul(src_p, s_p)
+        relax_m = mul(-om_m, f_m - feq_m) + mul(src_m, s_m)
+        return fq + relax_p + relax_m, fo + relax_p - relax_m
+
+    @cuda.jit
+    def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1, omega_p, omega_m,
+                       lid_velocity, force_x, force_y, periodic_x, store_macro):
+        nx = f_src.shape[2] - 2
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
+        if i > nx:
+            return
+        one = dt(1.0)
+        half = dt(0.5)
+        om_p = dt(omega_p)
+        om_m = dt(omega_m)
+        lid_u = dt(lid_velocity)
+        fx = dt(force_x)
+        fy = dt(force_y)
+        src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
+        src_m = one - mul(half, om_m)
+        fl = cuda.local.array(9, dtype=dt)
+        j = j0 + cuda.blockIdx.y
+        while j < j1:
+            if flags[j, i] == FLUID:
+                for q in range(9):
+                    sj = j - _CY[q]
+                    si = i - _CX[q]
+                    if periodic_x:
+                        si = (si - 1 + nx) % nx + 1
+                    kind = flags[sj, si]
+                    if kind == FLUID:
+                        fl[q] = f_src[q, sj, si]
+                    else:
+                        v = f_src[_OPP[q], j, i]
+                        if kind == LID:
+                            v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
+                        fl[q] = v
+                r = dt(0.0)
+                jx = dt(0.0)
+                jy = dt(0.0)
+                for q in range(9):
+                    r += fl[q]
+                    jx += mul(dt(_CX[q]), fl[q])
+                    jy += mul(dt(_CY[q]), fl[q])
+                inv = one / r
+                ux = mul(jx + mul(half, fx), inv)
+                uy = mul(jy + mul(half, fy), inv)
+                usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy))
+                uf = mul(ux, fx) + mul(uy, fy)
+                if store_macro:
+                    rho_out[j - 1, i - 1] = r
+                    ux_out[j - 1, i - 1] = ux
+                    uy_out[j - 1, i - 1] = uy
+                # rest population: purely symmetric
+                feq0 = mul(mul(dt(_W[0]), r), one - usq)
+                s0 = mul(mul(dt(_W[0]), dt(-3.0)), uf)
+                f_dst[0, j, i] = fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0)
+                for k in range(len(_PAIRS)):
+                    q = _PAIRS[k]
+                    o = _OPP[q]
+                    a, b = relax_pair(fl[q], fl[o], q, r, ux, uy, usq, uf, fx, fy, om_p, om_m,
+                                      src_p, src_m)
+                    f_dst[q, j, i] = a
+                    f_dst[o, j, i] = b
+            j += cuda.gridDim.y
+
+    return stream_collide
+
+
+@cuda.jit
+def _pack(f, row, dir_set, buf):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    k = cuda.blockIdx.y
+    if i < f.shape[2]:
+        buf[k, i] = f[_HALO[dir_set * _N_CROSS + k], row, i]
+
+
+@cuda.jit
+def _unpack(buf, f, row, dir_set):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    k = cuda.blockIdx.y
+    if i < f.shape[2]:
+        f[_HALO[dir_set * _N_CROSS + k], row, i] = buf[k, i]
+
+
+def _block_x(n: int) -> int:
+    # the simulator runs a Python thread per CUDA thread: no idle ones on tiny test grids
+    return min(BLOCK_X, n) if SIMULATOR else BLOCK_X
+
+
+@functools.cache
+def _launcher(kernel: Any, grid: tuple[int, ...], block: int) -> Any:
+    """``kernel[grid, block]``, configured once per shape: halo grids are small on purpose, so
+    Numba's low-occupancy warning is silenced here, and reuse saves per-launch set-up."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Grid size .* under-utilization")
+        return kernel[grid, block]
+
+
+class D2Q9Kernels:
+    """Numba CUDA launchers with the signature every backend's D2Q9 kernel set shares."""
+
+    def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
+        self._activate = activate
+
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro) -> None:
+        j0, j1 = int(rows[0]), int(rows[1])
+        ny, nx = f_src.shape[1] - 2, f_src.shape[2] - 2
+        if not 1 <= j0 <= j1 <= ny + 1:
+            raise ValueError(f"rows {rows} outside the interior rows [1, {ny + 1})")
+        if j0 == j1:
+            return
+        bx = _block_x(nx)
+        grid = ((nx + bx - 1) // bx, min(j1 - j0, MAX_GRID_Y))
+        launch = _launcher(_stream_collide_kernel(np.dtype(f_src.dtype)), grid, bx)
+        with self._activate():
+            launch(f_src, f_dst, flags, rho, ux, uy, j0, j1, float(p.omega_plus),
+                   float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
+                   float(p.force_y), bool(p.periodic_x), bool(store_macro))
+
+    def _halo(self, kernel: Any, f, *args: Any) -> None:
+        w = f.shape[2]
+        bx = _block_x(w)
+        with self._activate():
+            _launcher(kernel, ((w + bx - 1) // bx, _N_CROSS), bx)(*args)
+
+    def pack(self, f, row: int, direction: int, buf) -> None:
+        self._halo(_pack, f, f, int(row), int(direction), buf)
+
+    def unpack(self, buf, f, row: int, direction: int) -> None:
+        self._halo(_unpack, f, buf, f, int(row), int(direction))

@@ -1,0 +1,214 @@
+"""Throughput of the D2Q9 solver per backend and grid, against the memory system's copy rate.
+
+A cell update moves at least ``2 * 9 * itemsize + 1`` bytes through DRAM (each population read
+and written once, one flag byte). MLUPS times that, divided by the bandwidth of a large
+device-to-device copy (bytes read plus written per second), is the fraction of the memory system
+the kernels use. Device backends are also timed replaying CUDA graphs of several steps
+(``backend.capture``), which removes Python's launch overhead on small grids.
+
+``python -m simsplit.bench --backend cupy --grid 8192x8192`` (or ``simsplit bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from simsplit.backends import Backend, get_backend, resolve_backend_name
+from simsplit.backends.base import DirectReplay
+from simsplit.fluid.lattice import Q
+
+#: steps recorded in one graph: even (buffers end where they began), long enough to amortise
+#: the replay call, short enough to capture quickly
+GRAPH_STEPS = 32
+
+
+def bytes_per_cell_update(precision: str | np.dtype) -> int:
+    """DRAM bytes of one cell update: populations read and written once, plus one flag byte."""
+    return 2 * Q * np.dtype(precision).itemsize + 1
+
+
+def _median_seconds(fn: Callable[[], None], sync: Callable[[], None], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_copy_bandwidth(backend: Backend | str, nbytes: int | None = None,
+                           repeats: int = 5) -> float:
+    """Bytes read plus written per second by a large copy on ``backend`` (median of repeats).
+
+    Device backends copy 1 GiB device to device; the cpu backend 256 MiB with NumPy.
+    """
+    be = get_backend(backend) if isinstance(backend, str) else backend
+    n = (nbytes or (1 << 30 if be.is_device else 1 << 28)) // 4
+    with be.activate():
+        src, dst = be.zeros((n,), np.float32), be.zeros((n,), np.float32)
+    inner = 10 if be.is_device else 3
+    be.copy(dst, src)  # warm-up: first touch, lazy initialisation
+
+    def copies() -> None:
+        for _ in range(inner):
+            be.copy(dst, src)
+
+    seconds = _median_seconds(copies, be.synchronize, repeats) / inner
+    return 2 * 4 * n / seconds
+
+
+def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str) -> dict[str, Any]:
+    from simsplit.case import validate_case
+
+    return validate_case({
+        "physics": "fluid",
+        "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
+        "domain": {"shape": [nx, ny], "boundaries": {"x": "wall", "y": "wall", "lid": True}},
+        "decomposition": {"subdomains": subdomains},
+        "run": {"backend": backend, "precision": precision},
+        "output": {"dir": None},
+    }, source="benchmark case")
+
+
+def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precision: str,
+                repeats: int, graph: bool) -> dict[str, Any]:
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel import ParallelContext
+
+    case = _case(name, nx, ny, subdomains, precision)
+    run = case["run"]
+    solver = FluidSolver(case, ParallelContext(name, run["devices"], run["transport"]))
+    solver.step(min(steps, 20))  # warm-up: compilation, first touch
+    seconds = _median_seconds(lambda: solver.step(steps), solver.synchronize, repeats)
+    row: dict[str, Any] = {"steps_per_s": steps / seconds, "mlups": nx * ny * steps / seconds / 1e6}
+    backend = solver.blocks[min(solver.blocks)].backend
+    if graph and backend.is_device and hasattr(backend, "capture"):
+        chunk = min(GRAPH_STEPS, max(2, steps - steps % 2))
+        try:
+            replay = backend.capture(lambda: solver.step(chunk))
+        except Exception as exc:  # e.g. slabs on several GPUs: keep the direct timing
+            row["graph_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            if isinstance(replay, DirectReplay):  # no graphs on this backend: nothing to add
+                return row
+            n_replays = max(1, steps // chunk)
+            replay.replay()
+
+            def replays() -> None:
+                for _ in range(n_replays):
+                    replay.replay()
+
+            gsec = _median_seconds(replays, solver.synchronize, repeats)
+            done = n_replays * chunk
+            row.update(graph_steps_per_s=done / gsec, graph_mlups=nx * ny * done / gsec / 1e6)
+    return row
+
+
+def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int, steps: int,
+              precision: str, *, repeats: int = 5, graph: bool = True) -> list[dict[str, Any]]:
+    """Time ``steps`` solver steps per backend and grid (median of ``repeats`` after a warm-up).
+
+    One row per (backend, grid) with ``mlups``, ``steps_per_s``, ``copy_bandwidth`` (B/s),
+    ``bytes_per_cell_update``, ``bandwidth_fraction`` and, for device backends, the same for
+    CUDA-graph replay (``graph_*``). A failing backend or grid gives a row with ``error``.
+    """
+    rows = []
+    per_cell = bytes_per_cell_update(precision)
+    for requested in backends:
+        name = resolve_backend_name(requested)
+        try:
+            bandwidth = measure_copy_bandwidth(get_backend(name, 0))
+        except Exception as exc:  # report and go on with the next backend
+            rows.append({"backend": name, "grid": None, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        for nx, ny in grids:
+            row: dict[str, Any] = {"backend": name, "grid": (nx, ny), "subdomains": subdomains,
+                                   "precision": precision, "steps": steps,
+                                   "bytes_per_cell_update": per_cell,
+                                   "copy_bandwidth": bandwidth}
+            try:
+                row.update(_bench_grid(name, nx, ny, subdomains, steps, precision, repeats,
+                                       graph))
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"
+            for key in ("", "graph_"):
+                if f"{key}mlups" in row:
+                    moved = row[f"{key}mlups"] * 1e6 * per_cell
+                    row[f"{key}bandwidth_fraction"] = moved / bandwidth
+            rows.append(row)
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    head = (f"{'backend':<11} {'grid':>11} {'sub':>3} {'precision':<9} {'steps/s':>9} "
+            f"{'MLUPS':>9} {'%copy':>6} {'graph st/s':>10} {'graph MLUPS':>11} {'%copy':>6}")
+    lines = [head, "-" * len(head)]
+    bandwidths = {}
+    for r in rows:
+        if r.get("grid") is None:
+            lines.append(f"{r['backend']:<11} error: {r['error']}")
+            continue
+        bandwidths[r["backend"]] = r["copy_bandwidth"]
+        grid = f"{r['grid'][0]}x{r['grid'][1]}"
+        start = f"{r['backend']:<11} {grid:>11} {r['subdomains']:>3} {r['precision']:<9}"
+        if "mlups" not in r:
+            lines.append(f"{start} error: {r['error']}")
+            continue
+        line = (f"{start} {r['steps_per_s']:>9.0f} {r['mlups']:>9.0f} "
+                f"{100 * r['bandwidth_fraction']:>5.1f}%")
+        if "graph_mlups" in r:
+            line += (f" {r['graph_steps_per_s']:>10.0f} {r['graph_mlups']:>11.0f} "
+                     f"{100 * r['graph_bandwidth_fraction']:>5.1f}%")
+        elif "graph_error" in r:
+            line += f"  graph: {r['graph_error']}"
+        lines.append(line)
+    per_cell = next((r["bytes_per_cell_update"] for r in rows if "bytes_per_cell_update" in r),
+                    None)
+    if per_cell is not None:
+        lines.append(f"%copy: MLUPS x {per_cell} B per cell update / copy bandwidth "
+                     "(read + write) of the same backend")
+    for name, bw in bandwidths.items():
+        lines.append(f"copy bandwidth {name}: {bw / 1e12:.3f} TB/s")
+    return "\n".join(lines)
+
+
+def _parse_grid(text: str) -> tuple[int, int]:
+    try:
+        nx, ny = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"grid {text!r}: expected NXxNY, e.g. 512x512") from None
+    return nx, ny
+
+
+def main_from_args(args: argparse.Namespace) -> int:
+    """Run the benchmark for parsed ``simsplit bench`` arguments; 1 if any row failed."""
+    grids = [g if isinstance(g, tuple) else _parse_grid(g) for g in (args.grid or ["1024x1024"])]
+    rows = run_bench(list(args.backend or ["auto"]), grids, args.subdomains, args.steps,
+                     args.precision, repeats=getattr(args, "repeats", 5),
+                     graph=not getattr(args, "no_graph", False))
+    print(format_table(rows))
+    return 1 if any("error" in r for r in rows) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m simsplit.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--backend", action="append", help="backend(s) to measure (repeatable)")
+    p.add_argument("--grid", action="append", type=_parse_grid, help="NXxNY (repeatable)")
+    p.add_argument("--subdomains", type=int, default=1)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--precision", default="float32", choices=["float32", "float64"])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
+    return main_from_args(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Numba CUDA kernels on Numba's CUDA simulator against the CPU backend (no GPU needed).
+
+The simulator must be on before ``numba.cuda`` is first imported, and other test modules import
+it without. So this module's tests run in a child pytest started with NUMBA_ENABLE_CUDASIM=1;
+in the parent process only the launcher test runs, and in the child only the others.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+in_child = pytest.mark.skipif(not IN_SIMULATOR,
+                              reason="runs in the simulator child of test_simulator_suite")
+TOL = {np.float64: 1e-13, np.float32: 1e-6}  #: max |difference| / max |cpu value|
+
+
+@pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")
+def test_simulator_suite() -> None:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert res.returncode == 0, (
+        f"simulator tests failed:\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+    assert " passed" in res.stdout and "skipped" in res.stdout  # the launcher skips itself there
+
+
+# --- everything below runs in the child -----------------------------------------------------
+def _backends() -> tuple[Any, Any]:
+    from simsplit.backends import get_backend
+
+    return get_backend("cpu"), get_backend("numba-cuda")
+
+
+def _rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    scale = float(np.max(np.abs(b))) or 1.0
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) / scale
+
+
+def _fluid_case(nx: int, ny: int, subdomains: int, precision: str,
+                fluid: dict | None = None, boundaries: dict | None = None) -> dict:
+    from simsplit.case import validate_case
+
+    case = {
+        "physics": "fluid",
+        "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt", **(fluid or {})},
+        "domain": {"shape": [nx, ny], **({"boundaries": boundaries} if boundaries else {})},
+        "decomposition": {"subdomains": subdomains},
+        "run": {"backend": "numba-cuda", "precision": precision, "transport": "local"},
+        "output": {"dir": None},
+    }
+    return validate_case(case)
+
+
+@in_child
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("collision", ["bgk", "trt"])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("top", ["lid", "wall"])
+@pytest.mark.parametrize("force", [(0.0, 0.0), (2e-5, -1e-5)])
+def test_stream_collide_matches_cpu(dtype, collision, periodic, top, force) -> None:
+    from simsplit.fluid.block import D2Q9Block, Face
+    from simsplit.fluid.params import D2Q9Params
+
+    om_p = 1.0 / 0.8
+    om_m = om_p if collision == "bgk" else 1.0 / (0.1875 / (0.8 - 0.5) + 0.5)
+    params = D2Q9Params(om_p, om_m, 0.08, force[0], force[1], periodic)
+    faces = (Face.WALL, Face.LID if top == "lid" else Face.WALL)
+    cpu, gpu = _backends()
+    blocks = [D2Q9Block(be, 8, 6, 0, faces, params, dtype) for be in (cpu, gpu)]
+    rng = np.random.default_rng(7)
+    f0 = (np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
+          * (1.0 + 0.05 * rng.standard_normal((9, 6, 8))))
+    for blk in blocks:
+        blk.set_populations(f0)
+    for step in range(4):
+        for blk in blocks:
+            if step == 2:  # a partial row range, as the overlapped time loop uses
+                blk.stream_collide((1, 3))
+                blk.stream_collide((3, 7), store_macro=False)
+            else:
+                blk.stream_collide(store_macro=step == 3)
+            blk.swap()
+    ref, out = blocks
+    assert _rel_err(out.populations(), ref.populations()) <= TOL[dtype]
+    for name in ("rho", "ux", "uy"):
+        a, b = gpu.to_host(getattr(out, name)), cpu.to_host(getattr(ref, name))
+        assert _rel_err(a, b) <= TOL[dtype], name
+
+
+@in_child
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("direction", [0, 1])
+def test_pack_unpack_match_cpu(dtype, direction) -> None:
+    cpu, gpu = _backends()
+    rng = np.random.default_rng(3)
+    f = rng.random((9, 7, 10)).astype(dtype)
+    buf_in = rng.random((3, 10)).astype(dtype)
+    for row in (1, 5):
+        want = np.zeros((3, 10), dtype)
+        cpu.d2q9.pack(f, row, direction, want)
+        got = gpu.zeros((3, 10), dtype)
+        gpu.d2q9.pack(gpu.asarray(f), row, direction, got)
+        np.testing.assert_array_equal(gpu.to_host(got), want)
+    for row in (0, 6):
+        want = f.copy()
+        cpu.d2q9.unpack(buf_in, want, row, direction)
+        got = gpu.asarray(f)
+        gpu.d2q9.unpack(gpu.asarray(buf_in), got, row, direction)
+        np.testing.assert_array_equal(gpu.to_host(got), want)
+
+
+@in_child
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_split_identity_and_cpu_agreement(precision) -> None:
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel import ParallelContext
+
+    runs = {}
+    for backend, subdomains in (("numba-cuda", 1), ("numba-cuda", 2), ("numba-cuda", 3),
+                                ("cpu", 2)):
+        case = _fluid_case(8, 6, subdomains, precision)
+        case["run"]["backend"] = backend
+        solver = FluidSolver(case, ParallelContext(backend, transport="local"))
+        solver.step(3)
+        solver.step(2)
+        runs[(backend, subdomains)] = (solver.populations(), solver.velocity())
+    one = runs[("numba-cuda", 1)]
+    for n in (2, 3):  # bitwise: the split changes which launch updates a cell, not its arithmetic
+        np.testing.assert_array_equal(runs[("numba-cuda", n)][0], one[0])
+        np.testing.assert_array_equal(runs[("numba-cuda", n)][1], one[1])
+    cpu = runs[("cpu", 2)]
+    tol = TOL[np.dtype(precision).type]
+    assert _rel_err(one[0], cpu[0]) <= tol and _rel_err(one[1], cpu[1]) <= tol
+
+
+@in_child
+def test_periodic_channel_with_force() -> None:
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel import ParallelContext
+
+    pops = {}
+    for backend in ("numba-cuda", "cpu"):
+        fluid = {"reynolds": None, "viscosity": 0.1, "collision": "bgk",
+                 "body_force": [1e-5, 0.0]}
+        case = _fluid_case(8, 6, 2, "float64", fluid,
+                           {"x": "periodic", "y": "wall", "lid": False})
+        case["run"]["backend"] = backend
+        solver = FluidSolver(case, ParallelContext(backend, transport="local"))
+        solver.step(6)
+        pops[backend] = solver.populations()
+    assert _rel_err(pops["numba-cuda"], pops["cpu"]) <= TOL[np.float64]
+
+
+@in_child
+def test_reductions_and_copy() -> None:
+    _, gpu = _backends()
+    host = np.array([[1.5, -3.0], [np.nan, 2.0]])
+    arr = gpu.asarray(host[:1])
+    assert gpu.max_abs(arr) == 3.0
+    assert gpu.minmax(arr) == (-3.0, 1.5)
+    assert gpu.all_finite(arr) and not gpu.all_finite(gpu.asarray(host))
+    other = gpu.zeros((1, 2), np.float64)
+    assert gpu.max_abs_diff(arr, other) == 3.0
+    gpu.copy(other, arr)
+    np.testing.assert_array_equal(gpu.to_host(other), host[:1])
+    assert gpu.max_abs(gpu.zeros((0,), np.float64)) == 0.0
+
+
+@in_child
+def test_capture_replays_the_same_steps() -> None:
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel import ParallelContext
+
+    solvers = []
+    for _ in range(2):
+        case = _fluid_case(8, 6, 2, "float64")
+        solvers.append(FluidSolver(case, ParallelContext("numba-cuda", transport="local")))
+    direct, replayed = solvers
+    direct.step(4)
+    backend = replayed.blocks[0].backend
+    two_steps = backend.capture(lambda: replayed.step(2))  # even: buffers end where they began
+    two_steps.replay()
+    two_steps.replay()
+    np.testing.assert_array_equal(replayed.populations(), direct.populations())

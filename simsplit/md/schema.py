@@ -1,0 +1,160 @@
+"""JSON schema (draft 2020-12) of the ``md:`` section of a case file, and its extra checks."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+_POS = {"type": "number", "exclusiveMinimum": 0}
+
+MD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Lennard-Jones molecular dynamics in a periodic orthorhombic box (LJ units).",
+    "additionalProperties": False,
+    "properties": {
+        "lattice": {
+            "type": "object",
+            "description": "Start from an fcc crystal (give this or md.init_file).",
+            "additionalProperties": False,
+            "required": ["density", "cells"],
+            "properties": {
+                "type": {"enum": ["fcc"], "default": "fcc",
+                         "description": "Lattice type (LAMMPS 'lattice fcc <density>')."},
+                "density": {**_POS, "description": "Reduced number density rho*; the lattice "
+                            "constant is (4 / rho)^(1/3)."},
+                "cells": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                          "minItems": 3, "maxItems": 3,
+                          "description": "Unit cells [nx, ny, nz]; 4 atoms per cell."},
+            },
+        },
+        "init_file": {
+            "type": ["string", "null"], "minLength": 1, "default": None,
+            "description": "Initial positions instead of a lattice: .xyz (extended-XYZ "
+                           "Lattice= gives the box) or HDF5 (.h5/.hdf5: dataset 'positions', "
+                           "optional 'box' and 'velocities').",
+        },
+        "box": {
+            "type": ["array", "null"], "items": _POS, "minItems": 3, "maxItems": 3,
+            "default": None,
+            "description": "Box edges [Lx, Ly, Lz] for an init_file that has none.",
+        },
+        "mass": {**_POS, "default": 1.0, "description": "Mass of every atom."},
+        "temperature": {"type": "number", "minimum": 0, "default": 1.0,
+                        "description": "Initial temperature (k_B = 1, over 3N - 3 degrees of "
+                                       "freedom)."},
+        "seed": {"type": "integer", "minimum": 0, "default": 87287,
+                 "description": "Seed of the initial velocities (NumPy PCG64) and of the "
+                                "Langevin noise stream."},
+        "potential": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Pair potential.",
+            "properties": {
+                "style": {"enum": ["lj/cut"], "default": "lj/cut",
+                          "description": "Truncated 12-6 Lennard-Jones."},
+                "epsilon": {**_POS, "default": 1.0, "description": "Well depth."},
+                "sigma": {**_POS, "default": 1.0, "description": "Zero-crossing distance."},
+                "cutoff": {**_POS, "default": 2.5,
+                           "description": "Cutoff radius (plain truncation, like LAMMPS "
+                                          "bench/in.lj)."},
+                "shift": {"type": "boolean", "default": False,
+                          "description": "Shift the energy to zero at the cutoff (LAMMPS "
+                                         "pair_modify shift yes); forces are unchanged."},
+            },
+        },
+        "neighbor": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Verlet neighbour lists.",
+            "properties": {
+                "skin": {"type": "number", "minimum": 0, "default": 0.3,
+                         "description": "Extra distance beyond the cutoff; lists are rebuilt "
+                                        "when any atom moved more than skin / 2."},
+                "capacity": {"type": ["integer", "null"], "minimum": 1, "default": None,
+                             "description": "Initial neighbours per atom (null: estimated "
+                                            "from the density); grows on overflow."},
+            },
+        },
+        "timestep": {**_POS, "default": 0.005, "description": "Time step (LJ time units)."},
+        "ensemble": {"enum": ["nve", "langevin"], "default": "nve",
+                     "description": "nve: velocity Verlet. langevin: velocity Verlet plus "
+                                    "Langevin drag and noise forces (NVT)."},
+        "langevin": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Langevin thermostat (used when md.ensemble is langevin).",
+            "properties": {
+                "temperature": {"type": ["number", "null"], "minimum": 0, "default": None,
+                                "description": "Target temperature (null: md.temperature)."},
+                "damping": {**_POS, "default": 1.0,
+                            "description": "Damping time (friction = mass / damping)."},
+                "seed": {"type": ["integer", "null"], "minimum": 0, "default": None,
+                         "description": "Noise seed (null: md.seed)."},
+            },
+        },
+        "steps": {"type": ["integer", "null"], "minimum": 0, "default": None,
+                  "description": "Steps for MDSolver.run (null: run.steps)."},
+        "thermo_every": {"type": "integer", "minimum": 1, "default": 50,
+                         "description": "Steps between thermo lines (step 0 always)."},
+    },
+}
+
+_CASE_DEFAULTS: dict[str, Any] = {
+    "physics": "md",
+    "run": {"steps": 100, "backend": "cpu", "precision": "float64"},
+    "decomposition": {"subdomains": 1, "weights": None},
+    "output": {"dir": None, "every": 0},
+}
+
+
+def _fill(node: Any, schema: dict[str, Any]) -> None:
+    if not isinstance(node, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key not in node and "default" in sub:
+            node[key] = copy.deepcopy(sub["default"])
+        if key in node:
+            _fill(node[key], sub)
+
+
+def fill_md_defaults(case: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``case`` with every missing MD and common default filled in."""
+    case = copy.deepcopy(case)
+    for key, value in _CASE_DEFAULTS.items():
+        if isinstance(value, dict):
+            section = case.setdefault(key, {})
+            for k, v in value.items():
+                section.setdefault(k, copy.deepcopy(v))
+        else:
+            case.setdefault(key, value)
+    md = case.setdefault("md", {})
+    _fill(md, MD_SCHEMA)
+    if md.get("lattice") is not None:
+        md["lattice"].setdefault("type", "fcc")
+    return case
+
+
+def check_md_case(case: dict[str, Any]) -> None:
+    """Checks the schema cannot express; raises ``ValueError`` naming the offending key."""
+    md = case["md"]
+    has_lattice = md.get("lattice") is not None
+    has_file = md.get("init_file") is not None
+    if has_lattice == has_file:
+        raise ValueError("md.lattice: give exactly one of md.lattice and md.init_file")
+    pot = md.get("potential", {})
+    if pot.get("sigma", 1.0) > pot.get("cutoff", 2.5):
+        raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
+    if has_lattice:
+        lat = md["lattice"]
+        a = (4.0 / lat["density"]) ** (1.0 / 3.0)
+        reach = pot.get("cutoff", 2.5) + md.get("neighbor", {}).get("skin", 0.3)
+        for n, name in zip(lat["cells"], "xyz", strict=True):
+            if n * a < 2.0 * reach:
+                raise ValueError(
+                    f"md.lattice.cells: {n} cells along {name} give a box of {n * a:.4g}, "
+                    f"shorter than 2 * (cutoff + skin) = {2 * reach:.4g}")
+        parts = case.get("decomposition", {}).get("subdomains", 1)
+        weights = case.get("decomposition", {}).get("weights") or [1.0] * parts
+        if len(weights) == parts:
+            thinnest = lat["cells"][2] * a * min(weights) / sum(weights)
+            if thinnest < reach:
+                raise ValueError(
+                    f"decomposition.subdomains: {parts} slabs make a slab {thinnest:.4g} thick, "
+                    f"less than cutoff + skin = {reach:.4g}")

@@ -1,0 +1,435 @@
+"""MDSolver: Lennard-Jones MD (NVE velocity Verlet or Langevin NVT) over z slabs.
+
+One time step (velocity Verlet, as LAMMPS ``fix nve`` + ``fix langevin``)::
+
+    v += dt/2m f;  x += dt v;  wrap x into the box           (every slab)
+    if max over slabs of |x - x_build| > skin/2:  migrate, pick ghosts, rebuild lists
+    else:                                          refresh ghost positions
+    f = F_lj(x) [+ Langevin drag and noise keyed by (seed, step, atom id)]
+    v += dt/2m f
+
+Each owned atom's force is summed over its neighbour list sorted by global id, positions are
+wrapped every step per atom, and thermo sums are exact (``math.fsum``) over values gathered by
+id. Hence the trajectory does not depend on the number of slabs, their weights, the thread
+count or even on when lists are rebuilt; 1, 2 or 3 slabs agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from simsplit.md import slabs as sl
+from simsplit.md.exchange import InProcessExchange
+from simsplit.md.lattice import fcc_lattice, read_positions
+from simsplit.md.schema import check_md_case, fill_md_defaults
+from simsplit.md.thermo import format_row, header, thermo_record
+from simsplit.md.velocities import maxwell_boltzmann
+
+TRAJECTORY_NAME = "trajectory.h5md"
+#: neighbour-search cells per cutoff + skin
+CELL_DIVISIONS = 2
+
+
+def md_kernels(backend_name: str) -> ModuleType:
+    """The module of MD kernels for a backend name (only the CPU exists so far)."""
+    if backend_name in ("cpu", "auto"):
+        from simsplit.backends.cpu import md
+
+        return md
+    raise ValueError(f"run.backend: no molecular-dynamics kernels for '{backend_name}' yet "
+                     "(available: cpu)")
+
+
+def _wrap(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    img = np.floor(pos / box).astype(np.int64)
+    pos = pos - img * box
+    over = pos >= box
+    pos[over] -= np.broadcast_to(box, pos.shape)[over]
+    img[over] += 1
+    return np.maximum(pos, 0.0), img
+
+
+class MDSolver:
+    """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
+
+    def __init__(self, case: dict[str, Any], backend_name: str | Any = "cpu") -> None:
+        case = fill_md_defaults(case)
+        check_md_case(case)
+        self.case = case
+        md = case["md"]
+        # a ParallelContext (simsplit.simulation passes one) carries the resolved backend name
+        self.context = None if isinstance(backend_name, str) else backend_name
+        name = backend_name if isinstance(backend_name, str) else backend_name.backend_name
+        if name not in ("cpu", "auto") and case["run"].get("backend") == "auto":
+            warnings.warn(f"run.backend auto picked '{name}', which has no MD kernels yet: "
+                          "running the MD on the CPU", stacklevel=2)
+            name = "cpu"
+        self.kernels = md_kernels(name)
+        self.backend_name = "cpu" if name == "auto" else name
+        self.dtype = np.float32 if case["run"]["precision"] == "float32" else np.float64
+
+        pos, box, vel = self._initial_configuration(md)
+        self.box = np.asarray(box, dtype=np.float64)
+        self.n_atoms = int(pos.shape[0])
+        self.volume = float(np.prod(self.box))
+
+        pot = md["potential"]
+        self.cutoff = float(pot["cutoff"])
+        eps, sig = float(pot["epsilon"]), float(pot["sigma"])
+        self._eps4, self._eps24, self._sigsq = 4.0 * eps, 24.0 * eps, sig * sig
+        sr6 = (sig / self.cutoff) ** 6
+        self._eshift = 4.0 * eps * sr6 * (sr6 - 1.0) if pot["shift"] else 0.0
+        self.skin = float(md["neighbor"]["skin"])
+        self.reach = self.cutoff + self.skin
+
+        dec = case["decomposition"]
+        self.layout = sl.SlabLayout(self.box, int(dec["subdomains"]), dec.get("weights"),
+                                    self.reach)
+        # cells of at least reach / CELL_DIVISIONS, searched CELL_DIVISIONS cells each way:
+        # half-size cells scan ~half the candidates of reach-size ones
+        self.ncell = np.maximum((self.box * CELL_DIVISIONS // self.reach).astype(np.int64), 1)
+        # an axis with too few cells for the stencil is scanned whole, each cell once
+        span = 2 * CELL_DIVISIONS + 1
+        self._offsets = [np.arange(-CELL_DIVISIONS, CELL_DIVISIONS + 1, dtype=np.int64)
+                         if n >= span else np.arange(n, dtype=np.int64) for n in self.ncell]
+        self.exchange = InProcessExchange(self.layout.parts)
+        self.slabs = sl.make_slabs(
+            self.layout, [self.exchange.endpoint(k) for k in range(self.layout.parts)],
+            self.dtype)
+
+        cap = md["neighbor"]["capacity"]
+        if cap is None:
+            rho = self.n_atoms / self.volume
+            cap = int(1.3 * rho * 4.0 / 3.0 * math.pi * self.reach ** 3) + 8
+        self.capacity = int(cap)
+
+        self.mass = float(md["mass"])
+        self.dt = float(md["timestep"])
+        self._dtf = 0.5 * self.dt / self.mass
+        self.ensemble = md["ensemble"]
+        lang = md["langevin"]
+        self.target_temperature = float(
+            md["temperature"] if lang["temperature"] is None else lang["temperature"])
+        self.noise_seed = int(md["seed"] if lang["seed"] is None else lang["seed"])
+        damp = float(lang["damping"])
+        self._drag = self.mass / damp
+        self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
+        self.thermo_every = int(md["thermo_every"])
+
+        self.steps_done = 0
+        self._thermo: list[dict[str, Any]] = []
+        self._stats = {"rebuilds": 0, "migrations": 0, "capacity_growths": 0}
+        #: wall seconds per phase of step(): force, neighbor (rebuilds), comm, integrate
+        self._timers = {"force": 0.0, "neighbor": 0.0, "comm": 0.0, "integrate": 0.0}
+        self._echo = False
+        self._last_run: dict[str, float] = {}
+        out = case["output"]
+        self.output_dir = None if out.get("dir") is None else Path(out["dir"])
+        self.output_every = int(out.get("every") or 0)
+        self._writer: Any = None
+        self._last_frame = -1
+
+        if vel is None:
+            vel = maxwell_boltzmann(self.n_atoms, self.mass, float(md["temperature"]),
+                                    int(md["seed"]))
+        x, img = _wrap(pos, self.box)
+        self._distribute(x, vel, img)
+        self._compute_forces(self.steps_done)
+        self._after_step()
+
+    # --- setup ------------------------------------------------------------------------------
+    @staticmethod
+    def _initial_configuration(md: dict[str, Any]
+                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        if md.get("lattice") is not None:
+            lat = md["lattice"]
+            pos, box = fcc_lattice(lat["density"], lat["cells"])
+            return pos, box, None
+        pos, box, vel = read_positions(md["init_file"])
+        if box is None:
+            if md.get("box") is None:
+                raise ValueError(f"md.box: {md['init_file']} has no box; give md.box")
+            box = np.asarray(md["box"], dtype=np.float64)
+        return pos, box, vel
+
+    def _distribute(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
+        sl.scatter(self.slabs, self.layout, self.kernels, x.astype(self.dtype),
+                   np.asarray(v, dtype=self.dtype), img.astype(np.int64))
+        self._rebuild()
+
+    # --- neighbour lists --------------------------------------------------------------------
+    def _needs_rebuild(self) -> bool:
+        if self.skin <= 0.0:
+            return True
+        worst = max(self.kernels.max_displacement2(s.x, s.x0, s.n_own, self.box)
+                    for s in self.slabs)
+        return worst > (0.5 * self.skin) ** 2
+
+    def _rebuild(self) -> None:
+        k = self.kernels
+        self._stats["migrations"] += sl.migrate(self.slabs, self.layout, k)
+        for s in self.slabs:
+            sl.sort_owned(s, self.box, self.ncell)
+        sl.select_ghosts(self.slabs, self.layout, k)
+        for s in self.slabs:
+            self._build_list(s)
+        self._stats["rebuilds"] += 1
+
+    def _build_list(self, s: sl.SlabState) -> None:
+        k = self.kernels
+        n = s.n_local
+        ncells = int(np.prod(self.ncell))
+        cell_of = np.empty(n, np.int64)
+        cell_start = np.empty(ncells + 1, np.int64)
+        cell_atoms = np.empty(n, np.int64)
+        k.bin_atoms(s.x, n, self.box, self.ncell, cell_of, cell_start, cell_atoms)
+        while True:
+            if s.nl.shape[0] < s.n_own or s.nl.shape[1] != self.capacity:
+                rows = max(s.n_own + s.n_own // 8 + 16, s.nl.shape[0])
+                s.nl = np.empty((rows, self.capacity), np.int32)
+                s.cnt = np.zeros(rows, np.int32)
+            worst = k.build_neighbors(s.x, s.ids, s.n_own, self.box, self.ncell, cell_of,
+                                      cell_start, cell_atoms, *self._offsets,
+                                      self.reach * self.reach, s.nl, s.cnt)
+            if worst <= self.capacity:
+                break
+            self.capacity = int(worst * 1.2) + 8
+            self._stats["capacity_growths"] += 1
+        s.x0 = np.array(s.x[: s.n_own], dtype=np.float64)
+
+    # --- time stepping ----------------------------------------------------------------------
+    def _compute_forces(self, step: int) -> None:
+        k = self.kernels
+        rcsq = self.cutoff * self.cutoff
+        for s in self.slabs:
+            k.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4, self._eps24,
+                        self._sigsq, self._eshift, s.f, s.pe, s.vir)
+        if self.ensemble == "langevin":
+            for s in self.slabs:
+                k.langevin_forces(s.f, s.v, s.ids, s.n_own, self._drag, self._noise,
+                                  self.noise_seed, step)
+
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` time steps."""
+        k = self.kernels
+        for _ in range(int(n)):
+            step = self.steps_done + 1
+            t0 = time.perf_counter()
+            for s in self.slabs:
+                k.initial_integrate(s.x, s.v, s.f, s.img, s.n_own, self._dtf, self.dt, self.box)
+            t1 = time.perf_counter()
+            if self._needs_rebuild():
+                self._rebuild()
+                t2 = time.perf_counter()
+                self._timers["neighbor"] += t2 - t1
+            else:
+                sl.update_ghosts(self.slabs)
+                t2 = time.perf_counter()
+                self._timers["comm"] += t2 - t1
+            self._compute_forces(step)
+            t3 = time.perf_counter()
+            for s in self.slabs:
+                k.final_integrate(s.v, s.f, s.n_own, self._dtf)
+            self.steps_done = step
+            self._after_step()
+            t4 = time.perf_counter()
+            self._timers["integrate"] += (t1 - t0) + (t4 - t3)
+            self._timers["force"] += t3 - t2
+
+    def _after_step(self) -> None:
+        step = self.steps_done
+        if step % self.thermo_every == 0:
+            self._record_thermo()
+        if self.output_dir is not None and self.output_every > 0 and \
+                step % self.output_every == 0:
+            self._write_frame()
+
+    def run(self, progress: bool = False) -> list[dict[str, Any]]:
+        """Run ``md.steps`` (or ``run.steps``) steps; with ``progress`` print LAMMPS-style
+        thermo lines and the loop time. Returns the thermo records."""
+        md = self.case["md"]
+        steps = int(md["steps"] if md.get("steps") is not None else self.case["run"]["steps"])
+        self._echo = progress
+        if progress:
+            print(header())
+            if self._thermo and self._thermo[-1]["step"] == self.steps_done:
+                print(format_row(self._thermo[-1]))
+            sys.stdout.flush()
+        t0 = time.perf_counter()
+        try:
+            self.step(steps)
+        finally:
+            self._echo = False
+        seconds = time.perf_counter() - t0
+        rate = steps * self.n_atoms / seconds if seconds > 0 else float("nan")
+        self._last_run = {"steps": steps, "seconds": seconds, "atom_steps_per_s": rate}
+        if self.output_dir is not None:
+            self._write_frame()  # the final state, unless a frame of this step exists
+            self._writer.flush()
+        if progress:
+            print(f"Loop time of {seconds:.4g} on {self.layout.parts} slab(s) for {steps} steps "
+                  f"with {self.n_atoms} atoms ({rate:.4g} atom-steps/s)")
+        return self.thermo()
+
+    # --- observation ------------------------------------------------------------------------
+    def _gather(self, per_slab: list[np.ndarray], width: int = 0) -> np.ndarray:
+        shape = (self.n_atoms, width) if width else (self.n_atoms,)
+        out = np.empty(shape, dtype=per_slab[0].dtype if per_slab else np.float64)
+        for s, arr in zip(self.slabs, per_slab, strict=True):
+            out[s.ids[: s.n_own]] = arr[: s.n_own]
+        return out
+
+    def _record_thermo(self) -> None:
+        pe = self._gather([s.pe for s in self.slabs])
+        vir = self._gather([s.vir for s in self.slabs])
+        mv2 = self._gather([self.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
+                            for s in self.slabs])
+        rec = thermo_record(self.steps_done, pe, vir, mv2, self.volume)
+        self._thermo.append(rec)
+        if self.output_dir is not None:
+            self._open_writer().write_observables(self.steps_done, self.steps_done * self.dt, {
+                "temperature": rec["temp"], "potential_energy": rec["pe"],
+                "kinetic_energy": rec["ke"], "total_energy": rec["etotal"],
+                "pressure": rec["press"]})
+        if self._echo:
+            print(format_row(rec))
+            sys.stdout.flush()
+
+    def _open_writer(self) -> Any:
+        if self._writer is None:
+            from simsplit.md.h5md import H5MDWriter
+
+            assert self.output_dir is not None
+            self._writer = H5MDWriter(self.output_dir / TRAJECTORY_NAME, self.n_atoms,
+                                      self.box, dtype=self.dtype)
+        return self._writer
+
+    def _write_frame(self) -> None:
+        if self._last_frame == self.steps_done:
+            return
+        self._last_frame = self.steps_done
+        self._open_writer().write_frame(self.steps_done, self.steps_done * self.dt,
+                                        self.positions(), self.velocities(),
+                                        self.images().astype(np.int32))
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (CPU kernels are synchronous: nothing to do)."""
+
+    def mlups_cells(self) -> int:
+        """Work items per step for rate reports: atoms (rates are atom-steps per second)."""
+        return self.n_atoms
+
+    def attach_output(self, sim: Any, directory: Path, out: dict[str, Any]) -> None:
+        """Hook for :func:`simsplit.output.attach_output`: frames and thermo already go to
+        ``<dir>/trajectory.h5md`` from :meth:`step`; add the final frame and close at the end."""
+        from simsplit.simulation import Operation
+
+        self.output_dir = Path(directory)
+        self.output_every = int(out.get("every") or 0)
+
+        def finish(_: Any) -> None:
+            self._write_frame()
+            self.close()
+
+        sim.attach(Operation("h5md", 0, finish, at_end=True))
+
+    def close(self) -> None:
+        """Close the trajectory file, if one is open (call once, at the very end)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def thermo(self) -> list[dict[str, Any]]:
+        """Thermo records so far: dicts with step, temp, pe, ke, etotal, press (per atom)."""
+        return [dict(r) for r in self._thermo]
+
+    def positions(self) -> np.ndarray:
+        """Wrapped positions ``(N, 3)`` in atom-id order."""
+        return self._gather([s.x for s in self.slabs], 3)
+
+    def velocities(self) -> np.ndarray:
+        """Velocities ``(N, 3)`` in atom-id order."""
+        return self._gather([s.v for s in self.slabs], 3)
+
+    def forces(self) -> np.ndarray:
+        """Forces of the current step ``(N, 3)`` in atom-id order (Langevin terms included)."""
+        return self._gather([s.f for s in self.slabs], 3)
+
+    def images(self) -> np.ndarray:
+        """Periodic image counts ``(N, 3)``: unwrapped = positions + images * box."""
+        return self._gather([s.img for s in self.slabs], 3)
+
+    def per_atom_energy(self) -> np.ndarray:
+        """Potential energy of each atom (half of each of its pairs), atom-id order."""
+        return self._gather([s.pe for s in self.slabs])
+
+    def per_atom_virial(self) -> np.ndarray:
+        """Half of ``r . f`` of each of the atom's pairs, atom-id order."""
+        return self._gather([s.vir for s in self.slabs])
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: neighbour rebuilds, migrated atoms, capacity growths, current layout."""
+        out: dict[str, Any] = dict(self._stats)
+        out["neighbor_capacity"] = self.capacity
+        out["ghosts"] = sum(s.n_ghost for s in self.slabs)
+        out["atoms_per_slab"] = [s.n_own for s in self.slabs]
+        out["slab_edges"] = self.layout.edges.tolist()
+        out["messages"] = self.exchange.messages
+        out.update(self._last_run)
+        out.update({f"time_{k}": v for k, v in self._timers.items()})
+        return out
+
+    # --- checkpointing ----------------------------------------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything needed to continue bit for bit, as NumPy arrays in atom-id order."""
+        return {
+            "ids": np.arange(self.n_atoms, dtype=np.int64),
+            "positions": self.positions(),
+            "velocities": self.velocities(),
+            "forces": self.forces(),
+            "images": self.images(),
+            "box": self.box.copy(),
+            "step": np.array(self.steps_done, dtype=np.int64),
+            "time": np.array(self.steps_done * self.dt),
+            # the Langevin noise is a pure function of (noise_seed, step, atom id)
+            "noise_seed": np.array(self.noise_seed, dtype=np.int64),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Replace the atoms by a :meth:`state` snapshot (any split may have written it)."""
+        pos = np.asarray(state["positions"])
+        if pos.shape != (self.n_atoms, 3):
+            raise ValueError(f"state has positions of shape {pos.shape}, this case has "
+                             f"({self.n_atoms}, 3)")
+        ids = np.asarray(state.get("ids", np.arange(self.n_atoms)), dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        if not np.array_equal(ids[order], np.arange(self.n_atoms)):
+            raise ValueError("state ids must be a permutation of 0 .. N-1")
+        if "box" in state and not np.array_equal(np.asarray(state["box"]), self.box):
+            raise ValueError(f"state box {np.asarray(state['box']).tolist()} differs from "
+                             f"the case box {self.box.tolist()}")
+        x = pos[order]
+        v = np.asarray(state["velocities"])[order]
+        img = np.asarray(state.get("images", np.zeros((self.n_atoms, 3))))[order]
+        if "noise_seed" in state:
+            self.noise_seed = int(state["noise_seed"])
+        self.steps_done = int(state["step"])
+        self._thermo = [r for r in self._thermo if r["step"] < self.steps_done]
+        # a no-op on state() output (already wrapped); wraps hand-made snapshots
+        x, shift = _wrap(np.asarray(x, dtype=np.float64), self.box)
+        self._distribute(x, v, np.asarray(img, np.int64) + shift)
+        self._compute_forces(self.steps_done)
+        if "forces" in state:
+            f = np.asarray(state["forces"])[order]
+            for s in self.slabs:
+                s.f[:] = f[s.ids[: s.n_own]]
+        if self.steps_done % self.thermo_every == 0:
+            self._record_thermo()

@@ -34,8 +34,8 @@ __device__ __forceinline__ void relax_pair(int q, const T* fl, T* __restrict__ f
     const T f_m = T(0.5) * (fl[q] - fl[o]);
     const T relax_p = -om_p * (f_p - feq_p) + src_p * s_p;
     const T relax_m = -om_m * (f_m - feq_m) + src_m * s_m;
-    f_dst[q * plane + cell] = fl[q] + relax_p + relax_m;
-    f_dst[o * plane + cell] = fl[o] + relax_p - relax_m;
+    lbm::store_population(f_dst + q * plane + cell, fl[q] + relax_p + relax_m);
+    lbm::store_population(f_dst + o * plane + cell, fl[o] + relax_p - relax_m);
 }
 
 // Cell that direction q pulls from, as an offset within a population plane.
@@ -64,27 +64,30 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
     const lbm::index_t pitch = nx + 2;
     const lbm::index_t plane = pitch * (ny + 2);
     const lbm::index_t cell = j * pitch + i;
-    if (flags[cell] != FLAG_FLUID) return;
+    const lbm::flag_t own = flags[cell];
+    if (own & FLAG_SOLID) return;
     const bool periodic = periodic_x != 0;
 
-    // Pull every population from its upstream cell before looking at any flag, so all nine
-    // loads are in flight at once; solid sources are patched afterwards.
+    // Pull every population from its upstream cell first, so all nine loads are in flight at
+    // once. Only cells flagged NEAR_WALL read their sources' flags and patch solid ones: an
+    // interior cell moves 9 populations in, 9 out and its own flag byte, nothing else.
     T fl[L::Q];
-    lbm::flag_t any_solid = 0;
+    lbm::flag_t near_wall = own & FLAG_NEAR_WALL;
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) {
         const lbm::index_t src = source_cell(q, i, j, nx, pitch, periodic);
-        fl[q] = __ldg(f_src + q * plane + src);
-        any_solid |= __ldg(flags + src);
+        fl[q] = lbm::load_population(f_src + q * plane + src);
+#ifdef SIMSPLIT_NEIGHBOUR_FLAGS  // tuning variant: decide from the sources' flags instead
+        near_wall |= __ldg(flags + src) & FLAG_SOLID;
+#endif
     }
-    if (any_solid != FLAG_FLUID) {  // next to a wall or the lid: rare, warp-coherent
-        // flags are read again (L1 hits) rather than kept: nine live registers fewer
+    if (near_wall) {  // rare and warp-coherent
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
-            const lbm::flag_t kind = flags[source_cell(q, i, j, nx, pitch, periodic)];
-            if (kind != FLAG_FLUID) {
-                const T own = __ldg(f_src + L::opp(q) * plane + cell);
-                fl[q] = lbm::bounce_back<L>(q, kind, own, lid_u);
+            const lbm::flag_t kind = __ldg(flags + source_cell(q, i, j, nx, pitch, periodic));
+            if (kind & FLAG_SOLID) {
+                const T own_opp = __ldg(f_src + L::opp(q) * plane + cell);
+                fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
             }
         }
     }
@@ -113,7 +116,7 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
     // rest population: purely symmetric
     const T feq0 = T(L::w(0)) * r * (one - usq);
     const T s0 = T(L::w(0)) * T(-3.0) * uf;
-    f_dst[cell] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0;
+    lbm::store_population(f_dst + cell, fl[0] - om_p * (fl[0] - feq0) + src_p * s0);
 #pragma unroll
     for (int q = 1; q < L::Q; ++q) {
         if (q < L::opp(q)) {

@@ -18,8 +18,8 @@ namespace lbm {
 using index_t = long long;
 using flag_t = unsigned char;
 
-// Kernels OR the flags of all pull sources and compare the result with FLAG_FLUID.
 static_assert(FLAG_FLUID == 0, "fluid cells must have flag 0");
+static_assert((FLAG_SOLID & FLAG_NEAR_WALL) == 0, "NEAR_WALL must not overlap the solid kinds");
 
 // Source column of a pull from column i (1-based interior) along dx in {-1, 0, 1}; with
 // periodic x the ghost columns are never read, the opposite interior column is.
@@ -28,6 +28,28 @@ __device__ __forceinline__ int source_column(int i, int dx, int nx, bool periodi
     const int s = i + dx;
     if (!periodic) return s;
     return s < 1 ? nx : (s > nx ? 1 : s);
+}
+
+// Population traffic: every value is read once and written once per step, so the variants
+// that tell the caches so (evict-first loads/stores) are selectable for tuning.
+template <typename T>
+__device__ __forceinline__ T load_population(const T* p)
+{
+#ifdef SIMSPLIT_STREAMING_LOADS
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void store_population(T* p, T v)
+{
+#ifdef SIMSPLIT_STREAMING_STORES
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
 }
 
 // What a solid pull source sends back: halfway bounce-back of the cell's own opposite

@@ -41,21 +41,38 @@ EOF
 command -v nvcc >/dev/null && nvcc --version | tail -1
 
 note "GPU tests (pytest -m gpu)"
-timeout 330 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log"
+timeout 250 "$PY" -m pytest -m gpu -v -rsP --durations=15 -p no:cacheprovider 2>&1 \
+    | tee "$OUT/gpu-tests.log" | grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|Ghia|max \|" \
+    | tail -60
 tests_rc=$?
 note "kernel compile tests (nvcc, registers)"
-timeout 60 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_kernels_compile.py 2>&1 \
-    | tee -a "$OUT/gpu-tests.log"
+timeout 60 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_kernels_compile.py \
+    tests/test_md_kernels_compile.py 2>&1 | tee -a "$OUT/gpu-tests.log" | tail -25
 compile_rc=$?
 
 note "benchmark: 8192x8192 float32, 1 subdomain"
 : >"$OUT/bench.log"
-timeout 120 "$PY" -m simsplit.bench --backend cupy --backend numba-cuda --grid 8192x8192 \
+timeout 100 "$PY" -m simsplit.bench --backend cupy --backend numba-cuda --grid 8192x8192 \
     --subdomains 1 --steps 100 --repeats 5 --precision float32 2>&1 | tee -a "$OUT/bench.log"
 big_rc=$?
+note "benchmark: cost of splitting, cupy float32: 4096x8192 on 1 slab vs 2 slabs of 4096x4096"
+for ov in on off; do
+    timeout 60 "$PY" -m simsplit bench --backend cupy --grid 4096x8192 --subdomains 1 \
+        --steps 100 --repeats 5 --overlap $ov --no-graph 2>&1 | tee -a "$OUT/bench.log" | head -3
+    timeout 60 "$PY" -m simsplit bench --backend cupy --grid 4096x8192 --subdomains 2 \
+        --steps 100 --repeats 5 --overlap $ov --no-graph 2>&1 | tee -a "$OUT/bench.log" | head -3
+done
+note "single-rank NCCL transport and the devices report"
+timeout 60 "$PY" -m simsplit run cases/cavity.yaml --backend cupy --transport nccl \
+    --set domain.shape=[512,512] --steps 2000 --set run.timing=true --output "$OUT/nccl" \
+    --quiet 2>&1 | tail -12
+timeout 30 "$PY" -m simsplit devices 2>&1 | tail -15
+note "MD benchmark (quick)"
+timeout 100 "$PY" scripts/bench_md_gpu.py --quick 2>&1 | tee "$OUT/bench-md.log" | tail -15
 note "benchmark: 128x128 float32, 2 subdomains (steps/s; graph = CUDA-graph replay)"
-timeout 60 "$PY" -m simsplit.bench --backend cupy --backend numba-cuda --grid 128x128 \
-    --subdomains 2 --steps 2000 --repeats 3 --precision float32 2>&1 | tee -a "$OUT/bench.log"
+timeout 45 "$PY" -m simsplit.bench --backend cupy --backend numba-cuda --grid 128x128 \
+    --subdomains 2 --steps 2000 --repeats 3 --precision float32 2>&1 | grep -v Warn \
+    | tee -a "$OUT/bench.log"
 small_rc=$?
 
 note "summary"

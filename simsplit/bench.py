@@ -65,7 +65,8 @@ def measure_copy_bandwidth(backend: Backend | str, nbytes: int | None = None,
     return 2 * 4 * n / seconds
 
 
-def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str) -> dict[str, Any]:
+def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str,
+          overlap: bool = True) -> dict[str, Any]:
     from simsplit.case import validate_case
 
     return validate_case({
@@ -73,17 +74,17 @@ def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str) -> di
         "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
         "domain": {"shape": [nx, ny], "boundaries": {"x": "wall", "y": "wall", "lid": True}},
         "decomposition": {"subdomains": subdomains},
-        "run": {"backend": backend, "precision": precision},
+        "run": {"backend": backend, "precision": precision, "overlap": overlap},
         "output": {"dir": None},
     }, source="benchmark case")
 
 
 def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precision: str,
-                repeats: int, graph: bool) -> dict[str, Any]:
+                repeats: int, graph: bool, overlap: bool = True) -> dict[str, Any]:
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel import ParallelContext
 
-    case = _case(name, nx, ny, subdomains, precision)
+    case = _case(name, nx, ny, subdomains, precision, overlap)
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(name, run["devices"], run["transport"]))
     solver.step(min(steps, 20))  # warm-up: compilation, first touch
@@ -113,7 +114,8 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
 
 
 def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int, steps: int,
-              precision: str, *, repeats: int = 5, graph: bool = True) -> list[dict[str, Any]]:
+              precision: str, *, repeats: int = 5, graph: bool = True,
+              overlap: bool = True) -> list[dict[str, Any]]:
     """Time ``steps`` solver steps per backend and grid (median of ``repeats`` after a warm-up).
 
     One row per (backend, grid) with ``mlups``, ``steps_per_s``, ``copy_bandwidth`` (B/s),
@@ -131,12 +133,12 @@ def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int
             continue
         for nx, ny in grids:
             row: dict[str, Any] = {"backend": name, "grid": (nx, ny), "subdomains": subdomains,
-                                   "precision": precision, "steps": steps,
+                                   "precision": precision, "steps": steps, "overlap": overlap,
                                    "bytes_per_cell_update": per_cell,
                                    "copy_bandwidth": bandwidth}
             try:
                 row.update(_bench_grid(name, nx, ny, subdomains, steps, precision, repeats,
-                                       graph))
+                                       graph, overlap))
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"
             for key in ("", "graph_"):
@@ -158,7 +160,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
             continue
         bandwidths[r["backend"]] = r["copy_bandwidth"]
         grid = f"{r['grid'][0]}x{r['grid'][1]}"
-        start = f"{r['backend']:<11} {grid:>11} {r['subdomains']:>3} {r['precision']:<9}"
+        ov = "" if r.get("overlap", True) else " (no overlap)"
+        start = f"{r['backend']:<11} {grid:>11} {r['subdomains']:>3}{ov} {r['precision']:<9}"
         if "mlups" not in r:
             lines.append(f"{start} error: {r['error']}")
             continue
@@ -193,7 +196,8 @@ def main_from_args(args: argparse.Namespace) -> int:
     grids = [g if isinstance(g, tuple) else _parse_grid(g) for g in (args.grid or ["1024x1024"])]
     rows = run_bench(list(args.backend or ["auto"]), grids, args.subdomains, args.steps,
                      args.precision, repeats=getattr(args, "repeats", 5),
-                     graph=not getattr(args, "no_graph", False))
+                     graph=not getattr(args, "no_graph", False),
+                     overlap=getattr(args, "overlap", "on") == "on")
     print(format_table(rows))
     return 1 if any("error" in r for r in rows) else 0
 
@@ -207,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--precision", default="float32", choices=["float32", "float64"])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
+    p.add_argument("--overlap", choices=["on", "off"], default="on",
+                   help="exchange halos while the interior is computed (run.overlap)")
     return main_from_args(p.parse_args(argv))
 
 

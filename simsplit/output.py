@@ -1,4 +1,4 @@
-"""Operations that write a run's results: field snapshots (HDF5 + XDMF) and PNG plots."""
+"""Operations that write a run's results: snapshots (HDF5 + XDMF), plots, checkpoints, run.json."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def case_yaml(case: dict) -> str:
     return yaml.safe_dump(case, sort_keys=False)
 
 
-def attach_output(sim: "Simulation") -> None:
+def attach_output(sim: Simulation) -> None:
     """Attach the writers a case asks for; nothing when ``output.dir`` is null."""
     out = sim.case["output"]
     if not out["dir"] or getattr(sim, "_output_attached", False):
@@ -27,19 +27,68 @@ def attach_output(sim: "Simulation") -> None:
     if sim.context.rank == 0:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "case.yaml").write_text(case_yaml(sim.case))
+        _attach_manifest(sim, directory)
     if sim.physics == "fluid":
         _attach_fluid(sim, directory, out)
     else:
         sim.solver.attach_output(sim, directory, out)
+    _attach_checkpoints(sim, directory / CHECKPOINT_DIR, out)
 
 
-def _attach_fluid(sim: "Simulation", directory: Path, out: dict) -> None:
+CHECKPOINT_DIR = "checkpoints"
+
+
+def _attach_manifest(sim: Simulation, directory: Path) -> None:
+    from simsplit.manifest import Manifest
+
+    ctx = sim.context
+    info = {
+        "physics": sim.physics,
+        "backend": ctx.backend_name,
+        "devices": sorted({ctx.device_of(k) for k in range(int(sim.case["decomposition"]
+                                                                ["subdomains"]))}),
+        "ranks": ctx.size,
+        "subdomains": sim.case["decomposition"]["subdomains"],
+        "transport": getattr(getattr(sim.solver, "transport", None), "name", None),
+        "placement": ctx.describe(),
+        "restarted_from": sim.restarted_from,
+        "start_step": sim.steps_done,
+    }
+    manifest = Manifest(directory, sim.case, info)
+    manifest.write()
+    sim.on_finish.append(lambda status, extra: manifest.update(status=status, **extra))
+
+
+def _attach_checkpoints(sim: Simulation, directory: Path, out: dict) -> None:
+    """Checkpoints every ``output.checkpoint_every`` steps (and at the start), at the end and on
+    a stop signal; a diverged run keeps its last good one."""
+    from simsplit.checkpoint import checkpoint_path, write_checkpoint
+    from simsplit.simulation import Operation
+    from simsplit.state import capture_state
+
+    def save(s: Simulation) -> None:
+        arrays = capture_state(s)  # collective under MPI
+        if s.context.rank == 0 and not checkpoint_path(directory, s.steps_done).exists():
+            write_checkpoint(directory, s.steps_done, s.case, arrays,
+                             {"physics": s.physics}, keep=out["keep_checkpoints"])
+
+    def on_finish(status: str, _info: dict) -> None:
+        if status == "interrupted":
+            save(sim)
+
+    if out["checkpoint_every"] > 0:
+        save(sim)  # a run that diverges early still leaves a restartable state
+    sim.attach(Operation("checkpoint", out["checkpoint_every"], save))
+    sim.on_finish.insert(0, on_finish)  # before run.json records the stop
+
+
+def _attach_fluid(sim: Simulation, directory: Path, out: dict) -> None:
     from simsplit.io.fields import FieldWriter
 
     setup = sim.solver.setup
     state = {"writer": None, "last": -1}
 
-    def snapshot(s: "Simulation") -> None:
+    def snapshot(s: Simulation) -> None:
         if s.steps_done == state["last"]:
             return
         state["last"] = s.steps_done
@@ -48,11 +97,14 @@ def _attach_fluid(sim: "Simulation", directory: Path, out: dict) -> None:
             return
         if state["writer"] is None:
             attrs = {"case": case_yaml(s.case), "simsplit_version": __version__}
-            state["writer"] = FieldWriter(directory, (setup.nx, setup.ny),
-                                          (1.0 / setup.nx, 1.0 / setup.ny), attrs)
+            state["writer"] = FieldWriter(directory, (setup.ny, setup.nx),
+                                          (1.0 / setup.ny, 1.0 / setup.nx), attrs,
+                                          append=s.restarted_from is not None)
+        if s.steps_done in state["writer"].steps:
+            return  # written before an interruption; a restart reproduces it bit for bit
         state["writer"].write(s.steps_done, float(s.steps_done), {"density": rho, "velocity": u})
 
-    def plot(s: "Simulation") -> None:
+    def plot(s: Simulation) -> None:
         u = s.velocity()
         if s.context.rank != 0 or not out["plots"]:
             return
@@ -66,10 +118,11 @@ def _attach_fluid(sim: "Simulation", directory: Path, out: dict) -> None:
                 ref = ghia_u_centreline(int(re)) if float(re).is_integer() else None
             except ValueError:
                 ref = None
-        title = f"D2Q9 {s.case['fluid']['collision'].upper()}, {setup.nx}x{setup.ny}, step {s.steps_done}"
+        collision = s.case["fluid"]["collision"].upper()
+        title = f"D2Q9 {collision}, {setup.nx}x{setup.ny}, step {s.steps_done}"
         plot_cavity(u, directory / "velocity.png", re, ref, title=title)
 
-    def close(s: "Simulation") -> None:
+    def close(s: Simulation) -> None:
         if state["writer"] is not None:
             state["writer"].close()
             state["writer"] = None

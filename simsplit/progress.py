@@ -34,7 +34,7 @@ class RunProgress:
         self._bar.update(steps_done - self.last)
         self.last, self._t = steps_done, now
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:

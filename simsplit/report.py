@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from simsplit.simulation import RunSummary, Simulation
 
 
-def summary_lines(sim: "Simulation", summary: "RunSummary") -> list[str]:
+def summary_lines(sim: Simulation, summary: RunSummary) -> list[str]:
     case = sim.case
     lines = [
         f"physics      {case['physics']}",
@@ -28,7 +28,7 @@ def summary_lines(sim: "Simulation", summary: "RunSummary") -> list[str]:
     return lines
 
 
-def _ghia_lines(sim: "Simulation") -> list[str]:
+def _ghia_lines(sim: Simulation) -> list[str]:
     from simsplit.fluid.reference import compare_to_ghia
 
     re = sim.case["fluid"].get("reynolds")
@@ -39,5 +39,5 @@ def _ghia_lines(sim: "Simulation") -> list[str]:
     return [f"Ghia 1982    max |u - u_Ghia| on x = 0.5: {cmp['max_abs_error']:.4f} (Re = {re})"]
 
 
-def print_summary(sim: "Simulation", summary: "RunSummary") -> None:
+def print_summary(sim: Simulation, summary: RunSummary) -> None:
     print("\n".join(summary_lines(sim, summary)))

@@ -14,7 +14,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from simsplit.case import load_case, validate_case
-from simsplit.parallel import ParallelContext
+from simsplit.parallel import ParallelContext, make_context
+
+
+class Interrupted(RuntimeError):
+    """A signal asked the run to stop; a checkpoint was written first."""
+
+    def __init__(self, signum: int, steps_done: int) -> None:
+        super().__init__(f"stopped by signal {signum} at step {steps_done}")
+        self.signum, self.steps_done = signum, steps_done
 
 
 @dataclass
@@ -23,7 +31,7 @@ class Operation:
 
     name: str
     every: int
-    action: Callable[["Simulation"], None]
+    action: Callable[[Simulation], None]
     at_end: bool = True
 
 
@@ -54,9 +62,13 @@ class Simulation:
             case = load_case(case)
         else:
             case = validate_case(dict(case))
-        self.case: dict[str, Any] = case
-        self.context = context or ParallelContext(case["run"]["backend"])
+        self.context = context or make_context(case)
+        self.case: dict[str, Any] = self.context.prepare_case(case)
+        case = self.case
         self.physics = case["physics"]
+        from simsplit.preflight import check_memory
+
+        check_memory(case, self.context.backend_name, self.context.devices)
         if self.physics == "fluid":
             from simsplit.fluid.solver import FluidSolver
 
@@ -66,6 +78,10 @@ class Simulation:
 
             self.solver = MDSolver(case, self.context)
         self.operations: list[Operation] = []
+        #: called as ``fn(status, info)`` when a run ends: completed, diverged, interrupted
+        self.on_finish: list[Callable[[str, dict[str, Any]], None]] = []
+        self.restarted_from: str | None = None
+        self._stop_signal = 0
 
     # --- stepping ------------------------------------------------------------------------------
     @property
@@ -95,26 +111,77 @@ class Simulation:
         residual, converged, reason = None, False, "step limit reached"
         bar = RunProgress(total, start_step, enabled=progress and self.context.rank == 0,
                           cells=self._cells_per_step())
+        timer = getattr(self.solver, "timer", None)
+        if timer is not None:
+            timer.reset()
         t0 = time.perf_counter()
-        with bar:
-            while self.steps_done < total:
-                n = self._next_chunk(total, check)
-                self.solver.step(n)
-                if hasattr(self.solver, "check_health"):
-                    self.solver.check_health()
-                if checks_residual and self.steps_done % check == 0:
-                    residual = self.solver.residual()
-                bar.update(self.steps_done, residual)
-                self._fire(final=False)
-                if checks_residual and tol > 0 and residual is not None and residual < tol:
-                    converged, reason = True, f"steady state (residual {residual:.3g} < {tol:g})"
-                    break
-            self.solver.synchronize()
+        try:
+            with bar:
+                while self.steps_done < total:
+                    n = self._next_chunk(total, check)
+                    self.solver.step(n)
+                    if hasattr(self.solver, "check_health"):
+                        self.solver.check_health()
+                    if checks_residual and self.steps_done % check == 0:
+                        residual = self.solver.residual()
+                    bar.update(self.steps_done, residual)
+                    self._fire(final=False)
+                    self._check_stop()
+                    if checks_residual and tol > 0 and residual is not None and residual < tol:
+                        converged = True
+                        reason = f"steady state (residual {residual:.3g} < {tol:g})"
+                        break
+                self.solver.synchronize()
+        except Interrupted as exc:
+            self._finish("interrupted", {"signal": exc.signum})
+            raise
+        except Exception as exc:
+            from simsplit.fluid.solver import DivergenceError
+
+            self._finish("diverged" if isinstance(exc, DivergenceError) else "failed",
+                         {"error": str(exc)})
+            raise
         wall = time.perf_counter() - t0
         self._fire(final=True)
         steps = self.steps_done - start_step
         rate = steps * self._cells_per_step() / wall if wall > 0 else 0.0
-        return RunSummary(steps, wall, converged, residual, rate, reason)
+        summary = RunSummary(steps, wall, converged, residual, rate, reason)
+        transport = getattr(self.solver, "transport", None)
+        if timer is not None and transport is not None:  # collective: every rank gets here
+            summary.extra["timing"] = timer.breakdown(wall, transport.allreduce_max,
+                                                      self.context.size)
+        self._finish("completed", {"wall_seconds": wall, "converged": converged,
+                                   "residual": residual, "reason": reason,
+                                   "timing": summary.extra.get("timing")})
+        return summary
+
+    # --- stopping on request (signals), restart ----------------------------------------------
+    def request_stop(self, signum: int) -> None:
+        """Ask the run to checkpoint and stop after the current chunk (signal-handler safe)."""
+        self._stop_signal = signum
+
+    def _check_stop(self) -> None:
+        transport = getattr(self.solver, "transport", None)
+        signum = self._stop_signal
+        if transport is not None:  # every rank must agree, or the next exchange would hang
+            signum = int(transport.allreduce_max(float(signum)))
+        if signum:
+            raise Interrupted(signum, self.steps_done)
+
+    def _finish(self, status: str, info: dict[str, Any]) -> None:
+        info = {"steps_done": self.steps_done, **info}
+        for fn in self.on_finish:
+            fn(status, info)
+
+    def restart(self, source: str | Path) -> Path:
+        """Continue from the newest intact checkpoint at ``source`` (a file or a directory)."""
+        from simsplit.checkpoint import load_latest
+        from simsplit.state import restore_state
+
+        path, attrs, arrays = load_latest(Path(source), self.case)
+        restore_state(self, arrays, int(attrs["step"]))
+        self.restarted_from = str(path)
+        return path
 
     def _next_chunk(self, total: int, check: int) -> int:
         stops = [total, (self.steps_done // check + 1) * check]

@@ -37,7 +37,7 @@ def test_cavity_bitwise_identical_across_splits(precision, collision):
     u1, rho1 = results[0]
     assert u1.shape == (36, 40, 2) and rho1.shape == (36, 40)
     assert np.abs(u1).max() > 0.1  # the lid has set the flow going
-    for (n, w), (u, rho) in zip(SPLITS[1:], results[1:]):
+    for (n, w), (u, rho) in zip(SPLITS[1:], results[1:], strict=True):
         assert np.array_equal(u, u1), f"velocity differs for {n} slabs, weights {w}"
         assert np.array_equal(rho, rho1), f"density differs for {n} slabs, weights {w}"
 

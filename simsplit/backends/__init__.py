@@ -36,7 +36,8 @@ def resolve_backend_name(name: str) -> str:
     if name == "auto":
         return "cupy" if gpu_count() > 0 else "cpu"
     if name not in BACKENDS:
-        raise BackendUnavailable(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
+        raise BackendUnavailable(
+            f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
     return name
 
 
@@ -47,7 +48,8 @@ def get_backend(name: str = "auto", device: int = 0) -> Backend:
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
-        raise BackendUnavailable(f"backend {name!r} needs a library that is missing: {exc}") from exc
+        raise BackendUnavailable(
+            f"backend {name!r} needs a library that is missing: {exc}") from exc
     return getattr(mod, cls)(device)
 
 

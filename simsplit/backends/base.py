@@ -39,6 +39,8 @@ class Backend(ABC):
     name: str = ""
     #: True when arrays live in device memory and need explicit transfers
     is_device: bool = False
+    #: True when :meth:`capture` records real graphs (replays cost one launch, not many)
+    has_graphs: bool = False
 
     def __init__(self, device: int = 0) -> None:
         self.device = device

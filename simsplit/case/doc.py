@@ -24,7 +24,8 @@ def _type_text(node: dict[str, Any]) -> str:
     return text
 
 
-def rows(node: dict[str, Any] | None = None, prefix: str = "") -> Iterator[tuple[str, str, str, str]]:
+def rows(node: dict[str, Any] | None = None,
+         prefix: str = "") -> Iterator[tuple[str, str, str, str]]:
     """(dotted key, type, default, description) for every key, depth first."""
     node = node or case_schema()
     for key, sub in node.get("properties", {}).items():

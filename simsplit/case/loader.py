@@ -78,7 +78,7 @@ def apply_overrides(case: dict[str, Any], overrides: Mapping[str, Any] | Iterabl
     return case
 
 
-# --- validation ---------------------------------------------------------------------------------------
+# --- validation -------------------------------------------------------------------------------
 def _dotted(path: Iterable[Any]) -> str:
     out = ""
     for p in path:
@@ -208,7 +208,7 @@ def _check_decomposition(case: dict[str, Any]) -> None:
 
 
 def _check_fluid(case: dict[str, Any]) -> None:
-    from simsplit.fluid.params import MAX_LID_VELOCITY, UnstableSetup
+    from simsplit.fluid.params import MAX_BODY_FORCE, MAX_LID_VELOCITY, UnstableSetup
     from simsplit.fluid.solver import MIN_SLAB_ROWS, setup_from_case
 
     if "domain" not in case:
@@ -229,6 +229,10 @@ def _check_fluid(case: dict[str, Any]) -> None:
     if fluid["lid_velocity"] > MAX_LID_VELOCITY:
         raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: expected "
                         f"<= {MAX_LID_VELOCITY} lattice units (Mach number too high)")
+    force = fluid["body_force"]
+    if max(abs(f) for f in force) > MAX_BODY_FORCE:
+        raise CaseError(f"fluid.body_force: {force!r} is not allowed: expected components of "
+                        f"at most {MAX_BODY_FORCE} in magnitude (lattice units per step)")
     ny = case["domain"]["shape"][1]
     n = case["decomposition"]["subdomains"]
     if ny < n * MIN_SLAB_ROWS:

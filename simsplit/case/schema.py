@@ -6,6 +6,7 @@ from typing import Any
 
 from simsplit.backends import BACKEND_CHOICES
 from simsplit.fluid.schema import DOMAIN_SCHEMA, FLUID_SCHEMA
+from simsplit.transport import TRANSPORT_CHOICES
 
 PHYSICS = ("fluid", "md")
 
@@ -40,6 +41,28 @@ RUN_SCHEMA = {
                     "description": "auto picks cupy when a GPU is present, else cpu."},
         "precision": {"enum": ["float32", "float64"], "default": "float64",
                       "description": "Floating-point type of fields and arithmetic."},
+        "transport": {
+            "enum": list(TRANSPORT_CHOICES), "default": "auto",
+            "description": "How halos travel. auto: local (cpu) or peer (GPUs) in one process, "
+                           "nccl between GPU ranks, mpi between cpu ranks. peer: device to "
+                           "device copies in one process; nccl: NCCL send/recv; mpi: MPI with "
+                           "host staging for GPU buffers; mpi-cuda-aware: MPI on device "
+                           "buffers (needs a CUDA-aware MPI).",
+        },
+        "devices": {
+            "type": ["array", "null"], "items": {"type": "integer", "minimum": 0},
+            "minItems": 1, "uniqueItems": True, "default": None,
+            "description": "GPU ids to use (null: all). One process puts slab i on "
+                           "devices[i mod len]; under MPI a rank takes "
+                           "devices[node-local rank mod len].",
+        },
+        "overlap": {"type": "boolean", "default": True,
+                    "description": "Send halos while the slab interior is computed (false: "
+                                   "exchange, then compute; for measurement). Results are "
+                                   "bitwise identical either way."},
+        "timing": {"type": "boolean", "default": False,
+                   "description": "Synchronise the device at each phase of the time loop so the "
+                                  "timing breakdown is exact on GPUs (serialises the overlap)."},
     },
 }
 
@@ -53,6 +76,13 @@ OUTPUT_SCHEMA = {
                   "description": "Steps between snapshots (0: only the final state)."},
         "plots": {"type": "boolean", "default": True,
                   "description": "Write PNG plots at the end."},
+        "checkpoint_every": {
+            "type": "integer", "minimum": 0, "default": 0,
+            "description": "Steps between checkpoints in <dir>/checkpoints (0: only at the end); "
+                           "with N > 0 one is also written at the start. SIGINT/SIGTERM "
+                           "always write one."},
+        "keep_checkpoints": {"type": "integer", "minimum": 1, "default": 3,
+                             "description": "How many of the newest checkpoints to keep."},
     },
 }
 

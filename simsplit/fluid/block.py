@@ -15,7 +15,7 @@ import numpy as np
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
 from simsplit.fluid import flags as fl
-from simsplit.fluid.lattice import D2Q9_W, Q, UP
+from simsplit.fluid.lattice import D2Q9_W, UP, Q
 from simsplit.fluid.params import D2Q9Params
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
@@ -73,13 +73,27 @@ class D2Q9Block:
                     flags[row, 0] = flags[row, -1] = fl.WALL
                 else:
                     flags[row, 0] = flags[row, -1] = fl.LID
+        flags[1:-1, 1:-1] |= self._near_wall(flags)
         return flags
+
+    def _near_wall(self, flags: np.ndarray) -> np.ndarray:
+        """NEAR_WALL on interior fluid cells with a solid pull source (periodic x wraps)."""
+        solid = (flags & fl.SOLID) != 0
+        if self.params.periodic_x:  # sources across x come from the opposite interior column
+            solid[:, 0], solid[:, -1] = solid[:, -2], solid[:, 1]
+        near = np.zeros((self.ny, self.nx), dtype=bool)
+        for dj in (-1, 0, 1):
+            for di in (-1, 0, 1):
+                near |= solid[1 + dj:self.ny + 1 + dj, 1 + di:self.nx + 1 + di]
+        near &= ~solid[1:-1, 1:-1]
+        return np.where(near, fl.NEAR_WALL, 0).astype(np.uint8)
 
     def halo_faces(self) -> list[int]:
         return [f for f in (LOW, HIGH) if self.faces[f] is Face.HALO]
 
     # --- time stepping -----------------------------------------------------------------------
-    def stream_collide(self, rows: tuple[int, int] | None = None, store_macro: bool = False) -> None:
+    def stream_collide(self, rows: tuple[int, int] | None = None,
+                       store_macro: bool = False) -> None:
         """Update local rows ``[rows[0], rows[1])`` (1-based, ghosts excluded); all by default."""
         rows = rows or (1, self.ny + 1)
         self.backend.d2q9.stream_collide(

@@ -13,6 +13,9 @@ DEFAULT_TRT_MAGIC = 3.0 / 16.0
 MAX_CELL_REYNOLDS = 1000.0
 #: cell Reynolds number beyond which runs tend to go unstable: warned
 WARN_CELL_REYNOLDS = 20.0
+#: body force per unit volume above which one step alone changes velocity by a sizeable
+#: fraction of the lattice speed of sound: refused
+MAX_BODY_FORCE = 0.01
 #: above this lid speed (lattice units, Mach ~0.35) compressibility errors dominate
 MAX_LID_VELOCITY = 0.2
 

@@ -6,7 +6,9 @@ know which device or transport it runs on, and the blocks do not know there are 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -15,9 +17,13 @@ from simsplit.decomp.slabs import HIGH, LOW, DecompositionError, SlabDecompositi
 from simsplit.fluid.block import D2Q9Block, Face
 from simsplit.fluid.params import D2Q9Params, check_stability, relaxation_rates
 from simsplit.parallel import ParallelContext
+from simsplit.timing import PhaseTimer
+from simsplit.transport import finish_exchange, start_exchange
 
 #: smallest slab: the overlap scheme updates the two face rows apart from the interior
 MIN_SLAB_ROWS = 2
+#: steps recorded in one CUDA graph; even, so every buffer swap is undone by the next
+GRAPH_STEPS = 32
 #: physical bounds in lattice units: density near 1, speed below the lattice speed of sound
 RHO_BOUNDS = (0.5, 1.5)
 MAX_SPEED = 3**-0.5
@@ -87,6 +93,7 @@ class FluidSolver:
                 context.backend_for(k), s.nx, slab.size, slab.start, faces, s.params, s.dtype
             )
         self.steps_done = 0
+        self._fresh_src: list[Any] | None = None
         self._u_prev: dict[int, tuple[Any, Any]] | None = None
 
     def _face_kind(self, neighbour: int | None, face: int) -> Face:
@@ -95,32 +102,144 @@ class FluidSolver:
         return Face.LID if (face == HIGH and self.setup.lid) else Face.WALL
 
     # --- time loop ------------------------------------------------------------------------------
+    @cached_property
+    def timer(self) -> PhaseTimer:
+        """Seconds spent per phase of the time loop (see :mod:`simsplit.timing`)."""
+        on_device = any(b.backend.is_device for b in self.blocks.values())
+        return PhaseTimer(self.synchronize if self.case["run"].get("timing") else None, on_device)
+
+    @cached_property
+    def _halo_keys(self) -> list[tuple[int, int]]:
+        return [(k, f) for k, blk in self.blocks.items() for f in blk.halo_faces()]
+
+    @cached_property
+    def _row_plan(self) -> dict[int, tuple[list[tuple[int, int]], tuple[int, int] | None]]:
+        return {k: self._row_ranges(blk) for k, blk in self.blocks.items()}
+
+    def _start_exchange(self) -> Any:
+        keys = self._halo_keys
+        send = {key: self.blocks[key[0]].send[key[1]] for key in keys}
+        recv = {key: self.blocks[key[0]].recv[key[1]] for key in keys}
+        with self.timer.phase("exchange"):
+            return start_exchange(self.transport, send, recv)
+
+    def _finish_exchange(self, handle: Any) -> None:
+        with self.timer.phase("wait"):
+            finish_exchange(self.transport, handle)
+        with self.timer.phase("pack"):
+            for k, face in self._halo_keys:
+                self.blocks[k].unpack(face)
+
     def exchange_halos(self) -> None:
-        send, recv = {}, {}
-        for k, blk in self.blocks.items():
-            for face in blk.halo_faces():
-                send[(k, face)] = blk.pack(face)
-                recv[(k, face)] = blk.recv[face]
-        self.transport.exchange(send, recv)
-        for blk in self.blocks.values():
-            for face in blk.halo_faces():
-                blk.unpack(face)
+        """Fill every ghost layer of ``f_src`` from the neighbouring slabs' ``f_src``."""
+        with self.timer.phase("pack"):
+            for k, face in self._halo_keys:
+                self.blocks[k].pack(face)
+        self._finish_exchange(self._start_exchange())
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` time steps; macroscopic fields are stored on the last one."""
-        for s in range(n):
+        overlap = bool(self.case["run"].get("overlap", True))
+        if overlap and not self._ghosts_current():
             self.exchange_halos()
-            last = s == n - 1
+        graph = self._graph(overlap) if n > GRAPH_STEPS else None
+        while graph is not None and n > GRAPH_STEPS:  # the last step stays out: it stores macros
+            graph.replay()
+            n -= GRAPH_STEPS
+            self.steps_done += GRAPH_STEPS
+        for s in range(n):
+            self.context.check_fault(self.steps_done + 1)
+            self._advance(overlap, last=s == n - 1)
+            self.steps_done += 1
+        # after an overlapped step the ghosts of f_src already hold the neighbours' new rows
+        self._fresh_src = [b.f_src for b in self.blocks.values()] if overlap else None
+
+    def _advance(self, overlap: bool, last: bool) -> None:
+        if overlap:
+            self._step_overlapped(last)
+            return
+        self.exchange_halos()
+        with self.timer.phase("compute"):
             for blk in self.blocks.values():
                 blk.stream_collide(store_macro=last)
+        for blk in self.blocks.values():
+            blk.swap()
+
+    def _graph(self, overlap: bool) -> Any:
+        """A CUDA graph of GRAPH_STEPS steps for the current buffers, or None where not usable.
+
+        Graphs need every block on one graph-capable device in this process, and are skipped
+        when per-phase timing or fault injection must see each step from Python.
+        """
+        backends = {id(b.backend): b.backend for b in self.blocks.values()}
+        if (len(backends) != 1 or self.context.size != 1 or self.case["run"].get("timing")
+                or self.context.has_fault):
+            return None
+        backend = next(iter(backends.values()))
+        if not backend.has_graphs:
+            return None
+        key = (overlap, tuple(id(b.f_src) for b in self.blocks.values()))
+        graphs = self.__dict__.setdefault("_graphs", {})
+        if key not in graphs:
+            def record() -> None:
+                for _ in range(GRAPH_STEPS):
+                    self._advance(overlap, last=False)
+
+            buffers = [(b.f_src, b.f_dst) for b in self.blocks.values()]
+            try:
+                graphs[key] = backend.capture(record)
+            except Exception as exc:  # e.g. a transport that cannot be captured: step directly
+                for b, (src, dst) in zip(self.blocks.values(), buffers, strict=True):
+                    b.f_src, b.f_dst = src, dst  # capture ran no kernel: undo its swaps
+                warnings.warn(f"CUDA graph capture failed ({exc}); stepping without graphs",
+                              stacklevel=3)
+                graphs[key] = None
+        return graphs[key]
+
+    def _ghosts_current(self) -> bool:
+        fresh = self._fresh_src
+        return fresh is not None and len(fresh) == len(self.blocks) and all(
+            a is b.f_src for a, b in zip(fresh, self.blocks.values(), strict=True))
+
+    @staticmethod
+    def _row_ranges(blk: D2Q9Block) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+        """(rows next to halo faces, the other rows or None) of a block, 1-based ``[a, b)``."""
+        lo = 2 if blk.faces[LOW] is Face.HALO else 1
+        hi = blk.ny if blk.faces[HIGH] is Face.HALO else blk.ny + 1
+        edge = [(1, 2)] if lo == 2 else []
+        if hi == blk.ny:
+            edge.append((blk.ny, blk.ny + 1))  # distinct from (1, 2): blocks have >= 2 rows
+        return edge, ((lo, hi) if lo < hi else None)
+
+    def _step_overlapped(self, last: bool) -> None:
+        # Pull streaming reads the ghosts of f_src, so the halo that step n+1 needs is this
+        # step's f_dst face rows: compute those first, send them while the interior is computed,
+        # and unpack into f_dst's ghost rows, which become f_src's after the swap.
+        plan = self._row_plan
+        with self.timer.phase("compute"):
+            for k, blk in self.blocks.items():
+                for rows in plan[k][0]:
+                    blk.stream_collide(rows, store_macro=last)
+        with self.timer.phase("pack"):
+            for k, face in self._halo_keys:
+                blk = self.blocks[k]
+                blk.swap()  # pack() reads f_src: point it at the rows just computed
+                blk.pack(face)
                 blk.swap()
-            self.steps_done += 1
+        handle = self._start_exchange()
+        with self.timer.phase("compute"):
+            for k, blk in self.blocks.items():
+                if plan[k][1] is not None:
+                    blk.stream_collide(plan[k][1], store_macro=last)
+        for blk in self.blocks.values():
+            blk.swap()
+        self._finish_exchange(handle)
 
     def synchronize(self) -> None:
         for blk in self.blocks.values():
             blk.backend.synchronize()
 
-    # --- convergence and health ----------------------------------------------------------------------
+    # --- convergence and health ----------------------------------------------------------
     def residual(self) -> float:
         """Relative change of velocity since the previous call: max|u - u_prev| / max|u|.
 
@@ -135,7 +254,7 @@ class FluidSolver:
             if k in prev:
                 diff = max(diff, be.max_abs_diff(blk.ux, prev[k][0]),
                            be.max_abs_diff(blk.uy, prev[k][1]))
-            new_prev[k] = (blk.ux.copy(), blk.uy.copy())
+            new_prev[k] = (be.clone(blk.ux), be.clone(blk.uy))
         first = self._u_prev is None
         self._u_prev = new_prev
         diff = self.transport.allreduce_max(diff)
@@ -167,7 +286,7 @@ class FluidSolver:
             f"velocity ({ux[j, i]:.4g}, {uy[j, i]:.4g}) in lattice units",
         )
 
-    # --- global fields ----------------------------------------------------------------------------------
+    # --- global fields ---------------------------------------------------------------------
     def _gather(self, pick) -> np.ndarray:
         pieces = {k: pick(blk) for k, blk in self.blocks.items()}
         allp = self.transport.gather(pieces)

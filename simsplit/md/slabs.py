@@ -89,6 +89,10 @@ class SlabState:
     cnt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     send_idx: dict[int, np.ndarray] = field(default_factory=dict)
     ghost_rows: dict[int, slice] = field(default_factory=dict)
+    #: the kernel set's copies: global ids of all local rows, send_idx, cell-list scratch
+    gid: Any = None
+    send_dev: dict[int, Any] = field(default_factory=dict)
+    cells: Any = None
 
     @property
     def n_local(self) -> int:
@@ -208,6 +212,16 @@ def select_ghosts(slabs: list[SlabState], layout: SlabLayout, kernels: Any) -> N
             row += gids.shape[0]
         s.ids = np.concatenate(ids_parts)
         s.x = np.ascontiguousarray(np.concatenate(x_parts))
+
+
+def update_ghosts_device(slabs: list[SlabState], kernels: Any) -> None:
+    """:func:`update_ghosts` for slabs whose arrays live on one GPU: each ghost block is
+    gathered straight from its owner's rows (owned rows are read, ghost rows written)."""
+    by_index = {s.index: s for s in slabs}
+    for s in slabs:
+        for nb in s.neighbours:
+            rows = s.ghost_rows[nb]
+            kernels.gather_rows(by_index[nb].x, by_index[nb].send_dev[s.index], s.x, rows.start)
 
 
 def update_ghosts(slabs: list[SlabState]) -> None:

@@ -19,13 +19,12 @@ from __future__ import annotations
 import math
 import sys
 import time
-import warnings
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from simsplit.backends.cpu import md as cpu_md
 from simsplit.md import slabs as sl
 from simsplit.md.exchange import InProcessExchange
 from simsplit.md.lattice import fcc_lattice, read_positions
@@ -38,14 +37,76 @@ TRAJECTORY_NAME = "trajectory.h5md"
 CELL_DIVISIONS = 2
 
 
-def md_kernels(backend_name: str) -> ModuleType:
-    """The module of MD kernels for a backend name (only the CPU exists so far)."""
-    if backend_name in ("cpu", "auto"):
-        from simsplit.backends.cpu import md
+class HostMDKernels:
+    """The CPU MD kernel set: :mod:`simsplit.backends.cpu.md` behind the calls the solver makes
+    of every kernel set (the GPU ones are :class:`simsplit.backends.cuda_c.md.DeviceMDKernels`).
+    Arrays are NumPy arrays; the neighbour list is ``nl[row, k]``."""
 
-        return md
-    raise ValueError(f"run.backend: no molecular-dynamics kernels for '{backend_name}' yet "
-                     "(available: cpu)")
+    is_device = False
+
+    def __init__(self) -> None:
+        self._moved = False
+        k = cpu_md
+        self.initial_integrate = k.initial_integrate
+        self.final_integrate = k.final_integrate
+        self.langevin_forces = k.langevin_forces
+        self.lj_forces = k.lj_forces
+        self.kinetic_per_atom = k.kinetic_per_atom
+
+    def to_device(self, host: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(host)
+
+    def to_host(self, arr: np.ndarray) -> np.ndarray:
+        return arr
+
+    def synchronize(self) -> None:
+        """CPU kernels are synchronous: nothing to wait for."""
+
+    def flag_displacement(self, x, x0, n: int, box: np.ndarray, limit2: float) -> None:
+        self._moved |= bool(cpu_md.max_displacement2(x, x0, n, box) > limit2)
+
+    def displacement_flagged(self) -> bool:
+        hit, self._moved = self._moved, False
+        return hit
+
+    def snapshot(self, x: np.ndarray, n: int, out: Any = None) -> np.ndarray:
+        return np.array(x[:n], dtype=np.float64)
+
+    def neighbor_list(self, nl: np.ndarray | None, cnt: np.ndarray | None, n_own: int,
+                      capacity: int) -> tuple[np.ndarray, np.ndarray]:
+        if nl is not None and cnt is not None and nl.shape[0] >= n_own \
+                and nl.shape[1] == capacity:
+            return nl, cnt
+        rows = max(n_own + n_own // 8 + 16, 0 if nl is None else nl.shape[0])
+        return np.empty((rows, capacity), np.int32), np.zeros(rows, np.int32)
+
+    def bin_atoms(self, x: np.ndarray, n: int, box: np.ndarray, ncell: np.ndarray,
+                  cells: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        out = (np.empty(n, np.int64), np.empty(int(np.prod(ncell)) + 1, np.int64),
+               np.empty(n, np.int64))
+        cpu_md.bin_atoms(x, n, box, ncell, *out)
+        return out
+
+    def build_neighbors(self, x, gid, n_own: int, box: np.ndarray, ncell: np.ndarray,
+                        cells: tuple[np.ndarray, ...], offsets: list[np.ndarray], cutsq: float,
+                        nl: np.ndarray, cnt: np.ndarray) -> int:
+        return cpu_md.build_neighbors(x, gid, n_own, box, ncell, *cells, *offsets, cutsq, nl,
+                                      cnt)
+
+
+def md_kernels(backend_name: str, context: Any = None) -> Any:
+    """The MD kernel set of a backend: ``cpu`` (or ``auto``) runs on the host, ``cupy`` and
+    ``numba-cuda`` on the GPU of slab 0 (``context.backend_for(0)`` when a context is given)."""
+    if backend_name in ("cpu", "auto"):
+        return HostMDKernels()
+    if backend_name in ("cupy", "numba-cuda"):
+        if context is not None:
+            return context.backend_for(0).md
+        from simsplit.backends import get_backend
+
+        return get_backend(backend_name).md
+    raise ValueError(f"run.backend: no molecular-dynamics kernels for '{backend_name}' "
+                     "(available: cpu, cupy, numba-cuda)")
 
 
 def _wrap(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,11 +129,9 @@ class MDSolver:
         # a ParallelContext (simsplit.simulation passes one) carries the resolved backend name
         self.context = None if isinstance(backend_name, str) else backend_name
         name = backend_name if isinstance(backend_name, str) else backend_name.backend_name
-        if name not in ("cpu", "auto") and case["run"].get("backend") == "auto":
-            warnings.warn(f"run.backend auto picked '{name}', which has no MD kernels yet: "
-                          "running the MD on the CPU", stacklevel=2)
-            name = "cpu"
-        self.kernels = md_kernels(name)
+        self.kernels = md_kernels(name, self.context)
+        #: whether the slabs' per-atom arrays are device arrays right now (between rebuilds)
+        self._on_device = False
         self.backend_name = "cpu" if name == "auto" else name
         self.dtype = np.float32 if case["run"]["precision"] == "float32" else np.float64
 
@@ -161,49 +220,77 @@ class MDSolver:
         return pos, box, vel
 
     def _distribute(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
-        sl.scatter(self.slabs, self.layout, self.kernels, x.astype(self.dtype),
+        sl.scatter(self.slabs, self.layout, cpu_md, x.astype(self.dtype),
                    np.asarray(v, dtype=self.dtype), img.astype(np.int64))
+        self._on_device = False
         self._rebuild()
 
     # --- neighbour lists --------------------------------------------------------------------
     def _needs_rebuild(self) -> bool:
+        """Whether some atom moved more than skin / 2 since the last build (on a GPU: one
+        4-byte read, which waits for the step's queued work)."""
         if self.skin <= 0.0:
             return True
-        worst = max(self.kernels.max_displacement2(s.x, s.x0, s.n_own, self.box)
-                    for s in self.slabs)
-        return worst > (0.5 * self.skin) ** 2
+        k = self.kernels
+        for s in self.slabs:
+            k.flag_displacement(s.x, s.x0, s.n_own, self.box, (0.5 * self.skin) ** 2)
+        return k.displacement_flagged()
 
     def _rebuild(self) -> None:
-        k = self.kernels
-        self._stats["migrations"] += sl.migrate(self.slabs, self.layout, k)
-        for s in self.slabs:
-            sl.sort_owned(s, self.box, self.ncell)
-        sl.select_ghosts(self.slabs, self.layout, k)
+        # On a GPU, migration and ghost selection run on the host (download, NumPy, upload).
+        # One slab on a GPU has neither (and row order never matters): its rebuild stays on
+        # the device.
+        if not (self._on_device and self.layout.parts == 1):
+            self._pull()
+            self._stats["migrations"] += sl.migrate(self.slabs, self.layout, cpu_md)
+            for s in self.slabs:
+                sl.sort_owned(s, self.box, self.ncell)
+            sl.select_ghosts(self.slabs, self.layout, cpu_md)
+            self._push()
         for s in self.slabs:
             self._build_list(s)
         self._stats["rebuilds"] += 1
 
+    def _pull(self) -> None:
+        """Bring the arrays migration needs back to the host (device kernel sets only)."""
+        if not self._on_device:
+            return
+        k = self.kernels
+        for s in self.slabs:
+            s.x, s.v, s.img = k.to_host(s.x), k.to_host(s.v), k.to_host(s.img)
+        self._on_device = False
+
+    def _push(self) -> None:
+        """Hand the slabs' host arrays to the kernel set (uploads them for a GPU)."""
+        k = self.kernels
+        for s in self.slabs:
+            if k.is_device:
+                s.x, s.v, s.img, s.f, s.pe, s.vir = (
+                    k.to_device(a) for a in (s.x, s.v, s.img, s.f, s.pe, s.vir))
+                if isinstance(s.nl, np.ndarray):  # the host default: no device list yet
+                    s.nl = s.cnt = None
+            s.gid = k.to_device(s.ids)
+            s.send_dev = {nb: k.to_device(idx) for nb, idx in s.send_idx.items()}
+        self._on_device = k.is_device
+
     def _build_list(self, s: sl.SlabState) -> None:
         k = self.kernels
-        n = s.n_local
-        ncells = int(np.prod(self.ncell))
-        cell_of = np.empty(n, np.int64)
-        cell_start = np.empty(ncells + 1, np.int64)
-        cell_atoms = np.empty(n, np.int64)
-        k.bin_atoms(s.x, n, self.box, self.ncell, cell_of, cell_start, cell_atoms)
+        s.cells = k.bin_atoms(s.x, s.n_local, self.box, self.ncell, s.cells)
         while True:
-            if s.nl.shape[0] < s.n_own or s.nl.shape[1] != self.capacity:
-                rows = max(s.n_own + s.n_own // 8 + 16, s.nl.shape[0])
-                s.nl = np.empty((rows, self.capacity), np.int32)
-                s.cnt = np.zeros(rows, np.int32)
-            worst = k.build_neighbors(s.x, s.ids, s.n_own, self.box, self.ncell, cell_of,
-                                      cell_start, cell_atoms, *self._offsets,
-                                      self.reach * self.reach, s.nl, s.cnt)
+            s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, self.capacity)
+            worst = k.build_neighbors(s.x, s.gid, s.n_own, self.box, self.ncell, s.cells,
+                                      self._offsets, self.reach * self.reach, s.nl, s.cnt)
             if worst <= self.capacity:
                 break
             self.capacity = int(worst * 1.2) + 8
             self._stats["capacity_growths"] += 1
-        s.x0 = np.array(s.x[: s.n_own], dtype=np.float64)
+        s.x0 = k.snapshot(s.x, s.n_own, s.x0)
+
+    def _update_ghosts(self) -> None:
+        if self._on_device:
+            sl.update_ghosts_device(self.slabs, self.kernels)
+        else:
+            sl.update_ghosts(self.slabs)
 
     # --- time stepping ----------------------------------------------------------------------
     def _compute_forces(self, step: int) -> None:
@@ -214,7 +301,7 @@ class MDSolver:
                         self._sigsq, self._eshift, s.f, s.pe, s.vir)
         if self.ensemble == "langevin":
             for s in self.slabs:
-                k.langevin_forces(s.f, s.v, s.ids, s.n_own, self._drag, self._noise,
+                k.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
                                   self.noise_seed, step)
 
     def step(self, n: int = 1) -> None:
@@ -226,14 +313,17 @@ class MDSolver:
             for s in self.slabs:
                 k.initial_integrate(s.x, s.v, s.f, s.img, s.n_own, self._dtf, self.dt, self.box)
             t1 = time.perf_counter()
-            if self._needs_rebuild():
+            rebuild = self._needs_rebuild()
+            # a GPU check waits for the work queued since the last wait, mostly the forces
+            t_check = time.perf_counter() if k.is_device else t1
+            if rebuild:
                 self._rebuild()
                 t2 = time.perf_counter()
-                self._timers["neighbor"] += t2 - t1
+                self._timers["neighbor"] += t2 - t_check
             else:
-                sl.update_ghosts(self.slabs)
+                self._update_ghosts()
                 t2 = time.perf_counter()
-                self._timers["comm"] += t2 - t1
+                self._timers["comm"] += t2 - t_check
             self._compute_forces(step)
             t3 = time.perf_counter()
             for s in self.slabs:
@@ -242,7 +332,7 @@ class MDSolver:
             self._after_step()
             t4 = time.perf_counter()
             self._timers["integrate"] += (t1 - t0) + (t4 - t3)
-            self._timers["force"] += t3 - t2
+            self._timers["force"] += (t3 - t2) + (t_check - t1)
 
     def _after_step(self) -> None:
         step = self.steps_done
@@ -282,6 +372,7 @@ class MDSolver:
     # --- observation ------------------------------------------------------------------------
     def _gather(self, per_slab: list[np.ndarray], width: int = 0) -> np.ndarray:
         shape = (self.n_atoms, width) if width else (self.n_atoms,)
+        per_slab = [self.kernels.to_host(a) for a in per_slab]
         out = np.empty(shape, dtype=per_slab[0].dtype if per_slab else np.float64)
         for s, arr in zip(self.slabs, per_slab, strict=True):
             out[s.ids[: s.n_own]] = arr[: s.n_own]
@@ -322,6 +413,7 @@ class MDSolver:
 
     def synchronize(self) -> None:
         """Wait for queued device work (CPU kernels are synchronous: nothing to do)."""
+        self.kernels.synchronize()
 
     def mlups_cells(self) -> int:
         """Work items per step for rate reports: atoms (rates are atom-steps per second)."""
@@ -430,6 +522,6 @@ class MDSolver:
         if "forces" in state:
             f = np.asarray(state["forces"])[order]
             for s in self.slabs:
-                s.f[:] = f[s.ids[: s.n_own]]
+                s.f = self.kernels.to_device(f[s.ids[: s.n_own]].astype(self.dtype))
         if self.steps_done % self.thermo_every == 0:
             self._record_thermo()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from simsplit.fluid.flags import FLUID, LID
+from simsplit.fluid.flags import LID, NEAR_WALL, SOLID
 from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
@@ -33,25 +33,24 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
         fl = np.empty(9, dtype=f_src.dtype)
-        kind = np.empty(9, dtype=np.uint8)
         for i in range(1, nx + 1):
-            if flags[j, i] != FLUID:
+            own = flags[j, i]
+            if own & SOLID:
                 continue
-            # pull all nine populations first; solid sources are patched afterwards (rare)
-            any_solid = 0
             for q in range(9):
-                sj = j - _CY[q]
                 si = i - _CX[q]
                 if periodic_x:
                     si = nx if si == 0 else (1 if si == nx + 1 else si)
-                fl[q] = f_src[q, sj, si]
-                kind[q] = flags[sj, si]
-                any_solid |= kind[q]
-            if any_solid != FLUID:
+                fl[q] = f_src[q, j - _CY[q], si]
+            if own & NEAR_WALL:  # only cells next to a wall look at their sources' flags
                 for q in range(9):
-                    if kind[q] != FLUID:
+                    si = i - _CX[q]
+                    if periodic_x:
+                        si = nx if si == 0 else (1 if si == nx + 1 else si)
+                    kind = flags[j - _CY[q], si]
+                    if kind & SOLID:
                         v = f_src[_OPP[q], j, i]
-                        if kind[q] == LID:
+                        if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -22,6 +23,7 @@ def _cupy() -> Any:
 class CupyBackend(Backend):
     name = "cupy"
     is_device = True
+    has_graphs = True
 
     def __init__(self, device: int = 0) -> None:
         cp = self._cp = _cupy()
@@ -38,6 +40,13 @@ class CupyBackend(Backend):
         from simsplit.backends.cuda_c.d2q9 import D2Q9Kernels
 
         self.d2q9 = D2Q9Kernels(device)
+
+    @functools.cached_property
+    def md(self) -> Any:
+        """Lennard-Jones MD kernels (``kernels/md_lj.cu``), compiled on first use."""
+        from simsplit.backends.cuda_c.md import CupyMDKernels
+
+        return CupyMDKernels(self.device)
 
     # --- storage ---------------------------------------------------------------------------
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:

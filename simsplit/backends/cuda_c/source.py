@@ -86,6 +86,8 @@ def generated_header() -> str:
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
         f"constexpr unsigned char FLAG_LID = {flags.LID};",
+        f"constexpr unsigned char FLAG_SOLID = {flags.SOLID};",
+        f"constexpr unsigned char FLAG_NEAR_WALL = {flags.NEAR_WALL};",
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
         "#endif",
         "",

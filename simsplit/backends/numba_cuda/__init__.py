@@ -6,7 +6,8 @@ copy otherwise (always on the simulator, whose arrays have no ``__cuda_array_int
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -39,6 +40,13 @@ class NumbaCudaBackend(Backend):
         super().__init__(device)
         self._cp = _cupy_or_none()
         self.d2q9 = d2q9.D2Q9Kernels(self.activate)
+
+    @functools.cached_property
+    def md(self) -> Any:
+        """Lennard-Jones MD kernels, compiled on first use of each."""
+        from simsplit.backends.numba_cuda.md import NumbaMDKernels
+
+        return NumbaMDKernels(self.activate)
 
     # --- storage ---------------------------------------------------------------------------
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:

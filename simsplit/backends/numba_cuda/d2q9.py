@@ -20,7 +20,7 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
-from simsplit.fluid.flags import FLUID, LID
+from simsplit.fluid.flags import LID, SOLID
 from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -85,14 +85,14 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         fl = cuda.local.array(9, dtype=dt)
         j = j0 + cuda.blockIdx.y
         while j < j1:
-            if flags[j, i] == FLUID:
+            if (flags[j, i] & SOLID) == 0:
                 for q in range(9):
                     sj = j - _CY[q]
                     si = i - _CX[q]
                     if periodic_x:
                         si = (si - 1 + nx) % nx + 1
                     kind = flags[sj, si]
-                    if kind == FLUID:
+                    if (kind & SOLID) == 0:
                         fl[q] = f_src[q, sj, si]
                     else:
                         v = f_src[_OPP[q], j, i]

@@ -1,0 +1,325 @@
+// Lennard-Jones MD on one slab: cell binning, full neighbour lists sorted by global atom id,
+// forces with per-atom energy and virial, velocity Verlet, Langevin forces, displacement check.
+//
+// Each kernel mirrors a function of simsplit/backends/cpu/md.py operation for operation, in
+// double precision whatever the storage type T (float or double), compiled with --fmad=false:
+// every owned atom's force is summed over its id-sorted list in the CPU's order, so float64
+// results are the CPU backend's to the last bit (Langevin noise aside: log/sin/cos of the GPU
+// math library may differ from the host's by an ulp). Keep the two in step.
+//
+// Layouts: x, v, f, img are (n, 3) row-major; rows [0, n_own) are owned atoms, the rest
+// ghosts. The neighbour list is nl[k * pitch + i] (neighbour k of every atom contiguous, so
+// the force loop's loads coalesce), with cnt[i] entries in row i. Cells: cell_of[i], CSR
+// cell_start[ncells + 1] and cell_atoms, ascending atom index within a cell, as on the CPU.
+//
+// Every kernel is a template so that only the instantiations the launchers name are built.
+#include "md_common.cuh"
+
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_initial_integrate(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
+                     long long* __restrict__ img, int n, double dtf, double dt, double bx,
+                     double by, double bz)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double box[3] = {bx, by, bz};
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const long long a = 3LL * i + d;
+        const T vd = T(double(v[a]) + dtf * double(f[a]));
+        v[a] = vd;
+        T xd = T(double(x[a]) + dt * double(vd));
+        // wrap on the stored value (float rounding can land exactly on L)
+        if (double(xd) < 0.0) {
+            xd = T(double(xd) + box[d]);
+            img[a] -= 1;
+        }
+        if (double(xd) >= box[d]) {
+            xd = T(double(xd) - box[d]);
+            img[a] += 1;
+        }
+        x[a] = xd;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_final_integrate(T* __restrict__ v, const T* __restrict__ f, int n, double dtf)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const long long a = 3LL * i + d;
+        v[a] = T(double(v[a]) + dtf * double(f[a]));
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restrict__ ids, int n,
+            double drag, double noise, unsigned long long seed, unsigned long long step)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double g[3];
+    md::counter_normals(seed, step, md::u64(ids[i]), g[0], g[1], g[2]);
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const long long a = 3LL * i + d;
+        f[a] = T(double(f[a]) - drag * double(v[a]) + noise * g[d]);
+    }
+}
+
+// Sets *flag when some owned atom moved more than sqrt(limit2) (minimum image) since x0 was
+// taken. Only the yes/no answer is needed, so no reduction: racing stores all write 1.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_displacement_flag(const T* __restrict__ x, const double* __restrict__ x0, int n, double bx,
+                     double by, double bz, double limit2, int* __restrict__ flag)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const long long a = 3LL * i;
+    const double dx = md::min_image(double(x[a]) - x0[a], bx);
+    const double dy = md::min_image(double(x[a + 1]) - x0[a + 1], by);
+    const double dz = md::min_image(double(x[a + 2]) - x0[a + 2], bz);
+    if (dx * dx + dy * dy + dz * dz > limit2) *flag = 1;
+}
+
+// x0 = x of the owned atoms, in double (the reference of the displacement check).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_snapshot(const T* __restrict__ x, int n, double* __restrict__ x0)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= 3 * n) return;
+    x0[i] = double(x[i]);
+}
+
+// Ghost refresh within one GPU: dst row r = src row idx[r], r < m.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_gather_rows(const T* __restrict__ src, const long long* __restrict__ idx, int m,
+               T* __restrict__ dst)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= m) return;
+    const long long s = 3LL * idx[r];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) dst[3LL * r + d] = src[s + d];
+}
+
+// --- cell list: counting sort ----------------------------------------------------------------
+// counts must be zero on entry.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_cell_count(const T* __restrict__ x, int n, double bx, double by, double bz, int nx, int ny,
+              int nz, int* __restrict__ cell_of, int* __restrict__ counts)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const long long a = 3LL * i;
+    long long cx = (long long)(double(x[a]) * (double(nx) / bx));
+    long long cy = (long long)(double(x[a + 1]) * (double(ny) / by));
+    long long cz = (long long)(double(x[a + 2]) * (double(nz) / bz));
+    cx = cx < 0 ? 0 : (cx > nx - 1 ? nx - 1 : cx);
+    cy = cy < 0 ? 0 : (cy > ny - 1 ? ny - 1 : cy);
+    cz = cz < 0 ? 0 : (cz > nz - 1 ? nz - 1 : cz);
+    const int c = int((cz * ny + cy) * nx + cx);
+    cell_of[i] = c;
+    atomicAdd(counts + c, 1);
+}
+
+// Exclusive scan in three launches with no block-level synchronisation (so the host-C++
+// emulation can run it serially): chunk sums, a one-thread scan of those, chunk prefixes.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_scan_chunks(const I* __restrict__ counts, int ncells, I* __restrict__ chunk_sums)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int lo = t * SIMSPLIT_MD_SCAN_CHUNK;
+    if (lo >= ncells) return;
+    const int hi = min(lo + SIMSPLIT_MD_SCAN_CHUNK, ncells);
+    I s = 0;
+    for (int c = lo; c < hi; ++c) s += counts[c];
+    chunk_sums[t] = s;
+}
+
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_scan_serial(I* __restrict__ chunk_sums, int nchunks)
+{
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+    I run = 0;
+    for (int t = 0; t < nchunks; ++t) {
+        const I s = chunk_sums[t];
+        chunk_sums[t] = run;
+        run += s;
+    }
+    chunk_sums[nchunks] = run;
+}
+
+// cell_start[c] = atoms in cells before c (cell_start[ncells] = all); fill = a copy.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_scan_write(const I* __restrict__ counts, int ncells, const I* __restrict__ chunk_sums,
+              I* __restrict__ cell_start, I* __restrict__ fill)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int lo = t * SIMSPLIT_MD_SCAN_CHUNK;
+    if (lo >= ncells) return;
+    const int hi = min(lo + SIMSPLIT_MD_SCAN_CHUNK, ncells);
+    I run = chunk_sums[t];
+    for (int c = lo; c < hi; ++c) {
+        cell_start[c] = run;
+        fill[c] = run;
+        run += counts[c];
+    }
+    if (hi == ncells) cell_start[ncells] = run;
+}
+
+// Scatter in atomic (arbitrary) order; md_cell_sort then restores ascending order per cell.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_cell_scatter(const I* __restrict__ cell_of, int n, I* __restrict__ fill,
+                I* __restrict__ cell_atoms)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const I slot = atomicAdd(fill + cell_of[i], I(1));
+    cell_atoms[slot] = I(i);
+}
+
+// Insertion sort of each cell's atoms (a few per cell): deterministic cell contents.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_cell_sort(const I* __restrict__ cell_start, int ncells, I* __restrict__ cell_atoms)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ncells) return;
+    const I lo = cell_start[c], hi = cell_start[c + 1];
+    for (I p = lo + 1; p < hi; ++p) {
+        const I a = cell_atoms[p];
+        I q = p - 1;
+        while (q >= lo && cell_atoms[q] > a) {
+            cell_atoms[q + 1] = cell_atoms[q];
+            --q;
+        }
+        cell_atoms[q + 1] = a;
+    }
+}
+
+// --- neighbour list --------------------------------------------------------------------------
+// Full list of owned atom i: every local atom j != i closer than sqrt(cutsq), sorted by
+// (global id, local index) with an insertion sort as candidates arrive, as on the CPU. Stencil
+// axis a covers cell offsets o_a0 .. o_a0 + o_an - 1; o_a0 == 0 means a short axis scanned
+// whole (no pruning). Rows longer than cap are counted, not stored, and raise *worst.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_build_neighbors(const T* __restrict__ x, const long long* __restrict__ gid, int n_own,
+                   double bx, double by, double bz, int nx, int ny, int nz, int ox0, int oxn,
+                   int oy0, int oyn, int oz0, int ozn, const int* __restrict__ cell_of,
+                   const int* __restrict__ cell_start, const int* __restrict__ cell_atoms,
+                   double cutsq, int* __restrict__ nl, int pitch, int cap,
+                   int* __restrict__ cnt, int* __restrict__ worst)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_own) return;
+    long long keys[SIMSPLIT_MD_MAX_NEIGHBORS];
+    const int c = cell_of[i];
+    const int cx = c % nx;
+    const int cy = (c / nx) % ny;
+    const int cz = c / (nx * ny);
+    const double xi = double(x[3LL * i]);
+    const double yi = double(x[3LL * i + 1]);
+    const double zi = double(x[3LL * i + 2]);
+    const double hx = bx / nx, hy = by / ny, hz = bz / nz;
+    // conservative: the margin keeps rounding in the face positions from dropping a pair
+    const double prune = cutsq * (1.0 + 1e-9) + 1e-12;
+    const bool full_x = ox0 == 0, full_y = oy0 == 0, full_z = oz0 == 0;
+    int k = 0;
+    for (int a = 0; a < ozn; ++a) {
+        const int offz = oz0 + a;
+        const double dz2 = full_z ? 0.0 : md::face_dist2(zi, cz, offz, hz);
+        if (dz2 > prune) continue;
+        const int qz = md::wrap_cell(cz + offz, nz);
+        for (int b = 0; b < oyn; ++b) {
+            const int offy = oy0 + b;
+            const double dyz2 = dz2 + (full_y ? 0.0 : md::face_dist2(yi, cy, offy, hy));
+            if (dyz2 > prune) continue;
+            const int row = (qz * ny + md::wrap_cell(cy + offy, ny)) * nx;
+            for (int e = 0; e < oxn; ++e) {
+                const int offx = ox0 + e;
+                if (dyz2 + (full_x ? 0.0 : md::face_dist2(xi, cx, offx, hx)) > prune) continue;
+                const int q = row + md::wrap_cell(cx + offx, nx);
+                const int p1 = cell_start[q + 1];
+                for (int p = cell_start[q]; p < p1; ++p) {
+                    const int j = cell_atoms[p];
+                    if (j == i) continue;
+                    const double dx = md::min_image(xi - double(x[3LL * j]), bx);
+                    const double dy = md::min_image(yi - double(x[3LL * j + 1]), by);
+                    const double dz = md::min_image(zi - double(x[3LL * j + 2]), bz);
+                    if (dx * dx + dy * dy + dz * dz < cutsq) {
+                        if (k < cap) {
+                            const long long key = (gid[j] << 32) | (long long)j;
+                            int t = k - 1;
+                            while (t >= 0 && keys[t] > key) {
+                                keys[t + 1] = keys[t];
+                                --t;
+                            }
+                            keys[t + 1] = key;
+                        }
+                        ++k;
+                    }
+                }
+            }
+        }
+    }
+    cnt[i] = k;
+    const int stored = k < cap ? k : cap;
+    for (int t = 0; t < stored; ++t) nl[(long long)t * pitch + i] = int(keys[t] & 0xFFFFFFFFLL);
+    if (k > cap) atomicMax(worst, k);  // only overflows: no contention in the normal case
+}
+
+// --- forces ----------------------------------------------------------------------------------
+// Truncated LJ on owned atom i over its list in list order; pe and vir get half of each pair's
+// energy and r . f. Pairs beyond rc add +-0.0 (a select, as on the CPU), which changes no sum.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int pitch,
+             const int* __restrict__ cnt, double bx, double by, double bz, double rcsq,
+             double eps4, double eps24, double sigsq, double eshift, T* __restrict__ f,
+             double* __restrict__ pe, double* __restrict__ vir)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_own) return;
+    const double xi = double(x[3LL * i]);
+    const double yi = double(x[3LL * i + 1]);
+    const double zi = double(x[3LL * i + 2]);
+    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
+    const int m = cnt[i];
+    for (int k = 0; k < m; ++k) {
+        const long long j = __ldg(nl + (long long)k * pitch + i);
+        const double dx = md::min_image(xi - double(__ldg(x + 3 * j)), bx);
+        const double dy = md::min_image(yi - double(__ldg(x + 3 * j + 1)), by);
+        const double dz = md::min_image(zi - double(__ldg(x + 3 * j + 2)), bz);
+        const double rsq = dx * dx + dy * dy + dz * dz;
+        const bool inside = rsq < rcsq;
+        const double r2inv = 1.0 / rsq;
+        const double sr2 = sigsq * r2inv;
+        const double sr6 = sr2 * sr2 * sr2;
+        const double fpair = inside ? eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv : 0.0;
+        fx += dx * fpair;
+        fy += dy * fpair;
+        fz += dz * fpair;
+        e += inside ? eps4 * sr6 * (sr6 - 1.0) - eshift : 0.0;
+        w += rsq * fpair;
+    }
+    f[3LL * i] = T(fx);
+    f[3LL * i + 1] = T(fy);
+    f[3LL * i + 2] = T(fz);
+    pe[i] = 0.5 * e;
+    vir[i] = 0.5 * w;
+}

@@ -1,0 +1,407 @@
+"""Lennard-Jones MD kernels in Numba CUDA: ``kernels/md_lj.cu`` kernel for kernel.
+
+The launch sequence, argument lists and list layout are :class:`DeviceMDKernels`'s, shared with
+the CuPy backend; this module only holds the kernel bodies and Numba's allocation and launch.
+The same source runs on Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
+
+Every floating-point product goes through ``mul`` (libdevice ``dmul_rn`` on a GPU): NVVM would
+otherwise contract ``a * b + c`` into a fused multiply-add and round differently from the CPU
+kernels. All arithmetic is float64 whatever the storage type, as on the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import warnings
+from typing import Any, Callable, ContextManager
+
+import numpy as np
+from numba import cuda
+
+from simsplit.backends.cuda_c.md import (
+    FLOAT_KERNELS,
+    INDEX_KERNELS,
+    MAX_NEIGHBORS,
+    SCAN_CHUNK,
+    DeviceMDKernels,
+)
+from simsplit.backends.numba_cuda.d2q9 import SIMULATOR
+
+if SIMULATOR:  # plain Python arithmetic: nothing fuses
+    mul: Callable[[Any, Any], Any] = operator.mul
+else:
+    from numba.cuda import libdevice
+
+    mul = libdevice.dmul_rn
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_TWO_PI = 2.0 * np.pi
+_INV_2_53 = 1.0 / 9007199254740992.0
+_LOW32 = np.int64(0xFFFFFFFF)
+
+
+@cuda.jit(device=True)
+def _min_image(dx, length):
+    half = mul(0.5, length)
+    if dx > half:
+        return dx - length
+    if dx < -half:
+        return dx + length
+    return dx
+
+
+@cuda.jit(device=True)
+def _mix64(z):
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@cuda.jit(device=True)
+def _unit_open(h):
+    return mul(np.float64(h >> np.uint64(11)) + 0.5, _INV_2_53)
+
+
+@cuda.jit(device=True)
+def _wrap_cell(c, n):
+    if c < 0:
+        return c + n
+    if c >= n:
+        return c - n
+    return c
+
+
+@cuda.jit(device=True)
+def _face_dist2(xi, c, off, h):
+    if off > 0:
+        d = mul(np.float64(c + off), h) - xi
+    elif off < 0:
+        d = xi - mul(np.float64(c + off + 1), h)
+    else:
+        return 0.0
+    return mul(d, d) if d > 0.0 else 0.0
+
+
+@cuda.jit(device=True)
+def _dist2(dx, dy, dz):
+    return mul(dx, dx) + mul(dy, dy) + mul(dz, dz)
+
+
+@cuda.jit
+def md_initial_integrate(x, v, f, img, n, dtf, dt, bx, by, bz):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    for d in range(3):
+        box = bx if d == 0 else (by if d == 1 else bz)
+        v[i, d] = np.float64(v[i, d]) + mul(dtf, np.float64(f[i, d]))
+        x[i, d] = np.float64(x[i, d]) + mul(dt, np.float64(v[i, d]))
+        # wrap on the stored value (float32 rounding can land exactly on L)
+        if x[i, d] < 0.0:
+            x[i, d] = np.float64(x[i, d]) + box
+            img[i, d] -= 1
+        if x[i, d] >= box:
+            x[i, d] = np.float64(x[i, d]) - box
+            img[i, d] += 1
+
+
+@cuda.jit
+def md_final_integrate(v, f, n, dtf):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    for d in range(3):
+        v[i, d] = np.float64(v[i, d]) + mul(dtf, np.float64(f[i, d]))
+
+
+@cuda.jit
+def md_langevin(f, v, ids, n, drag, noise, seed, step):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    key = _mix64(seed)
+    key = _mix64(key ^ step)
+    key = _mix64(key ^ np.uint64(ids[i]))
+    u1 = _unit_open(_mix64(key ^ np.uint64(1)))
+    u2 = _unit_open(_mix64(key ^ np.uint64(2)))
+    u3 = _unit_open(_mix64(key ^ np.uint64(3)))
+    u4 = _unit_open(_mix64(key ^ np.uint64(4)))
+    r1 = math.sqrt(mul(-2.0, math.log(u1)))
+    r2 = math.sqrt(mul(-2.0, math.log(u3)))
+    g0 = mul(r1, math.cos(mul(_TWO_PI, u2)))
+    g1 = mul(r1, math.sin(mul(_TWO_PI, u2)))
+    g2 = mul(r2, math.cos(mul(_TWO_PI, u4)))
+    f[i, 0] = np.float64(f[i, 0]) - mul(drag, np.float64(v[i, 0])) + mul(noise, g0)
+    f[i, 1] = np.float64(f[i, 1]) - mul(drag, np.float64(v[i, 1])) + mul(noise, g1)
+    f[i, 2] = np.float64(f[i, 2]) - mul(drag, np.float64(v[i, 2])) + mul(noise, g2)
+
+
+@cuda.jit
+def md_displacement_flag(x, x0, n, bx, by, bz, limit2, flag):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    dx = _min_image(np.float64(x[i, 0]) - x0[i, 0], bx)
+    dy = _min_image(np.float64(x[i, 1]) - x0[i, 1], by)
+    dz = _min_image(np.float64(x[i, 2]) - x0[i, 2], bz)
+    if _dist2(dx, dy, dz) > limit2:
+        flag[0] = 1
+
+
+@cuda.jit
+def md_snapshot(x, n, x0):
+    t = cuda.grid(1)
+    if t >= 3 * n:
+        return
+    x0[t // 3, t % 3] = np.float64(x[t // 3, t % 3])
+
+
+@cuda.jit
+def md_gather_rows(src, idx, m, dst):
+    r = cuda.grid(1)
+    if r >= m:
+        return
+    s = idx[r]
+    for d in range(3):
+        dst[r, d] = src[s, d]
+
+
+@cuda.jit
+def md_cell_count(x, n, bx, by, bz, nx, ny, nz, cell_of, counts):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    cx = int(mul(np.float64(x[i, 0]), np.float64(nx) / bx))
+    cy = int(mul(np.float64(x[i, 1]), np.float64(ny) / by))
+    cz = int(mul(np.float64(x[i, 2]), np.float64(nz) / bz))
+    cx = min(max(cx, 0), nx - 1)
+    cy = min(max(cy, 0), ny - 1)
+    cz = min(max(cz, 0), nz - 1)
+    c = (cz * ny + cy) * nx + cx
+    cell_of[i] = c
+    cuda.atomic.add(counts, c, np.int32(1))
+
+
+@cuda.jit
+def md_scan_chunks(counts, ncells, chunk_sums):
+    t = cuda.grid(1)
+    lo = t * SCAN_CHUNK
+    if lo >= ncells:
+        return
+    s = 0
+    for c in range(lo, min(lo + SCAN_CHUNK, ncells)):
+        s += counts[c]
+    chunk_sums[t] = s
+
+
+@cuda.jit
+def md_scan_serial(chunk_sums, nchunks):
+    if cuda.grid(1) != 0:
+        return
+    run = 0
+    for t in range(nchunks):
+        s = chunk_sums[t]
+        chunk_sums[t] = run
+        run += s
+    chunk_sums[nchunks] = run
+
+
+@cuda.jit
+def md_scan_write(counts, ncells, chunk_sums, cell_start, fill):
+    t = cuda.grid(1)
+    lo = t * SCAN_CHUNK
+    if lo >= ncells:
+        return
+    hi = min(lo + SCAN_CHUNK, ncells)
+    run = chunk_sums[t]
+    for c in range(lo, hi):
+        cell_start[c] = run
+        fill[c] = run
+        run += counts[c]
+    if hi == ncells:
+        cell_start[ncells] = run
+
+
+@cuda.jit
+def md_cell_scatter(cell_of, n, fill, cell_atoms):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    slot = cuda.atomic.add(fill, cell_of[i], np.int32(1))
+    cell_atoms[slot] = i
+
+
+@cuda.jit
+def md_cell_sort(cell_start, ncells, cell_atoms):
+    c = cuda.grid(1)
+    if c >= ncells:
+        return
+    lo = cell_start[c]
+    for p in range(lo + 1, cell_start[c + 1]):
+        a = cell_atoms[p]
+        q = p - 1
+        while q >= lo and cell_atoms[q] > a:
+            cell_atoms[q + 1] = cell_atoms[q]
+            q -= 1
+        cell_atoms[q + 1] = a
+
+
+@cuda.jit
+def md_build_neighbors(x, gid, n_own, bx, by, bz, nx, ny, nz, ox0, oxn, oy0, oyn, oz0, ozn,
+                       cell_of, cell_start, cell_atoms, cutsq, nl, pitch, cap, cnt, worst):
+    i = cuda.grid(1)
+    if i >= n_own:
+        return
+    keys = cuda.local.array(MAX_NEIGHBORS, np.int64)
+    c = cell_of[i]
+    cx = c % nx
+    cy = (c // nx) % ny
+    cz = c // (nx * ny)
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    hx = bx / nx
+    hy = by / ny
+    hz = bz / nz
+    # conservative: the margin keeps rounding in the face positions from dropping a pair
+    prune = mul(cutsq, 1.0 + 1e-9) + 1e-12
+    k = 0
+    for a in range(ozn):
+        offz = oz0 + a
+        dz2 = 0.0 if oz0 == 0 else _face_dist2(zi, cz, offz, hz)
+        if dz2 > prune:
+            continue
+        qz = _wrap_cell(cz + offz, nz)
+        for b in range(oyn):
+            offy = oy0 + b
+            dyz2 = dz2 + (0.0 if oy0 == 0 else _face_dist2(yi, cy, offy, hy))
+            if dyz2 > prune:
+                continue
+            row = (qz * ny + _wrap_cell(cy + offy, ny)) * nx
+            for e in range(oxn):
+                offx = ox0 + e
+                if dyz2 + (0.0 if ox0 == 0 else _face_dist2(xi, cx, offx, hx)) > prune:
+                    continue
+                q = row + _wrap_cell(cx + offx, nx)
+                for p in range(cell_start[q], cell_start[q + 1]):
+                    j = cell_atoms[p]
+                    if j == i:
+                        continue
+                    dx = _min_image(xi - np.float64(x[j, 0]), bx)
+                    dy = _min_image(yi - np.float64(x[j, 1]), by)
+                    dz = _min_image(zi - np.float64(x[j, 2]), bz)
+                    if _dist2(dx, dy, dz) < cutsq:
+                        if k < cap:
+                            key = (np.int64(gid[j]) << np.int64(32)) | np.int64(j)
+                            t = k - 1
+                            while t >= 0 and keys[t] > key:
+                                keys[t + 1] = keys[t]
+                                t -= 1
+                            keys[t + 1] = key
+                        k += 1
+    cnt[i] = k
+    for t in range(min(k, cap)):
+        nl[t, i] = keys[t] & _LOW32
+    if k > cap:
+        cuda.atomic.max(worst, 0, np.int32(k))
+
+
+@cuda.jit
+def md_lj_forces(x, n_own, nl, pitch, cnt, bx, by, bz, rcsq, eps4, eps24, sigsq, eshift, f, pe,
+                 vir):
+    i = cuda.grid(1)
+    if i >= n_own:
+        return
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    e = 0.0
+    w = 0.0
+    for k in range(cnt[i]):
+        j = nl[k, i]
+        dx = _min_image(xi - np.float64(x[j, 0]), bx)
+        dy = _min_image(yi - np.float64(x[j, 1]), by)
+        dz = _min_image(zi - np.float64(x[j, 2]), bz)
+        rsq = _dist2(dx, dy, dz)
+        inside = rsq < rcsq
+        r2inv = 1.0 / rsq
+        sr2 = mul(sigsq, r2inv)
+        sr6 = mul(mul(sr2, sr2), sr2)
+        fpair = mul(mul(mul(eps24, sr6), mul(2.0, sr6) - 1.0), r2inv) if inside else 0.0
+        fx += mul(dx, fpair)
+        fy += mul(dy, fpair)
+        fz += mul(dz, fpair)
+        e += mul(mul(eps4, sr6), sr6 - 1.0) - eshift if inside else 0.0
+        w += mul(rsq, fpair)
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = mul(0.5, e)
+    vir[i] = mul(0.5, w)
+
+
+@cuda.jit
+def _zero_fill(arr):
+    i = cuda.grid(1)
+    if i < arr.shape[0]:
+        arr[i] = 0
+
+
+#: kernel name (as in md_lj.cu) -> kernel
+_KERNELS = {name: globals()[name] for name in (*FLOAT_KERNELS, *INDEX_KERNELS)}
+
+
+def _configure(name: str, grid: int, block: int) -> Any:
+    with warnings.catch_warnings():  # small launches (scan, tiny test systems) are deliberate
+        warnings.filterwarnings("ignore", message="Grid size .* under-utilization")
+        return _KERNELS[name][grid, block]
+
+
+# A configured launch is reusable on a GPU; the simulator's kernel[grid, block] reconfigures
+# and returns the kernel object itself, so there every launch configures afresh.
+_configured = _configure if SIMULATOR else functools.cache(_configure)
+
+
+class NumbaMDKernels(DeviceMDKernels):
+    """MD kernels on Numba device arrays of one device (or the simulator)."""
+
+    # the simulator runs one Python thread per CUDA thread: small blocks keep tiny tests quick
+    block = 32 if SIMULATOR else DeviceMDKernels.block
+
+    def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
+        self._activate = activate
+        super().__init__()
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.to_device(np.zeros(shape, dtype=dtype))
+
+    def to_device(self, host: np.ndarray) -> Any:
+        with self._activate():
+            return cuda.to_device(np.ascontiguousarray(host))
+
+    def to_host(self, arr: Any) -> np.ndarray:
+        if isinstance(arr, np.ndarray):
+            return arr
+        with self._activate():
+            return arr.copy_to_host()
+
+    def _zero(self, arr: Any) -> None:
+        n = arr.shape[0]
+        with self._activate():
+            _zero_fill[self._grid(n), self.block](arr)
+
+    def synchronize(self) -> None:
+        with self._activate():
+            cuda.synchronize()
+
+    def _launch(self, name: str, dtype: Any, threads: int, *args: Any) -> None:
+        with self._activate():
+            _configured(name, self._grid(threads), self.block)(*args)

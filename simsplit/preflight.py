@@ -1,0 +1,85 @@
+"""Memory preflight: estimate what a case needs per device before allocating anything.
+
+A case too large for the free memory of its GPUs (or for the host's RAM on the CPU backend)
+is refused with the numbers and the smallest number of GPUs that would hold it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+#: fraction of free memory a run may plan to use (allocator slack, compiled modules, halos)
+USABLE_FRACTION = 0.9
+
+
+class InsufficientMemory(RuntimeError):
+    """The case does not fit; the message says by how much and what would fit."""
+
+
+def fluid_bytes(case: dict[str, Any]) -> list[int]:
+    """Bytes per slab of a D2Q9 case: two population lattices, flags, macroscopic fields."""
+    from simsplit.decomp.slabs import split_extent
+    from simsplit.fluid.lattice import Q
+    from simsplit.fluid.solver import MIN_SLAB_ROWS
+
+    nx, ny = case["domain"]["shape"]
+    item = 4 if case["run"]["precision"] == "float32" else 8
+    dec = case["decomposition"]
+    n = int(dec["subdomains"])
+    out = []
+    for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
+        cells = (b - a + 2) * (nx + 2)
+        out.append(cells * (2 * Q * item + 1) + 4 * (b - a) * nx * item)
+    return out
+
+
+def host_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def gpu_free(device: int) -> tuple[int, int]:
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return cupy.cuda.runtime.memGetInfo()
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def check_memory(case: dict[str, Any], backend: str, devices: list[int]) -> None:
+    """Raise :class:`InsufficientMemory` when the case cannot fit where it is to run."""
+    if case["physics"] != "fluid":
+        return
+    per_slab = fluid_bytes(case)
+    total = sum(per_slab)
+    if backend == "cpu":
+        avail = host_available()
+        if total > USABLE_FRACTION * avail:
+            raise InsufficientMemory(
+                f"the case needs {_gib(total)} of host memory, {_gib(avail)} is available: "
+                "use a smaller domain.shape, run.precision: float32, or more hosts under mpiexec")
+        return
+    need: dict[int, int] = {}
+    for k, b in enumerate(per_slab):
+        dev = devices[k % len(devices)]
+        need[dev] = need.get(dev, 0) + b
+    for dev, b in need.items():
+        free, _ = gpu_free(dev)
+        if b > USABLE_FRACTION * free:
+            fit = min(free for free, _ in (gpu_free(d) for d in need))
+            gpus = math.ceil(total / (USABLE_FRACTION * fit))
+            raise InsufficientMemory(
+                f"GPU {dev} would need {_gib(b)} but has {_gib(free)} free "
+                f"(whole case: {_gib(total)}); it fits on at least {gpus} GPUs of this size "
+                "with as many subdomains, or use run.precision: float32")

@@ -1,0 +1,128 @@
+"""Numba CUDA MD kernels on Numba's CUDA simulator against the CPU kernels, bit for bit.
+
+Like ``test_numba_cuda_sim.py``: the simulator must be on before ``numba.cuda`` is imported, so
+the tests run in a child pytest started with NUMBA_ENABLE_CUDASIM=1; in this process only the
+launcher runs. Systems are tiny (256 atoms, a few steps): the simulator runs a Python thread
+per CUDA thread.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+in_child = pytest.mark.skipif(not IN_SIMULATOR,
+                              reason="runs in the simulator child of test_md_simulator_suite")
+# the simulator hashes with NumPy uint64 scalars, which warn on the intended wrap-around
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+#: a short cutoff makes 6 cells per axis, so the pruned 5-cell stencil runs too
+SHORT = {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.0}
+
+
+@pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")
+def test_md_simulator_suite() -> None:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert res.returncode == 0, (
+        f"simulator tests failed:\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+    assert " passed" in res.stdout and "skipped" in res.stdout
+
+
+# --- everything below runs in the child -----------------------------------------------------
+def _solver(backend: str, subdomains: int = 1, precision: str = "float64", **md: Any) -> Any:
+    from simsplit.md import MDSolver
+    from simsplit.md.reference import lj_case
+
+    case = lj_case(cells=(4, 4, 4), subdomains=subdomains, **md)
+    case["run"].update(backend=backend, precision=precision)
+    return MDSolver(case, backend)
+
+
+def _same(a: Any, b: Any) -> None:
+    for name in ("positions", "velocities", "images", "forces", "per_atom_energy",
+                 "per_atom_virial"):
+        assert np.array_equal(getattr(a, name)(), getattr(b, name)()), name
+    assert a.thermo() == b.thermo()
+
+
+@in_child
+def test_kernels_are_the_numba_cuda_set() -> None:
+    from simsplit.backends.numba_cuda.md import NumbaMDKernels
+
+    s = _solver("numba-cuda")
+    assert isinstance(s.kernels, NumbaMDKernels) and s.kernels.is_device
+
+
+@in_child
+@pytest.mark.parametrize("potential", [None, SHORT], ids=["rc2.5", "rc2.0"])
+def test_step0_forces_and_lists_match_cpu(potential) -> None:
+    kw = {} if potential is None else {"potential": potential}
+    gpu, cpu = _solver("numba-cuda", **kw), _solver("cpu", **kw)
+    _same(gpu, cpu)
+    g, c = gpu.slabs[0], cpu.slabs[0]
+    nl, cnt = gpu.kernels.to_host(g.nl), gpu.kernels.to_host(g.cnt)
+    # one slab on a GPU keeps creation order while the CPU sorts by cell: compare by global id
+    gpu_row = {int(gid): i for i, gid in enumerate(g.ids[: g.n_own])}
+    for i in range(c.n_own):
+        row = list(c.ids[c.nl[i, : c.cnt[i]]])
+        r = gpu_row[int(c.ids[i])]
+        assert row == sorted(row)
+        assert list(g.ids[nl[: cnt[r], r]]) == row  # same neighbours in the same order
+
+
+@in_child
+def test_nve_one_and_two_slabs_match_cpu() -> None:
+    """Skin 0.1 rebuilds every few steps; two slabs migrate atoms and refresh ghosts."""
+    kw = {"potential": SHORT, "neighbor": {"skin": 0.1}}
+    cpu = _solver("cpu", **kw)
+    runs = [_solver("numba-cuda", n, **kw) for n in (1, 2)]
+    for s in (cpu, *runs):
+        s.step(10)
+    assert cpu.stats()["rebuilds"] >= 3
+    assert runs[1].stats()["migrations"] > 0 and runs[1].stats()["ghosts"] > 0
+    for s in runs:
+        _same(s, cpu)
+
+
+@in_child
+def test_langevin_and_capacity_growth_match_cpu() -> None:
+    kw = {"ensemble": "langevin", "langevin": {"temperature": 2.0, "damping": 0.2},
+          "neighbor": {"skin": 0.2, "capacity": 16}}
+    gpu, cpu = _solver("numba-cuda", 2, **kw), _solver("cpu", **kw)
+    assert gpu.stats()["capacity_growths"] > 0
+    gpu.step(4)
+    cpu.step(4)
+    _same(gpu, cpu)
+
+
+@in_child
+def test_float32_matches_cpu() -> None:
+    gpu, cpu = _solver("numba-cuda", precision="float32"), _solver("cpu", precision="float32")
+    gpu.step(4)
+    cpu.step(4)
+    _same(gpu, cpu)
+
+
+@in_child
+def test_restart_on_device() -> None:
+    ref = _solver("cpu")
+    ref.step(6)
+    half = _solver("numba-cuda", 2)
+    half.step(3)
+    fresh = _solver("numba-cuda")
+    fresh.load_state(half.state())
+    fresh.step(3)
+    assert np.array_equal(fresh.positions(), ref.positions())
+    assert np.array_equal(fresh.velocities(), ref.velocities())

@@ -1,0 +1,381 @@
+"""The MD CUDA C kernels compile, and as host C++ they run the MD exactly as the CPU kernels do.
+
+Needs no GPU: nvcc builds PTX and a cubin for sm_90 from the source the CuPy backend hands to
+NVRTC, with every instantiation it launches (registers are printed); NVRTC compiles it where
+libnvrtc is installed; and the same source, built as host C++ with CUDA's built-ins emulated
+(threads run one after another, atomics are plain updates), is driven by the CuPy backend's own
+launch sequence (:class:`DeviceMDKernels`) inside :class:`MDSolver`: positions, velocities and
+thermo must equal the CPU backend's bit for bit, for 1, 2 and 3 slabs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simsplit.backends.cpu import md as cpu_md
+from simsplit.backends.cuda_c import md as cmd
+from simsplit.backends.cuda_c import source
+from simsplit.md import MDSolver
+from simsplit.md import solver as md_solver
+from simsplit.md.reference import lj_case
+
+NVCC = shutil.which("nvcc")
+CXX = shutil.which("g++") or shutil.which("c++")
+ARCH = "sm_90"
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+
+
+def _translation_unit() -> str:
+    refs = "".join(f"    (void)&{expr};\n" for expr in cmd.name_expressions())
+    return (source.kernel_source(cmd.KERNEL_FILE)
+            + f"\nvoid simsplit_instantiate()\n{{\n{refs}}}\n")
+
+
+def _nvcc(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    cu = tmp_path / "md_lj_all.cu"
+    cu.write_text(_translation_unit())
+    cmd_line = [NVCC, f"-arch={ARCH}", *source.COMPILE_OPTIONS, *args, str(cu)]
+    return subprocess.run(cmd_line, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_constants_come_from_the_header() -> None:
+    consts = cmd.md_constants()
+    assert consts == {"block": cmd.BLOCK, "max_neighbors": cmd.MAX_NEIGHBORS,
+                      "scan_chunk": cmd.SCAN_CHUNK}
+    header = (source.kernel_dir() / cmd.COMMON_HEADER).read_text()
+    for value in (cpu_md._GOLDEN, cpu_md._MIX1, cpu_md._MIX2):  # the CPU hash, same constants
+        assert f"0x{int(value):X}ULL" in header
+    assert float.fromhex("0x1.921fb54442d18p+2") == cpu_md._TWO_PI
+    assert float.fromhex("0x1p-53") == cpu_md._INV_2_53
+
+
+@needs_nvcc
+def test_compiles_to_ptx_without_fma(tmp_path: Path) -> None:
+    res = _nvcc(tmp_path, "--ptx", "-o", "out.ptx")
+    assert res.returncode == 0, res.stderr
+    ptx = (tmp_path / "out.ptx").read_text()
+    assert len(re.findall(r"\.entry\s+(\w+)", ptx)) == len(cmd.name_expressions())
+    # --fmad=false: no contracted multiply-add rounds differently from the CPU. Only the math
+    # library's log/sin/cos (Langevin noise; their own fma by design) may contain one.
+    blocks = re.split(r"^(?=\.(?:visible \.entry|func|weak \.func)\b)", ptx, flags=re.MULTILINE)
+    for block in blocks:
+        if re.search(r"\bfma\.rn\.f(32|64)", block):
+            head = block.split("(")[0]
+            assert "langevin" in head or "entry" not in head, head
+
+
+@needs_nvcc
+def test_registers(tmp_path: Path, capsys) -> None:
+    res = _nvcc(tmp_path, "-cubin", "-Xptxas", "-v", "-o", "out.cubin")
+    assert res.returncode == 0, res.stderr
+    report: list[list[Any]] = []
+    for line in res.stderr.splitlines():
+        if m := re.search(r"Compiling entry function '(\w+)'", line):
+            report.append([m.group(1), 0, ""])
+        elif m := re.search(r"Used (\d+) registers", line):
+            report[-1][1] = int(m.group(1))
+        elif "stack frame" in line and report:
+            report[-1][2] = line.strip()
+    assert len(report) == len(cmd.name_expressions())
+    for kernel, regs, frame in report:
+        assert regs <= 64, kernel  # room for >= 8 warps per SM scheduler
+        # only the list build has a stack frame: its per-row sort buffer
+        if "build_neighbors" not in kernel and "langevin" not in kernel:
+            assert frame.startswith("0 bytes stack frame, 0 bytes spill"), (kernel, frame)
+    with capsys.disabled():
+        print(f"\n{cmd.KERNEL_FILE} ({ARCH}, ptxas -v):")
+        for kernel, regs, frame in report:
+            print(f"  {regs:4d} registers  {kernel}  ({frame})")
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+
+        nvrtc.nvrtcVersion()
+    except Exception:  # module or libnvrtc missing
+        return None
+    return nvrtc
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (cuda-bindings + libnvrtc) not available")
+def test_compiles_with_nvrtc() -> None:
+    nvrtc = _nvrtc()
+    _, prog = nvrtc.nvrtcCreateProgram(source.kernel_source(cmd.KERNEL_FILE).encode(),
+                                       cmd.KERNEL_FILE.encode(), 0, [], [])
+    for expr in cmd.name_expressions():
+        nvrtc.nvrtcAddNameExpression(prog, expr.encode())
+    opts = [o.encode() for o in (*source.COMPILE_OPTIONS, f"-arch={ARCH}")]
+    (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    assert res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")
+    for expr in cmd.name_expressions():
+        err, lowered = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
+        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS and lowered, expr
+    nvrtc.nvrtcDestroyProgram(prog)
+
+
+# --- host-C++ emulation ------------------------------------------------------------------------
+_PRELUDE = """
+#include <algorithm>
+#include <cmath>
+using std::min;
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(...)
+struct simsplit_dim3 { unsigned x = 0, y = 0, z = 0; };
+static simsplit_dim3 blockIdx, threadIdx, blockDim, gridDim;
+template <typename T> static T __ldg(const T* p) { return *p; }
+template <typename T> static T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
+template <typename T> static T atomicMax(T* p, T v) {
+    T old = *p; *p = std::max(old, v); return old; }
+"""
+
+_LAUNCH = """
+template <typename F> static void launch(long long threads, F body) {
+    const unsigned g = unsigned((threads + SIMSPLIT_MD_BLOCK - 1) / SIMSPLIT_MD_BLOCK);
+    blockDim = {SIMSPLIT_MD_BLOCK, 1, 1};
+    gridDim = {g, 1, 1};
+    for (unsigned b = 0; b < g; ++b) for (unsigned t = 0; t < SIMSPLIT_MD_BLOCK; ++t) {
+        blockIdx = {b, 0, 0};
+        threadIdx = {t, 0, 0};
+        body();
+    }
+}
+"""
+
+_KERNEL = re.compile(r"^(md_\w+)\(([^)]*)\)\s*\{", re.MULTILINE)
+
+
+def _wrappers(src: str) -> str:
+    """``extern "C" emu_<kernel>_<ctype>(threads, params...)`` for every instantiation."""
+    params = {m.group(1): " ".join(m.group(2).split()) for m in _KERNEL.finditer(src)}
+    out = []
+    for expr in cmd.name_expressions():
+        name, ctype = re.fullmatch(r"(\w+)<(\w+)>", expr).groups()
+        plist = re.sub(r"\b[TI]\b", ctype, params[name])
+        args = ", ".join(p.split()[-1].lstrip("*&") for p in plist.split(","))
+        out.append(f'extern "C" void emu_{name}_{ctype.replace(" ", "_")}(long long threads, '
+                   f"{plist}) {{ launch(threads, [&] {{ {expr}({args}); }}); }}")
+    return "\n".join(out)
+
+
+class EmulatedMDKernels(cmd.DeviceMDKernels):
+    """The CuPy backend's launch sequence on NumPy arrays, each launch a host-C++ loop."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._lib = lib
+        self.launches: dict[str, int] = {}
+        super().__init__()
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def to_device(self, host):
+        return np.array(host, copy=True, order="C")
+
+    def to_host(self, arr):
+        return np.array(arr, copy=True)
+
+    def _zero(self, arr):
+        arr.fill(0)
+
+    def synchronize(self):
+        pass
+
+    def _launch(self, name, dtype, threads, *args):
+        expr = cmd.kernel_name(name, dtype)
+        fn = getattr(self._lib, "emu_" + re.sub(r"\W+", "_", expr).rstrip("_"))
+        self.launches[expr] = self.launches.get(expr, 0) + 1
+        fn(ctypes.c_longlong(threads), *(_c_arg(a) for a in args))
+
+
+def _c_arg(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        assert a.flags.c_contiguous
+        return ctypes.c_void_p(a.ctypes.data)
+    kinds = {np.int32: ctypes.c_int, np.float64: ctypes.c_double, np.uint64: ctypes.c_uint64}
+    return kinds[type(a)](a)
+
+
+@pytest.fixture(scope="module")
+def emulated_lib(tmp_path_factory) -> ctypes.CDLL:
+    if CXX is None:
+        pytest.skip("no host C++ compiler")
+    tmp = tmp_path_factory.mktemp("md_emulation")
+    src = source.kernel_source(cmd.KERNEL_FILE)
+    (tmp / "emu.cpp").write_text(_PRELUDE + src + _LAUNCH + _wrappers(src))
+    build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
+                            "-o", str(tmp / "emu.so"), str(tmp / "emu.cpp")],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    return ctypes.CDLL(str(tmp / "emu.so"))
+
+
+@pytest.fixture
+def emulated(emulated_lib, monkeypatch) -> list[EmulatedMDKernels]:
+    """MDSolver(case, "emulated") runs on a fresh EmulatedMDKernels (listed here)."""
+    made: list[EmulatedMDKernels] = []
+    real = md_solver.md_kernels
+
+    def pick(name: str, context: Any = None) -> Any:
+        if name != "emulated":
+            return real(name, context)
+        made.append(EmulatedMDKernels(emulated_lib))
+        return made[-1]
+
+    monkeypatch.setattr(md_solver, "md_kernels", pick)
+    return made
+
+
+CELLS = (6, 6, 9)  # 1296 atoms, three slabs fit
+
+
+def _run(backend: str, steps: int, subdomains: int = 1, **kw: Any) -> MDSolver:
+    s = MDSolver(lj_case(cells=CELLS, subdomains=subdomains, **kw), backend)
+    s.step(steps)
+    return s
+
+
+def _same(a: MDSolver, b: MDSolver) -> None:
+    assert np.array_equal(a.positions(), b.positions())
+    assert np.array_equal(a.velocities(), b.velocities())
+    assert np.array_equal(a.images(), b.images())
+    assert np.array_equal(a.forces(), b.forces())
+    assert a.thermo() == b.thermo()
+
+
+def test_emulated_forces_and_lists_match_cpu(emulated) -> None:
+    """Step 0 of a jittered, dense configuration with the pruned 5-cell stencil."""
+    kw = dict(potential={"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.0})
+    cpu, emu = (MDSolver(lj_case(cells=CELLS, subdomains=3, **kw), b) for b in ("cpu", "emulated"))
+    assert np.all(emu.ncell >= 5)
+    for name in ("forces", "per_atom_energy", "per_atom_virial"):
+        assert np.array_equal(getattr(emu, name)(), getattr(cpu, name)()), name
+    for sc, se in zip(cpu.slabs, emu.slabs, strict=True):
+        n = sc.n_own
+        assert np.array_equal(se.cnt[:n], sc.cnt[:n])
+        for i in range(0, n, 7):  # same rows, same order: by global id
+            assert np.array_equal(se.nl[: sc.cnt[i], i], sc.nl[i, : sc.cnt[i]])
+        cells = emu.kernels.bin_atoms(se.x, se.n_local, emu.box, emu.ncell)
+        want = cpu.kernels.bin_atoms(sc.x, sc.n_local, cpu.box, cpu.ncell)
+        assert np.array_equal(cells.cell_of[: se.n_local], want[0])
+        assert np.array_equal(cells.cell_start, want[1])
+        assert np.array_equal(cells.cell_atoms[: se.n_local], want[2])  # sorted within cells
+
+
+@pytest.mark.parametrize("subdomains", [1, 2, 3])
+def test_emulated_nve_matches_cpu(emulated, subdomains) -> None:
+    ref = _run("cpu", 300, subdomains=1)
+    emu = _run("emulated", 300, subdomains=subdomains)
+    _same(emu, ref)
+    st = emu.stats()
+    assert st["rebuilds"] > 5
+    if subdomains > 1:
+        assert st["migrations"] > 0 and st["ghosts"] > 0
+        assert emulated[-1].launches["md_gather_rows<double>"] > 0
+    else:  # one slab: rebuilds never leave the device
+        assert st["migrations"] == 0
+
+
+def test_emulated_langevin_and_growth_match_cpu(emulated) -> None:
+    """Langevin noise (host libm on both sides) and list-capacity growth on the device path."""
+    kw = dict(ensemble="langevin", langevin={"temperature": 2.0, "damping": 0.2},
+              neighbor={"skin": 0.3, "capacity": 20})
+    ref = _run("cpu", 120, subdomains=1, **kw)
+    emu = _run("emulated", 120, subdomains=2, **kw)
+    assert emu.stats()["capacity_growths"] > 0
+    _same(emu, ref)
+
+
+def test_emulated_float32_matches_cpu(emulated) -> None:
+    cases = []
+    for backend in ("cpu", "emulated"):
+        case = lj_case(cells=(4, 4, 4))
+        case["run"]["precision"] = "float32"
+        s = MDSolver(case, backend)
+        s.step(100)
+        cases.append(s)
+    _same(*cases)
+
+
+def test_emulated_restart_is_bitwise(emulated) -> None:
+    full = _run("cpu", 200, subdomains=2)
+    half = _run("emulated", 110, subdomains=3)
+    fresh = MDSolver(lj_case(cells=CELLS), "emulated")
+    fresh.load_state(half.state())
+    fresh.step(90)
+    assert np.array_equal(fresh.positions(), full.positions())
+    assert np.array_equal(fresh.velocities(), full.velocities())
+
+
+def test_capacity_limit_is_refused(emulated) -> None:
+    with pytest.raises(ValueError, match="at most"):
+        MDSolver(lj_case(cells=(4, 4, 4), neighbor={"skin": 0.3,
+                                                     "capacity": cmd.MAX_NEIGHBORS + 1}),
+                 "emulated")
+
+
+# --- the Numba CUDA kernels compile for sm_90 too (NVVM, no GPU) ---------------------------------
+def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
+    """Each Numba kernel, typed as :class:`DeviceMDKernels` launches it, lowers to PTX for
+    sm_90 without fused multiply-adds outside the math library (Langevin's log/sin/cos)."""
+    try:
+        import numba.cuda.dispatcher as dispatcher
+        from numba import cuda
+        from numba import types as nt
+
+        from simsplit.backends.numba_cuda import md as nmd
+    except ImportError as exc:
+        pytest.skip(f"numba-cuda: {exc}")
+
+    class _Sm90:  # device functions ask the current device for its architecture
+        compute_capability = (9, 0)
+
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Sm90())
+    f64, i32, i64, u64 = nt.float64, nt.int32, nt.int64, nt.uint64
+
+    def arr(dt: Any, nd: int = 1) -> Any:
+        return nt.Array(dt, nd, "C")
+
+    ints = arr(i32)
+    for t in (nt.float64, nt.float32):
+        x = arr(t, 2)
+        box = (f64, f64, f64)
+        sigs = {
+            "md_initial_integrate": (x, x, x, arr(i64, 2), i32, f64, f64, *box),
+            "md_final_integrate": (x, x, i32, f64),
+            "md_langevin": (x, x, arr(i64), i32, f64, f64, u64, u64),
+            "md_displacement_flag": (x, arr(f64, 2), i32, *box, f64, ints),
+            "md_snapshot": (x, i32, arr(f64, 2)),
+            "md_gather_rows": (x, arr(i64), i32, x),
+            "md_cell_count": (x, i32, *box, i32, i32, i32, ints, ints),
+            "md_build_neighbors": (x, arr(i64), i32, *box, *(i32,) * 9, ints, ints, ints, f64,
+                                   arr(i32, 2), i32, i32, ints, ints),
+            "md_lj_forces": (x, i32, arr(i32, 2), i32, ints, *box, *(f64,) * 5, x, arr(f64),
+                             arr(f64)),
+            "md_scan_chunks": (ints, i32, ints),
+            "md_scan_serial": (ints, i32),
+            "md_scan_write": (ints, i32, ints, ints, ints),
+            "md_cell_scatter": (ints, i32, ints, ints),
+            "md_cell_sort": (ints, i32, ints),
+        }
+        assert set(sigs) == set(cmd.FLOAT_KERNELS + cmd.INDEX_KERNELS)
+        for name, sig in sigs.items():
+            ptx, _ = cuda.compile_ptx(nmd._KERNELS[name].py_func, sig, cc=(9, 0))
+            assert ".entry" in ptx, name
+            if name != "md_langevin":
+                assert not re.search(r"\bfma\.rn\.f(32|64)", ptx), (t, name)

@@ -1,0 +1,232 @@
+"""Runs under mpiexec (CPU backend): bitwise identity with one process, failures end the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from simsplit.case import load_case
+from simsplit.simulation import Simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = ROOT / "cases" / "cavity.yaml"
+STEPS = 60
+SMALL = ["domain.shape=[32,32]", "run.backend=cpu", "output.dir=null", f"run.steps={STEPS}",
+         "run.tolerance=0"]
+#: a periodic channel with walls in x: every slab has two halo faces, including the wrap link
+PERIODIC = ["domain.shape=[24,18]", "domain.boundaries={x: wall, y: periodic, lid: false}",
+            "fluid.reynolds=null", "fluid.viscosity=0.04", "fluid.lid_velocity=0",
+            "fluid.body_force=[0.0, 1.0e-5]", "run.backend=cpu", "output.dir=null",
+            f"run.steps={STEPS}", "run.tolerance=0"]
+
+pytestmark = pytest.mark.mpi
+
+
+def find_mpiexec() -> str | None:
+    """mpiexec on PATH, else beside this interpreter (the ``mpich`` wheel puts it there)."""
+    found = shutil.which("mpiexec")
+    if found:
+        return found
+    cand = Path(sysconfig.get_path("scripts")) / "mpiexec"
+    return str(cand) if cand.exists() else None
+
+
+MPIEXEC = find_mpiexec()
+needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec found")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"):
+        env.pop(var, None)  # a pytest started under mpiexec must not leak its world
+    env.update(extra)
+    return env
+
+
+def mpirun(n: int, args: list[str], timeout: float = 60, **env: str
+           ) -> subprocess.CompletedProcess[str]:
+    assert MPIEXEC is not None
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args], cwd=ROOT,
+                          env=_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+DRIVER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from simsplit.case import load_case
+    from simsplit.simulation import Simulation
+
+    overrides, random_init, out = json.loads(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
+    sim = Simulation(load_case(sys.argv[4], overrides))
+    if random_init:
+        f = initial_populations(sim)
+        for blk in sim.solver.blocks.values():
+            blk.set_populations(f[:, blk.row0:blk.row0 + blk.ny])
+    sim.step(sim.case["run"]["steps"] // 2)
+    sim.step(sim.case["run"]["steps"] - sim.steps_done)
+    pop, u, rho = sim.solver.populations(), sim.velocity(), sim.density()
+    if sim.context.rank == 0:
+        np.savez(out, populations=pop, velocity=u, density=rho, size=sim.context.size)
+""")
+
+INIT = textwrap.dedent("""
+    def initial_populations(sim):
+        from simsplit.fluid.lattice import equilibrium
+        s = sim.solver.setup
+        rng = np.random.default_rng(7)
+        shape = (s.ny, s.nx)
+        feq = equilibrium(1 + 0.01 * rng.standard_normal(shape),
+                          0.02 * rng.standard_normal(shape), 0.02 * rng.standard_normal(shape))
+        return feq.astype(s.dtype)
+""")
+
+
+def run_in_process(overrides: list[str], random_init: bool) -> dict[str, np.ndarray]:
+    ns: dict = {"np": np}
+    exec(INIT, ns)
+    sim = Simulation(load_case(CASE, overrides + ["decomposition.subdomains=1"]))
+    if random_init:
+        f = ns["initial_populations"](sim)
+        for blk in sim.solver.blocks.values():
+            blk.set_populations(f[:, blk.row0:blk.row0 + blk.ny])
+    sim.step(STEPS)
+    return {"populations": sim.solver.populations(), "velocity": sim.velocity(),
+            "density": sim.density()}
+
+
+@needs_mpiexec
+@pytest.mark.parametrize(("ranks", "overlap", "periodic"), [
+    (2, True, False), (3, True, False), (3, False, False), (2, True, True), (3, True, True),
+])
+def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, periodic):
+    base = PERIODIC if periodic else SMALL
+    overrides = base + [f"run.overlap={str(overlap).lower()}"]
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.replace("import numpy as np\n", "import numpy as np\n" + INIT, 1))
+    out = tmp_path / "fields.npz"
+    proc = mpirun(ranks, [str(script), json.dumps(overrides), "1" if periodic else "0",
+                          str(out), str(CASE)])
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    assert int(got["size"]) == ranks
+    ref = run_in_process(base, periodic)
+    for name, arr in ref.items():
+        assert np.array_equal(got[name], arr), name
+    assert np.abs(ref["velocity"]).max() > 0  # the flow moved: halos carried information
+
+
+def _h5_fields(path: Path) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    with h5py.File(path) as fh:
+        fh.visititems(lambda name, obj: out.__setitem__(name, obj[()])
+                      if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+@needs_mpiexec
+def test_cli_under_mpiexec_writes_once_and_matches(tmp_path):
+    from simsplit.cli import main
+
+    args = ["run", str(CASE), "--quiet", "--set", "domain.shape=[32,32]", "--steps", "50",
+            "--backend", "cpu", "--set", "output.plots=false"]
+    assert main(args + ["--output", str(tmp_path / "one"), "--subdomains", "1"]) == 0
+    proc = mpirun(2, ["-m", "simsplit"] + args + ["--output", str(tmp_path / "two")])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("physics") == 1  # rank 0 alone reports
+    assert "2 MPI ranks" in proc.stdout and "MPICH: freeing" not in proc.stderr
+    one = _h5_fields(tmp_path / "one" / "fields.h5")
+    two = _h5_fields(tmp_path / "two" / "fields.h5")
+    assert one.keys() == two.keys() and one
+    assert all(np.array_equal(one[k], two[k]) for k in one)
+    timing = json.loads((tmp_path / "two" / "timing.json").read_text())
+    assert timing["ranks"] == 2 and timing["compute"] > 0
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_failing_rank_ends_the_job(mode):
+    spec = "1:20" if mode == "raise" else "1:20:kill"
+    t0 = time.monotonic()
+    proc = mpirun(3, ["-m", "simsplit", "run", str(CASE), "--quiet", "--set",
+                      "domain.shape=[32,32]", "--steps", "100000", "--backend", "cpu",
+                      "--set", "output.dir=null", "--set", "run.tolerance=0"],
+                  timeout=30, SIMSPLIT_TEST_FAIL_RANK=spec)
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    if mode == "raise":
+        assert "simsplit: error: rank 1: InjectedFailure" in text
+        assert "rank 0:" not in text and "rank 2:" not in text
+    else:
+        assert "signal 9" in text or "Killed" in text or "KILLED" in text
+
+
+@needs_mpiexec
+def test_weights_must_match_ranks():
+    proc = mpirun(2, ["-m", "simsplit", "run", str(CASE), "--quiet", "--backend", "cpu",
+                      "--set", "decomposition.subdomains=3", "--set",
+                      "decomposition.weights=[1,2,3]"], timeout=30)
+    assert proc.returncode == 2
+    assert "decomposition.weights: 3 weights given, but this MPI job has 2 ranks" in proc.stderr
+
+
+TRANSPORT_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from mpi4py import MPI
+    from simsplit.decomp.slabs import SlabDecomposition
+    from simsplit.transport.mpi import MPITransport
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    for per_rank in (1, 2):
+        n = size * per_rank
+        owner = [k // per_rank for k in range(n)]
+        for periodic in (False, True):
+            links = SlabDecomposition(4 * n, n, periodic=periodic).links()
+            local = [k for k in range(n) if owner[k] == rank]
+            tr = MPITransport(links, local, n, comm, owner)
+            send, recv = {}, {}
+            for s, sf, d, df in links:
+                if owner[s] == rank:
+                    send[(s, sf)] = np.full((3, 5), 10.0 * s + sf)
+                if owner[d] == rank:
+                    recv[(d, df)] = np.zeros((3, 5))
+            for it in range(3):  # persistent requests are reused
+                for key in send:
+                    send[key][:] = 10.0 * key[0] + key[1] + 100 * it
+                tr.exchange(send, recv)
+                for s, sf, d, df in links:
+                    if owner[d] == rank:
+                        assert (recv[(d, df)] == 10.0 * s + sf + 100 * it).all(), (s, d, it)
+            assert tr.allreduce_max(rank) == size - 1
+            assert tr.allreduce_sum(1.0) == size
+            got = tr.gather({k: np.full(2, k) for k in local})
+            assert sorted(got) == list(range(n)) and all((got[k] == k).all() for k in got)
+            tr.close()
+    if rank == 0:
+        print("transport ok")
+""")
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_mpi_transport_delivers_every_link(tmp_path, ranks):
+    script = tmp_path / "transport.py"
+    script.write_text(TRANSPORT_SCRIPT)
+    proc = mpirun(ranks, [str(script)], timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "transport ok" in proc.stdout

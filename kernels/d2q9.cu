@@ -77,7 +77,7 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
     for (int q = 0; q < L::Q; ++q) {
         const lbm::index_t src = source_cell(q, i, j, nx, pitch, periodic);
         fl[q] = lbm::load_population(f_src + q * plane + src);
-#ifdef SIMSPLIT_NEIGHBOUR_FLAGS  // tuning variant: decide from the sources' flags instead
+#ifdef SIMSPLIT_NEIGHBOUR_FLAGS  // decide from the sources' flags (faster on an H200: L1 hits)
         near_wall |= __ldg(flags + src) & FLAG_SOLID;
 #endif
     }

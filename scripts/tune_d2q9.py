@@ -36,11 +36,13 @@ def copy_bandwidth(n_bytes: int = 1 << 31) -> float:
 def build(block: int, fmad: bool, loads: bool, stores: bool, nbflags: bool) -> cupy.RawKernel:
     header = source.generated_header().replace(f"#define SIMSPLIT_BLOCK_X {source.BLOCK_X}",
                                                f"#define SIMSPLIT_BLOCK_X {block}")
+    if not nbflags:  # the generated header turns the neighbour-flag scheme on by default
+        header = "\n".join(ln for ln in header.splitlines()
+                           if not ln.startswith("#define SIMSPLIT_NEIGHBOUR_FLAGS"))
     code = source.expand_includes("d2q9.cu", {source.GENERATED_HEADER: header})
     cc = cupy.cuda.Device().compute_capability
     opts = ["--std=c++17", f"--fmad={'true' if fmad else 'false'}", f"-arch=sm_{cc}"]
     opts += ["-DSIMSPLIT_STREAMING_LOADS"] * loads + ["-DSIMSPLIT_STREAMING_STORES"] * stores
-    opts += ["-DSIMSPLIT_NEIGHBOUR_FLAGS"] * nbflags
     name = source.stream_collide_name(np.float32, False)
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
     return mod.get_function(name)

@@ -80,13 +80,18 @@ def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str,
 
 
 def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precision: str,
-                repeats: int, graph: bool, overlap: bool = True) -> dict[str, Any]:
+                repeats: int, graph: bool, overlap: bool = True,
+                tuner: Any = None) -> dict[str, Any]:
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel import ParallelContext
 
     case = _case(name, nx, ny, subdomains, precision, overlap)
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(name, run["devices"], run["transport"]))
+    if tuner is not None:  # time block sizes first; the rows below then use the tuned ones
+        from simsplit.autotune import tune_solver
+
+        tune_solver(solver, tuner)
     solver.step(min(steps, 20))  # warm-up: compilation, first touch
     seconds = _median_seconds(lambda: solver.step(steps), solver.synchronize, repeats)
     row: dict[str, Any] = {"steps_per_s": steps / seconds, "mlups": nx * ny * steps / seconds / 1e6}
@@ -115,12 +120,13 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
 
 def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int, steps: int,
               precision: str, *, repeats: int = 5, graph: bool = True,
-              overlap: bool = True) -> list[dict[str, Any]]:
+              overlap: bool = True, tuner: Any = None) -> list[dict[str, Any]]:
     """Time ``steps`` solver steps per backend and grid (median of ``repeats`` after a warm-up).
 
     One row per (backend, grid) with ``mlups``, ``steps_per_s``, ``copy_bandwidth`` (B/s),
     ``bytes_per_cell_update``, ``bandwidth_fraction`` and, for device backends, the same for
     CUDA-graph replay (``graph_*``). A failing backend or grid gives a row with ``error``.
+    With a :class:`simsplit.autotune.Autotuner` the kernels are tuned first.
     """
     rows = []
     per_cell = bytes_per_cell_update(precision)
@@ -138,7 +144,7 @@ def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int
                                    "copy_bandwidth": bandwidth}
             try:
                 row.update(_bench_grid(name, nx, ny, subdomains, steps, precision, repeats,
-                                       graph, overlap))
+                                       graph, overlap, tuner))
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"
             for key in ("", "graph_"):
@@ -194,11 +200,21 @@ def _parse_grid(text: str) -> tuple[int, int]:
 def main_from_args(args: argparse.Namespace) -> int:
     """Run the benchmark for parsed ``simsplit bench`` arguments; 1 if any row failed."""
     grids = [g if isinstance(g, tuple) else _parse_grid(g) for g in (args.grid or ["1024x1024"])]
+    tuner = None
+    if getattr(args, "autotune", False):
+        from simsplit.autotune import Autotuner
+
+        tuner = Autotuner()
     rows = run_bench(list(args.backend or ["auto"]), grids, args.subdomains, args.steps,
                      args.precision, repeats=getattr(args, "repeats", 5),
                      graph=not getattr(args, "no_graph", False),
-                     overlap=getattr(args, "overlap", "on") == "on")
+                     overlap=getattr(args, "overlap", "on") == "on", tuner=tuner)
     print(format_table(rows))
+    if tuner is not None:
+        from simsplit.autotune import format_table as autotune_table
+
+        print(f"\nautotune (cache {tuner.cache.path}):")
+        print(autotune_table(tuner.results))
     return 1 if any("error" in r for r in rows) else 0
 
 
@@ -211,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--precision", default="float32", choices=["float32", "float64"])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
+    p.add_argument("--autotune", action="store_true",
+                   help="tune threads per block first and show default against tuned")
     p.add_argument("--overlap", choices=["on", "off"], default="on",
                    help="exchange halos while the interior is computed (run.overlap)")
     return main_from_args(p.parse_args(argv))

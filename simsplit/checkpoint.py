@@ -30,9 +30,15 @@ class CheckpointError(RuntimeError):
     """No usable checkpoint, or one that belongs to another case or version."""
 
 
+#: MD settings a restart may change: how the same trajectory is integrated or reported
+MD_RESTART_TUNABLE = ("timestep", "thermo_every", "steps")
+
+
 def case_identity(case: dict[str, Any]) -> str:
     """Digest of what defines the problem (not its length, split, backend or output)."""
     part = {k: case[k] for k in IDENTITY_KEYS if k in case}
+    if "md" in part:
+        part["md"] = {k: v for k, v in part["md"].items() if k not in MD_RESTART_TUNABLE}
     part["precision"] = case["run"]["precision"]
     text = yaml.safe_dump(part, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()

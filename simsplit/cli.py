@@ -1,6 +1,7 @@
 """Command line: ``simsplit run | validate | bench | devices``.
 
-Bad input ends with one line on stderr and exit code 2; a diverging run with exit code 3.
+Bad input ends with one line on stderr and exit code 2; a diverging run with exit code 3; a
+CUDA failure (illegal address, launch failure, out of memory) with exit code 4.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any, Callable, Sequence
 from simsplit.backends import BackendUnavailable
 from simsplit.case import CaseError
 from simsplit.checkpoint import CheckpointError
-from simsplit.fluid.solver import DivergenceError
+from simsplit.errors import EXIT_CUDA, CudaKernelError, as_cuda_error
+from simsplit.health import DivergenceError
 from simsplit.manifest import OutputExists
 from simsplit.preflight import InsufficientMemory
 from simsplit.simulation import Interrupted
@@ -29,6 +31,8 @@ examples:
   simsplit run cases/cavity.yaml
   simsplit run cases/cavity.yaml --set fluid.reynolds=400 --subdomains 4 --output out/re400
   simsplit run cases/cavity.yaml --backend cupy --set run.precision=float32
+  simsplit run cases/cavity.yaml --devices 0,1 --subdomains 2 --monitor
+  simsplit bench --backend cupy --grid 8192x8192 --autotune
   simsplit validate cases/cavity.yaml --set decomposition.weights=[1,2]
   simsplit bench --backend cpu --grid 512x512
   mpiexec -n 4 simsplit run cases/cavity.yaml      # one slab per rank
@@ -63,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
                           "<output>/checkpoints (auto)")
     run.add_argument("--overwrite", action="store_true",
                      help="replace the results of an earlier run in the output directory")
+    run.add_argument("--devices", type=_device_list, metavar="I,J,...",
+                     help="GPU ids to use, counted among CUDA_VISIBLE_DEVICES (run.devices)")
+    run.add_argument("--monitor", nargs="?", type=float, const=1.0, metavar="SECONDS",
+                     help="sample GPU utilisation, memory, temperature, power and clocks "
+                          "every SECONDS (default 1) via NVML; summary + <output>/monitor.h5")
 
     val = sub.add_parser("validate", help="check a case file against the schema only")
     case_args(val)
@@ -76,9 +85,21 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--overlap", choices=["on", "off"], default="on")
     bench.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
+    bench.add_argument("--autotune", action="store_true",
+                       help="tune threads per block first and show default against tuned")
 
     sub.add_parser("devices", help="list GPUs, peer access, NVLink, NCCL and MPI")
     return p
+
+
+def _device_list(text: str) -> list[int]:
+    try:
+        ids = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected GPU ids like 0,1") from None
+    if not ids or min(ids) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected GPU ids like 0,1")
+    return ids
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -89,6 +110,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         value = getattr(args, flag, None)
         if value is not None:
             out.append(f"{key}={value}")
+    if getattr(args, "devices", None):
+        out.append(f"run.devices=[{','.join(str(d) for d in args.devices)}]")
     return out
 
 
@@ -113,11 +136,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out_dir = case["output"]["dir"]
     if args.restart == "auto" and not out_dir:
         raise CaseError("--restart auto: needs output.dir (or --output) to find checkpoints")
-    if out_dir:
-        from simsplit.manifest import check_output_dir, clear_output
+    sim = Simulation(case)  # validates placement too; writes nothing yet
+    from simsplit.manifest import check_output_dir, clear_output
 
+    if out_dir and sim.context.rank == 0:  # one rank decides, or others would see its files
         check_output_dir(Path(out_dir), args.overwrite, args.restart is not None)
-    sim = Simulation(case)
     if args.restart is not None:
         from simsplit.output import CHECKPOINT_DIR
 
@@ -127,6 +150,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"restarting from {path} at step {sim.steps_done}", file=sys.stderr)
     elif out_dir and args.overwrite and sim.context.rank == 0:
         clear_output(Path(out_dir))
+    _print_devices(sim)
+    if args.monitor is not None:
+        sim.enable_monitor(args.monitor)
     _install_stop_handlers(sim)
     try:
         summary = sim.run(progress=not args.quiet)
@@ -141,6 +167,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from simsplit.report import print_summary
 
         print_summary(sim, summary)
+        if sim.monitor_summary is not None:
+            from simsplit.monitor import summary_lines
+
+            print("\n".join(summary_lines(sim.monitor_summary)))
         timing = summary.extra.get("timing")
         if timing is not None and out_dir:
             import json
@@ -148,6 +178,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
             path = Path(out_dir) / "timing.json"
             path.write_text(json.dumps(dict(timing), indent=2) + "\n")
     return 0
+
+
+def _print_devices(sim: Any) -> None:
+    """Each GPU the run uses, with model and memory (all ranks' GPUs, printed by rank 0)."""
+    ctx = sim.context
+    if not ctx.on_gpu:
+        return
+    import socket
+
+    from simsplit.monitor import device_lines
+
+    n = int(sim.case["decomposition"]["subdomains"])
+    lines = device_lines(sorted({ctx.device_of(k) for k in ctx.local_slabs(n)}))
+    comm = getattr(ctx, "comm", None)
+    if comm is not None:
+        host = socket.gethostname()
+        parts = comm.gather([f"rank {ctx.rank} on {host}: {line}" for line in lines], root=0)
+        lines = [line for part in (parts or []) for line in part]
+    if ctx.rank == 0:
+        print("\n".join(lines), flush=True)
 
 
 def _install_stop_handlers(sim: Any) -> None:
@@ -167,12 +217,15 @@ def _restart_hint(sim: Any) -> str:
 
     out_dir = sim.case["output"]["dir"]
     ckpts = list_checkpoints(Path(out_dir) / CHECKPOINT_DIR) if out_dir else []
-    fix = ("lower md.timestep" if sim.physics == "md" else
-           "lower fluid.lid_velocity or refine domain.shape (smaller cell Reynolds number)")
-    if not ckpts:
-        return f"; {fix} and run again (no checkpoint was written: set output.checkpoint_every)"
-    return (f"; last good checkpoint {ckpts[0]}: {fix}, then resume with "
-            f"'simsplit run CASE --restart {ckpts[0]}' (a changed case starts afresh instead)")
+    if sim.physics == "md":
+        dt = sim.case["md"]["timestep"]
+        if not ckpts:
+            return f"; lower md.timestep (now {dt:g}) and run again"
+        return (f"; last good checkpoint {ckpts[0]}: resume it with a smaller time step, e.g. "
+                f"'simsplit run CASE --restart {ckpts[0]} --set md.timestep={dt / 2:g}'")
+    where = f" (last good checkpoint {ckpts[0]})" if ckpts else ""
+    return (f"; lower fluid.lid_velocity or refine domain.shape (smaller cell Reynolds number) "
+            f"and start afresh{where}; '--restart' continues only an unchanged case")
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
@@ -190,6 +243,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    import simsplit.errors
+
+    simsplit.errors.COMMAND_ARGS = list(sys.argv[1:] if argv is None else argv)
     warnings.showwarning = lambda msg, cat, *a, **k: print(f"simsplit: warning: {msg}",
                                                            file=sys.stderr)
     handlers = {"run": _cmd_run, "validate": _cmd_validate, "bench": _cmd_bench,
@@ -204,11 +260,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_BAD_INPUT)
     except DivergenceError as exc:
         return _fail(str(exc), EXIT_DIVERGED)
+    except CudaKernelError as exc:
+        return _fail(str(exc), EXIT_CUDA)
     except Interrupted as exc:
         return _fail(f"stopped by signal {exc.signum} at step {exc.steps_done}; a checkpoint "
                      "was written (resume with --restart auto)", 128 + exc.signum)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except Exception as exc:  # a CUDA failure outside a launch (allocation, set-up): exit 4
+        cuda = as_cuda_error(exc)
+        if cuda is None:
+            raise
+        return _fail(str(cuda), EXIT_CUDA)
 
 
 def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -228,10 +291,14 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
             code, text = EXIT_BAD_INPUT, str(exc)
         elif isinstance(exc, DivergenceError):
             code, text = EXIT_DIVERGED, str(exc)
+        elif isinstance(exc, CudaKernelError):
+            code, text = EXIT_CUDA, str(exc)
         elif isinstance(exc, Interrupted):
             code, text = 128 + exc.signum, str(exc)
         elif isinstance(exc, KeyboardInterrupt):
             code, text = 130, "interrupted"
+        elif (cuda := as_cuda_error(exc)) is not None:
+            code, text = EXIT_CUDA, str(cuda)
         else:
             code, text = 1, f"{type(exc).__name__}: {exc}"
         if isinstance(exc, CaseError) and rank != 0:

@@ -97,8 +97,8 @@ def _attach_fluid(sim: Simulation, directory: Path, out: dict) -> None:
             return
         if state["writer"] is None:
             attrs = {"case": case_yaml(s.case), "simsplit_version": __version__}
-            state["writer"] = FieldWriter(directory, (setup.ny, setup.nx),
-                                          (1.0 / setup.ny, 1.0 / setup.nx), attrs,
+            state["writer"] = FieldWriter(directory, setup.grid,
+                                          tuple(1.0 / n for n in setup.grid), attrs,
                                           append=s.restarted_from is not None)
         if s.steps_done in state["writer"].steps:
             return  # written before an interruption; a restart reproduces it bit for bit
@@ -109,18 +109,21 @@ def _attach_fluid(sim: Simulation, directory: Path, out: dict) -> None:
         if s.context.rank != 0 or not out["plots"]:
             return
         from simsplit.fluid.reference import ghia_u_centreline
-        from simsplit.io.plots import plot_cavity
+        from simsplit.io.plots import plot_cavity, plot_cavity_midplane
 
         re = s.case["fluid"].get("reynolds")
         ref = None
-        if setup.lid and re is not None and not setup.params.periodic_x:
+        wide = setup.dim == 2 or setup.params.periodic_y  # 2D flow: Ghia's table applies
+        if setup.lid and re is not None and not setup.params.periodic_x and wide:
             try:
                 ref = ghia_u_centreline(int(re)) if float(re).is_integer() else None
             except ValueError:
                 ref = None
         collision = s.case["fluid"]["collision"].upper()
-        title = f"D2Q9 {collision}, {setup.nx}x{setup.ny}, step {s.steps_done}"
-        plot_cavity(u, directory / "velocity.png", re, ref, title=title)
+        cells = "x".join(str(n) for n in setup.shape)
+        title = f"{setup.lattice.name} {collision}, {cells}, step {s.steps_done}"
+        plot = plot_cavity if setup.dim == 2 else plot_cavity_midplane
+        plot(u, directory / "velocity.png", re, ref, title=title)
 
     def close(s: Simulation) -> None:
         if state["writer"] is not None:

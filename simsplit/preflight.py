@@ -19,19 +19,24 @@ class InsufficientMemory(RuntimeError):
 
 
 def fluid_bytes(case: dict[str, Any]) -> list[int]:
-    """Bytes per slab of a D2Q9 case: two population lattices, flags, macroscopic fields."""
+    """Bytes per slab of a lattice Boltzmann case: two population lattices, flags, macroscopic
+    fields (D2Q9 in 2D, D3Q19 in 3D; slabs along the last axis)."""
     from simsplit.decomp.slabs import split_extent
-    from simsplit.fluid.lattice import Q
+    from simsplit.fluid.lattice import lattice_for
     from simsplit.fluid.solver import MIN_SLAB_ROWS
 
-    nx, ny = case["domain"]["shape"]
+    shape = case["domain"]["shape"]
+    *cross, ny = shape
+    q = lattice_for(len(shape)).q
+    layer = math.prod(n + 2 for n in cross)  # cells of one layer, ghosts included
+    inner = math.prod(cross)
     item = 4 if case["run"]["precision"] == "float32" else 8
     dec = case["decomposition"]
     n = int(dec["subdomains"])
     out = []
     for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
-        cells = (b - a + 2) * (nx + 2)
-        out.append(cells * (2 * Q * item + 1) + 4 * (b - a) * nx * item)
+        cells = (b - a + 2) * layer
+        out.append(cells * (2 * q * item + 1) + (2 + len(shape)) * (b - a) * inner * item)
     return out
 
 

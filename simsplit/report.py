@@ -17,7 +17,9 @@ def summary_lines(sim: Simulation, summary: RunSummary) -> list[str]:
         f"steps        {summary.steps} (total {sim.steps_done}); {summary.reason}",
         f"wall time    {summary.wall_seconds:.2f} s",
     ]
-    if summary.cell_updates_per_second:
+    if summary.cell_updates_per_second and case["physics"] == "md":
+        lines.append(f"throughput   {summary.cell_updates_per_second:.3g} atom-steps/s")
+    elif summary.cell_updates_per_second:
         lines.append(f"throughput   {summary.mlups:.1f} MLUPS")
     if summary.residual is not None:
         lines.append(f"residual     {summary.residual:.3e}")

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from simsplit.case import load_case, validate_case
+from simsplit.errors import TRACKER
 from simsplit.parallel import ParallelContext, make_context
 
 
@@ -82,6 +83,18 @@ class Simulation:
         self.on_finish: list[Callable[[str, dict[str, Any]], None]] = []
         self.restarted_from: str | None = None
         self._stop_signal = 0
+        #: GPU monitor (:meth:`enable_monitor`) and its end-of-run summary
+        self.monitor: Any = None
+        self.monitor_summary: dict[str, Any] | None = None
+        from simsplit.errors import attach_error_context
+
+        attach_error_context(self)
+        #: launch configurations chosen by ``run.autotune`` (see :mod:`simsplit.autotune`)
+        self.autotune_results: list[Any] = []
+        if case["run"].get("autotune") and self.context.on_gpu:
+            from simsplit.autotune import tune_solver
+
+            self.autotune_results = tune_solver(self.solver)
 
     # --- stepping ------------------------------------------------------------------------------
     @property
@@ -94,6 +107,15 @@ class Simulation:
 
     def attach(self, op: Operation) -> None:
         self.operations.append(op)
+
+    def enable_monitor(self, interval: float = 1.0, sampler: Any = None) -> Any:
+        """Sample the used GPUs every ``interval`` s until the run ends (see :mod:`.monitor`).
+
+        Returns the :class:`~simsplit.monitor.GpuMonitor`, or None on the cpu backend.
+        """
+        from simsplit.monitor import attach_monitor
+
+        return attach_monitor(self, interval, sampler)
 
     def run(self, progress: bool = False, output: bool = True) -> RunSummary:
         """Run to ``run.steps`` or, for the fluid, until the steady-state tolerance is met."""
@@ -119,6 +141,7 @@ class Simulation:
             with bar:
                 while self.steps_done < total:
                     n = self._next_chunk(total, check)
+                    TRACKER.step = self.steps_done + 1  # refined per step where the solver says
                     self.solver.step(n)
                     if hasattr(self.solver, "check_health"):
                         self.solver.check_health()
@@ -136,7 +159,7 @@ class Simulation:
             self._finish("interrupted", {"signal": exc.signum})
             raise
         except Exception as exc:
-            from simsplit.fluid.solver import DivergenceError
+            from simsplit.health import DivergenceError
 
             self._finish("diverged" if isinstance(exc, DivergenceError) else "failed",
                          {"error": str(exc)})

@@ -169,3 +169,61 @@ def test_unstable_case_diverges_with_exit_3_and_restartable_checkpoint(tmp_path)
     assert np.isfinite(arrays["populations"]).all()
     step = int(msg.split("diverged at step ")[1].split()[0])
     assert int(attrs["step"]) < step <= 20000
+
+
+# --- molecular dynamics ------------------------------------------------------------------------
+LJ_TINY = ROOT / "cases" / "lj_tiny.yaml"
+MD_STEPS = 1500
+
+
+def _md_cmd(out: Path, subdomains: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "simsplit", "run", str(LJ_TINY), "--output", str(out),
+            "--quiet", "--subdomains", str(subdomains), "--steps", str(MD_STEPS),
+            "--set", "output.checkpoint_every=100", *extra]
+
+
+@pytest.fixture(scope="module")
+def md_reference() -> np.ndarray:
+    case = load_case(LJ_TINY, {"run.steps": MD_STEPS, "output.dir": None})
+    sim = Simulation(case)
+    sim.run(output=False)
+    return sim.positions()
+
+
+def _final_positions(out: Path) -> np.ndarray:
+    from simsplit.checkpoint import read_checkpoint
+
+    attrs, arrays = read_checkpoint(list_checkpoints(out / "checkpoints")[0])
+    assert int(attrs["step"]) == MD_STEPS
+    order = np.argsort(arrays["ids"])
+    return arrays["positions"][order]
+
+
+@pytest.mark.parametrize("subdomains, restart_on", [(1, 1), (2, 3)])
+def test_md_sigkill_then_restart_is_bitwise_identical(tmp_path, md_reference, subdomains,
+                                                      restart_on):
+    rng = random.Random(7 + subdomains)
+    out = tmp_path / "md"
+    _kill_at_random_step(_md_cmd(out, subdomains), out / "checkpoints", rng)
+    steps_at_kill = [int(p.stem.split("_")[1]) for p in list_checkpoints(out / "checkpoints")]
+    assert steps_at_kill and max(steps_at_kill) < MD_STEPS, "the kill came too late"
+    res = subprocess.run(_md_cmd(out, restart_on, "--restart", "auto"), env=_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    print(f"MD killed after checkpoint {max(steps_at_kill)}, resumed on {restart_on} slabs")
+    assert np.array_equal(_final_positions(out), md_reference)
+
+
+def test_md_too_large_timestep_diverges_then_restarts_smaller(tmp_path):
+    out = tmp_path / "md"
+    res = subprocess.run(_md_cmd(out, 2, "--set", "md.timestep=0.05"), env=_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 3, res.stderr
+    msg = res.stderr.strip().splitlines()[-1]
+    assert "diverged at step" in msg and "atom id" in msg and "subdomain" in msg
+    assert "--restart" in msg and "md.timestep=" in msg
+    ckpt = list_checkpoints(out / "checkpoints")[0]
+    again = subprocess.run(_md_cmd(out, 2, "--restart", str(ckpt), "--set", "md.timestep=0.005",
+                                   "--steps", "200"), env=_env(), capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr

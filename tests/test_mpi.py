@@ -178,7 +178,7 @@ def test_failing_rank_ends_the_job(mode):
 def test_weights_must_match_ranks():
     proc = mpirun(2, ["-m", "simsplit", "run", str(CASE), "--quiet", "--backend", "cpu",
                       "--set", "decomposition.subdomains=3", "--set",
-                      "decomposition.weights=[1,2,3]"], timeout=30)
+                      "decomposition.weights=[1,2,3]", "--set", "output.dir=null"], timeout=30)
     assert proc.returncode == 2
     assert "decomposition.weights: 3 weights given, but this MPI job has 2 ranks" in proc.stderr
 

@@ -213,13 +213,20 @@ def _check_fluid(case: dict[str, Any]) -> None:
 
     if "domain" not in case:
         raise CaseError("domain: required section is missing (expected domain.shape: [nx, ny])")
+    from simsplit.fluid.schema import check_dimensions, split_axis
+
+    try:
+        check_dimensions(case)
+    except ValueError as exc:
+        raise CaseError(str(exc)) from None
     fluid, bounds = case["fluid"], case["domain"]["boundaries"]
+    axis = split_axis(case)  # the lid is the wall at the far end of the split axis
     has_re = fluid.get("reynolds") is not None
     has_nu = fluid.get("viscosity") is not None
     if has_re == has_nu:
         raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
-    if bounds["lid"] and bounds["y"] == "periodic":
-        raise CaseError("domain.boundaries.lid: a lid needs domain.boundaries.y: wall")
+    if bounds["lid"] and bounds.get(axis, "wall") == "periodic":
+        raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
     if has_re and not bounds["lid"]:
         raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true); "
                         "give fluid.viscosity instead")
@@ -233,10 +240,11 @@ def _check_fluid(case: dict[str, Any]) -> None:
     if max(abs(f) for f in force) > MAX_BODY_FORCE:
         raise CaseError(f"fluid.body_force: {force!r} is not allowed: expected components of "
                         f"at most {MAX_BODY_FORCE} in magnitude (lattice units per step)")
-    ny = case["domain"]["shape"][1]
+    ny = case["domain"]["shape"][-1]
     n = case["decomposition"]["subdomains"]
     if ny < n * MIN_SLAB_ROWS:
-        raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of ny = {ny} rows "
+        raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of n{axis} = {ny} "
+                        f"{'rows' if axis == 'y' else 'layers'} "
                         f"is too small to split into {n} slabs of at least {MIN_SLAB_ROWS} rows")
     try:
         setup_from_case(case)

@@ -63,6 +63,16 @@ RUN_SCHEMA = {
         "timing": {"type": "boolean", "default": False,
                    "description": "Synchronise the device at each phase of the time loop so the "
                                   "timing breakdown is exact on GPUs (serialises the overlap)."},
+        "debug": {"type": "boolean", "default": False,
+                  "description": "Synchronise after every kernel launch, so a CUDA error names "
+                                 "the kernel that caused it, and check halos for NaN after each "
+                                 "exchange; turns CUDA graphs off (slow: for finding faults)."},
+        "autotune": {"type": "boolean", "default": False,
+                     "description": "Time 64-512 threads per block for the cupy stream-collide "
+                                    "kernels of each grid before the run and keep the fastest "
+                                    "(cached in "
+                                    "$SIMSPLIT_CACHE_DIR or ~/.cache/simsplit/autotune.json); "
+                                    "results are bitwise unchanged."},
     },
 }
 

@@ -1,10 +1,13 @@
-"""D2Q9 lattice tables: the single source of velocities, weights and halo directions.
+"""Lattice tables (D2Q9, D3Q19): the single source of velocities, weights and halo directions.
 
 Every backend (Numba CPU, Numba CUDA, CUDA C) builds its kernels from these tables, so the
-direction numbering below is a contract: changing it changes every kernel at once.
+direction numbering below is a contract: changing it changes every kernel at once. The split
+axis of a slab decomposition is the last component of ``c`` (y in 2D, z in 3D).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,9 +37,85 @@ Q = 9
 UP = tuple(int(q) for q in np.flatnonzero(D2Q9_C[:, 1] == 1))
 DOWN = tuple(int(q) for q in np.flatnonzero(D2Q9_C[:, 1] == -1))
 
+#: D3Q19 velocities (cx, cy, cz): rest, the six faces (opposites adjacent), the twelve edges
+#: (opposites adjacent).
+D3Q19_C = np.array(
+    [
+        (0, 0, 0),
+        (1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1),
+        (1, 1, 0), (-1, -1, 0), (1, -1, 0), (-1, 1, 0),
+        (1, 0, 1), (-1, 0, -1), (1, 0, -1), (-1, 0, 1),
+        (0, 1, 1), (0, -1, -1), (0, 1, -1), (0, -1, 1),
+    ],
+    dtype=np.int64,
+)
+D3Q19_W = np.array([1 / 3] + [1 / 18] * 6 + [1 / 36] * 12, dtype=np.float64)
+
+
+def _opposites(c: np.ndarray) -> np.ndarray:
+    return np.array([next(p for p in range(len(c)) if (c[p] == -c[q]).all())
+                     for q in range(len(c))], dtype=np.int64)
+
+
+D3Q19_OPP = _opposites(D3Q19_C)
+
+
+@dataclass(frozen=True, eq=False)
+class Lattice:
+    """A DdQq velocity set and the halo direction sets of a split along its last axis."""
+
+    name: str
+    c: np.ndarray
+    w: np.ndarray
+    opp: np.ndarray
+
+    @property
+    def q(self) -> int:
+        return len(self.w)
+
+    @property
+    def dim(self) -> int:
+        return int(self.c.shape[1])
+
+    @property
+    def kernels(self) -> str:
+        """Attribute name of this lattice's kernel set on a backend (``backend.d2q9``, ...)."""
+        return self.name.lower()
+
+    @property
+    def up(self) -> tuple[int, ...]:
+        """Directions crossing a slab face upwards (+1 along the split axis)."""
+        return tuple(int(q) for q in np.flatnonzero(self.c[:, -1] == 1))
+
+    @property
+    def down(self) -> tuple[int, ...]:
+        return tuple(int(q) for q in np.flatnonzero(self.c[:, -1] == -1))
+
+    def equilibrium(self, rho: np.ndarray, *u: np.ndarray) -> np.ndarray:
+        """Second-order equilibrium populations, shape ``(q, *rho.shape)``, in float64."""
+        feq = np.empty((self.q,) + np.shape(rho))
+        usq = sum(np.asarray(v, dtype=np.float64) ** 2 for v in u)
+        for q in range(self.q):
+            cu = sum(self.c[q, d] * u[d] for d in range(self.dim))
+            feq[q] = self.w[q] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * usq)
+        return feq
+
+
+D2Q9 = Lattice("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP)
+D3Q19 = Lattice("D3Q19", D3Q19_C, D3Q19_W, D3Q19_OPP)
+LATTICES = {2: D2Q9, 3: D3Q19}
+
+
+def lattice_for(dim: int) -> Lattice:
+    """The lattice of a ``dim``-dimensional grid: D2Q9 in 2D, D3Q19 in 3D."""
+    try:
+        return LATTICES[dim]
+    except KeyError:
+        raise ValueError(f"no lattice for {dim} dimensions (2 or 3)") from None
+
 
 def equilibrium(rho: np.ndarray, ux: np.ndarray, uy: np.ndarray) -> np.ndarray:
-    """Second-order equilibrium populations, shape (9, *rho.shape), in float64."""
+    """Second-order D2Q9 equilibrium populations, shape (9, *rho.shape), in float64."""
     feq = np.empty((Q,) + np.shape(rho))
     usq = ux * ux + uy * uy
     for q in range(Q):

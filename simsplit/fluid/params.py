@@ -1,4 +1,4 @@
-"""Derived D2Q9 parameters (relaxation rates, forcing) and the stability checks on them."""
+"""Derived lattice parameters (relaxation rates, forcing) and the stability checks on them."""
 
 from __future__ import annotations
 
@@ -24,8 +24,20 @@ class UnstableSetup(ValueError):
     """The parameters would give an unstable or meaningless lattice Boltzmann run."""
 
 
+class _Rates:
+    omega_plus: float
+
+    @property
+    def tau(self) -> float:
+        return 1.0 / self.omega_plus
+
+    @property
+    def viscosity(self) -> float:
+        return CS2 * (self.tau - 0.5)
+
+
 @dataclass(frozen=True)
-class D2Q9Params:
+class D2Q9Params(_Rates):
     """Everything a stream-collide kernel needs besides arrays; identical on every slab."""
 
     omega_plus: float
@@ -36,12 +48,28 @@ class D2Q9Params:
     periodic_x: bool
 
     @property
-    def tau(self) -> float:
-        return 1.0 / self.omega_plus
+    def periodic(self) -> tuple[bool, ...]:
+        """Periodicity of the in-slab axes in array order (x)."""
+        return (bool(self.periodic_x),)
+
+
+@dataclass(frozen=True)
+class D3Q19Params(_Rates):
+    """D3Q19 kernel parameters; the split axis is z, so x and y may be periodic in-slab."""
+
+    omega_plus: float
+    omega_minus: float
+    lid_velocity: float
+    force_x: float
+    force_y: float
+    force_z: float
+    periodic_x: bool
+    periodic_y: bool
 
     @property
-    def viscosity(self) -> float:
-        return CS2 * (self.tau - 0.5)
+    def periodic(self) -> tuple[bool, ...]:
+        """Periodicity of the in-slab axes in array order (y, x)."""
+        return (bool(self.periodic_y), bool(self.periodic_x))
 
 
 def relaxation_rates(viscosity: float, collision: str, magic: float) -> tuple[float, float]:

@@ -1,6 +1,9 @@
-"""JSON schema of the ``fluid:`` and ``domain:`` sections of a case file."""
+"""JSON schema of the ``fluid:`` and ``domain:`` sections of a case file, and the checks that
+tie their array lengths to the grid's dimension (2 entries in domain.shape: D2Q9, 3: D3Q19)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from simsplit.fluid.params import DEFAULT_TRT_MAGIC
 
@@ -8,7 +11,7 @@ _NUMBER = {"type": "number"}
 
 FLUID_SCHEMA = {
     "type": "object",
-    "description": "Lattice Boltzmann fluid (D2Q9).",
+    "description": "Lattice Boltzmann fluid (D2Q9 in 2D, D3Q19 in 3D).",
     "additionalProperties": False,
     "properties": {
         "reynolds": {
@@ -33,9 +36,10 @@ FLUID_SCHEMA = {
             "description": "TRT magic parameter Lambda; 3/16 puts walls exactly halfway.",
         },
         "body_force": {
-            "type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 2,
+            "type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 3,
             "default": [0.0, 0.0],
-            "description": "Uniform body force [fx, fy] per unit volume, lattice units (Guo).",
+            "description": "Uniform body force [fx, fy] ([fx, fy, fz] in 3D) per unit volume, "
+                           "lattice units (Guo).",
         },
     },
 }
@@ -48,8 +52,9 @@ DOMAIN_SCHEMA = {
     "properties": {
         "shape": {
             "type": "array", "items": {"type": "integer", "minimum": 2, "maximum": 1 << 20},
-            "minItems": 2, "maxItems": 2,
-            "description": "Cells [nx, ny]; slabs are cut along y.",
+            "minItems": 2, "maxItems": 3,
+            "description": "Cells [nx, ny] (D2Q9) or [nx, ny, nz] (D3Q19); slabs are cut along "
+                           "the last axis.",
         },
         "boundaries": {
             "type": "object", "additionalProperties": False, "default": {},
@@ -59,9 +64,33 @@ DOMAIN_SCHEMA = {
                       "description": "Faces x = 0 and x = 1."},
                 "y": {"enum": ["wall", "periodic"], "default": "wall",
                       "description": "Faces y = 0 and y = 1."},
+                "z": {"enum": ["wall", "periodic"],
+                      "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given)."},
                 "lid": {"type": "boolean", "default": True,
-                        "description": "The wall at y = 1 moves in +x at fluid.lid_velocity."},
+                        "description": "The wall at y = 1 (z = 1 in 3D) moves in +x at "
+                                       "fluid.lid_velocity."},
             },
         },
     },
 }
+
+
+def split_axis(case: dict[str, Any]) -> str:
+    """Name of the axis slabs are cut along: the last of the grid (y in 2D, z in 3D)."""
+    return "xyz"[len(case["domain"]["shape"]) - 1]
+
+
+def check_dimensions(case: dict[str, Any]) -> None:
+    """Raise ValueError (one line naming the key) where an array does not fit the grid's
+    dimension; a 2-component zero body force (the default) stands for no force in 3D."""
+    dim = len(case["domain"]["shape"])
+    force = case["fluid"]["body_force"]
+    if len(force) != dim:
+        if dim == 3 and len(force) == 2 and not any(force):
+            case["fluid"]["body_force"] = [0.0, 0.0, 0.0]
+        else:
+            raise ValueError(f"fluid.body_force: {force!r} is not allowed: expected {dim} "
+                             f"components for a {dim}D grid (domain.shape has {dim} entries)")
+    if dim == 2 and case["domain"]["boundaries"].get("z", "wall") != "wall":
+        raise ValueError("domain.boundaries.z: is not allowed for a 2D grid "
+                         "(domain.shape [nx, ny]); give [nx, ny, nz] for 3D")

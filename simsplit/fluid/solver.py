@@ -1,4 +1,5 @@
-"""D2Q9 lattice Boltzmann on a slab decomposition: set-up from a case, time loop, global fields.
+"""Lattice Boltzmann (D2Q9 in 2D, D3Q19 in 3D) on a slab decomposition: set-up, time loop,
+global fields. Slabs are cut along the last grid axis (y in 2D, z in 3D).
 
 The solver owns the blocks of this process and drives them through a transport; it does not
 know which device or transport it runs on, and the blocks do not know there are others.
@@ -14,8 +15,15 @@ from typing import Any
 import numpy as np
 
 from simsplit.decomp.slabs import HIGH, LOW, DecompositionError, SlabDecomposition
-from simsplit.fluid.block import D2Q9Block, Face
-from simsplit.fluid.params import D2Q9Params, check_stability, relaxation_rates
+from simsplit.fluid.block import Face, SlabBlock, make_block
+from simsplit.fluid.lattice import Lattice, lattice_for
+from simsplit.fluid.params import (
+    D2Q9Params,
+    D3Q19Params,
+    check_stability,
+    relaxation_rates,
+)
+from simsplit.health import DivergenceError
 from simsplit.parallel import ParallelContext
 from simsplit.timing import PhaseTimer
 from simsplit.transport import finish_exchange, start_exchange
@@ -29,22 +37,42 @@ RHO_BOUNDS = (0.5, 1.5)
 MAX_SPEED = 3**-0.5
 
 
-class DivergenceError(RuntimeError):
-    """The run produced non-finite or unphysical values."""
-
-    def __init__(self, step: int, slab: int, detail: str) -> None:
-        super().__init__(f"run diverged at step {step} in subdomain {slab}: {detail}")
-        self.step, self.slab, self.detail = step, slab, detail
-
-
 @dataclass
 class FluidSetup:
-    nx: int
-    ny: int
-    params: D2Q9Params
+    shape: tuple[int, ...]  #: cells (nx, ny) or (nx, ny, nz)
+    params: D2Q9Params | D3Q19Params
     lid: bool
-    periodic_y: bool
+    periodic_split: bool  #: periodic along the split axis (y in 2D, z in 3D)
     dtype: np.dtype
+
+    @property
+    def dim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def lattice(self) -> Lattice:
+        return lattice_for(self.dim)
+
+    @property
+    def nx(self) -> int:
+        return self.shape[0]
+
+    @property
+    def ny(self) -> int:
+        return self.shape[1]
+
+    @property
+    def nz(self) -> int:
+        return self.shape[2] if self.dim == 3 else 1
+
+    @property
+    def split_size(self) -> int:
+        return self.shape[-1]
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Grid shape in array order: (ny, nx) or (nz, ny, nx)."""
+        return tuple(reversed(self.shape))
 
     @property
     def velocity_scale(self) -> float:
@@ -53,8 +81,12 @@ class FluidSetup:
 
 
 def setup_from_case(case: dict[str, Any]) -> FluidSetup:
+    from simsplit.fluid.schema import check_dimensions
+
     fluid, domain = case["fluid"], case["domain"]
-    nx, ny = domain["shape"]
+    check_dimensions(case)
+    shape = tuple(int(n) for n in domain["shape"])
+    nx = shape[0]
     bounds = domain["boundaries"]
     lid = bool(bounds["lid"])
     u_lid = float(fluid["lid_velocity"]) if lid else 0.0
@@ -64,14 +96,19 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
         nu = u_lid * nx / float(fluid["reynolds"])
     om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
     check_stability(1.0 / om_p, u_lid)
-    fx, fy = (float(v) for v in fluid["body_force"])
-    params = D2Q9Params(om_p, om_m, u_lid, fx, fy, bounds["x"] == "periodic")
+    force = tuple(float(v) for v in fluid["body_force"])
+    periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
+    params: D2Q9Params | D3Q19Params
+    if len(shape) == 2:
+        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"])
+    else:
+        params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"])
     dtype = np.dtype(case["run"]["precision"])
-    return FluidSetup(nx, ny, params, lid, bounds["y"] == "periodic", dtype)
+    return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype)
 
 
 class FluidSolver:
-    """All slabs of one D2Q9 run that live in this process, and their time loop."""
+    """All slabs of one lattice Boltzmann run that live in this process, and their time loop."""
 
     def __init__(self, case: dict[str, Any], context: ParallelContext) -> None:
         self.case, self.context = case, context
@@ -79,19 +116,19 @@ class FluidSolver:
         dec = case["decomposition"]
         try:
             self.decomposition = SlabDecomposition(
-                s.ny, int(dec["subdomains"]), dec.get("weights"), s.periodic_y, MIN_SLAB_ROWS
+                s.split_size, int(dec["subdomains"]), dec.get("weights"), s.periodic_split,
+                MIN_SLAB_ROWS,
             )
         except DecompositionError as exc:
             raise DecompositionError(f"decomposition.subdomains: {exc}") from None
         n = len(self.decomposition)
         self.transport = context.transport(self.decomposition.links(), n)
-        self.blocks: dict[int, D2Q9Block] = {}
+        self.blocks: dict[int, SlabBlock] = {}
         for k in context.local_slabs(n):
             slab = self.decomposition.slabs[k]
             faces = tuple(self._face_kind(slab.neighbours[f], f) for f in (LOW, HIGH))
-            self.blocks[k] = D2Q9Block(
-                context.backend_for(k), s.nx, slab.size, slab.start, faces, s.params, s.dtype
-            )
+            self.blocks[k] = make_block(context.backend_for(k), s.lattice, s.grid[1:], slab.size,
+                                        slab.start, faces, s.params, s.dtype)
         self.steps_done = 0
         self._fresh_src: list[Any] | None = None
         self._u_prev: dict[int, tuple[Any, Any]] | None = None
@@ -202,13 +239,14 @@ class FluidSolver:
             a is b.f_src for a, b in zip(fresh, self.blocks.values(), strict=True))
 
     @staticmethod
-    def _row_ranges(blk: D2Q9Block) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
-        """(rows next to halo faces, the other rows or None) of a block, 1-based ``[a, b)``."""
+    def _row_ranges(blk: SlabBlock) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+        """(layers next to halo faces, the other layers or None) of a block, 1-based ``[a, b)``."""
+        n = blk.layers
         lo = 2 if blk.faces[LOW] is Face.HALO else 1
-        hi = blk.ny if blk.faces[HIGH] is Face.HALO else blk.ny + 1
+        hi = n if blk.faces[HIGH] is Face.HALO else n + 1
         edge = [(1, 2)] if lo == 2 else []
-        if hi == blk.ny:
-            edge.append((blk.ny, blk.ny + 1))  # distinct from (1, 2): blocks have >= 2 rows
+        if hi == n:
+            edge.append((n, n + 1))  # distinct from (1, 2): blocks have >= 2 rows
         return edge, ((lo, hi) if lo < hi else None)
 
     def _step_overlapped(self, last: bool) -> None:
@@ -250,11 +288,11 @@ class FluidSolver:
         new_prev = {}
         for k, blk in self.blocks.items():
             be = blk.backend
-            umax = max(umax, be.max_abs(blk.ux), be.max_abs(blk.uy))
+            umax = max(umax, *(be.max_abs(u) for u in blk.u))
             if k in prev:
-                diff = max(diff, be.max_abs_diff(blk.ux, prev[k][0]),
-                           be.max_abs_diff(blk.uy, prev[k][1]))
-            new_prev[k] = (be.clone(blk.ux), be.clone(blk.uy))
+                diff = max(diff, *(be.max_abs_diff(u, p) for u, p in zip(blk.u, prev[k],
+                                                                          strict=True)))
+            new_prev[k] = tuple(be.clone(u) for u in blk.u)
         first = self._u_prev is None
         self._u_prev = new_prev
         diff = self.transport.allreduce_max(diff)
@@ -267,23 +305,28 @@ class FluidSolver:
         """Raise :class:`DivergenceError` naming the step, slab and cell of the first bad value."""
         for k, blk in self.blocks.items():
             be = blk.backend
-            if all(be.all_finite(a) for a in (blk.rho, blk.ux, blk.uy)):
+            if all(be.all_finite(a) for a in (blk.rho, *blk.u)):
                 rho_lo, rho_hi = be.minmax(blk.rho)
-                speed = max(be.max_abs(blk.ux), be.max_abs(blk.uy))
+                speed = max(be.max_abs(u) for u in blk.u)
                 if RHO_BOUNDS[0] < rho_lo and rho_hi < RHO_BOUNDS[1] and speed < MAX_SPEED:
                     continue
             self._raise_divergence(k, blk)
 
-    def _raise_divergence(self, k: int, blk: D2Q9Block) -> None:
-        rho, ux, uy = (blk.backend.to_host(a) for a in (blk.rho, blk.ux, blk.uy))
-        bad = ~np.isfinite(rho) | ~np.isfinite(ux) | ~np.isfinite(uy)
-        bad |= (rho <= RHO_BOUNDS[0]) | (rho >= RHO_BOUNDS[1])
-        bad |= (np.abs(ux) >= MAX_SPEED) | (np.abs(uy) >= MAX_SPEED)
-        j, i = np.argwhere(bad)[0]
+    def _raise_divergence(self, k: int, blk: SlabBlock) -> None:
+        rho = blk.backend.to_host(blk.rho)
+        u = [blk.backend.to_host(a) for a in blk.u]
+        bad = ~np.isfinite(rho) | (rho <= RHO_BOUNDS[0]) | (rho >= RHO_BOUNDS[1])
+        for c in u:
+            bad |= ~np.isfinite(c) | (np.abs(c) >= MAX_SPEED)
+        cell = tuple(int(v) for v in np.argwhere(bad)[0])
+        index = cell[::-1]  # (i, j[, k]); the split axis is the last
+        names = "ijk"[:len(index)]
+        where = ", ".join(f"{n}={v + (blk.layer0 if n == names[-1] else 0)}"
+                          for n, v in zip(names, index, strict=True))
+        vel = ", ".join(f"{c[cell]:.4g}" for c in u)
         raise DivergenceError(
             self.steps_done, k,
-            f"cell (i={i}, j={j + blk.row0}) has density {rho[j, i]:.4g}, "
-            f"velocity ({ux[j, i]:.4g}, {uy[j, i]:.4g}) in lattice units",
+            f"cell ({where}) has density {rho[cell]:.4g}, velocity ({vel}) in lattice units",
         )
 
     # --- global fields ---------------------------------------------------------------------
@@ -296,18 +339,26 @@ class FluidSolver:
         return self._gather(lambda b: b.backend.to_host(b.rho))
 
     def velocity(self) -> np.ndarray:
-        """Global velocity ``(ny, nx, 2)`` in units of the lid speed."""
+        """Global velocity ``(ny, nx, 2)`` or ``(nz, ny, nx, 3)`` in units of the lid speed."""
         scale = self.setup.velocity_scale
         return self._gather(
-            lambda b: np.stack([b.backend.to_host(b.ux), b.backend.to_host(b.uy)], axis=-1) / scale
+            lambda b: np.stack([b.backend.to_host(u) for u in b.u], axis=-1) / scale
         )
 
     def populations(self) -> np.ndarray:
-        """Global post-collision populations ``(9, ny, nx)`` (for checkpoints)."""
-        return np.concatenate(
+        """Global post-collision populations ``(q, *grid)`` (for checkpoints)."""
+        return np.moveaxis(np.concatenate(
             [p for _, p in sorted(self.transport.gather(
-                {k: b.populations().transpose(1, 0, 2) for k, b in self.blocks.items()}
-            ).items())], axis=0).transpose(1, 0, 2)
+                {k: np.moveaxis(b.populations(), 0, 1) for k, b in self.blocks.items()}
+            ).items())], axis=0), 1, 0)
+
+    def set_fields(self, rho: np.ndarray, u: np.ndarray) -> None:
+        """Start from the equilibrium of global ``rho`` (grid) and ``u`` (grid + (dim,)), given
+        in lattice units; every slab takes its layers."""
+        f = self.setup.lattice.equilibrium(rho, *np.moveaxis(np.asarray(u, np.float64), -1, 0))
+        for blk in self.blocks.values():
+            blk.set_populations(f[:, blk.layer0:blk.layer0 + blk.layers])
+        self._fresh_src = None
 
     def mlups_cells(self) -> int:
-        return self.setup.nx * self.setup.ny
+        return int(np.prod(self.setup.shape))

@@ -1,4 +1,4 @@
-"""Save and restore the complete state of a D2Q9 run, whatever its split.
+"""Save and restore the complete state of a lattice Boltzmann run, whatever its split.
 
 The state is global (populations of every interior cell, the macroscopic fields of the last
 stored step and the velocity of the last residual check), so a run saved on N slabs resumes
@@ -20,17 +20,20 @@ def save_state(solver: FluidSolver) -> dict[str, np.ndarray]:
     def host(name):
         return lambda b: b.backend.to_host(getattr(b, name))
 
-    state = {
-        "populations": solver.populations(),
-        "rho": solver._gather(host("rho")),
-        "ux": solver._gather(host("ux")),
-        "uy": solver._gather(host("uy")),
-    }
+    names = _velocity_names(solver)
+    state = {"populations": solver.populations(), "rho": solver._gather(host("rho"))}
+    for d, name in enumerate(names):
+        state[name] = solver._gather(lambda b, d=d: b.backend.to_host(b.u[d]))
     prev = solver._u_prev
     if prev is not None:
-        state["ux_prev"] = solver._gather(lambda b: b.backend.to_host(prev[_key(solver, b)][0]))
-        state["uy_prev"] = solver._gather(lambda b: b.backend.to_host(prev[_key(solver, b)][1]))
+        for d, name in enumerate(names):
+            state[name + "_prev"] = solver._gather(
+                lambda b, d=d: b.backend.to_host(prev[_key(solver, b)][d]))
     return state
+
+
+def _velocity_names(solver: FluidSolver) -> tuple[str, ...]:
+    return ("ux", "uy", "uz")[:solver.setup.dim]
 
 
 def _key(solver: FluidSolver, block) -> int:
@@ -40,19 +43,20 @@ def _key(solver: FluidSolver, block) -> int:
 def load_state(solver: FluidSolver, state: dict[str, np.ndarray], step: int) -> None:
     """Scatter a global state onto this solver's slabs and set its step counter."""
     f = state["populations"]
-    expect = (9, solver.setup.ny, solver.setup.nx)
+    expect = (solver.setup.lattice.q, *solver.setup.grid)
     if f.shape != expect:
         raise ValueError(f"checkpoint populations have shape {f.shape}, the case needs {expect}")
+    names = _velocity_names(solver)
     has_prev = "ux_prev" in state
     solver._u_prev = {} if has_prev else None
     for k, blk in solver.blocks.items():
-        rows = slice(blk.row0, blk.row0 + blk.ny)
-        blk.set_populations(f[:, rows, :])
+        rows = slice(blk.layer0, blk.layer0 + blk.layers)
+        blk.set_populations(f[:, rows])
         be = blk.backend
         with be.activate():
-            for name in ("rho", "ux", "uy"):
-                be.copy(getattr(blk, name), be.asarray(state[name][rows].astype(blk.dtype)))
+            for name, arr in zip(("rho", *names), (blk.rho, *blk.u), strict=True):
+                be.copy(arr, be.asarray(state[name][rows].astype(blk.dtype)))
             if has_prev:
-                solver._u_prev[k] = tuple(be.asarray(state[n][rows].astype(blk.dtype))
-                                          for n in ("ux_prev", "uy_prev"))
+                solver._u_prev[k] = tuple(be.asarray(state[n + "_prev"][rows].astype(blk.dtype))
+                                          for n in names)
     solver.steps_done = int(step)

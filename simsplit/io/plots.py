@@ -1,4 +1,5 @@
-"""PNG plots of simulation results: the lid-driven cavity and general time series.
+"""PNG plots of simulation results: the lid-driven cavity (2D, or the mid-plane y = 0.5 of a 3D
+one) and general time series.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so importing or calling this
 module never changes the user's matplotlib backend or opens a window.
@@ -56,8 +57,30 @@ def plot_cavity(
     return _save(_cavity_figure(velocity, reynolds, reference, title), path)
 
 
+def plot_cavity_midplane(
+    velocity: np.ndarray,
+    path: Path,
+    reynolds: float | None,
+    reference: dict | None = None,
+    title: str = "",
+) -> Path:
+    """PNG of the mid-plane y = 0.5 of a 3D cavity (lid at z = 1 moving +x); returns ``path``.
+
+    ``velocity`` has shape ``(nz, ny, nx, 3)``. Left: in-plane speed (u_x, u_z) with streamlines
+    in the x-z plane; right: u_x(z) on the centreline x = y = 0.5 (between the two middle
+    cells where a count is even), with optional ``reference`` points as in :func:`plot_cavity`.
+    """
+    vel = np.asarray(velocity, dtype=np.float64)
+    if vel.ndim != 4 or vel.shape[3] != 3:
+        raise ValueError(f"velocity must have shape (nz, ny, nx, 3), got {vel.shape}")
+    ny = vel.shape[1]
+    plane = vel[:, (ny - 1) // 2:ny // 2 + 1].mean(axis=1)[..., (0, 2)]
+    return _save(_cavity_figure(plane, reynolds, reference, title, vertical="z"), path)
+
+
 def _cavity_figure(
-    velocity: np.ndarray, reynolds: float | None, reference: dict | None, title: str
+    velocity: np.ndarray, reynolds: float | None, reference: dict | None, title: str,
+    vertical: str = "y",
 ) -> Figure:
     vel = np.asarray(velocity, dtype=np.float64)
     if vel.ndim != 3 or vel.shape[2] != 2:
@@ -91,7 +114,7 @@ def _cavity_figure(
             arrowsize=0.7,
         )
     ax_map.plot([0.0, 1.0], [1.0, 1.0], color="tab:red", linewidth=4, clip_on=False)
-    ax_map.set(xlim=(0, 1), ylim=(0, 1), xlabel="x", ylabel="y", aspect="equal")
+    ax_map.set(xlim=(0, 1), ylim=(0, 1), xlabel="x", ylabel=vertical, aspect="equal")
     status = "" if finite else ", NON-FINITE VALUES"
     ax_map.set_title(f"speed, {nx}×{ny} cells{status}; lid (red) moves →")
 
@@ -112,7 +135,9 @@ def _cavity_figure(
             label=f"{label}\nmax |Δu| = {deviation:.4f}",
         )
     ax_line.axvline(0.0, color="grey", linewidth=0.5)
-    ax_line.set(xlabel=r"$u\,/\,U_\mathrm{lid}$ at x = 0.5", ylabel="y", ylim=(0, 1))
+    xlabel = (r"$u\,/\,U_\mathrm{lid}$ at x = 0.5" if vertical == "y"
+              else r"$u_x\,/\,U_\mathrm{lid}$ at x = y = 0.5")
+    ax_line.set(xlabel=xlabel, ylabel=vertical, ylim=(0, 1))
     ax_line.set_title("vertical centreline")
     ax_line.grid(alpha=0.3)
     ax_line.legend(loc="lower right")

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from simsplit.backends.cpu import md as cpu_md
+from simsplit.health import DivergenceError
 from simsplit.md import slabs as sl
 from simsplit.md.exchange import InProcessExchange
 from simsplit.md.lattice import fcc_lattice, read_positions
@@ -32,6 +33,8 @@ from simsplit.md.schema import check_md_case, fill_md_defaults
 from simsplit.md.thermo import format_row, header, thermo_record
 from simsplit.md.velocities import maxwell_boltzmann
 
+#: a displacement since the last build beyond this many skins means one step jumped a skin
+JUMP_SKINS = 1.5
 TRAJECTORY_NAME = "trajectory.h5md"
 #: neighbour-search cells per cutoff + skin
 CELL_DIVISIONS = 2
@@ -234,7 +237,44 @@ class MDSolver:
         k = self.kernels
         for s in self.slabs:
             k.flag_displacement(s.x, s.x0, s.n_own, self.box, (0.5 * self.skin) ** 2)
-        return k.displacement_flagged()
+        if not k.displacement_flagged():
+            return False
+        # The previous step ended within skin / 2 of the last build (or it would have rebuilt),
+        # so a displacement beyond 1.5 skin now means one step carried an atom over a skin.
+        for s in self.slabs:
+            k.flag_displacement(s.x, s.x0, s.n_own, self.box, (JUMP_SKINS * self.skin) ** 2)
+        if k.displacement_flagged():
+            self._raise_jump()
+        return True
+
+    def _raise_jump(self) -> None:
+        limit = JUMP_SKINS * self.skin
+        for index, s in enumerate(self.slabs):
+            x = np.asarray(self.kernels.to_host(s.x))[: s.n_own]
+            x0 = np.asarray(self.kernels.to_host(s.x0))[: s.n_own]
+            d = x - x0
+            d -= self.box * np.round(d / self.box)
+            dist = np.sqrt((d * d).sum(axis=1))
+            bad = np.flatnonzero(~(dist <= limit))
+            if bad.size:
+                i = bad[np.argmax(np.nan_to_num(dist[bad], nan=np.inf))]
+                gid = int(np.asarray(self.kernels.to_host(s.gid))[i])
+                raise DivergenceError(
+                    self.steps_done + 1, index,
+                    f"atom id {gid} moved {dist[i]:.3g} in one step, more than the neighbour "
+                    f"skin {self.skin:g} (time step {self.dt:g} too large)")
+
+    def check_health(self) -> None:
+        """Raise :class:`DivergenceError` for non-finite positions or velocities."""
+        for index, s in enumerate(self.slabs):
+            x = np.asarray(self.kernels.to_host(s.x))[: s.n_own]
+            v = np.asarray(self.kernels.to_host(s.v))[: s.n_own]
+            bad = np.flatnonzero(~(np.isfinite(x).all(axis=1) & np.isfinite(v).all(axis=1)))
+            if bad.size:
+                gid = int(np.asarray(self.kernels.to_host(s.gid))[bad[0]])
+                raise DivergenceError(self.steps_done, index,
+                                      f"atom id {gid} has a non-finite position or velocity "
+                                      f"(time step {self.dt:g} too large?)")
 
     def _rebuild(self) -> None:
         # On a GPU, migration and ghost selection run on the host (download, NumPy, upload).
@@ -385,22 +425,29 @@ class MDSolver:
                             for s in self.slabs])
         rec = thermo_record(self.steps_done, pe, vir, mv2, self.volume)
         self._thermo.append(rec)
-        if self.output_dir is not None:
-            self._open_writer().write_observables(self.steps_done, self.steps_done * self.dt, {
-                "temperature": rec["temp"], "potential_energy": rec["pe"],
-                "kinetic_energy": rec["ke"], "total_energy": rec["etotal"],
-                "pressure": rec["press"]})
+        if self._writer is not None:  # before the file opens, records wait in self._thermo
+            self._write_observables(rec)
         if self._echo:
             print(format_row(rec))
             sys.stdout.flush()
 
+    def _write_observables(self, rec: dict[str, Any]) -> None:
+        self._writer.write_observables(rec["step"], rec["step"] * self.dt, {
+            "temperature": rec["temp"], "potential_energy": rec["pe"],
+            "kinetic_energy": rec["ke"], "total_energy": rec["etotal"],
+            "pressure": rec["press"]})
+
     def _open_writer(self) -> Any:
+        # opened at the first write of a run, never at construction: a refused run must leave
+        # its output directory untouched
         if self._writer is None:
             from simsplit.md.h5md import H5MDWriter
 
             assert self.output_dir is not None
             self._writer = H5MDWriter(self.output_dir / TRAJECTORY_NAME, self.n_atoms,
                                       self.box, dtype=self.dtype)
+            for rec in self._thermo:  # recorded before the file existed (step 0 at least)
+                self._write_observables(rec)
         return self._writer
 
     def _write_frame(self) -> None:

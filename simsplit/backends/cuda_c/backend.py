@@ -9,6 +9,7 @@ import numpy as np
 
 from simsplit.backends.base import Backend, BackendUnavailable
 from simsplit.backends.cuda_c.graph import CudaGraphReplay, capture_graph, check_launch_device
+from simsplit.errors import as_cuda_error
 
 
 def _cupy() -> Any:
@@ -42,6 +43,13 @@ class CupyBackend(Backend):
         self.d2q9 = D2Q9Kernels(device)
 
     @functools.cached_property
+    def d3q19(self) -> Any:
+        """D3Q19 fluid kernels (``kernels/d3q19.cu``), compiled on first use."""
+        from simsplit.backends.cuda_c.d3q19 import D3Q19Kernels
+
+        return D3Q19Kernels(self.device)
+
+    @functools.cached_property
     def md(self) -> Any:
         """Lennard-Jones MD kernels (``kernels/md_lj.cu``), compiled on first use."""
         from simsplit.backends.cuda_c.md import CupyMDKernels
@@ -67,14 +75,20 @@ class CupyBackend(Backend):
             raise ValueError("copy needs C-contiguous arrays")
         d, s = dst.device.id, src.device.id
         check_launch_device(d)
-        if d == s:
-            with self._cp.cuda.Device(d):  # on that device's current stream
-                dst.data.copy_from_device_async(src.data, src.nbytes)
-        else:
-            # memcpyPeer is ordered after all work queued on both devices and before any
-            # queued later, which is the ordering the halo exchange needs (not capturable)
-            check_launch_device(s)
-            self._cp.cuda.runtime.memcpyPeer(dst.data.ptr, d, src.data.ptr, s, src.nbytes)
+        try:
+            if d == s:
+                with self._cp.cuda.Device(d):  # on that device's current stream
+                    dst.data.copy_from_device_async(src.data, src.nbytes)
+            else:
+                # memcpyPeer is ordered after all work queued on both devices and before any
+                # queued later, which is the ordering the halo exchange needs (not capturable)
+                check_launch_device(s)
+                self._cp.cuda.runtime.memcpyPeer(dst.data.ptr, d, src.data.ptr, s, src.nbytes)
+        except Exception as exc:
+            err = as_cuda_error(exc, f"copy GPU {s} -> GPU {d} ({src.nbytes} B)")
+            if err is None:
+                raise
+            raise err from exc
 
     # --- reductions ----------------------------------------------------------------------------
     def max_abs(self, arr: Any) -> float:

@@ -13,8 +13,9 @@ from typing import Any
 import cupy
 import numpy as np
 
+from simsplit import autotune, errors
 from simsplit.backends.cuda_c import source
-from simsplit.backends.cuda_c.graph import check_launch_device
+from simsplit.backends.cuda_c.graph import _capturing, check_launch_device
 from simsplit.fluid.lattice import UP, Q
 from simsplit.fluid.params import D2Q9Params
 
@@ -38,17 +39,22 @@ def compile_options(device: int) -> tuple[str, ...]:
 
 
 @functools.cache
-def _module(device: int) -> Any:
-    """The compiled ``d2q9.cu`` for one device; compiled once per process, cached on disk by
-    CuPy (the key covers the complete source, generated header included)."""
+def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
+    """The compiled ``d2q9.cu`` for one device and block size; compiled once per process, cached
+    on disk by CuPy (the key covers the complete source, generated header included)."""
+    code = (source.kernel_source("d2q9.cu") if block_x == source.BLOCK_X
+            else autotune.variant_source("d2q9.cu", block_x))
     with cupy.cuda.Device(device):
-        return cupy.RawModule(code=source.kernel_source("d2q9.cu"),
-                              options=compile_options(device),
+        return cupy.RawModule(code=code, options=compile_options(device),
                               name_expressions=source.name_expressions("d2q9.cu"))
 
 
-def _grid_x(n: int) -> int:
-    return (n + source.BLOCK_X - 1) // source.BLOCK_X
+def _grid_x(n: int, block_x: int = source.BLOCK_X) -> int:
+    return (n + block_x - 1) // block_x
+
+
+#: an address no allocation has: the test mode's deliberately broken launch reads it
+_BAD_ADDRESS = np.uint64(0xDEAD0000000)
 
 
 class D2Q9Kernels:
@@ -68,6 +74,24 @@ class D2Q9Kernels:
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
+        #: tuned stream-collide launches: (dtype, store_macro, f shape) -> (kernel, block_x)
+        self._tuned: dict[tuple[Any, bool, tuple[int, ...]], tuple[Any, int]] = {}
+        self._bad_launch = errors.bad_launch_target()
+        props = cupy.cuda.runtime.getDeviceProperties(device)
+        name = props["name"]
+        self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
+        errors.TRACKER.device_names[device] = self.gpu_name
+
+    def _run(self, name: str, arrays: tuple[Any, ...], launch: Any) -> None:
+        """Launch with error context; in debug mode wait for it (never inside a graph capture)."""
+        sync = None if _capturing else self._dev.synchronize
+        errors.guarded_launch(name, self.device, arrays, launch, sync)
+
+    def _args(self, name: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args``, with the first array replaced by a bad address when the test mode says so."""
+        if not _capturing and errors.wants_bad_launch(name, self._bad_launch):
+            return (_BAD_ADDRESS, *args[1:])
+        return args
 
     def _named(self) -> dict[str, Any]:
         out = {source.stream_collide_name(dt, s): k for (dt, s), k in self._collide.items()}
@@ -98,13 +122,60 @@ class D2Q9Kernels:
         if f_dst.dtype != dt or rho.dtype != dt or ux.dtype != dt or uy.dtype != dt:
             raise TypeError("populations and macroscopic fields must share one dtype")
         check_launch_device(self.device)
-        kern = self._collide[(dt, bool(store_macro))]
+        kern, block_x = self._tuned.get((dt, bool(store_macro), f_src.shape),
+                                        (self._collide[(dt, bool(store_macro))], source.BLOCK_X))
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
-        grid = (_grid_x(nx), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        grid = (_grid_x(nx, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        name = source.stream_collide_name(dt, bool(store_macro))
+        args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
+                                 np.int32(j0), np.int32(j1), *self._params(p, dt)))
         with self._dev:
-            kern(grid, (source.BLOCK_X,),
-                 (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny), np.int32(j0),
-                  np.int32(j1), *self._params(p, dt)))
+            self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
+
+    # --- launch-configuration autotuning ---------------------------------------------------
+    def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D2Q9Params,
+                 tuner: autotune.Autotuner) -> None:
+        """Pick the fastest block size for the stream-collide kernels on arrays of this shape.
+
+        Timing launches write ``f_dst`` (overwritten by the next step anyway) and scratch
+        macroscopic fields. Never during a graph capture: timing needs synchronisation.
+        """
+        if _capturing:
+            raise RuntimeError("autotuning cannot run inside a CUDA graph capture")
+        q, h, w = f_src.shape
+        ny, nx = h - 2, w - 2
+        dt = f_src.dtype
+        with self._dev:
+            scratch = [cupy.empty((ny, nx), dt) for _ in range(3)]
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        src_hash = autotune.source_hash(source.kernel_source("d2q9.cu"))
+        for store in (False, True):
+            name = source.stream_collide_name(dt, store)
+
+            def time_block(block_x: int, name: str = name) -> float:
+                kern = _module(self.device, block_x).get_function(name)
+                grid = (_grid_x(nx, block_x), min(ny, source.MAX_GRID_Y),
+                        (ny + source.MAX_GRID_Y - 1) // source.MAX_GRID_Y)
+                args = (f_src, f_dst, flags, *scratch, np.int32(nx), np.int32(ny), np.int32(1),
+                        np.int32(ny + 1), *self._params(p, dt))
+                with self._dev:
+                    kern(grid, (block_x,), args)  # warm-up: module load, caches
+                    start.record()
+                    for _ in range(3):
+                        kern(grid, (block_x,), args)
+                    stop.record()
+                    stop.synchronize()
+                return cupy.cuda.get_elapsed_time(start, stop) / 3e3
+
+            block = tuner.choose(self.gpu_name, name, src_hash, (nx, ny), time_block,
+                                 source.BLOCK_X)
+            if block != source.BLOCK_X:
+                with self._dev:
+                    kern = _module(self.device, block).get_function(name)
+                    _ = kern.num_regs  # load now: a launch inside a graph capture must not load
+                self._tuned[(dt, store, f_src.shape)] = (kern, block)
+            else:
+                self._tuned.pop((dt, store, f_src.shape), None)
 
     def _halo(self, kernels: dict, f, row: int, direction: int, buf, src, dst) -> None:
         q, h, w = f.shape
@@ -113,10 +184,12 @@ class D2Q9Kernels:
         if not 0 <= row < h or direction not in (0, 1):
             raise ValueError(f"row {row} / direction {direction} out of range")
         check_launch_device(self.device)
+        kern = kernels[f.dtype]
+        name = (source.pack_name if kernels is self._pack else source.unpack_name)("D2Q9", f.dtype)
+        args = self._args(name, (src, dst, np.int64(h * w), np.int32(row), np.int32(w),
+                                 np.int32(direction)))
         with self._dev:
-            kernels[f.dtype]((_grid_x(w), _N_CROSS), (source.BLOCK_X,),
-                             (src, dst, np.int64(h * w), np.int32(row), np.int32(w),
-                              np.int32(direction)))
+            self._run(name, (f,), lambda: kern((_grid_x(w), _N_CROSS), (source.BLOCK_X,), args))
 
     def pack(self, f, row: int, direction: int, buf) -> None:
         self._halo(self._pack, f, row, direction, buf, f, buf)

@@ -19,12 +19,13 @@ from typing import Sequence
 import numpy as np
 
 from simsplit.fluid import flags
-from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
 
 #: name under which kernels include the generated header
 GENERATED_HEADER = "simsplit_generated.cuh"
-#: threads per block along i (the contiguous axis); every kernel's ``__launch_bounds__``
-BLOCK_X = 128
+#: threads per block along i (the contiguous axis); every kernel's ``__launch_bounds__``.
+#: 256 measured fastest for D2Q9 on an H200 (docs/tune_d2q9_h200_2026-12-02.log)
+BLOCK_X = 256
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels
@@ -83,12 +84,14 @@ def generated_header() -> str:
         "#ifndef SIMSPLIT_GENERATED_CUH",
         "#define SIMSPLIT_GENERATED_CUH",
         f"#define SIMSPLIT_BLOCK_X {BLOCK_X}",
+        "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
         f"constexpr unsigned char FLAG_LID = {flags.LID};",
         f"constexpr unsigned char FLAG_SOLID = {flags.SOLID};",
         f"constexpr unsigned char FLAG_NEAR_WALL = {flags.NEAR_WALL};",
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
+        lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
         "#endif",
         "",
     ])
@@ -161,8 +164,9 @@ def _ctype(dtype: np.dtype | type) -> str:
             f"CUDA kernels exist for float32 and float64, not {np.dtype(dtype)}") from None
 
 
-def stream_collide_name(dtype: np.dtype | type, store_macro: bool) -> str:
-    return f"d2q9_stream_collide<{_ctype(dtype)}, {'true' if store_macro else 'false'}>"
+def stream_collide_name(dtype: np.dtype | type, store_macro: bool, lattice: str = "D2Q9") -> str:
+    return (f"{lattice.lower()}_stream_collide<{_ctype(dtype)}, "
+            f"{'true' if store_macro else 'false'}>")
 
 
 def pack_name(lattice: str, dtype: np.dtype | type) -> str:
@@ -175,10 +179,11 @@ def unpack_name(lattice: str, dtype: np.dtype | type) -> str:
 
 def name_expressions(name: str) -> list[str]:
     """Every kernel instantiation of kernel file ``name`` that a backend may launch."""
-    if name == "d2q9.cu":
-        out = []
-        for dt in CTYPES:
-            out += [stream_collide_name(dt, s) for s in (False, True)]
-            out += [pack_name("D2Q9", dt), unpack_name("D2Q9", dt)]
-        return out
-    return []
+    lattice = {"d2q9.cu": "D2Q9", "d3q19.cu": "D3Q19"}.get(name)
+    if lattice is None:
+        return []
+    out = []
+    for dt in CTYPES:
+        out += [stream_collide_name(dt, s, lattice) for s in (False, True)]
+        out += [pack_name(lattice, dt), unpack_name(lattice, dt)]
+    return out

@@ -42,6 +42,13 @@ class NumbaCudaBackend(Backend):
         self.d2q9 = d2q9.D2Q9Kernels(self.activate)
 
     @functools.cached_property
+    def d3q19(self) -> Any:
+        """D3Q19 fluid kernels, compiled on first use of each."""
+        from simsplit.backends.numba_cuda.d3q19 import D3Q19Kernels
+
+        return D3Q19Kernels(self.activate)
+
+    @functools.cached_property
     def md(self) -> Any:
         """Lennard-Jones MD kernels, compiled on first use of each."""
         from simsplit.backends.numba_cuda.md import NumbaMDKernels

@@ -1,0 +1,180 @@
+"""D3Q19 kernels in Numba CUDA: the CPU kernel's algorithm, one thread per cell, threads along i.
+
+Like the D2Q9 set it runs on a GPU and on the CUDA simulator, and routes products through
+``mul`` (never fused) so results match the CPU backend's. Halos move whole xy-planes through a
+``(q, layers, cells per layer)`` view of the populations.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, ContextManager
+
+import numpy as np
+from numba import cuda
+
+from simsplit.backends.cuda_c.source import MAX_GRID_Y
+from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
+from simsplit.fluid.flags import LID, SOLID
+from simsplit.fluid.lattice import D3Q19
+
+_CX = tuple(int(c) for c in D3Q19.c[:, 0])
+_CY = tuple(int(c) for c in D3Q19.c[:, 1])
+_CZ = tuple(int(c) for c in D3Q19.c[:, 2])
+_W = tuple(float(w) for w in D3Q19.w)
+_OPP = tuple(int(o) for o in D3Q19.opp)
+_PAIRS = tuple(q for q in range(1, D3Q19.q) if q < _OPP[q])
+_N_CROSS = len(D3Q19.up)
+_HALO = tuple(D3Q19.up) + tuple(D3Q19.down)  #: set s, k-th population -> _HALO[s * N + k]
+
+
+@functools.cache
+def _stream_collide_kernel(dtype: np.dtype) -> Any:
+    """The stream-collide kernel specialised for one precision (constants typed in it)."""
+    dt = dtype.type
+    mul = _exact_mul(dtype)
+
+    @cuda.jit(device=True)
+    def wrap(s, n, periodic):
+        if periodic:
+            return n if s == 0 else (1 if s == n + 1 else s)
+        return s
+
+    @cuda.jit
+    def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
+                       omega_m, lid_velocity, force_x, force_y, force_z, periodic_x, periodic_y,
+                       store_macro):
+        ny = f_src.shape[2] - 2
+        nx = f_src.shape[3] - 2
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
+        j = cuda.blockIdx.y + 1
+        if i > nx or j > ny:
+            return
+        one = dt(1.0)
+        half = dt(0.5)
+        om_p = dt(omega_p)
+        om_m = dt(omega_m)
+        lid_u = dt(lid_velocity)
+        fx = dt(force_x)
+        fy = dt(force_y)
+        fz = dt(force_z)
+        src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
+        src_m = one - mul(half, om_m)
+        fl = cuda.local.array(19, dtype=dt)
+        k = k0 + cuda.blockIdx.z
+        while k < k1:
+            if (flags[k, j, i] & SOLID) == 0:
+                for q in range(19):
+                    sk = k - _CZ[q]
+                    sj = wrap(j - _CY[q], ny, periodic_y)
+                    si = wrap(i - _CX[q], nx, periodic_x)
+                    kind = flags[sk, sj, si]
+                    if (kind & SOLID) == 0:
+                        fl[q] = f_src[q, sk, sj, si]
+                    else:
+                        v = f_src[_OPP[q], k, j, i]
+                        if kind == LID:
+                            v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
+                        fl[q] = v
+                r = dt(0.0)
+                jx = dt(0.0)
+                jy = dt(0.0)
+                jz = dt(0.0)
+                for q in range(19):
+                    r += fl[q]
+                    jx += mul(dt(_CX[q]), fl[q])
+                    jy += mul(dt(_CY[q]), fl[q])
+                    jz += mul(dt(_CZ[q]), fl[q])
+                inv = one / r
+                ux = mul(jx + mul(half, fx), inv)
+                uy = mul(jy + mul(half, fy), inv)
+                uz = mul(jz + mul(half, fz), inv)
+                usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy) + mul(uz, uz))
+                uf = mul(ux, fx) + mul(uy, fy) + mul(uz, fz)
+                if store_macro:
+                    rho_out[k - 1, j - 1, i - 1] = r
+                    ux_out[k - 1, j - 1, i - 1] = ux
+                    uy_out[k - 1, j - 1, i - 1] = uy
+                    uz_out[k - 1, j - 1, i - 1] = uz
+                # rest population: purely symmetric
+                feq0 = mul(mul(dt(_W[0]), r), one - usq)
+                s0 = mul(mul(dt(_W[0]), dt(-3.0)), uf)
+                f_dst[0, k, j, i] = fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0)
+                for n in range(9):
+                    q = _PAIRS[n]
+                    o = _OPP[q]
+                    w = dt(_W[q])
+                    cx = dt(_CX[q])
+                    cy = dt(_CY[q])
+                    cz = dt(_CZ[q])
+                    cu = mul(cx, ux) + mul(cy, uy) + mul(cz, uz)
+                    cf = mul(cx, fx) + mul(cy, fy) + mul(cz, fz)
+                    feq_p = mul(mul(w, r), one + mul(mul(dt(4.5), cu), cu) - usq)
+                    feq_m = mul(mul(mul(w, r), dt(3.0)), cu)
+                    s_p = mul(w, mul(mul(dt(9.0), cu), cf) - mul(dt(3.0), uf))
+                    s_m = mul(mul(w, dt(3.0)), cf)
+                    f_p = mul(half, fl[q] + fl[o])
+                    f_m = mul(half, fl[q] - fl[o])
+                    relax_p = mul(-om_p, f_p - feq_p) + mul(src_p, s_p)
+                    relax_m = mul(-om_m, f_m - feq_m) + mul(src_m, s_m)
+                    f_dst[q, k, j, i] = fl[q] + relax_p + relax_m
+                    f_dst[o, k, j, i] = fl[o] + relax_p - relax_m
+            k += cuda.gridDim.z
+
+    return stream_collide
+
+
+@cuda.jit
+def _pack(f, layer, dir_set, buf):
+    n = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    k = cuda.blockIdx.y
+    if n < f.shape[2]:
+        buf[k, n] = f[_HALO[dir_set * _N_CROSS + k], layer, n]
+
+
+@cuda.jit
+def _unpack(buf, f, layer, dir_set):
+    n = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    k = cuda.blockIdx.y
+    if n < f.shape[2]:
+        f[_HALO[dir_set * _N_CROSS + k], layer, n] = buf[k, n]
+
+
+class D3Q19Kernels:
+    """Numba CUDA launchers with the signature every backend's D3Q19 kernel set shares."""
+
+    def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
+        self._activate = activate
+
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
+                       store_macro) -> None:
+        k0, k1 = int(layers[0]), int(layers[1])
+        nz, ny, nx = (n - 2 for n in f_src.shape[1:])
+        if not 1 <= k0 <= k1 <= nz + 1:
+            raise ValueError(f"planes {layers} outside the interior planes [1, {nz + 1})")
+        if k0 == k1:
+            return
+        bx = _block_x(nx)
+        grid = ((nx + bx - 1) // bx, ny, min(k1 - k0, MAX_GRID_Y))
+        launch = _launcher(_stream_collide_kernel(np.dtype(f_src.dtype)), grid, bx)
+        with self._activate():
+            launch(f_src, f_dst, flags, rho, ux, uy, uz, k0, k1, float(p.omega_plus),
+                   float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
+                   float(p.force_y), float(p.force_z), bool(p.periodic_x), bool(p.periodic_y),
+                   bool(store_macro))
+
+    def _halo(self, kernel: Any, f, *args: Any) -> None:
+        size = f.shape[2] * f.shape[3]
+        bx = _block_x(size)
+        with self._activate():
+            _launcher(kernel, ((size + bx - 1) // bx, _N_CROSS), bx)(*args)
+
+    @staticmethod
+    def _layers(f) -> Any:
+        return f.reshape(f.shape[0], f.shape[1], f.shape[2] * f.shape[3])
+
+    def pack(self, f, layer: int, direction: int, buf) -> None:
+        self._halo(_pack, f, self._layers(f), int(layer), int(direction), buf)
+
+    def unpack(self, buf, f, layer: int, direction: int) -> None:
+        self._halo(_unpack, f, buf, self._layers(f), int(layer), int(direction))

@@ -17,10 +17,10 @@ RUN apt-get update \
     && python3 -m venv /opt/simsplit
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY simsplit ./simsplit
-# package data: the wheel ships simsplit/kernels/*.cu(h), the checkout keeps them in kernels/
-COPY kernels ./simsplit/kernels
+# setup.py copies kernels/ into the wheel as simsplit/kernels/
+COPY kernels ./kernels
 RUN pip install --no-cache-dir ".[${EXTRAS}]" \
     && rm -rf /src
 

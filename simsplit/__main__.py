@@ -1,7 +1,5 @@
 """``python -m simsplit``: the command line."""
 
-import sys
+from simsplit.cli import entry
 
-from simsplit.cli import main
-
-sys.exit(main())
+entry()

@@ -7,6 +7,7 @@ CUDA failure (illegal address, launch failure, out of memory) with exit code 4.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -272,6 +273,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cuda is None:
             raise
         return _fail(str(cuda), EXIT_CUDA)
+
+
+def entry() -> None:
+    """Console entry point: ``main`` with the process exit status."""
+    code = main()
+    if code == EXIT_CUDA:
+        # The CUDA context is unusable after a sticky error: skip interpreter teardown, whose
+        # device frees would fail again and print tracebacks under the one-line report.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -60,7 +60,8 @@ def test_copies_only_what_the_package_needs() -> None:
         if i == "COPY":
             parts = [p for p in a.split() if not p.startswith("--")]
             sources += parts[:-1]
-    assert set(sources) <= {"pyproject.toml", "README.md", "simsplit", "kernels", "cases"}
+    assert set(sources) <= {"pyproject.toml", "setup.py", "README.md", "simsplit", "kernels",
+                            "cases"}
     assert "." not in sources
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
     assert ignore and "*" in ignore  # everything else stays out of the build context

@@ -1,0 +1,2 @@
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; export PYTHONPATH=/tmp/site:$PWD
+for dbg in false true; do SIMSPLIT_TEST_BAD_LAUNCH=stream_collide:10 timeout 40 python3 -m simsplit run cases/cavity.yaml --backend cupy --steps 20 --quiet --set output.dir=null --set run.debug=$dbg 2>&1 | grep -v Warn | tail -4; echo "exit code ${PIPESTATUS[0]}"; done

@@ -29,6 +29,26 @@ def fluid_case(nx: int = 32, ny: int = 32, subdomains: int = 1, **over: Any) -> 
     return case
 
 
+#: True inside the child process that runs Numba CUDA kernels on the simulator
+IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def run_in_cuda_simulator(test_file: str, timeout: float = 900) -> None:
+    """Run ``test_file`` again in a child with NUMBA_ENABLE_CUDASIM=1 and require it to pass.
+
+    The simulator has to be chosen before numba.cuda is first imported, which this process
+    (running CPU tests) has already done.
+    """
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(test_file)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert res.returncode == 0, (
+        f"simulator tests failed:\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+    assert " passed" in res.stdout and "skipped" in res.stdout  # the launcher skips itself
+
+
 def pytest_collection_modifyitems(config, items):
     """GPU tests need a CUDA device; skip them (with the reason) where there is none."""
     from simsplit.backends import gpu_count

@@ -6,31 +6,21 @@ checks run in a child pytest with NUMBA_ENABLE_CUDASIM=1.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import IN_SIMULATOR, run_in_cuda_simulator
+
 ROOT = Path(__file__).resolve().parents[1]
-IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 in_child = pytest.mark.skipif(not IN_SIMULATOR, reason="runs in the simulator child")
 TOL = {np.float64: 1e-13, np.float32: 1e-6}  #: max |difference| / max |cpu value|
 
 
 @pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")
 def test_simulator_suite() -> None:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert res.returncode == 0, (
-        f"simulator tests failed:\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
-    assert " passed" in res.stdout
+    run_in_cuda_simulator(__file__, timeout=600)
 
 
 def _rel_err(a: np.ndarray, b: np.ndarray) -> float:

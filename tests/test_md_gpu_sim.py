@@ -8,17 +8,15 @@ per CUDA thread.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.conftest import IN_SIMULATOR, run_in_cuda_simulator
+
 ROOT = Path(__file__).resolve().parents[1]
-IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 in_child = pytest.mark.skipif(not IN_SIMULATOR,
                               reason="runs in the simulator child of test_md_simulator_suite")
 # the simulator hashes with NumPy uint64 scalars, which warn on the intended wrap-around
@@ -29,15 +27,7 @@ SHORT = {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.0}
 
 @pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")
 def test_md_simulator_suite() -> None:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert res.returncode == 0, (
-        f"simulator tests failed:\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
-    assert " passed" in res.stdout and "skipped" in res.stdout
+    run_in_cuda_simulator(__file__, timeout=900)
 
 
 # --- everything below runs in the child -----------------------------------------------------

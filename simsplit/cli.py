@@ -41,8 +41,26 @@ examples:
 """
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """Command-line mistakes end like case-file mistakes: one line on stderr, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number of seconds")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _OneLineErrors(
         prog="simsplit", description="Domain-decomposed lattice Boltzmann and molecular "
         "dynamics on CPUs and GPUs.", epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="replace the results of an earlier run in the output directory")
     run.add_argument("--devices", type=_device_list, metavar="I,J,...",
                      help="GPU ids to use, counted among CUDA_VISIBLE_DEVICES (run.devices)")
-    run.add_argument("--monitor", nargs="?", type=float, const=1.0, metavar="SECONDS",
+    run.add_argument("--monitor", nargs="?", type=_positive_seconds, const=1.0, metavar="SECONDS",
                      help="sample GPU utilisation, memory, temperature, power and clocks "
                           "every SECONDS (default 1) via NVML; summary + <output>/monitor.h5")
 

@@ -74,3 +74,14 @@ def test_memory_preflight_refuses_a_grid_too_large(run_cli, tmp_path: Path):
     line = res.stderr.strip().splitlines()[-1]
     assert "GiB of host memory" in line and "available" in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [["run", CAVITY, "--monitor", "-1"],
+                                  ["run", CAVITY, "--devices", "a,b"],
+                                  ["run", CAVITY, "--no-such-flag"], ["frobnicate"]])
+def test_bad_command_line_is_one_line_exit_2(run_cli, tmp_path: Path, args):
+    res = run_cli(*args, "--output", "out") if args[0] == "run" else run_cli(*args)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and ": error: " in lines[0], res.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,14 +1,15 @@
-"""Point-to-point message passing between slabs that live in one process.
+"""Point-to-point message passing between slabs: in one process or one slab per MPI rank.
 
-Slab code talks only through :class:`Endpoint` ``send(dst, array, tag)`` / ``recv(src, tag)``,
-so an MPI transport (``comm.Isend``/``comm.Recv`` keyed by rank and tag) can replace
-:class:`InProcessExchange` without touching the physics. Messages between one pair of slabs
-with one tag arrive in the order they were sent, as with MPI.
+Slab code talks only through :class:`Endpoint` ``send(dst, array, tag)`` / ``recv(src, tag)``;
+:class:`InProcessExchange` keeps mailboxes in one process, :class:`MPIExchange` sends NumPy
+buffers between ranks (``Isend`` / ``Recv`` keyed by rank and tag) without touching the
+physics. Messages between one pair of slabs with one tag arrive in the order they were sent.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class InProcessExchange:
 class Endpoint:
     """One slab's handle on an exchange: the only way slabs talk to each other."""
 
-    def __init__(self, exchange: InProcessExchange, rank: int) -> None:
+    def __init__(self, exchange: InProcessExchange | MPIExchange, rank: int) -> None:
         self.exchange = exchange
         self.rank = rank
 
@@ -64,3 +65,126 @@ class Endpoint:
 
     def recv(self, src: int, tag: str = "") -> np.ndarray:
         return self.exchange.recv(self.rank, src, tag)
+
+
+#: dtypes a message may carry (the header names one by its index here)
+_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32),
+           np.dtype(np.bool_), np.dtype(np.uint8))
+#: fixed MPI tags of the slab messages; other names hash into [64, 16384)
+_TAGS = {"mig_ids": 1, "mig_x": 2, "mig_v": 3, "mig_img": 4, "ghost_ids": 5, "ghost_x": 6}
+_HEADER_LEN = 4  # ndim, shape[0], shape[1] (or 0), dtype index
+
+
+def _tag_number(tag: str) -> int:
+    if tag in _TAGS:
+        return _TAGS[tag]
+    import zlib
+
+    return 64 + zlib.crc32(tag.encode()) % (16384 - 64)
+
+
+class MPIExchange:
+    """:class:`InProcessExchange` over MPI: slab ``k`` lives on rank ``k`` of ``comm``.
+
+    ``send`` posts a non-blocking header (shape, dtype) and a non-blocking copy of the data;
+    ``recv`` blocks on the header, then on the data, from one source with one tag. MPI keeps
+    messages of one (source, tag) in order, and receivers call ``recv`` in a fixed neighbour
+    order, so the exchange is deterministic. Sends of the previous phase are completed
+    (``Waitall``) when the next phase starts sending: every phase's messages are received in
+    that phase, so this never waits on a peer that is waiting on us.
+    """
+
+    name = "mpi"
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self.n_slabs = int(comm.Get_size())
+        self.rank = int(comm.Get_rank())
+        self._sends: list[Any] = []
+        self._keep: list[np.ndarray] = []
+        self._receiving = False
+        self.messages = 0
+        self.bytes = 0
+
+    def send(self, src: int, dst: int, array: np.ndarray, tag: str = "") -> None:
+        """Post ``array`` (copied: the caller may reuse its buffer at once) from slab ``src``."""
+        self._check_local(src)
+        self._check(dst)
+        if self._receiving:
+            self.flush()
+        buf = np.ascontiguousarray(np.array(array, copy=True))
+        if buf.dtype not in _DTYPES or buf.ndim > 2:
+            raise TypeError(f"MPIExchange: cannot send an array of {buf.dtype} and shape "
+                            f"{buf.shape}")
+        shape = list(buf.shape) + [0] * (2 - buf.ndim)
+        hdr = np.array([buf.ndim, *shape, _DTYPES.index(buf.dtype)], dtype=np.int64)
+        t = _tag_number(tag)
+        self._sends.append(self.comm.Isend(hdr, dest=dst, tag=2 * t))
+        self._sends.append(self.comm.Isend(buf, dest=dst, tag=2 * t + 1))
+        self._keep += [hdr, buf]
+        self.messages += 1
+        self.bytes += buf.nbytes
+
+    def recv(self, dst: int, src: int, tag: str = "") -> np.ndarray:
+        """The oldest message from slab ``src`` to the local slab ``dst`` with ``tag``."""
+        self._check_local(dst)
+        self._check(src)
+        self._receiving = True
+        t = _tag_number(tag)
+        hdr = np.empty(_HEADER_LEN, dtype=np.int64)
+        self.comm.Recv(hdr, source=src, tag=2 * t)
+        ndim, n0, n1, code = (int(h) for h in hdr)
+        buf = np.empty((n0, n1)[:ndim], dtype=_DTYPES[code])
+        self.comm.Recv(buf, source=src, tag=2 * t + 1)
+        return buf
+
+    def flush(self) -> None:
+        """Complete every posted send (their buffers are then free)."""
+        if self._sends:
+            from mpi4py import MPI
+
+            MPI.Request.Waitall(self._sends)
+        self._sends, self._keep = [], []
+        self._receiving = False
+
+    def pending(self) -> int:
+        """Posted sends not yet known to be complete."""
+        return len(self._sends) // 2
+
+    def endpoint(self, rank: int) -> Endpoint:
+        self._check(rank)
+        return Endpoint(self, rank)
+
+    def allreduce_max(self, value: float) -> float:
+        from mpi4py import MPI
+
+        return float(self.comm.allreduce(float(value), op=MPI.MAX))
+
+    def allreduce_sum(self, value: float) -> float:
+        from mpi4py import MPI
+
+        return float(self.comm.allreduce(float(value), op=MPI.SUM))
+
+    def allgather_rows(self, ids: np.ndarray, values: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Every rank's ``ids`` and ``values`` (rows), concatenated in rank order on every rank."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        values = np.ascontiguousarray(values)
+        counts = [int(c) for c in self.comm.allgather(int(ids.shape[0]))]
+        all_ids = np.empty(sum(counts), dtype=np.int64)
+        self.comm.Allgatherv(ids, [all_ids, counts])
+        width = int(np.prod(values.shape[1:], dtype=np.int64))
+        all_vals = np.empty((sum(counts),) + values.shape[1:], dtype=values.dtype)
+        self.comm.Allgatherv(values, [all_vals, [c * width for c in counts]])
+        return all_ids, all_vals
+
+    def close(self) -> None:
+        self.flush()
+
+    def _check(self, rank: int) -> None:
+        if not 0 <= rank < self.n_slabs:
+            raise ValueError(f"slab {rank} does not exist (have {self.n_slabs} ranks)")
+
+    def _check_local(self, rank: int) -> None:
+        if rank != self.rank:
+            raise ValueError(f"slab {rank} is not on this rank ({self.rank})")

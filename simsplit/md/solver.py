@@ -12,6 +12,11 @@ Each owned atom's force is summed over its neighbour list sorted by global id, p
 wrapped every step per atom, and thermo sums are exact (``math.fsum``) over values gathered by
 id. Hence the trajectory does not depend on the number of slabs, their weights, the thread
 count or even on when lists are rebuilt; 1, 2 or 3 slabs agree bit for bit.
+
+Under MPI (a context with a ``comm``, one slab per rank, CPU kernels only) each rank holds its
+own slab, messages go through :class:`~simsplit.md.exchange.MPIExchange`, the rebuild decision
+is an allreduce (max), and gathers (thermo, positions, state) are collective: every rank gets
+the global arrays in atom-id order. Only rank 0 prints and writes files.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 from simsplit.backends.cpu import md as cpu_md
 from simsplit.health import DivergenceError
 from simsplit.md import slabs as sl
-from simsplit.md.exchange import InProcessExchange
+from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.lattice import fcc_lattice, read_positions
 from simsplit.md.schema import check_md_case, fill_md_defaults
 from simsplit.md.thermo import format_row, header, thermo_record
@@ -132,6 +137,16 @@ class MDSolver:
         # a ParallelContext (simsplit.simulation passes one) carries the resolved backend name
         self.context = None if isinstance(backend_name, str) else backend_name
         name = backend_name if isinstance(backend_name, str) else backend_name.backend_name
+        #: the MPI communicator when slabs live on ranks (one slab per rank), else None
+        self._comm = getattr(self.context, "comm", None)
+        self.rank = 0 if self._comm is None else int(self._comm.Get_rank())
+        if self._comm is not None and name not in ("cpu", "auto") \
+                and int(self._comm.Get_size()) > 1:
+            from simsplit.case import CaseError
+
+            raise CaseError(f"run.backend: {name} is not supported for molecular dynamics "
+                            "under MPI yet (one slab per rank runs on the cpu backend only); "
+                            "use run.backend: cpu, or run the GPU backend in one process")
         self.kernels = md_kernels(name, self.context)
         #: whether the slabs' per-atom arrays are device arrays right now (between rebuilds)
         self._on_device = False
@@ -162,10 +177,20 @@ class MDSolver:
         span = 2 * CELL_DIVISIONS + 1
         self._offsets = [np.arange(-CELL_DIVISIONS, CELL_DIVISIONS + 1, dtype=np.int64)
                          if n >= span else np.arange(n, dtype=np.int64) for n in self.ncell]
-        self.exchange = InProcessExchange(self.layout.parts)
-        self.slabs = sl.make_slabs(
+        self.exchange: InProcessExchange | MPIExchange
+        if self._comm is None:
+            self.exchange = InProcessExchange(self.layout.parts)
+            local = list(range(self.layout.parts))
+        else:
+            self.exchange = MPIExchange(self._comm)
+            local = self.context.local_slabs(self.layout.parts)
+            #: Simulation agrees on stop requests through ``transport.allreduce_max``
+            self.transport = self.exchange
+        slabs = sl.make_slabs(
             self.layout, [self.exchange.endpoint(k) for k in range(self.layout.parts)],
             self.dtype)
+        #: the slabs this process holds (all of them in one process, its own under MPI)
+        self.slabs = [s for s in slabs if s.index in local]
 
         cap = md["neighbor"]["capacity"]
         if cap is None:
@@ -227,6 +252,8 @@ class MDSolver:
                    np.asarray(v, dtype=self.dtype), img.astype(np.int64))
         self._on_device = False
         self._rebuild()
+        if self._comm is not None:
+            self.exchange.flush()  # type: ignore[union-attr]
 
     # --- neighbour lists --------------------------------------------------------------------
     def _needs_rebuild(self) -> bool:
@@ -237,19 +264,26 @@ class MDSolver:
         k = self.kernels
         for s in self.slabs:
             k.flag_displacement(s.x, s.x0, s.n_own, self.box, (0.5 * self.skin) ** 2)
-        if not k.displacement_flagged():
+        if not self._any_rank(k.displacement_flagged()):
             return False
         # The previous step ended within skin / 2 of the last build (or it would have rebuilt),
         # so a displacement beyond 1.5 skin now means one step carried an atom over a skin.
         for s in self.slabs:
             k.flag_displacement(s.x, s.x0, s.n_own, self.box, (JUMP_SKINS * self.skin) ** 2)
         if k.displacement_flagged():
-            self._raise_jump()
+            self._raise_jump()  # under MPI the failing rank aborts the job
         return True
+
+    def _any_rank(self, flag: bool) -> bool:
+        """``flag`` or'ed over all ranks (an allreduce max under MPI): every rank agrees."""
+        if self._comm is None:
+            return flag
+        return self.exchange.allreduce_max(1.0 if flag else 0.0) > 0.0  # type: ignore[union-attr]
 
     def _raise_jump(self) -> None:
         limit = JUMP_SKINS * self.skin
-        for index, s in enumerate(self.slabs):
+        for s in self.slabs:
+            index = s.index
             x = np.asarray(self.kernels.to_host(s.x))[: s.n_own]
             x0 = np.asarray(self.kernels.to_host(s.x0))[: s.n_own]
             d = x - x0
@@ -266,7 +300,8 @@ class MDSolver:
 
     def check_health(self) -> None:
         """Raise :class:`DivergenceError` for non-finite positions or velocities."""
-        for index, s in enumerate(self.slabs):
+        for s in self.slabs:
+            index = s.index
             x = np.asarray(self.kernels.to_host(s.x))[: s.n_own]
             v = np.asarray(self.kernels.to_host(s.v))[: s.n_own]
             bad = np.flatnonzero(~(np.isfinite(x).all(axis=1) & np.isfinite(v).all(axis=1)))
@@ -364,6 +399,8 @@ class MDSolver:
                 self._update_ghosts()
                 t2 = time.perf_counter()
                 self._timers["comm"] += t2 - t_check
+            if self._comm is not None:
+                self.exchange.flush()  # type: ignore[union-attr]  # this step's sends are done
             self._compute_forces(step)
             t3 = time.perf_counter()
             for s in self.slabs:
@@ -387,6 +424,7 @@ class MDSolver:
         thermo lines and the loop time. Returns the thermo records."""
         md = self.case["md"]
         steps = int(md["steps"] if md.get("steps") is not None else self.case["run"]["steps"])
+        progress = progress and self.rank == 0
         self._echo = progress
         if progress:
             print(header())
@@ -403,7 +441,8 @@ class MDSolver:
         self._last_run = {"steps": steps, "seconds": seconds, "atom_steps_per_s": rate}
         if self.output_dir is not None:
             self._write_frame()  # the final state, unless a frame of this step exists
-            self._writer.flush()
+            if self._writer is not None:
+                self._writer.flush()
         if progress:
             print(f"Loop time of {seconds:.4g} on {self.layout.parts} slab(s) for {steps} steps "
                   f"with {self.n_atoms} atoms ({rate:.4g} atom-steps/s)")
@@ -411,9 +450,17 @@ class MDSolver:
 
     # --- observation ------------------------------------------------------------------------
     def _gather(self, per_slab: list[np.ndarray], width: int = 0) -> np.ndarray:
+        """Global array in atom-id order from per-slab rows (collective under MPI)."""
         shape = (self.n_atoms, width) if width else (self.n_atoms,)
-        per_slab = [self.kernels.to_host(a) for a in per_slab]
+        per_slab = [np.asarray(self.kernels.to_host(a)) for a in per_slab]
         out = np.empty(shape, dtype=per_slab[0].dtype if per_slab else np.float64)
+        if self._comm is not None:
+            ids = np.concatenate([s.ids[: s.n_own] for s in self.slabs])
+            vals = np.concatenate([a[: s.n_own] for s, a in zip(self.slabs, per_slab,
+                                                                 strict=True)])
+            all_ids, all_vals = self.exchange.allgather_rows(ids, vals)  # type: ignore[union-attr]
+            out[all_ids] = all_vals
+            return out
         for s, arr in zip(self.slabs, per_slab, strict=True):
             out[s.ids[: s.n_own]] = arr[: s.n_own]
         return out
@@ -454,9 +501,11 @@ class MDSolver:
         if self._last_frame == self.steps_done:
             return
         self._last_frame = self.steps_done
-        self._open_writer().write_frame(self.steps_done, self.steps_done * self.dt,
-                                        self.positions(), self.velocities(),
-                                        self.images().astype(np.int32))
+        x, v, img = self.positions(), self.velocities(), self.images()  # collective
+        if self.rank != 0:
+            return
+        self._open_writer().write_frame(self.steps_done, self.steps_done * self.dt, x, v,
+                                        img.astype(np.int32))
 
     def synchronize(self) -> None:
         """Wait for queued device work (CPU kernels are synchronous: nothing to do)."""
@@ -515,11 +564,18 @@ class MDSolver:
         return self._gather([s.vir for s in self.slabs])
 
     def stats(self) -> dict[str, Any]:
-        """Counters: neighbour rebuilds, migrated atoms, capacity growths, current layout."""
+        """Counters: neighbour rebuilds, migrated atoms, capacity growths, current layout
+        (collective under MPI: migrations, ghosts and atoms per slab are over all ranks;
+        messages and phase times are this rank's)."""
         out: dict[str, Any] = dict(self._stats)
         out["neighbor_capacity"] = self.capacity
         out["ghosts"] = sum(s.n_ghost for s in self.slabs)
         out["atoms_per_slab"] = [s.n_own for s in self.slabs]
+        if self._comm is not None:
+            out["migrations"] = int(self._comm.allreduce(int(out["migrations"])))
+            out["ghosts"] = int(self._comm.allreduce(int(out["ghosts"])))
+            out["atoms_per_slab"] = [n for part in self._comm.allgather(out["atoms_per_slab"])
+                                     for n in part]
         out["slab_edges"] = self.layout.edges.tolist()
         out["messages"] = self.exchange.messages
         out.update(self._last_run)
@@ -528,7 +584,8 @@ class MDSolver:
 
     # --- checkpointing ----------------------------------------------------------------------
     def state(self) -> dict[str, np.ndarray]:
-        """Everything needed to continue bit for bit, as NumPy arrays in atom-id order."""
+        """Everything needed to continue bit for bit, as NumPy arrays in atom-id order
+        (collective under MPI: every rank gets the global arrays)."""
         return {
             "ids": np.arange(self.n_atoms, dtype=np.int64),
             "positions": self.positions(),

@@ -1,0 +1,167 @@
+"""MD under mpiexec (CPU backend, one slab per rank): bitwise identical to one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simsplit.case import load_case
+from simsplit.simulation import Simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = ROOT / "cases" / "lj_tiny.yaml"
+STEPS = 300
+#: 6x6x9 fcc cells (1296 atoms): 15.1 tall, so 3 slabs stay thicker than cutoff + skin (2.8)
+TALL = ["md.lattice.cells=[6,6,9]", "run.backend=cpu", "output.dir=null", f"run.steps={STEPS}",
+        "md.thermo_every=25"]
+
+pytestmark = pytest.mark.mpi
+
+
+def find_mpiexec() -> str | None:
+    """mpiexec on PATH, else beside this interpreter (the ``mpich`` wheel puts it there)."""
+    found = shutil.which("mpiexec")
+    if found:
+        return found
+    cand = Path(sysconfig.get_path("scripts")) / "mpiexec"
+    return str(cand) if cand.exists() else None
+
+
+MPIEXEC = find_mpiexec()
+needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec found")
+
+
+def mpirun(n: int, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``mpiexec -n n python args`` from the repository root, one Numba thread per rank."""
+    assert MPIEXEC is not None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"):
+        env.pop(var, None)  # a pytest started under mpiexec must not leak its world
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+DRIVER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from simsplit.case import load_case
+    from simsplit.simulation import Simulation
+
+    sim = Simulation(load_case(sys.argv[1], json.loads(sys.argv[2])))
+    md = sim.solver
+    md.step(sim.case["run"]["steps"])
+    x, v, st, stats = md.positions(), md.velocities(), md.state(), md.stats()
+    if sim.context.rank == 0:
+        np.savez(sys.argv[3], positions=x, velocities=v, forces=st["forces"],
+                 images=st["images"], size=sim.context.size,
+                 thermo=json.dumps(md.thermo()), stats=json.dumps(stats))
+""")
+
+
+def _one_process(overrides: list[str]) -> Simulation:
+    sim = Simulation(load_case(CASE, overrides + ["decomposition.subdomains=1"]))
+    sim.solver.step(sim.case["run"]["steps"])
+    return sim
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_md_mpi_bitwise_identical_to_one_process(tmp_path, ranks):
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    out = tmp_path / "md.npz"
+    proc = mpirun(ranks, [str(script), str(CASE), json.dumps(TALL), str(out)], timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    assert int(got["size"]) == ranks
+    ref = _one_process(TALL).solver
+    assert np.array_equal(got["positions"], ref.positions())
+    assert np.array_equal(got["velocities"], ref.velocities())
+    assert np.array_equal(got["forces"], ref.forces())
+    assert np.array_equal(got["images"], ref.images())
+    assert json.loads(str(got["thermo"])) == ref.thermo()  # every value, bit for bit
+    stats = json.loads(str(got["stats"]))
+    assert len(stats["atoms_per_slab"]) == ranks and sum(stats["atoms_per_slab"]) == 1296
+    assert stats["rebuilds"] >= 10 and stats["migrations"] > 100 and stats["ghosts"] > 0
+    assert stats["rebuilds"] == ref.stats()["rebuilds"]
+
+
+@needs_mpiexec
+def test_md_cli_under_mpiexec_writes_once_matches_and_restarts(tmp_path):
+    import h5py
+
+    from simsplit.checkpoint import load_latest
+    from simsplit.output import CHECKPOINT_DIR
+
+    out = tmp_path / "two"
+    args = ["-m", "simsplit", "run", str(CASE), "--backend", "cpu", "--set", "md.thermo_every=50",
+            "--output", str(out)]
+    proc = mpirun(2, args + ["--steps", "200"], timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("physics") == 1  # rank 0 alone reports
+    assert "2 MPI ranks" in proc.stdout and "MPICH" not in proc.stderr
+    one = Simulation(load_case(CASE, ["md.thermo_every=50", "decomposition.subdomains=1",
+                                      "run.backend=cpu", "output.dir=null"]))
+    one.solver.step(200)
+    _, attrs, arrays = load_latest(out / CHECKPOINT_DIR, one.case)
+    assert int(attrs["step"]) == 200
+    assert np.array_equal(arrays["ids"], np.arange(864))
+    assert np.array_equal(arrays["positions"], one.positions())
+    assert np.array_equal(arrays["velocities"], one.velocities())
+    with h5py.File(out / "trajectory.h5md") as fh:
+        obs = {k: fh["observables"][k]["value"][()] for k in fh["observables"]}
+        last = fh["particles/all/position/value"][-1]
+    assert np.array_equal(last, one.positions())
+    thermo = one.thermo()
+    assert len(thermo) == 5
+    assert np.array_equal(obs["pressure"], [r["press"] for r in thermo])
+    assert np.array_equal(obs["total_energy"], [r["etotal"] for r in thermo])
+
+    # restart the 2-rank checkpoint on 3 ranks: still the one-process trajectory
+    proc = mpirun(3, args + ["--steps", "300", "--restart", "auto", "--quiet"], timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    one.solver.step(100)
+    _, attrs, arrays = load_latest(out / CHECKPOINT_DIR, one.case)
+    assert int(attrs["step"]) == 300
+    assert np.array_equal(arrays["positions"], one.positions())
+    assert np.array_equal(arrays["velocities"], one.velocities())
+
+
+@needs_mpiexec
+def test_md_too_many_ranks_is_refused():
+    # lj_tiny is 10.08 tall: 4 slabs would be 2.52 thick, less than cutoff + skin = 2.8
+    proc = mpirun(4, ["-m", "simsplit", "run", str(CASE), "--quiet", "--backend", "cpu",
+                      "--set", "output.dir=null"], timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("simsplit: error")]
+    assert len(lines) == 1 and "less than cutoff + skin" in lines[0], proc.stderr
+
+
+def test_md_gpu_backend_under_mpi_is_refused():
+    from simsplit.case import CaseError
+    from simsplit.md.solver import MDSolver
+
+    class FakeComm:
+        def Get_rank(self) -> int:
+            return 0
+
+        def Get_size(self) -> int:
+            return 2
+
+    class FakeContext:
+        backend_name = "cupy"
+        comm = FakeComm()
+
+    case = load_case(CASE, ["run.backend=cpu"])
+    with pytest.raises(CaseError, match=r"^run\.backend: cupy .*MPI"):
+        MDSolver(case, FakeContext())

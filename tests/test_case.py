@@ -149,3 +149,13 @@ def test_random_bad_cases_give_one_line_case_error(edits):
 
 def test_fluid_case_helper_is_valid():
     validate_case(fluid_case())
+
+
+def test_readme_schema_table_matches_the_schema():
+    """The README's case-file table is generated; regenerate it with
+    ``python -m simsplit.case.doc --update README.md`` after a schema change."""
+    from simsplit.case.doc import END, START, markdown
+
+    text = (ROOT / "README.md").read_text()
+    table = text.split(START, 1)[1].split(END, 1)[0].strip()
+    assert table == markdown().strip()

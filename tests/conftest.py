@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,38 @@ def run_in_cuda_simulator(test_file: str, timeout: float = 900) -> None:
     assert res.returncode == 0, (
         f"simulator tests failed:\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
     assert " passed" in res.stdout and "skipped" in res.stdout  # the launcher skips itself
+
+
+def find_mpiexec() -> str | None:
+    """mpiexec on PATH, else beside this interpreter (the ``mpich`` wheel puts it there)."""
+    found = shutil.which("mpiexec")
+    if found:
+        return found
+    cand = Path(sysconfig.get_path("scripts")) / "mpiexec"
+    return str(cand) if cand.exists() else None
+
+
+MPIEXEC = find_mpiexec()
+needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec found")
+
+
+def mpi_env(**extra: str) -> dict[str, str]:
+    """Environment for ranks started by a test: the checkout first, one thread per rank."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"):
+        env.pop(var, None)  # a pytest started under mpiexec must not leak its world
+    env.update(extra)
+    return env
+
+
+def mpirun(n: int, args: list[str], timeout: float = 60, **env: str
+           ) -> subprocess.CompletedProcess[str]:
+    """``mpiexec -n n python args`` from the repository root."""
+    assert MPIEXEC is not None
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args], cwd=ROOT,
+                          env=mpi_env(**env), capture_output=True, text=True, timeout=timeout)
 
 
 def pytest_collection_modifyitems(config, items):

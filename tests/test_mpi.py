@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 import textwrap
 import time
 from pathlib import Path
@@ -18,6 +13,7 @@ import pytest
 
 from simsplit.case import load_case
 from simsplit.simulation import Simulation
+from tests.conftest import mpirun, needs_mpiexec
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = ROOT / "cases" / "cavity.yaml"
@@ -31,36 +27,6 @@ PERIODIC = ["domain.shape=[24,18]", "domain.boundaries={x: wall, y: periodic, li
             f"run.steps={STEPS}", "run.tolerance=0"]
 
 pytestmark = pytest.mark.mpi
-
-
-def find_mpiexec() -> str | None:
-    """mpiexec on PATH, else beside this interpreter (the ``mpich`` wheel puts it there)."""
-    found = shutil.which("mpiexec")
-    if found:
-        return found
-    cand = Path(sysconfig.get_path("scripts")) / "mpiexec"
-    return str(cand) if cand.exists() else None
-
-
-MPIEXEC = find_mpiexec()
-needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec found")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.update(OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"):
-        env.pop(var, None)  # a pytest started under mpiexec must not leak its world
-    env.update(extra)
-    return env
-
-
-def mpirun(n: int, args: list[str], timeout: float = 60, **env: str
-           ) -> subprocess.CompletedProcess[str]:
-    assert MPIEXEC is not None
-    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args], cwd=ROOT,
-                          env=_env(**env), capture_output=True, text=True, timeout=timeout)
 
 
 DRIVER = textwrap.dedent("""

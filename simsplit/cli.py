@@ -97,10 +97,13 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure throughput against memory bandwidth")
     bench.add_argument("--backend", action="append", help="backend(s) to measure (repeatable)")
-    bench.add_argument("--grid", action="append", help="grid NXxNY (repeatable)")
+    bench.add_argument("--grid", action="append", help="grid NXxNY or NXxNYxNZ (repeatable)")
     bench.add_argument("--subdomains", type=int, default=1)
     bench.add_argument("--steps", type=int, default=200)
     bench.add_argument("--precision", default="float32", choices=["float32", "float64"])
+    from simsplit.bench import add_storage_argument
+
+    add_storage_argument(bench)
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--overlap", choices=["on", "off"], default="on")
     bench.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
@@ -282,8 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CudaKernelError as exc:
         return _fail(str(exc), EXIT_CUDA)
     except Interrupted as exc:
-        return _fail(f"stopped by signal {exc.signum} at step {exc.steps_done}; a checkpoint "
-                     "was written (resume with --restart auto)", 128 + exc.signum)
+        return _fail(_interrupted_text(exc), 128 + exc.signum)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:  # a CUDA failure outside a launch (allocation, set-up): exit 4
@@ -291,6 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cuda is None:
             raise
         return _fail(str(cuda), EXIT_CUDA)
+
+
+def _interrupted_text(exc: Interrupted) -> str:
+    return (f"stopped by signal {exc.signum} at step {exc.steps_done}; a checkpoint was "
+            "written (resume with --restart auto)")
 
 
 def entry() -> None:
@@ -341,6 +348,13 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
     sys.excepthook = lambda typ, exc, tb: die(exc)
     try:
         return handler(args)
+    except Interrupted as exc:
+        # Every rank agreed on this stop (an allreduce) and wrote the checkpoint together:
+        # end in step, as an abort would kill rank 0 while it is still writing the file.
+        comm.Barrier()
+        if rank == 0:
+            print(f"simsplit: error: {_interrupted_text(exc)}", file=sys.stderr, flush=True)
+        return 128 + exc.signum
     except BaseException as exc:  # noqa: B036 - any failure must end every rank
         if isinstance(exc, SystemExit) and not exc.code:
             raise

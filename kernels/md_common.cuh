@@ -8,8 +8,9 @@
 
 // threads per block of every MD kernel (its __launch_bounds__)
 #define SIMSPLIT_MD_BLOCK 128
-// largest neighbour-list capacity: the list build sorts each row in a local array this long
-#define SIMSPLIT_MD_MAX_NEIGHBORS 256
+// largest neighbour-list capacity (rows are written straight to global memory; this only
+// bounds the list's size, capacity x rows x 4 bytes, when a runaway density grows it)
+#define SIMSPLIT_MD_MAX_NEIGHBORS 1024
 // cells per thread of the two-level exclusive scan of the cell counts
 #define SIMSPLIT_MD_SCAN_CHUNK 512
 

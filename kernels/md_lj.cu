@@ -1,33 +1,49 @@
-// Lennard-Jones MD on one slab: cell binning, full neighbour lists sorted by global atom id,
-// forces with per-atom energy and virial, velocity Verlet, Langevin forces, displacement check.
+// Lennard-Jones MD on one slab: cell binning, full neighbour lists in canonical cell order,
+// forces with per-atom energy and virial, velocity Verlet with the displacement check fused in,
+// Langevin forces.
 //
 // Each kernel mirrors a function of simsplit/backends/cpu/md.py operation for operation, in
 // double precision whatever the storage type T (float or double), compiled with --fmad=false:
-// every owned atom's force is summed over its id-sorted list in the CPU's order, so float64
-// results are the CPU backend's to the last bit (Langevin noise aside: log/sin/cos of the GPU
-// math library may differ from the host's by an ulp). Keep the two in step.
+// every owned atom's force is summed over its list in the CPU's order, so float64 results are
+// the CPU backend's to the last bit (Langevin noise aside: log/sin/cos of the GPU math library
+// may differ from the host's by an ulp). Keep the two in step.
+//
+// Canonical list order (the determinism invariant): the stencil cells around the atom's own
+// cell in loop order (z outer, x inner, offsets ascending) of the global cell grid, and within
+// a cell ascending global id. A cell is a pure function of a coordinate and ghosts are exact
+// copies, so a row is the same sequence of atoms for every split and every row order.
 //
 // Layouts: x, v, f, img are (n, 3) row-major; rows [0, n_own) are owned atoms, the rest
 // ghosts. The neighbour list is nl[k * pitch + i] (neighbour k of every atom contiguous, so
 // the force loop's loads coalesce), with cnt[i] entries in row i. Cells: cell_of[i], CSR
-// cell_start[ncells + 1] and cell_atoms, ascending atom index within a cell, as on the CPU.
+// cell_start[ncells + 1] and cell_atoms, ascending global id within a cell.
 //
 // Every kernel is a template so that only the instantiations the launchers name are built.
 #include "md_common.cuh"
 
+// One launch per step between force evaluations: the second half kick of the previous step
+// (when kick != 0; the same rounding as md_final_integrate, since v is stored in between), the
+// first half kick and drift of this step with the wrap, then the displacement check against
+// x0: flags[0] = 1 if some atom moved more than sqrt(limit2), flags[1] = 1 beyond sqrt(jump2).
+// Only yes/no answers are needed, so no reduction: racing stores all write 1.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_initial_integrate(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
-                     long long* __restrict__ img, int n, double dtf, double dt, double bx,
-                     double by, double bz)
+md_advance(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
+           long long* __restrict__ img, int n, int kick, double dtf, double dt, double bx,
+           double by, double bz, const double* __restrict__ x0, double limit2, double jump2,
+           int* __restrict__ flags)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const double box[3] = {bx, by, bz};
+    double disp[3];
 #pragma unroll
     for (int d = 0; d < 3; ++d) {
         const long long a = 3LL * i + d;
-        const T vd = T(double(v[a]) + dtf * double(f[a]));
+        const double fd = double(f[a]);
+        T vd = v[a];
+        if (kick) vd = T(double(vd) + dtf * fd);
+        vd = T(double(vd) + dtf * fd);
         v[a] = vd;
         T xd = T(double(x[a]) + dt * double(vd));
         // wrap on the stored value (float rounding can land exactly on L)
@@ -40,7 +56,11 @@ md_initial_integrate(T* __restrict__ x, T* __restrict__ v, const T* __restrict__
             img[a] += 1;
         }
         x[a] = xd;
+        disp[d] = md::min_image(double(xd) - x0[a], box[d]);
     }
+    const double r2 = disp[0] * disp[0] + disp[1] * disp[1] + disp[2] * disp[2];
+    if (r2 > limit2) flags[0] = 1;
+    if (r2 > jump2) flags[1] = 1;
 }
 
 template <typename T>
@@ -72,22 +92,6 @@ md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restr
     }
 }
 
-// Sets *flag when some owned atom moved more than sqrt(limit2) (minimum image) since x0 was
-// taken. Only the yes/no answer is needed, so no reduction: racing stores all write 1.
-template <typename T>
-__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_displacement_flag(const T* __restrict__ x, const double* __restrict__ x0, int n, double bx,
-                     double by, double bz, double limit2, int* __restrict__ flag)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const long long a = 3LL * i;
-    const double dx = md::min_image(double(x[a]) - x0[a], bx);
-    const double dy = md::min_image(double(x[a + 1]) - x0[a + 1], by);
-    const double dz = md::min_image(double(x[a + 2]) - x0[a + 2], bz);
-    if (dx * dx + dy * dy + dz * dz > limit2) *flag = 1;
-}
-
 // x0 = x of the owned atoms, in double (the reference of the displacement check).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
@@ -112,7 +116,7 @@ md_gather_rows(const T* __restrict__ src, const long long* __restrict__ idx, int
 }
 
 // --- cell list: counting sort ----------------------------------------------------------------
-// counts must be zero on entry.
+// counts must be zero on entry (allocated so, and md_scan_write clears them after use).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_cell_count(const T* __restrict__ x, int n, double bx, double by, double bz, int nx, int ny,
@@ -161,10 +165,11 @@ md_scan_serial(I* __restrict__ chunk_sums, int nchunks)
     chunk_sums[nchunks] = run;
 }
 
-// cell_start[c] = atoms in cells before c (cell_start[ncells] = all); fill = a copy.
+// cell_start[c] = atoms in cells before c (cell_start[ncells] = all); fill = a copy. Clears
+// counts behind it, ready for the next binning (saves a launch per rebuild).
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_scan_write(const I* __restrict__ counts, int ncells, const I* __restrict__ chunk_sums,
+md_scan_write(I* __restrict__ counts, int ncells, const I* __restrict__ chunk_sums,
               I* __restrict__ cell_start, I* __restrict__ fill)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -176,11 +181,12 @@ md_scan_write(const I* __restrict__ counts, int ncells, const I* __restrict__ ch
         cell_start[c] = run;
         fill[c] = run;
         run += counts[c];
+        counts[c] = 0;
     }
     if (hi == ncells) cell_start[ncells] = run;
 }
 
-// Scatter in atomic (arbitrary) order; md_cell_sort then restores ascending order per cell.
+// Scatter in atomic (arbitrary) order; md_cell_sort then makes the order canonical.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_cell_scatter(const I* __restrict__ cell_of, int n, I* __restrict__ fill,
@@ -192,18 +198,21 @@ md_cell_scatter(const I* __restrict__ cell_of, int n, I* __restrict__ fill,
     cell_atoms[slot] = I(i);
 }
 
-// Insertion sort of each cell's atoms (a few per cell): deterministic cell contents.
+// Insertion sort of each cell's atoms (a few per cell) by global id: the within-cell part of
+// the canonical list order.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_cell_sort(const I* __restrict__ cell_start, int ncells, I* __restrict__ cell_atoms)
+md_cell_sort(const I* __restrict__ cell_start, int ncells, const long long* __restrict__ gid,
+             I* __restrict__ cell_atoms)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= ncells) return;
     const I lo = cell_start[c], hi = cell_start[c + 1];
     for (I p = lo + 1; p < hi; ++p) {
         const I a = cell_atoms[p];
+        const long long key = gid[a];
         I q = p - 1;
-        while (q >= lo && cell_atoms[q] > a) {
+        while (q >= lo && gid[cell_atoms[q]] > key) {
             cell_atoms[q + 1] = cell_atoms[q];
             --q;
         }
@@ -211,23 +220,51 @@ md_cell_sort(const I* __restrict__ cell_start, int ncells, I* __restrict__ cell_
     }
 }
 
-// --- neighbour list --------------------------------------------------------------------------
-// Full list of owned atom i: every local atom j != i closer than sqrt(cutsq), sorted by
-// (global id, local index) with an insertion sort as candidates arrive, as on the CPU. Stencil
-// axis a covers cell offsets o_a0 .. o_a0 + o_an - 1; o_a0 == 0 means a short axis scanned
-// whole (no pruning). Rows longer than cap are counted, not stored, and raise *worst.
+// Rows in cell order (one slab on a device, at each rebuild): out row r = row cell_atoms[r], so
+// the atoms of a cell, and of neighbouring cells, sit together and the list build and force
+// loops gather from nearby rows. Results do not change: lists are in canonical order, keyed by
+// global ids, whatever the rows. cell_atoms becomes the identity (each thread its own entry).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_build_neighbors(const T* __restrict__ x, const long long* __restrict__ gid, int n_own,
-                   double bx, double by, double bz, int nx, int ny, int nz, int ox0, int oxn,
-                   int oy0, int oyn, int oz0, int ozn, const int* __restrict__ cell_of,
-                   const int* __restrict__ cell_start, const int* __restrict__ cell_atoms,
-                   double cutsq, int* __restrict__ nl, int pitch, int cap,
-                   int* __restrict__ cnt, int* __restrict__ worst)
+md_permute(int n, int* __restrict__ cell_atoms, const int* __restrict__ cell_of,
+           const T* __restrict__ x, const T* __restrict__ v, const long long* __restrict__ img,
+           const long long* __restrict__ gid, int* __restrict__ cell_of_out,
+           T* __restrict__ x_out, T* __restrict__ v_out, long long* __restrict__ img_out,
+           long long* __restrict__ gid_out)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const int s = cell_atoms[r];
+    cell_atoms[r] = r;
+    cell_of_out[r] = cell_of[s];
+    gid_out[r] = gid[s];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        x_out[3LL * r + d] = x[3LL * s + d];
+        v_out[3LL * r + d] = v[3LL * s + d];
+        img_out[3LL * r + d] = img[3LL * s + d];
+    }
+}
+
+// --- neighbour list --------------------------------------------------------------------------
+// Full list of owned atom i: every local atom j != i closer than sqrt(cutsq), written straight
+// into nl in scan order, which is the canonical order since cells hold their atoms by global
+// id. Stencil axis a covers cell offsets o_a0 .. o_a0 + o_an - 1; o_a0 == 0 means a short axis
+// scanned whole (no pruning). h = box / ncell per axis comes from the host (the same IEEE
+// quotient; a division here would cost a call and spills). Rows longer than cap are counted,
+// not stored, and raise *worst. The minimum of 8 blocks per SM (at most 64 registers) is a hint
+// ptxas needs: without it, it squeezes this kernel into 32 registers and spills.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK, 8)
+md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, double bz, int nx,
+                   int ny, int nz, double hx, double hy, double hz, int ox0, int oxn, int oy0,
+                   int oyn, int oz0, int ozn,
+                   const int* __restrict__ cell_of, const int* __restrict__ cell_start,
+                   const int* __restrict__ cell_atoms, double cutsq, int* __restrict__ nl,
+                   int pitch, int cap, int* __restrict__ cnt, int* __restrict__ worst)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own) return;
-    long long keys[SIMSPLIT_MD_MAX_NEIGHBORS];
     const int c = cell_of[i];
     const int cx = c % nx;
     const int cy = (c / nx) % ny;
@@ -235,7 +272,6 @@ md_build_neighbors(const T* __restrict__ x, const long long* __restrict__ gid, i
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
-    const double hx = bx / nx, hy = by / ny, hz = bz / nz;
     // conservative: the margin keeps rounding in the face positions from dropping a pair
     const double prune = cutsq * (1.0 + 1e-9) + 1e-12;
     const bool full_x = ox0 == 0, full_y = oy0 == 0, full_z = oz0 == 0;
@@ -254,23 +290,15 @@ md_build_neighbors(const T* __restrict__ x, const long long* __restrict__ gid, i
                 const int offx = ox0 + e;
                 if (dyz2 + (full_x ? 0.0 : md::face_dist2(xi, cx, offx, hx)) > prune) continue;
                 const int q = row + md::wrap_cell(cx + offx, nx);
-                const int p1 = cell_start[q + 1];
-                for (int p = cell_start[q]; p < p1; ++p) {
-                    const int j = cell_atoms[p];
+                const int p1 = __ldg(cell_start + q + 1);
+                for (int p = __ldg(cell_start + q); p < p1; ++p) {
+                    const int j = __ldg(cell_atoms + p);
                     if (j == i) continue;
-                    const double dx = md::min_image(xi - double(x[3LL * j]), bx);
-                    const double dy = md::min_image(yi - double(x[3LL * j + 1]), by);
-                    const double dz = md::min_image(zi - double(x[3LL * j + 2]), bz);
+                    const double dx = md::min_image(xi - double(__ldg(x + 3LL * j)), bx);
+                    const double dy = md::min_image(yi - double(__ldg(x + 3LL * j + 1)), by);
+                    const double dz = md::min_image(zi - double(__ldg(x + 3LL * j + 2)), bz);
                     if (dx * dx + dy * dy + dz * dz < cutsq) {
-                        if (k < cap) {
-                            const long long key = (gid[j] << 32) | (long long)j;
-                            int t = k - 1;
-                            while (t >= 0 && keys[t] > key) {
-                                keys[t + 1] = keys[t];
-                                --t;
-                            }
-                            keys[t + 1] = key;
-                        }
+                        if (k < cap) nl[(long long)k * pitch + i] = j;
                         ++k;
                     }
                 }
@@ -278,8 +306,6 @@ md_build_neighbors(const T* __restrict__ x, const long long* __restrict__ gid, i
         }
     }
     cnt[i] = k;
-    const int stored = k < cap ? k : cap;
-    for (int t = 0; t < stored; ++t) nl[(long long)t * pitch + i] = int(keys[t] & 0xFFFFFFFFLL);
     if (k > cap) atomicMax(worst, k);  // only overflows: no contention in the normal case
 }
 

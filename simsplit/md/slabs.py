@@ -93,6 +93,10 @@ class SlabState:
     gid: Any = None
     send_dev: dict[int, Any] = field(default_factory=dict)
     cells: Any = None
+    #: the device reordered the rows since ``ids`` was set: ``gid`` holds the current order
+    ids_stale: bool = False
+    #: the kernel set (device) this slab runs on
+    kernels: Any = None
 
     @property
     def n_local(self) -> int:
@@ -111,6 +115,7 @@ class SlabState:
         n = ids.shape[0]
         self.n_own = n
         self.ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self.ids_stale = False
         self.x = np.ascontiguousarray(x)
         self.v = np.ascontiguousarray(v)
         self.img = np.ascontiguousarray(img, dtype=np.int64)
@@ -214,14 +219,117 @@ def select_ghosts(slabs: list[SlabState], layout: SlabLayout, kernels: Any) -> N
         s.x = np.ascontiguousarray(np.concatenate(x_parts))
 
 
-def update_ghosts_device(slabs: list[SlabState], kernels: Any) -> None:
-    """:func:`update_ghosts` for slabs whose arrays live on one GPU: each ghost block is
-    gathered straight from its owner's rows (owned rows are read, ghost rows written)."""
+#: values of ``SIMSPLIT_MD_TRANSFER`` (see :func:`simsplit.md.solver.ghost_transfer_mode`)
+TRANSFER_MODES = ("auto", "peer", "staged")
+
+
+@dataclass
+class GhostLink:
+    """How the ghosts that slab ``owner`` sends slab ``dest`` are refreshed between rebuilds.
+
+    ``mode``: ``same`` (one kernel set: a gather launch straight into the ghost rows),
+    ``peer`` (gather into ``buf`` on the owner's GPU, device-to-device copy), ``staged``
+    (gather, then through the pinned ``host`` buffer) or ``remote`` (the other slab is on
+    another MPI rank: gather, download into ``host``, message; the receiver uploads through
+    its own ``host`` buffer). Buffers are reused from rebuild to rebuild while they fit.
+    """
+
+    owner: int
+    dest: int
+    mode: str
+    rows: int
+    buf: Any = None
+    host: np.ndarray | None = None
+
+
+def _room(rows: int) -> int:
+    return rows + rows // 8 + 16
+
+
+def plan_ghost_links(slabs: list[SlabState], mode: str, remote: bool,
+                     old: dict[tuple[int, int], GhostLink] | None = None
+                     ) -> dict[tuple[int, int], GhostLink]:
+    """Ghost refresh plan for the local ``slabs`` (after a rebuild picked the ghosts).
+
+    In one process every (owner, receiver) pair of neighbours gets a link; under MPI
+    (``remote``) each local slab has a sending link to every neighbour and a receiving link
+    from it. ``mode`` is :data:`TRANSFER_MODES`' choice for slabs on different kernel sets.
+    """
+    old = old or {}
     by_index = {s.index: s for s in slabs}
+    links: dict[tuple[int, int], GhostLink] = {}
+
+    def reuse(key: tuple[int, int], kind: str, rows: int, owner: SlabState,
+              host_kernels: Any) -> GhostLink:
+        prev = old.get(key)
+        link = GhostLink(key[0], key[1], kind, rows)
+        if kind == "same":
+            return link
+        dtype = owner.x.dtype
+        if kind != "remote" or key[0] in by_index:  # a device send buffer on the owner
+            if prev is not None and prev.buf is not None and prev.buf.shape[0] >= rows \
+                    and prev.buf.dtype == dtype:
+                link.buf = prev.buf
+            else:
+                link.buf = owner.kernels.zeros((_room(rows), 3), dtype)
+        if kind in ("staged", "remote"):
+            if prev is not None and prev.host is not None and prev.host.shape[0] >= rows \
+                    and prev.host.dtype == dtype:
+                link.host = prev.host
+            else:
+                link.host = host_kernels.host_buffer((_room(rows), 3), dtype)
+        return link
+
     for s in slabs:
         for nb in s.neighbours:
-            rows = s.ghost_rows[nb]
-            kernels.gather_rows(by_index[nb].x, by_index[nb].send_dev[s.index], s.x, rows.start)
+            if remote:  # s sends to nb; s receives from nb
+                send_rows = int(s.send_idx[nb].shape[0])
+                links[(s.index, nb)] = reuse((s.index, nb), "remote", send_rows, s, s.kernels)
+                got = s.ghost_rows[nb]
+                links[(nb, s.index)] = reuse((nb, s.index), "remote", got.stop - got.start, s,
+                                             s.kernels)
+                continue
+            owner = by_index[nb]
+            if mode == "auto":
+                if owner.kernels is s.kernels:
+                    kind = "same"
+                else:
+                    kind = "peer" if owner.kernels.peer_capable(s.kernels) else "staged"
+            else:
+                kind = mode
+            rows = int(owner.send_idx[s.index].shape[0])
+            links[(nb, s.index)] = reuse((nb, s.index), kind, rows, owner, owner.kernels)
+    return links
+
+
+def update_ghosts_device(slabs: list[SlabState], links: dict[tuple[int, int], GhostLink]
+                         ) -> None:
+    """:func:`update_ghosts` for slabs whose arrays live on GPUs, by the rebuild's plan
+    (:func:`plan_ghost_links`). On one kernel set each ghost block is gathered straight from
+    its owner's rows (owned rows are read, ghost rows written); across kernel sets through the
+    link's buffers; across processes as messages (all sends, then the receives in the fixed
+    neighbour order, as :func:`update_ghosts`). Host work is O(ghosts) at most."""
+    by_index = {s.index: s for s in slabs}
+    for s in slabs:  # s owns the atoms, nb keeps them as ghosts
+        for nb in s.neighbours:
+            link = links[(s.index, nb)]
+            idx = s.send_dev[nb]
+            if link.mode == "remote":
+                s.comm.send(nb, s.kernels.pack_rows(s.x, idx, link.buf, link.host), "ghost_x")
+                continue
+            dest = by_index[nb]
+            row0 = dest.ghost_rows[s.index].start
+            if link.mode == "same":
+                s.kernels.gather_rows(s.x, idx, dest.x, row0)
+            else:
+                s.kernels.send_rows(s.x, idx, link.buf, dest.kernels, dest.x, row0,
+                                    link.host if link.mode == "staged" else None)
+    for s in slabs:
+        for nb in s.neighbours:
+            link = links[(nb, s.index)]
+            if link.mode == "remote":
+                s.kernels.upload_rows(s.comm.recv(nb, "ghost_x"), s.x, s.ghost_rows[nb].start,
+                                      link.host)
 
 
 def update_ghosts(slabs: list[SlabState]) -> None:

@@ -8,15 +8,24 @@ One time step (velocity Verlet, as LAMMPS ``fix nve`` + ``fix langevin``)::
     f = F_lj(x) [+ Langevin drag and noise keyed by (seed, step, atom id)]
     v += dt/2m f
 
-Each owned atom's force is summed over its neighbour list sorted by global id, positions are
-wrapped every step per atom, and thermo sums are exact (``math.fsum``) over values gathered by
-id. Hence the trajectory does not depend on the number of slabs, their weights, the thread
-count or even on when lists are rebuilt; 1, 2 or 3 slabs agree bit for bit.
+Each owned atom's force is summed over its neighbour list in canonical cell order (stencil
+cells of the global cell grid in a fixed order, ascending global id within a cell), positions
+are wrapped every step per atom, the rebuild decision is global and exact, and thermo sums are
+exact (``math.fsum``) over values gathered by id. Hence the trajectory does not depend on the
+number of slabs, their weights, the thread count or the row order in memory; 1, 2 or 3 slabs
+agree bit for bit. It does depend on when lists are rebuilt (the cells are those of the build),
+so :meth:`MDSolver.state` carries the positions of the last build and a restart rebuilds from
+them.
 
-Under MPI (a context with a ``comm``, one slab per rank, CPU kernels only) each rank holds its
-own slab, messages go through :class:`~simsplit.md.exchange.MPIExchange`, the rebuild decision
-is an allreduce (max), and gathers (thermo, positions, state) are collective: every rank gets
-the global arrays in atom-id order. Only rank 0 prints and writes files.
+Each slab runs on the kernel set of its device (``context.backend_for(slab)``; slabs on one
+GPU share one). Between rebuilds ghosts are refreshed on the devices: a gather launch on one
+GPU, peer or pinned-host copies between GPUs (:func:`simsplit.md.slabs.update_ghosts_device`).
+
+Under MPI (a context with a ``comm``, one slab per rank, on the CPU or one GPU per rank) each
+rank holds its own slab, messages go through :class:`~simsplit.md.exchange.MPIExchange` (GPU
+ghost rows staged through pinned host memory), the rebuild decision is an allreduce (max), and
+gathers (thermo, positions, state) are collective: every rank gets the global arrays in atom-id
+order. Only rank 0 prints and writes files.
 """
 
 from __future__ import annotations
@@ -43,6 +52,26 @@ JUMP_SKINS = 1.5
 TRAJECTORY_NAME = "trajectory.h5md"
 #: neighbour-search cells per cutoff + skin
 CELL_DIVISIONS = 2
+#: environment variable choosing how ghost rows move between slabs on different GPU kernel
+#: sets in one process: ``auto`` (default), ``peer`` or ``staged`` (see :func:`ghost_transfer_mode`)
+TRANSFER_ENV = "SIMSPLIT_MD_TRANSFER"
+
+
+def ghost_transfer_mode(value: str | None = None) -> str:
+    """The ghost transfer mode (``value``, else ``$SIMSPLIT_MD_TRANSFER``, else ``auto``).
+
+    ``auto``: slabs sharing a kernel set (a GPU) refresh ghosts with one gather launch, slabs
+    on different GPUs with peer copies where the GPUs allow peer access, else through pinned
+    host memory. ``peer`` and ``staged`` force that copy between *every* two slabs, even on
+    one GPU: a testing aid that runs the cross-device path on a one-GPU machine.
+    """
+    import os
+
+    mode = (os.environ.get(TRANSFER_ENV, "") if value is None else value).strip() or "auto"
+    if mode not in sl.TRANSFER_MODES:
+        raise ValueError(f"{TRANSFER_ENV}={mode!r}: expected one of "
+                         f"{', '.join(sl.TRANSFER_MODES)}")
+    return mode
 
 
 class HostMDKernels:
@@ -53,9 +82,8 @@ class HostMDKernels:
     is_device = False
 
     def __init__(self) -> None:
-        self._moved = False
+        self._moved = self._jumped = False
         k = cpu_md
-        self.initial_integrate = k.initial_integrate
         self.final_integrate = k.final_integrate
         self.langevin_forces = k.langevin_forces
         self.lj_forces = k.lj_forces
@@ -70,12 +98,21 @@ class HostMDKernels:
     def synchronize(self) -> None:
         """CPU kernels are synchronous: nothing to wait for."""
 
-    def flag_displacement(self, x, x0, n: int, box: np.ndarray, limit2: float) -> None:
-        self._moved |= bool(cpu_md.max_displacement2(x, x0, n, box) > limit2)
+    def advance(self, x, v, f, img, n: int, kick: bool, dtf: float, dt: float,
+                box: np.ndarray, x0: np.ndarray, limit2: float, jump2: float) -> None:
+        """The previous step's second half kick (if ``kick``), this step's first half kick
+        and drift, and the displacement check (read with :meth:`displacement_flags`)."""
+        if kick:
+            cpu_md.final_integrate(v, f, n, dtf)
+        cpu_md.initial_integrate(x, v, f, img, n, dtf, dt, box)
+        m = cpu_md.max_displacement2(x, x0, n, box)
+        self._moved |= bool(m > limit2)
+        self._jumped |= bool(m > jump2)
 
-    def displacement_flagged(self) -> bool:
-        hit, self._moved = self._moved, False
-        return hit
+    def displacement_flags(self) -> tuple[bool, bool]:
+        out = (self._moved, self._jumped)
+        self._moved = self._jumped = False
+        return out
 
     def snapshot(self, x: np.ndarray, n: int, out: Any = None) -> np.ndarray:
         return np.array(x[:n], dtype=np.float64)
@@ -88,28 +125,29 @@ class HostMDKernels:
         rows = max(n_own + n_own // 8 + 16, 0 if nl is None else nl.shape[0])
         return np.empty((rows, capacity), np.int32), np.zeros(rows, np.int32)
 
-    def bin_atoms(self, x: np.ndarray, n: int, box: np.ndarray, ncell: np.ndarray,
-                  cells: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def bin_atoms(self, x: np.ndarray, gid: np.ndarray, n: int, box: np.ndarray,
+                  ncell: np.ndarray, cells: Any = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         out = (np.empty(n, np.int64), np.empty(int(np.prod(ncell)) + 1, np.int64),
                np.empty(n, np.int64))
-        cpu_md.bin_atoms(x, n, box, ncell, *out)
+        cpu_md.bin_atoms(x, gid, n, box, ncell, *out)
         return out
 
-    def build_neighbors(self, x, gid, n_own: int, box: np.ndarray, ncell: np.ndarray,
+    def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: tuple[np.ndarray, ...], offsets: list[np.ndarray], cutsq: float,
                         nl: np.ndarray, cnt: np.ndarray) -> int:
-        return cpu_md.build_neighbors(x, gid, n_own, box, ncell, *cells, *offsets, cutsq, nl,
-                                      cnt)
+        return cpu_md.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt)
 
 
-def md_kernels(backend_name: str, context: Any = None) -> Any:
-    """The MD kernel set of a backend: ``cpu`` (or ``auto``) runs on the host, ``cupy`` and
-    ``numba-cuda`` on the GPU of slab 0 (``context.backend_for(0)`` when a context is given)."""
+def md_kernels(backend_name: str, context: Any = None, slab: int = 0) -> Any:
+    """The MD kernel set of a backend for one slab: ``cpu`` (or ``auto``) runs on the host,
+    ``cupy`` and ``numba-cuda`` on the GPU of ``context.backend_for(slab)`` (one kernel set per
+    device: slabs that share a device share it), or on GPU 0 without a context."""
     if backend_name in ("cpu", "auto"):
         return HostMDKernels()
     if backend_name in ("cupy", "numba-cuda"):
         if context is not None:
-            return context.backend_for(0).md
+            return context.backend_for(slab).md
         from simsplit.backends import get_backend
 
         return get_backend(backend_name).md
@@ -126,6 +164,13 @@ def _wrap(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(pos, 0.0), img
 
 
+#: Forces are queued before the rebuild check (and redone on rebuild steps) up to this many
+#: atoms on one GPU: there the host's launch-and-wait time is what a step costs (64,000 atoms
+#: on an H200: 3.55e8 -> 4.15e8 atom-steps/s), beyond it the wasted force evaluations on
+#: rebuild steps cost more than the overlap gains (1,000,188 atoms: 1.00e9 -> 0.96e9).
+SPECULATE_MAX_ATOMS = 262_144
+
+
 class MDSolver:
     """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
 
@@ -140,14 +185,10 @@ class MDSolver:
         #: the MPI communicator when slabs live on ranks (one slab per rank), else None
         self._comm = getattr(self.context, "comm", None)
         self.rank = 0 if self._comm is None else int(self._comm.Get_rank())
-        if self._comm is not None and name not in ("cpu", "auto") \
-                and int(self._comm.Get_size()) > 1:
-            from simsplit.case import CaseError
-
-            raise CaseError(f"run.backend: {name} is not supported for molecular dynamics "
-                            "under MPI yet (one slab per rank runs on the cpu backend only); "
-                            "use run.backend: cpu, or run the GPU backend in one process")
-        self.kernels = md_kernels(name, self.context)
+        #: how ghost rows travel between slabs on different kernel sets (devices) each step
+        self.ghost_transfer = ghost_transfer_mode()
+        #: one slab on a GPU: put rows in cell order at each rebuild (never changes results)
+        self.reorder = True
         #: whether the slabs' per-atom arrays are device arrays right now (between rebuilds)
         self._on_device = False
         self.backend_name = "cpu" if name == "auto" else name
@@ -191,6 +232,9 @@ class MDSolver:
             self.dtype)
         #: the slabs this process holds (all of them in one process, its own under MPI)
         self.slabs = [s for s in slabs if s.index in local]
+        self._assign_kernels(name)
+        #: ghost refresh plan between rebuilds, keyed (owner slab, receiving slab)
+        self._links: dict[tuple[int, int], sl.GhostLink] = {}
 
         cap = md["neighbor"]["capacity"]
         if cap is None:
@@ -212,6 +256,8 @@ class MDSolver:
         self.thermo_every = int(md["thermo_every"])
 
         self.steps_done = 0
+        #: the last step's second half kick is still to be applied (see :meth:`step`)
+        self._kick_pending = False
         self._thermo: list[dict[str, Any]] = []
         self._stats = {"rebuilds": 0, "migrations": 0, "capacity_growths": 0}
         #: wall seconds per phase of step(): force, neighbor (rebuilds), comm, integrate
@@ -233,6 +279,24 @@ class MDSolver:
         self._after_step()
 
     # --- setup ------------------------------------------------------------------------------
+    def _assign_kernels(self, name: str) -> None:
+        """Give each local slab the kernel set of its device (``context.backend_for(slab)``):
+        slabs on one device share one set (its flags, its stream), as one process always did."""
+        if name in ("cpu", "auto") or self.context is None:
+            shared = md_kernels(name, self.context)
+            for s in self.slabs:
+                s.kernels = shared
+        else:
+            for s in self.slabs:
+                s.kernels = md_kernels(name, self.context, s.index)
+        #: the first local slab's kernel set (the only one unless slabs sit on several GPUs)
+        self.kernels = self.slabs[0].kernels
+        sets: dict[int, Any] = {}
+        for s in self.slabs:
+            sets.setdefault(id(s.kernels), s.kernels)
+        #: distinct kernel sets in slab order: every one's flags are read at each step
+        self.kernel_sets = list(sets.values())
+
     @staticmethod
     def _initial_configuration(md: dict[str, Any]
                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -247,30 +311,41 @@ class MDSolver:
             box = np.asarray(md["box"], dtype=np.float64)
         return pos, box, vel
 
-    def _distribute(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
-        sl.scatter(self.slabs, self.layout, cpu_md, x.astype(self.dtype),
-                   np.asarray(v, dtype=self.dtype), img.astype(np.int64))
+    def _distribute(self, x: np.ndarray, v: np.ndarray, img: np.ndarray,
+                    built: np.ndarray | None = None) -> None:
+        """Hand the atoms (global arrays in id order) to the slabs and build the lists: from
+        ``x``, or from the positions ``built`` of the last build before a restart, so that
+        ownership, ghosts, lists and the displacement reference are those the interrupted run
+        had; the atoms are then moved to ``x``."""
+        x = x.astype(self.dtype)
+        sl.scatter(self.slabs, self.layout, cpu_md, x if built is None else
+                   np.asarray(built).astype(self.dtype), np.asarray(v, dtype=self.dtype),
+                   img.astype(np.int64))
         self._on_device = False
+        self._kick_pending = False
         self._rebuild()
+        if built is not None:
+            for s in self.slabs:  # ghosts are copies of their owners' positions too
+                s.x = s.kernels.to_device(x[self.slab_ids(s)])
         if self._comm is not None:
             self.exchange.flush()  # type: ignore[union-attr]
 
     # --- neighbour lists --------------------------------------------------------------------
     def _needs_rebuild(self) -> bool:
-        """Whether some atom moved more than skin / 2 since the last build (on a GPU: one
-        4-byte read, which waits for the step's queued work)."""
+        """Whether some atom moved more than skin / 2 since the last build, as flagged by this
+        step's :meth:`advance` launch (on a GPU: one 8-byte read, which waits for the step's
+        queued work)."""
         if self.skin <= 0.0:
             return True
-        k = self.kernels
-        for s in self.slabs:
-            k.flag_displacement(s.x, s.x0, s.n_own, self.box, (0.5 * self.skin) ** 2)
-        if not self._any_rank(k.displacement_flagged()):
+        moved = jumped = False
+        for k in self.kernel_sets:  # every set, so that every set's flags are reset
+            m, j = k.displacement_flags()
+            moved, jumped = moved or m, jumped or j
+        if not self._any_rank(moved):
             return False
         # The previous step ended within skin / 2 of the last build (or it would have rebuilt),
         # so a displacement beyond 1.5 skin now means one step carried an atom over a skin.
-        for s in self.slabs:
-            k.flag_displacement(s.x, s.x0, s.n_own, self.box, (JUMP_SKINS * self.skin) ** 2)
-        if k.displacement_flagged():
+        if jumped:
             self._raise_jump()  # under MPI the failing rank aborts the job
         return True
 
@@ -284,15 +359,15 @@ class MDSolver:
         limit = JUMP_SKINS * self.skin
         for s in self.slabs:
             index = s.index
-            x = np.asarray(self.kernels.to_host(s.x))[: s.n_own]
-            x0 = np.asarray(self.kernels.to_host(s.x0))[: s.n_own]
+            x = np.asarray(s.kernels.to_host(s.x))[: s.n_own]
+            x0 = np.asarray(s.kernels.to_host(s.x0))[: s.n_own]
             d = x - x0
             d -= self.box * np.round(d / self.box)
             dist = np.sqrt((d * d).sum(axis=1))
             bad = np.flatnonzero(~(dist <= limit))
             if bad.size:
                 i = bad[np.argmax(np.nan_to_num(dist[bad], nan=np.inf))]
-                gid = int(np.asarray(self.kernels.to_host(s.gid))[i])
+                gid = int(np.asarray(s.kernels.to_host(s.gid))[i])
                 raise DivergenceError(
                     self.steps_done + 1, index,
                     f"atom id {gid} moved {dist[i]:.3g} in one step, more than the neighbour "
@@ -302,11 +377,11 @@ class MDSolver:
         """Raise :class:`DivergenceError` for non-finite positions or velocities."""
         for s in self.slabs:
             index = s.index
-            x = np.asarray(self.kernels.to_host(s.x))[: s.n_own]
-            v = np.asarray(self.kernels.to_host(s.v))[: s.n_own]
+            x = np.asarray(s.kernels.to_host(s.x))[: s.n_own]
+            v = np.asarray(s.kernels.to_host(s.v))[: s.n_own]
             bad = np.flatnonzero(~(np.isfinite(x).all(axis=1) & np.isfinite(v).all(axis=1)))
             if bad.size:
-                gid = int(np.asarray(self.kernels.to_host(s.gid))[bad[0]])
+                gid = int(np.asarray(s.kernels.to_host(s.gid))[bad[0]])
                 raise DivergenceError(self.steps_done, index,
                                       f"atom id {gid} has a non-finite position or velocity "
                                       f"(time step {self.dt:g} too large?)")
@@ -330,15 +405,16 @@ class MDSolver:
         """Bring the arrays migration needs back to the host (device kernel sets only)."""
         if not self._on_device:
             return
-        k = self.kernels
         for s in self.slabs:
+            k = s.kernels
             s.x, s.v, s.img = k.to_host(s.x), k.to_host(s.v), k.to_host(s.img)
         self._on_device = False
 
     def _push(self) -> None:
-        """Hand the slabs' host arrays to the kernel set (uploads them for a GPU)."""
-        k = self.kernels
+        """Hand each slab's host arrays to its kernel set (uploads them to its GPU) and plan
+        the ghost refreshes until the next rebuild."""
         for s in self.slabs:
+            k = s.kernels
             if k.is_device:
                 s.x, s.v, s.img, s.f, s.pe, s.vir = (
                     k.to_device(a) for a in (s.x, s.v, s.img, s.f, s.pe, s.vir))
@@ -346,14 +422,30 @@ class MDSolver:
                     s.nl = s.cnt = None
             s.gid = k.to_device(s.ids)
             s.send_dev = {nb: k.to_device(idx) for nb, idx in s.send_idx.items()}
-        self._on_device = k.is_device
+        self._on_device = self.kernels.is_device
+        if self._on_device:
+            self._links = sl.plan_ghost_links(self.slabs, self.ghost_transfer,
+                                              remote=self._comm is not None, old=self._links)
+
+    def slab_ids(self, s: sl.SlabState) -> np.ndarray:
+        """Global ids of a slab's rows in their current order (downloaded once after the
+        device reordered the rows: observation only, never per step)."""
+        if s.ids_stale:
+            s.ids = np.asarray(s.kernels.to_host(s.gid))
+            s.ids_stale = False
+        return s.ids
 
     def _build_list(self, s: sl.SlabState) -> None:
-        k = self.kernels
-        s.cells = k.bin_atoms(s.x, s.n_local, self.box, self.ncell, s.cells)
+        k = s.kernels
+        s.cells = k.bin_atoms(s.x, s.gid, s.n_local, self.box, self.ncell, s.cells)
+        if self._on_device and self.layout.parts == 1 and self.reorder:
+            # rows in cell order for locality; the host ids follow lazily (see slab_ids)
+            s.x, s.v, s.img, s.gid = k.reorder_by_cell(s.cells, s.n_own, s.x, s.v, s.img,
+                                                       s.gid)
+            s.ids_stale = True
         while True:
             s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, self.capacity)
-            worst = k.build_neighbors(s.x, s.gid, s.n_own, self.box, self.ncell, s.cells,
+            worst = k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells,
                                       self._offsets, self.reach * self.reach, s.nl, s.cnt)
             if worst <= self.capacity:
                 break
@@ -363,53 +455,88 @@ class MDSolver:
 
     def _update_ghosts(self) -> None:
         if self._on_device:
-            sl.update_ghosts_device(self.slabs, self.kernels)
+            sl.update_ghosts_device(self.slabs, self._links)
         else:
             sl.update_ghosts(self.slabs)
 
     # --- time stepping ----------------------------------------------------------------------
     def _compute_forces(self, step: int) -> None:
-        k = self.kernels
         rcsq = self.cutoff * self.cutoff
         for s in self.slabs:
-            k.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4, self._eps24,
-                        self._sigsq, self._eshift, s.f, s.pe, s.vir)
+            s.kernels.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4,
+                                self._eps24, self._sigsq, self._eshift, s.f, s.pe, s.vir)
         if self.ensemble == "langevin":
             for s in self.slabs:
-                k.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
+                s.kernels.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
                                   self.noise_seed, step)
 
     def step(self, n: int = 1) -> None:
-        """Advance ``n`` time steps."""
-        k = self.kernels
-        for _ in range(int(n)):
-            step = self.steps_done + 1
-            t0 = time.perf_counter()
+        """Advance ``n`` time steps.
+
+        The second half kick of a step is deferred into the next step's :meth:`advance` launch
+        (same arithmetic, same bits, one launch less per step); it is applied on its own before
+        thermo, output and at the end of the call, so velocities are complete whenever they are
+        observed.
+        """
+        on_device = self.kernels.is_device
+        # One small slab on a GPU: queue the step's forces before waiting for its rebuild flag,
+        # so the device computes while the host waits and decides. The force kernel overwrites
+        # f, pe and vir, so on a rebuild step recomputing them leaves no trace: same bits.
+        speculate = (on_device and len(self.slabs) == 1 and self._comm is None
+                     and self.skin > 0 and self.slabs[0].n_own <= SPECULATE_MAX_ATOMS)
+        limit2 = (0.5 * self.skin) ** 2
+        jump2 = (JUMP_SKINS * self.skin) ** 2
+        try:
+            for _ in range(int(n)):
+                step = self.steps_done + 1
+                t0 = time.perf_counter()
+                kick, self._kick_pending = self._kick_pending, False
+                for s in self.slabs:
+                    s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
+                                      self.box, s.x0, limit2, jump2)
+                if speculate:  # forces on the current lists, queued before the check waits
+                    self.kernels.queue_flags()
+                    self._compute_forces(step)
+                t1 = time.perf_counter()
+                rebuild = self._needs_rebuild()
+                # a GPU check waits for the work queued since the last wait, mostly the forces
+                t_check = time.perf_counter() if on_device else t1
+                if rebuild:
+                    self._rebuild()
+                    t2 = time.perf_counter()
+                    self._timers["neighbor"] += t2 - t_check
+                else:
+                    self._update_ghosts()
+                    t2 = time.perf_counter()
+                    self._timers["comm"] += t2 - t_check
+                if self._comm is not None:
+                    self.exchange.flush()  # type: ignore[union-attr]  # this step's sends done
+                if rebuild or not speculate:  # a rebuild redoes the speculative forces
+                    self._compute_forces(step)
+                t3 = time.perf_counter()
+                self.steps_done = step
+                self._kick_pending = True
+                if self._observed(step):
+                    self._finish_kick()
+                    self._after_step()
+                t4 = time.perf_counter()
+                self._timers["integrate"] += (t1 - t0) + (t4 - t3)
+                self._timers["force"] += (t3 - t2) + (t_check - t1)
+        finally:
+            self._finish_kick()
+
+    def _finish_kick(self) -> None:
+        """Apply a deferred second half kick (velocities become those of ``steps_done``)."""
+        if self._kick_pending:
+            self._kick_pending = False
             for s in self.slabs:
-                k.initial_integrate(s.x, s.v, s.f, s.img, s.n_own, self._dtf, self.dt, self.box)
-            t1 = time.perf_counter()
-            rebuild = self._needs_rebuild()
-            # a GPU check waits for the work queued since the last wait, mostly the forces
-            t_check = time.perf_counter() if k.is_device else t1
-            if rebuild:
-                self._rebuild()
-                t2 = time.perf_counter()
-                self._timers["neighbor"] += t2 - t_check
-            else:
-                self._update_ghosts()
-                t2 = time.perf_counter()
-                self._timers["comm"] += t2 - t_check
-            if self._comm is not None:
-                self.exchange.flush()  # type: ignore[union-attr]  # this step's sends are done
-            self._compute_forces(step)
-            t3 = time.perf_counter()
-            for s in self.slabs:
-                k.final_integrate(s.v, s.f, s.n_own, self._dtf)
-            self.steps_done = step
-            self._after_step()
-            t4 = time.perf_counter()
-            self._timers["integrate"] += (t1 - t0) + (t4 - t3)
-            self._timers["force"] += (t3 - t2) + (t_check - t1)
+                s.kernels.final_integrate(s.v, s.f, s.n_own, self._dtf)
+
+    def _observed(self, step: int) -> bool:
+        """Whether :meth:`_after_step` has anything to do after ``step``."""
+        return step % self.thermo_every == 0 or (
+            self.output_dir is not None and self.output_every > 0
+            and step % self.output_every == 0)
 
     def _after_step(self) -> None:
         step = self.steps_done
@@ -452,23 +579,24 @@ class MDSolver:
     def _gather(self, per_slab: list[np.ndarray], width: int = 0) -> np.ndarray:
         """Global array in atom-id order from per-slab rows (collective under MPI)."""
         shape = (self.n_atoms, width) if width else (self.n_atoms,)
-        per_slab = [np.asarray(self.kernels.to_host(a)) for a in per_slab]
+        per_slab = [np.asarray(s.kernels.to_host(a))
+                    for s, a in zip(self.slabs, per_slab, strict=True)]
         out = np.empty(shape, dtype=per_slab[0].dtype if per_slab else np.float64)
         if self._comm is not None:
-            ids = np.concatenate([s.ids[: s.n_own] for s in self.slabs])
+            ids = np.concatenate([self.slab_ids(s)[: s.n_own] for s in self.slabs])
             vals = np.concatenate([a[: s.n_own] for s, a in zip(self.slabs, per_slab,
                                                                  strict=True)])
             all_ids, all_vals = self.exchange.allgather_rows(ids, vals)  # type: ignore[union-attr]
             out[all_ids] = all_vals
             return out
         for s, arr in zip(self.slabs, per_slab, strict=True):
-            out[s.ids[: s.n_own]] = arr[: s.n_own]
+            out[self.slab_ids(s)[: s.n_own]] = arr[: s.n_own]
         return out
 
     def _record_thermo(self) -> None:
         pe = self._gather([s.pe for s in self.slabs])
         vir = self._gather([s.vir for s in self.slabs])
-        mv2 = self._gather([self.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
+        mv2 = self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
                             for s in self.slabs])
         rec = thermo_record(self.steps_done, pe, vir, mv2, self.volume)
         self._thermo.append(rec)
@@ -509,7 +637,8 @@ class MDSolver:
 
     def synchronize(self) -> None:
         """Wait for queued device work (CPU kernels are synchronous: nothing to do)."""
-        self.kernels.synchronize()
+        for k in self.kernel_sets:
+            k.synchronize()
 
     def mlups_cells(self) -> int:
         """Work items per step for rate reports: atoms (rates are atom-steps per second)."""
@@ -577,6 +706,8 @@ class MDSolver:
             out["atoms_per_slab"] = [n for part in self._comm.allgather(out["atoms_per_slab"])
                                      for n in part]
         out["slab_edges"] = self.layout.edges.tolist()
+        #: how this process refreshes ghosts between rebuilds on GPUs (see GhostLink.mode)
+        out["ghost_transfer"] = sorted({link.mode for link in self._links.values()})
         out["messages"] = self.exchange.messages
         out.update(self._last_run)
         out.update({f"time_{k}": v for k, v in self._timers.items()})
@@ -592,6 +723,9 @@ class MDSolver:
             "velocities": self.velocities(),
             "forces": self.forces(),
             "images": self.images(),
+            # positions at the last list build: lists are in cell order at that build, so a
+            # restart must rebuild from them (and keep the rebuild schedule) to continue bitwise
+            "build_positions": self._gather([s.x0 for s in self.slabs], 3),
             "box": self.box.copy(),
             "step": np.array(self.steps_done, dtype=np.int64),
             "time": np.array(self.steps_done * self.dt),
@@ -621,11 +755,17 @@ class MDSolver:
         self._thermo = [r for r in self._thermo if r["step"] < self.steps_done]
         # a no-op on state() output (already wrapped); wraps hand-made snapshots
         x, shift = _wrap(np.asarray(x, dtype=np.float64), self.box)
-        self._distribute(x, v, np.asarray(img, np.int64) + shift)
+        built = None
+        if "build_positions" in state:
+            built = np.asarray(state["build_positions"], dtype=np.float64)[order]
+            if built.shape != pos.shape:
+                raise ValueError(f"state has build_positions of shape {built.shape}, "
+                                 f"expected {pos.shape}")
+        self._distribute(x, v, np.asarray(img, np.int64) + shift, built)
         self._compute_forces(self.steps_done)
         if "forces" in state:
             f = np.asarray(state["forces"])[order]
             for s in self.slabs:
-                s.f = self.kernels.to_device(f[s.ids[: s.n_own]].astype(self.dtype))
+                s.f = s.kernels.to_device(f[self.slab_ids(s)[: s.n_own]].astype(self.dtype))
         if self.steps_done % self.thermo_every == 0:
             self._record_thermo()

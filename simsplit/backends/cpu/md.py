@@ -214,11 +214,12 @@ def cell_index(x, i, box, ncell):
 
 
 @njit(cache=True)
-def bin_atoms(x, n, box, ncell, cell_of, cell_start, cell_atoms):
+def bin_atoms(x, gid, n, box, ncell, cell_of, cell_start, cell_atoms):
     """Counting sort of the first ``n`` atoms into cells.
 
     Fills ``cell_of[i]`` (cell of atom i), ``cell_start`` (CSR offsets, length ncells+1)
-    and ``cell_atoms`` (atom indices grouped by cell, ascending within a cell).
+    and ``cell_atoms`` (atom indices grouped by cell, by ascending global id ``gid`` within a
+    cell: the within-cell part of the canonical neighbour order).
     """
     nc = ncell[0] * ncell[1] * ncell[2]
     cell_start[:] = 0
@@ -233,6 +234,16 @@ def bin_atoms(x, n, box, ncell, cell_of, cell_start, cell_atoms):
         c = cell_of[i]
         cell_atoms[fill[c]] = i
         fill[c] += 1
+    for c in range(nc):  # a few atoms per cell: insertion sort by global id
+        lo = cell_start[c]
+        for p in range(lo + 1, cell_start[c + 1]):
+            a = cell_atoms[p]
+            key = gid[a]
+            q = p - 1
+            while q >= lo and gid[cell_atoms[q]] > key:
+                cell_atoms[q + 1] = cell_atoms[q]
+                q -= 1
+            cell_atoms[q + 1] = a
 
 
 @njit(cache=True)
@@ -258,9 +269,9 @@ def _face_dist2(xi, c, off, h):
 
 
 @njit(cache=True)
-def _neighbor_row(i, x, gid, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
-                  cutsq, nl, cnt, keys):
-    """List of atom ``i`` into ``nl[i]``; ``keys`` is scratch of length ``nl.shape[1]``."""
+def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq,
+                  nl, cnt):
+    """List of atom ``i`` into ``nl[i]`` in canonical order (see :func:`build_neighbors`)."""
     cap = nl.shape[1]
     nx, ny, nz = ncell[0], ncell[1], ncell[2]
     c = cell_of[i]
@@ -302,41 +313,31 @@ def _neighbor_row(i, x, gid, box, ncell, cell_of, cell_start, cell_atoms, offx, 
                     dz = _min_image(zi - x[j, 2], box[2])
                     if dx * dx + dy * dy + dz * dz < cutsq:
                         if k < cap:
-                            # insertion sort by global id as we go: fixes the force
-                            # summation order for every split; (gid, index) packed in an int64
-                            key = (np.int64(gid[j]) << 32) | j
-                            t = k - 1
-                            while t >= 0 and keys[t] > key:
-                                keys[t + 1] = keys[t]
-                                t -= 1
-                            keys[t + 1] = key
+                            nl[i, k] = j
                         k += 1
     cnt[i] = k
-    for t in range(min(k, cap)):
-        nl[i, t] = keys[t] & 0xFFFFFFFF
     return k
 
 
 @njit(cache=True)
-def _neighbor_block(lo, hi, x, gid, box, ncell, cell_of, cell_start, cell_atoms,
-                    offx, offy, offz, cutsq, nl, cnt):
-    keys = np.empty(nl.shape[1], np.int64)
+def _neighbor_block(lo, hi, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
+                    cutsq, nl, cnt):
     worst = 0
     for i in range(lo, hi):
-        k = _neighbor_row(i, x, gid, box, ncell, cell_of, cell_start, cell_atoms,
-                          offx, offy, offz, cutsq, nl, cnt, keys)
+        k = _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
+                          cutsq, nl, cnt)
         worst = max(worst, k)
     return worst
 
 
-#: rows per work item of the parallel list build (each item owns one scratch buffer)
+#: rows per work item of the parallel list build
 _BLOCK = 256
 
 
 @njit(parallel=True, cache=True)
-def build_neighbors_parallel(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
                              offx, offy, offz, cutsq, nl, cnt):
-    """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``), sorted by global id.
+    """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``), canonical order.
 
     ``nl`` has a fixed capacity per atom; rows that overflow are counted but not stored.
     Returns the largest count, so the caller can grow the capacity and rebuild.
@@ -345,17 +346,17 @@ def build_neighbors_parallel(x, gid, n_own, box, ncell, cell_of, cell_start, cel
     worst = 0
     for blk in prange(nblocks):
         lo = blk * _BLOCK
-        k = _neighbor_block(lo, min(lo + _BLOCK, n_own), x, gid, box, ncell, cell_of,
-                            cell_start, cell_atoms, offx, offy, offz, cutsq, nl, cnt)
+        k = _neighbor_block(lo, min(lo + _BLOCK, n_own), x, box, ncell, cell_of, cell_start,
+                            cell_atoms, offx, offy, offz, cutsq, nl, cnt)
         worst = max(worst, k)
     return worst
 
 
 @njit(cache=True)
-def build_neighbors_serial(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+def build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
                            offx, offy, offz, cutsq, nl, cnt):
     """Single-threaded :func:`build_neighbors_parallel` (same result, no thread wake-up)."""
-    return _neighbor_block(0, n_own, x, gid, box, ncell, cell_of, cell_start, cell_atoms,
+    return _neighbor_block(0, n_own, x, box, ncell, cell_of, cell_start, cell_atoms,
                            offx, offy, offz, cutsq, nl, cnt)
 
 
@@ -413,12 +414,19 @@ def lj_forces_serial(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f
         _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
 
 
-def build_neighbors(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
                     offx, offy, offz, cutsq, nl, cnt) -> int:
-    """Full, id-sorted Verlet lists of the owned atoms; returns the largest row count."""
+    """Full Verlet lists of the owned atoms in canonical order; returns the largest row count.
+
+    Canonical order: the stencil cells in loop order (z outer, x inner, offsets ascending)
+    around the atom's own cell of the global grid, and within a cell ascending global id (as
+    :func:`bin_atoms` leaves them). A row holds exactly the atoms within the list cutoff, every
+    one of which is local on every split, and a cell is a pure function of a coordinate, so
+    the order does not depend on the split or on the row order in memory.
+    """
     fn = build_neighbors_parallel if n_own >= PARALLEL_MIN_ATOMS else build_neighbors_serial
-    return fn(x, gid, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-              offx, offy, offz, cutsq, nl, cnt)
+    return fn(x, n_own, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq,
+              nl, cnt)
 
 
 def lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir) -> None:

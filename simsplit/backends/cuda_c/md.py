@@ -4,7 +4,7 @@ its CuPy + NVRTC flavour running ``kernels/md_lj.cu``.
 :class:`DeviceMDKernels` holds everything but the launches: argument order and types, grids,
 the cell-list pipeline (count, scan, scatter, per-cell sort), neighbour-list storage
 (``nl[k, i]``: neighbour ``k`` of all atoms contiguous) and the host reads the solver needs
-(one ``int32`` per displacement check and per list build). :class:`CupyMDKernels` and
+(two ``int32`` flags per step, one ``int32`` per list build). :class:`CupyMDKernels` and
 :class:`simsplit.backends.numba_cuda.md.NumbaMDKernels` only say how a kernel is launched and
 how memory is allocated. Block size, list capacity limit and scan chunk come from
 ``kernels/md_common.cuh``. This module imports CuPy only inside :class:`CupyMDKernels`.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,9 +24,9 @@ from simsplit.backends.cuda_c import source
 COMMON_HEADER = "md_common.cuh"
 KERNEL_FILE = "md_lj.cu"
 #: kernels templated on the storage type of x, v, f (float or double)
-FLOAT_KERNELS = ("md_initial_integrate", "md_final_integrate", "md_langevin",
-                 "md_displacement_flag", "md_snapshot", "md_gather_rows", "md_cell_count",
-                 "md_build_neighbors", "md_lj_forces")
+FLOAT_KERNELS = ("md_advance", "md_final_integrate", "md_langevin", "md_snapshot",
+                 "md_gather_rows", "md_cell_count", "md_permute", "md_build_neighbors",
+                 "md_lj_forces")
 #: kernels templated on the cell-list index type (int)
 INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_write", "md_cell_scatter",
                  "md_cell_sort")
@@ -81,6 +81,8 @@ class DeviceCells:
     fill: Any
     cell_atoms: Any
     chunk_sums: Any
+    #: the other half of each double buffer of :meth:`DeviceMDKernels.reorder_by_cell`
+    spare: dict[str, Any] = field(default_factory=dict)
 
 
 class DeviceMDKernels:
@@ -88,7 +90,7 @@ class DeviceMDKernels:
 
     Arrays are the backend's device arrays; ``ids`` are int64 global ids; ``box`` a host
     float64 array. Everything is queued on the device's current stream; only
-    :meth:`displacement_flagged` and :meth:`build_neighbors` wait for the device.
+    :meth:`displacement_flags` and :meth:`build_neighbors` wait for the device.
     """
 
     is_device = True
@@ -96,9 +98,9 @@ class DeviceMDKernels:
     block = BLOCK
 
     def __init__(self) -> None:
-        self._flag = self.zeros((1,), np.int32)
+        # [0]: moved beyond the rebuild limit, [1]: beyond the jump limit
+        self._flags = self.zeros((2,), np.int32)
         self._worst = self.zeros((1,), np.int32)
-        self._flag_dirty = False
 
     # --- what a backend provides ------------------------------------------------------------
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -121,15 +123,44 @@ class DeviceMDKernels:
     def synchronize(self) -> None:
         raise NotImplementedError
 
+    def _read_small(self, arr: Any) -> np.ndarray:
+        """Wait for the queued work and return a small device array's values (a backend may
+        read into a reused pinned buffer: no allocation per step)."""
+        return self.to_host(arr)
+
+    def host_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Host memory the device copies to and from without staging (pinned on a GPU)."""
+        raise NotImplementedError
+
+    def download_rows(self, src, m: int, out: np.ndarray) -> np.ndarray:
+        """Wait for the queued work, copy rows ``src[:m]`` into ``out[:m]``; returns that view."""
+        raise NotImplementedError
+
+    def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:
+        """Queue ``dst[row0 : row0 + len(host)] = host``. With ``staging`` (a
+        :meth:`host_buffer` at least as long, owned by the caller) the rows go through it and
+        the host does not wait for the copy; without, the call returns when ``host`` may be
+        reused."""
+        raise NotImplementedError
+
+    def peer_capable(self, other: DeviceMDKernels) -> bool:
+        """Whether :meth:`send_rows` may copy straight from this kernel set's device to
+        ``other``'s (peer access on, or the same device)."""
+        return False
+
     # --- integration ------------------------------------------------------------------------
     def _grid(self, threads: int) -> int:
         return (threads + self.block - 1) // self.block
 
-    def initial_integrate(self, x, v, f, img, n: int, dtf: float, dt: float,
-                          box: np.ndarray) -> None:
+    def advance(self, x, v, f, img, n: int, kick: bool, dtf: float, dt: float,
+                box: np.ndarray, x0, limit2: float, jump2: float) -> None:
+        """Queue one launch: the previous step's second half kick (if ``kick``), this step's
+        half kick, drift and wrap, and the displacement check against ``x0`` (read with
+        :meth:`displacement_flags`)."""
         if n:
-            self._launch("md_initial_integrate", x.dtype, n, x, v, f, img, np.int32(n),
-                         np.float64(dtf), np.float64(dt), *_box(box))
+            self._launch("md_advance", x.dtype, n, x, v, f, img, np.int32(n),
+                         np.int32(1 if kick else 0), np.float64(dtf), np.float64(dt),
+                         *_box(box), x0, np.float64(limit2), np.float64(jump2), self._flags)
 
     def final_integrate(self, v, f, n: int, dtf: float) -> None:
         if n:
@@ -158,18 +189,25 @@ class DeviceMDKernels:
         return cpu.kinetic_per_atom(self.to_host(v[:n]), n, mass)
 
     # --- displacement check -----------------------------------------------------------------
-    def flag_displacement(self, x, x0, n: int, box: np.ndarray, limit2: float) -> None:
-        """Queue: raise the flag if an owned atom moved more than ``sqrt(limit2)``."""
-        if n:
-            self._launch("md_displacement_flag", x.dtype, n, x, x0, np.int32(n), *_box(box),
-                         np.float64(limit2), self._flag)
+    def queue_flags(self) -> None:
+        """Start reading the flags of the :meth:`advance` just queued, so that the next
+        :meth:`displacement_flags` waits for that read alone, not for work queued after it
+        (a backend without asynchronous reads reads them then)."""
 
-    def displacement_flagged(self) -> bool:
-        """Whether any :meth:`flag_displacement` since the last call fired (waits; resets)."""
-        hit = bool(self._read_int(self._flag))
-        if hit:
-            self._zero(self._flag)
-        return hit
+    def _queued_flags(self) -> np.ndarray | None:
+        """The flags a :meth:`queue_flags` read, once it is done (None if none is queued)."""
+        return None
+
+    def displacement_flags(self) -> tuple[bool, bool]:
+        """Whether any :meth:`advance` since the last call moved an atom beyond its rebuild
+        limit, and beyond its jump limit. Waits for the device (8 bytes); resets the flags."""
+        got = self._queued_flags()
+        if got is None:
+            got = self._read_small(self._flags)
+        moved, jumped = bool(got[0]), bool(got[1])
+        if moved or jumped:
+            self._zero(self._flags)
+        return moved, jumped
 
     def snapshot(self, x, n: int, out: Any = None) -> Any:
         """Float64 copy of the owned rows of ``x``, the reference of the displacement check,
@@ -186,6 +224,35 @@ class DeviceMDKernels:
         if m:
             self._launch("md_gather_rows", src.dtype, m, src, idx, np.int32(m), dst[row0:])
 
+    # --- ghost rows between devices and processes -------------------------------------------
+    def send_rows(self, src, idx, buf, dst_set: DeviceMDKernels, dst, row0: int,
+                  staging: np.ndarray | None) -> None:
+        """Ghost refresh across devices: gather ``src[idx]`` into this device's send buffer
+        ``buf`` and copy it into rows ``row0 ..`` of ``dst`` on ``dst_set``'s device, device to
+        device, or through the pinned buffer ``staging`` when given. Work queued on
+        ``dst_set`` afterwards sees the rows. This version waits on the host (the simple,
+        always-correct path; the CuPy kernel set overrides it with queued copies)."""
+        m = int(idx.shape[0])
+        if not m:
+            return
+        self.gather_rows(src, idx, buf, 0)
+        out = staging
+        if out is None:  # no peer copy in this version: stage through a buffer of our own
+            scratch = self.__dict__.setdefault("_scratch", {})
+            out = scratch.get(id(buf))
+            if out is None or out.shape != buf.shape or out.dtype != buf.dtype:
+                out = scratch[id(buf)] = self.host_buffer(buf.shape, buf.dtype)
+        dst_set.upload_rows(self.download_rows(buf, m, out), dst, row0)
+
+    def pack_rows(self, src, idx, buf, host: np.ndarray) -> np.ndarray:
+        """``src[idx]`` gathered into the device buffer ``buf`` and downloaded into the pinned
+        ``host`` (waits): the rows a ghost message to another process carries."""
+        m = int(idx.shape[0])
+        if not m:
+            return host[:0]
+        self.gather_rows(src, idx, buf, 0)
+        return self.download_rows(buf, m, host)
+
     # --- cells and lists --------------------------------------------------------------------
     def neighbor_list(self, nl, cnt, n_own: int, capacity: int) -> tuple[Any, Any]:
         """Storage ``nl[capacity, rows]`` and ``cnt[rows]`` for ``n_own`` rows: the given
@@ -199,18 +266,19 @@ class DeviceMDKernels:
         rows = max(n_own + n_own // 8 + 16, 0 if nl is None else nl.shape[1])
         return self.zeros((capacity, rows), np.int32), self.zeros((rows,), np.int32)
 
-    def bin_atoms(self, x, n: int, box: np.ndarray, ncell: np.ndarray,
+    def bin_atoms(self, x, gid, n: int, box: np.ndarray, ncell: np.ndarray,
                   cells: DeviceCells | None = None) -> DeviceCells:
-        """Counting sort of the first ``n`` rows into cells; ascending rows within a cell."""
+        """Counting sort of the first ``n`` rows into cells; ascending global id ``gid``
+        within a cell (the canonical order)."""
         nc = int(np.prod(ncell))
         nchunks = (nc + SCAN_CHUNK - 1) // SCAN_CHUNK
         if cells is None or cells.atoms < n or cells.ncells != nc:
             atoms = n + n // 8 + 16
+            # counts start at zero and md_scan_write leaves them so
             cells = DeviceCells(
                 atoms, nc, self.zeros((atoms,), np.int32), self.zeros((nc,), np.int32),
                 self.zeros((nc + 1,), np.int32), self.zeros((nc,), np.int32),
                 self.zeros((atoms,), np.int32), self.zeros((nchunks + 1,), np.int32))
-        self._zero(cells.counts)
         nx, ny, nz = (np.int32(c) for c in ncell)
         n32, nc32 = np.int32(n), np.int32(nc)
         if n:
@@ -223,26 +291,46 @@ class DeviceMDKernels:
         if n:
             self._launch("md_cell_scatter", None, n, cells.cell_of, n32, cells.fill,
                          cells.cell_atoms)
-        self._launch("md_cell_sort", None, nc, cells.cell_start, nc32, cells.cell_atoms)
+        self._launch("md_cell_sort", None, nc, cells.cell_start, nc32, gid, cells.cell_atoms)
         return cells
 
-    def build_neighbors(self, x, gid, n_own: int, box: np.ndarray, ncell: np.ndarray,
+    def reorder_by_cell(self, cells: DeviceCells, n: int, x, v, img, gid
+                        ) -> tuple[Any, Any, Any, Any]:
+        """Rows of ``x, v, img, gid`` (all ``n`` rows owned: one slab) in the cell order of
+        :meth:`bin_atoms`; returns the new arrays (the old ones become the spare buffers) and
+        updates ``cells`` to match. No result depends on the row order."""
+        sp = cells.spare
+        old = {"x": x, "v": v, "img": img, "gid": gid, "cell_of": cells.cell_of}
+        for key, arr in old.items():
+            have = sp.get(key)
+            if have is None or have.shape != arr.shape or have.dtype != arr.dtype:
+                sp[key] = self.zeros(arr.shape, arr.dtype)
+        new = {key: sp[key] for key in old}
+        if n:
+            self._launch("md_permute", x.dtype, n, np.int32(n), cells.cell_atoms, cells.cell_of,
+                         x, v, img, gid, new["cell_of"], new["x"], new["v"], new["img"],
+                         new["gid"])
+        cells.spare = old
+        cells.cell_of = new["cell_of"]
+        return new["x"], new["v"], new["img"], new["gid"]
+
+    def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: DeviceCells, offsets: Sequence[np.ndarray], cutsq: float, nl,
                         cnt) -> int:
-        """Full, id-sorted lists of the owned atoms. Waits for the device; returns the largest
-        row count if some row overflowed the capacity ``nl.shape[0]``, else 0."""
+        """Full lists of the owned atoms in canonical order. Waits for the device; returns
+        the largest row count if some row overflowed the capacity ``nl.shape[0]``, else 0."""
         if n_own == 0:
             return 0
-        self._zero(self._worst)
-        self._launch("md_build_neighbors", x.dtype, n_own, x, gid, np.int32(n_own), *_box(box),
+        self._launch("md_build_neighbors", x.dtype, n_own, x, np.int32(n_own), *_box(box),
                      *(np.int32(c) for c in ncell),
+                     *(np.float64(float(b) / float(c)) for b, c in zip(box, ncell, strict=True)),
                      *(np.int32(v) for v in stencil_ranges(offsets)),
                      cells.cell_of, cells.cell_start, cells.cell_atoms, np.float64(cutsq), nl,
                      np.int32(nl.shape[1]), np.int32(nl.shape[0]), cnt, self._worst)
-        return self._read_int(self._worst)
-
-    def _read_int(self, arr: Any) -> int:
-        return int(self.to_host(arr)[0])
+        worst = int(self._read_small(self._worst)[0])
+        if worst:
+            self._zero(self._worst)
+        return worst
 
 
 def _box(box: np.ndarray) -> tuple[np.float64, np.float64, np.float64]:
@@ -275,6 +363,14 @@ class CupyMDKernels(DeviceMDKernels):
         with self._dev:
             self._kernels = {expr: module.get_function(expr) for expr in name_expressions()}
             self.registers = {expr: k.num_regs for expr, k in self._kernels.items()}
+        self._pinned: dict[tuple[int, str], np.ndarray] = {}
+        self._by_key: dict[tuple[str, Any], Any] = {}
+        #: per send buffer (by id): ready event on this device, done event on the receiving
+        #: device and that device, of its last copy (see :meth:`send_rows`)
+        self._events: dict[int, tuple[Any, Any, int]] = {}
+        #: per staging buffer of :meth:`upload_rows` (by id): its last upload's done event
+        self._uploads: dict[int, Any] = {}
+        self._peers: dict[int, bool] = {}
         super().__init__()
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -295,6 +391,159 @@ class CupyMDKernels(DeviceMDKernels):
     def synchronize(self) -> None:
         self._dev.synchronize()
 
-    def _launch(self, name: str, dtype: Any, threads: int, *args: Any) -> None:
+    def _pinned_for(self, arr: Any) -> np.ndarray:
+        key = (arr.size, arr.dtype.str)
+        buf = self._pinned.get(key)
+        if buf is None:
+            import cupyx
+
+            buf = self._pinned[key] = cupyx.empty_pinned(arr.shape, arr.dtype)
+        return buf
+
+    def _read_small(self, arr: Any) -> np.ndarray:
+        buf = self._pinned_for(arr)
         with self._dev:
-            self._kernels[kernel_name(name, dtype)]((self._grid(threads),), (self.block,), args)
+            stream = self._cp.cuda.get_current_stream()
+            arr.get(stream=stream, out=buf)
+            stream.synchronize()
+        return buf
+
+    def queue_flags(self) -> None:
+        buf = self._pinned_for(self._flags)
+        with self._dev:
+            stream = self._cp.cuda.get_current_stream()
+            self._cp.cuda.runtime.memcpyAsync(buf.ctypes.data, self._flags.data.ptr,
+                                              self._flags.nbytes,
+                                              self._cp.cuda.runtime.memcpyDeviceToHost,
+                                              stream.ptr)
+            done = self._cp.cuda.Event(block=False, disable_timing=True)
+            done.record(stream)
+        self._flag_read = (buf, done)
+
+    def _queued_flags(self) -> np.ndarray | None:
+        queued, self._flag_read = getattr(self, "_flag_read", None), None
+        if queued is None:
+            return None
+        queued[1].synchronize()
+        return queued[0]
+
+    # --- ghost rows between devices and processes -------------------------------------------
+    def host_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        import cupyx
+
+        with self._dev:
+            return cupyx.empty_pinned(shape, dtype)
+
+    def _stream(self) -> Any:
+        with self._dev:
+            return self._cp.cuda.get_current_stream()
+
+    def download_rows(self, src, m: int, out: np.ndarray) -> np.ndarray:
+        rt = self._cp.cuda.runtime
+        nbytes = m * src.shape[1] * src.itemsize
+        stream = self._stream()
+        with self._dev:
+            if nbytes:
+                rt.memcpyAsync(out.ctypes.data, src.data.ptr, nbytes, rt.memcpyDeviceToHost,
+                               stream.ptr)
+            stream.synchronize()
+        return out[:m]
+
+    def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:
+        rt = self._cp.cuda.runtime
+        m = int(host.shape[0])
+        nbytes = m * dst.shape[1] * dst.itemsize
+        if not nbytes:
+            return
+        dst_ptr = dst.data.ptr + row0 * dst.shape[1] * dst.itemsize
+        stream = self._stream()
+        with self._dev:
+            if staging is None:
+                src = np.ascontiguousarray(host, dtype=dst.dtype)
+                rt.memcpyAsync(dst_ptr, src.ctypes.data, nbytes, rt.memcpyHostToDevice,
+                               stream.ptr)
+                stream.synchronize()  # pageable memory: return only when it may change
+                return
+            done = self._uploads.get(id(staging))
+            if done is None:
+                done = self._uploads[id(staging)] = self._cp.cuda.Event(disable_timing=True)
+            else:
+                done.synchronize()  # the last upload out of the staging buffer has ended
+            staging[:m] = host
+            rt.memcpyAsync(dst_ptr, staging.ctypes.data, nbytes, rt.memcpyHostToDevice,
+                           stream.ptr)
+            done.record(stream)
+
+    def peer_capable(self, other: DeviceMDKernels) -> bool:
+        dev = getattr(other, "device", None)
+        if not isinstance(other, CupyMDKernels) or dev is None:
+            return False
+        if dev == self.device:
+            return True
+        if dev not in self._peers:
+            rt = self._cp.cuda.runtime
+            ok = bool(rt.deviceCanAccessPeer(self.device, dev)) \
+                and bool(rt.deviceCanAccessPeer(dev, self.device))
+            if ok:
+                for a, b in ((self.device, dev), (dev, self.device)):
+                    with self._cp.cuda.Device(a):
+                        try:
+                            rt.deviceEnablePeerAccess(b)
+                        except rt.CUDARuntimeError as exc:  # the fluid's transport may have
+                            if "AlreadyEnabled" not in str(exc):  # enabled it already
+                                raise
+            self._peers[dev] = ok
+        return self._peers[dev]
+
+    def send_rows(self, src, idx, buf, dst_set: DeviceMDKernels, dst, row0: int,
+                  staging: np.ndarray | None) -> None:
+        """Queued, the host never waits: on this device's stream the gather (after the last
+        copy out of ``buf`` finished) and, when staging, the download into pinned memory; on
+        the receiving device's stream, after an event, ``memcpyPeerAsync`` or the upload
+        from pinned memory, so its next launches (the forces) see the rows."""
+        m = int(idx.shape[0])
+        if not m:
+            return
+        assert isinstance(dst_set, CupyMDKernels)
+        cp, rt = self._cp, self._cp.cuda.runtime
+        mine, theirs = self._stream(), dst_set._stream()
+        key = id(buf)
+        events = self._events.get(key)
+        if events is None or events[2] != dst_set.device:
+            with self._dev:
+                ready = cp.cuda.Event(disable_timing=True)
+            with dst_set._dev:
+                done = cp.cuda.Event(disable_timing=True)
+            first = True
+        else:
+            ready, done, _ = events
+            first = False
+        with self._dev:
+            if not first:  # buf (and staging) are free once the last copy out of them ended
+                mine.wait_event(done)
+            self.gather_rows(src, idx, buf, 0)
+            nbytes = m * buf.shape[1] * buf.itemsize
+            if staging is not None:
+                rt.memcpyAsync(staging.ctypes.data, buf.data.ptr, nbytes,
+                               rt.memcpyDeviceToHost, mine.ptr)
+            ready.record(mine)
+        dst_ptr = dst.data.ptr + row0 * dst.shape[1] * dst.itemsize
+        with dst_set._dev:
+            theirs.wait_event(ready)
+            if staging is None:
+                rt.memcpyPeerAsync(dst_ptr, dst_set.device, buf.data.ptr, self.device, nbytes,
+                                   theirs.ptr)
+            else:
+                rt.memcpyAsync(dst_ptr, staging.ctypes.data, nbytes, rt.memcpyHostToDevice,
+                               theirs.ptr)
+            done.record(theirs)
+        self._events[key] = (ready, done, dst_set.device)
+
+    def _launch(self, name: str, dtype: Any, threads: int, *args: Any) -> None:
+        # a few microseconds of Python per launch matter at 64k atoms (~0.1 ms per step):
+        # the kernel lookup by (name, dtype) is cached
+        fn = self._by_key.get((name, dtype))
+        if fn is None:
+            fn = self._by_key[(name, dtype)] = self._kernels[kernel_name(name, dtype)]
+        with self._dev:
+            fn(((threads + self.block - 1) // self.block,), (self.block,), args)

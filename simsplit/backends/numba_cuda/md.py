@@ -23,7 +23,6 @@ from numba import cuda
 from simsplit.backends.cuda_c.md import (
     FLOAT_KERNELS,
     INDEX_KERNELS,
-    MAX_NEIGHBORS,
     SCAN_CHUNK,
     DeviceMDKernels,
 )
@@ -41,7 +40,6 @@ _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _TWO_PI = 2.0 * np.pi
 _INV_2_53 = 1.0 / 9007199254740992.0
-_LOW32 = np.int64(0xFFFFFFFF)
 
 
 @cuda.jit(device=True)
@@ -93,13 +91,17 @@ def _dist2(dx, dy, dz):
 
 
 @cuda.jit
-def md_initial_integrate(x, v, f, img, n, dtf, dt, bx, by, bz):
+def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, flags):
     i = cuda.grid(1)
     if i >= n:
         return
+    r2 = 0.0
     for d in range(3):
         box = bx if d == 0 else (by if d == 1 else bz)
-        v[i, d] = np.float64(v[i, d]) + mul(dtf, np.float64(f[i, d]))
+        fd = np.float64(f[i, d])
+        if kick != 0:  # the previous step's second half kick, stored (rounded) in between
+            v[i, d] = np.float64(v[i, d]) + mul(dtf, fd)
+        v[i, d] = np.float64(v[i, d]) + mul(dtf, fd)
         x[i, d] = np.float64(x[i, d]) + mul(dt, np.float64(v[i, d]))
         # wrap on the stored value (float32 rounding can land exactly on L)
         if x[i, d] < 0.0:
@@ -108,6 +110,12 @@ def md_initial_integrate(x, v, f, img, n, dtf, dt, bx, by, bz):
         if x[i, d] >= box:
             x[i, d] = np.float64(x[i, d]) - box
             img[i, d] += 1
+        dd = _min_image(np.float64(x[i, d]) - x0[i, d], box)
+        r2 += mul(dd, dd)  # 0.0 + a == a: the CPU's dx*dx + dy*dy + dz*dz
+    if r2 > limit2:
+        flags[0] = 1
+    if r2 > jump2:
+        flags[1] = 1
 
 
 @cuda.jit
@@ -139,18 +147,6 @@ def md_langevin(f, v, ids, n, drag, noise, seed, step):
     f[i, 0] = np.float64(f[i, 0]) - mul(drag, np.float64(v[i, 0])) + mul(noise, g0)
     f[i, 1] = np.float64(f[i, 1]) - mul(drag, np.float64(v[i, 1])) + mul(noise, g1)
     f[i, 2] = np.float64(f[i, 2]) - mul(drag, np.float64(v[i, 2])) + mul(noise, g2)
-
-
-@cuda.jit
-def md_displacement_flag(x, x0, n, bx, by, bz, limit2, flag):
-    i = cuda.grid(1)
-    if i >= n:
-        return
-    dx = _min_image(np.float64(x[i, 0]) - x0[i, 0], bx)
-    dy = _min_image(np.float64(x[i, 1]) - x0[i, 1], by)
-    dz = _min_image(np.float64(x[i, 2]) - x0[i, 2], bz)
-    if _dist2(dx, dy, dz) > limit2:
-        flag[0] = 1
 
 
 @cuda.jit
@@ -223,6 +219,7 @@ def md_scan_write(counts, ncells, chunk_sums, cell_start, fill):
         cell_start[c] = run
         fill[c] = run
         run += counts[c]
+        counts[c] = 0
     if hi == ncells:
         cell_start[ncells] = run
 
@@ -237,27 +234,43 @@ def md_cell_scatter(cell_of, n, fill, cell_atoms):
 
 
 @cuda.jit
-def md_cell_sort(cell_start, ncells, cell_atoms):
+def md_cell_sort(cell_start, ncells, gid, cell_atoms):
     c = cuda.grid(1)
     if c >= ncells:
         return
     lo = cell_start[c]
     for p in range(lo + 1, cell_start[c + 1]):
         a = cell_atoms[p]
+        key = gid[a]
         q = p - 1
-        while q >= lo and cell_atoms[q] > a:
+        while q >= lo and gid[cell_atoms[q]] > key:
             cell_atoms[q + 1] = cell_atoms[q]
             q -= 1
         cell_atoms[q + 1] = a
 
 
 @cuda.jit
-def md_build_neighbors(x, gid, n_own, bx, by, bz, nx, ny, nz, ox0, oxn, oy0, oyn, oz0, ozn,
+def md_permute(n, cell_atoms, cell_of, x, v, img, gid, cell_of_out, x_out, v_out, img_out,
+               gid_out):
+    r = cuda.grid(1)
+    if r >= n:
+        return
+    s = cell_atoms[r]
+    cell_atoms[r] = r
+    cell_of_out[r] = cell_of[s]
+    gid_out[r] = gid[s]
+    for d in range(3):
+        x_out[r, d] = x[s, d]
+        v_out[r, d] = v[s, d]
+        img_out[r, d] = img[s, d]
+
+
+@cuda.jit
+def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0, oyn, oz0, ozn,
                        cell_of, cell_start, cell_atoms, cutsq, nl, pitch, cap, cnt, worst):
     i = cuda.grid(1)
     if i >= n_own:
         return
-    keys = cuda.local.array(MAX_NEIGHBORS, np.int64)
     c = cell_of[i]
     cx = c % nx
     cy = (c // nx) % ny
@@ -265,9 +278,6 @@ def md_build_neighbors(x, gid, n_own, bx, by, bz, nx, ny, nz, ox0, oxn, oy0, oyn
     xi = np.float64(x[i, 0])
     yi = np.float64(x[i, 1])
     zi = np.float64(x[i, 2])
-    hx = bx / nx
-    hy = by / ny
-    hz = bz / nz
     # conservative: the margin keeps rounding in the face positions from dropping a pair
     prune = mul(cutsq, 1.0 + 1e-9) + 1e-12
     k = 0
@@ -296,17 +306,10 @@ def md_build_neighbors(x, gid, n_own, bx, by, bz, nx, ny, nz, ox0, oxn, oy0, oyn
                     dy = _min_image(yi - np.float64(x[j, 1]), by)
                     dz = _min_image(zi - np.float64(x[j, 2]), bz)
                     if _dist2(dx, dy, dz) < cutsq:
-                        if k < cap:
-                            key = (np.int64(gid[j]) << np.int64(32)) | np.int64(j)
-                            t = k - 1
-                            while t >= 0 and keys[t] > key:
-                                keys[t + 1] = keys[t]
-                                t -= 1
-                            keys[t + 1] = key
+                        if k < cap:  # scan order is the canonical order
+                            nl[k, i] = j
                         k += 1
     cnt[i] = k
-    for t in range(min(k, cap)):
-        nl[t, i] = keys[t] & _LOW32
     if k > cap:
         cuda.atomic.max(worst, 0, np.int32(k))
 
@@ -378,7 +381,17 @@ class NumbaMDKernels(DeviceMDKernels):
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
+        self._host_buffers: dict[tuple[int, str], np.ndarray] = {}
         super().__init__()
+
+    def _read_small(self, arr: Any) -> np.ndarray:
+        key = (arr.size, arr.dtype.str)
+        buf = self._host_buffers.get(key)
+        with self._activate():
+            if buf is None:
+                buf = self._host_buffers[key] = cuda.pinned_array(arr.shape, arr.dtype)
+            arr.copy_to_host(buf)  # synchronous on the default stream
+        return buf
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
         return self.to_device(np.zeros(shape, dtype=dtype))
@@ -401,6 +414,26 @@ class NumbaMDKernels(DeviceMDKernels):
     def synchronize(self) -> None:
         with self._activate():
             cuda.synchronize()
+
+    # --- ghost rows between devices and processes (synchronous copies) ----------------------
+    def host_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        with self._activate():
+            return cuda.pinned_array(shape, dtype)
+
+    def download_rows(self, src, m: int, out: np.ndarray) -> np.ndarray:
+        with self._activate():
+            if m:
+                src[:m].copy_to_host(out[:m])  # default stream: after the queued kernels
+            else:
+                cuda.synchronize()
+        return out[:m]
+
+    def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:
+        # synchronous on the default stream: ``staging`` is not needed to keep host alive
+        m = int(host.shape[0])
+        if m:
+            with self._activate():
+                dst[row0:row0 + m].copy_to_device(np.ascontiguousarray(host, dtype=dst.dtype))
 
     def _launch(self, name: str, dtype: Any, threads: int, *args: Any) -> None:
         with self._activate():

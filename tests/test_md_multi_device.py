@@ -1,0 +1,189 @@
+"""MD slabs on several devices and GPU MD under MPI, without a GPU.
+
+The CUDA C kernels run as host C++ (:class:`EmulatedMDKernels` of ``test_md_kernels_compile``,
+NumPy arrays), one kernel set per fake device, placed by the real :class:`ParallelContext` /
+:class:`MPIContext` device mapping (``get_backend`` replaced by a fake backend). The solver
+then takes the multi-device code paths a GPU run takes: per-slab kernel sets, every set's
+displacement flags, ghost rows copied between sets (staged through host buffers, or the
+``peer`` entry point), and under mpiexec ghosts and migrants as messages staged through host
+buffers. Everything must equal one slab on the CPU bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+import simsplit.parallel as parallel
+from simsplit.md import MDSolver
+from simsplit.md import solver as md_solver
+from simsplit.md.reference import lj_case
+from tests.conftest import mpirun, needs_mpiexec
+from tests.test_md_kernels_compile import EmulatedMDKernels, emulated_lib  # noqa: F401
+
+CELLS = (6, 6, 9)  # 1296 atoms, three slabs of 5.0 > cutoff + skin
+STEPS = 200
+
+
+class FakeBackend:
+    """What :meth:`ParallelContext.backend_for` hands out: one per device, with an ``md``."""
+
+    def __init__(self, lib: Any, device: int) -> None:
+        self.device = device
+        self.md = EmulatedMDKernels(lib)
+        self.md.device = device
+
+
+@pytest.fixture
+def fake_gpus(emulated_lib, monkeypatch) -> list[FakeBackend]:  # noqa: F811
+    """``get_backend`` of :mod:`simsplit.parallel` returns emulated kernel sets; the list
+    records every backend made (one per device a context uses)."""
+    made: list[FakeBackend] = []
+
+    def get_backend(name: str, device: int = 0) -> FakeBackend:
+        assert name == "cupy"
+        made.append(FakeBackend(emulated_lib, device))
+        return made[-1]
+
+    monkeypatch.setattr(parallel, "get_backend", get_backend)
+    monkeypatch.delenv(md_solver.TRANSFER_ENV, raising=False)
+    return made
+
+
+@pytest.fixture(scope="module")
+def reference() -> MDSolver:
+    ref = MDSolver(lj_case(cells=CELLS))
+    ref.step(STEPS)
+    return ref
+
+
+def _gpu_run(subdomains: int, devices: list[int], steps: int = STEPS) -> MDSolver:
+    case = lj_case(cells=CELLS, subdomains=subdomains)
+    case["run"]["backend"] = "cupy"
+    s = MDSolver(case, parallel.ParallelContext("cupy", devices=devices))
+    s.step(steps)
+    return s
+
+
+def _same(a: MDSolver, b: MDSolver) -> None:
+    for name in ("positions", "velocities", "images", "forces"):
+        assert np.array_equal(getattr(a, name)(), getattr(b, name)()), name
+    assert a.thermo() == b.thermo()
+
+
+@pytest.mark.parametrize("subdomains, devices, modes", [
+    (2, [0, 1], ["staged"]),
+    (3, [0, 1, 2], ["staged"]),
+    (3, [0, 1], ["same", "staged"]),  # slabs 0 and 2 share device 0, slab 1 is on device 1
+    (2, [0, 0], ["same"]),
+])
+def test_slabs_on_several_devices_match_one_slab(fake_gpus, reference, subdomains, devices,
+                                                 modes) -> None:
+    s = _gpu_run(subdomains, devices)
+    used = sorted({b.device for b in fake_gpus})
+    assert used == sorted(set(devices))  # one kernel set per device, none for slab 0 only
+    for slab in s.slabs:  # each slab on devices[k mod len], on that device's kernel set
+        assert slab.kernels.device == devices[slab.index % len(devices)]
+    assert len(s.kernel_sets) == len(used)
+    st = s.stats()
+    assert st["ghost_transfer"] == modes
+    assert st["rebuilds"] > 5 and st["migrations"] > 0 and st["ghosts"] > 0
+    for b in fake_gpus:  # every device did its slabs' work: advance, forces, ghost gathers
+        assert b.md.launches["md_lj_forces<double>"] > STEPS
+        assert b.md.launches["md_gather_rows<double>"] > 0
+    _same(s, reference)
+
+
+@pytest.mark.parametrize("mode", ["peer", "staged"])
+@pytest.mark.parametrize("subdomains", [2, 3])
+def test_forced_cross_device_path_on_one_device(fake_gpus, reference, monkeypatch, mode,
+                                                subdomains) -> None:
+    """``SIMSPLIT_MD_TRANSFER`` sends slabs that share a device through the copy path (the
+    one-GPU check of the multi-GPU code)."""
+    monkeypatch.setenv(md_solver.TRANSFER_ENV, mode)
+    s = _gpu_run(subdomains, [0] * subdomains)
+    assert len(fake_gpus) == 1 and len(s.kernel_sets) == 1
+    assert s.stats()["ghost_transfer"] == [mode]
+    _same(s, reference)
+
+
+def test_restart_onto_another_device_mapping(fake_gpus, reference) -> None:
+    half = _gpu_run(3, [0, 1, 2], steps=STEPS // 2)
+    case = lj_case(cells=CELLS, subdomains=2)
+    case["run"]["backend"] = "cupy"
+    fresh = MDSolver(case, parallel.ParallelContext("cupy", devices=[1, 0]))
+    fresh.load_state(half.state())
+    fresh.step(STEPS - STEPS // 2)
+    assert np.array_equal(fresh.positions(), reference.positions())
+    assert np.array_equal(fresh.velocities(), reference.velocities())
+
+
+def test_transfer_mode_is_checked(monkeypatch) -> None:
+    assert md_solver.ghost_transfer_mode("") == "auto"
+    monkeypatch.setenv(md_solver.TRANSFER_ENV, "staged")
+    assert md_solver.ghost_transfer_mode() == "staged"
+    monkeypatch.setenv(md_solver.TRANSFER_ENV, "nvlink")
+    with pytest.raises(ValueError, match="SIMSPLIT_MD_TRANSFER='nvlink'"):
+        MDSolver(lj_case(cells=(4, 4, 4)))
+
+
+# --- GPU kernel sets under mpiexec: one (fake) GPU per rank ----------------------------------
+DRIVER = textwrap.dedent("""
+    import ctypes, json, sys
+    import numpy as np
+    import simsplit.parallel as parallel
+    from simsplit.md import MDSolver
+    from simsplit.md.reference import lj_case
+    from tests.test_md_kernels_compile import EmulatedMDKernels
+
+    lib = ctypes.CDLL(sys.argv[1])
+    made = []
+
+    class FakeBackend:
+        def __init__(self, device):
+            self.md = EmulatedMDKernels(lib)
+            self.md.device = device
+            made.append(device)
+
+    parallel.get_backend = lambda name, device=0: FakeBackend(device)
+    devices = json.loads(sys.argv[5])
+    ctx = parallel.MPIContext("cupy", devices=devices)
+    case = lj_case(cells=json.loads(sys.argv[2]), subdomains=ctx.size)
+    case["run"]["backend"] = "cupy"
+    md = MDSolver(case, ctx)
+    # one node: GPU = rank mod the visible GPUs (one here), or run.devices[rank mod len]
+    assert md.kernels.is_device and made == [(devices or [0])[ctx.rank % len(devices or [0])]]
+    md.step(int(sys.argv[3]))
+    x, v, st, stats = md.positions(), md.velocities(), md.state(), md.stats()
+    if ctx.rank == 0:
+        np.savez(sys.argv[4], positions=x, velocities=v, forces=st["forces"],
+                 images=st["images"], thermo=json.dumps(md.thermo()), stats=json.dumps(stats))
+""")
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks, devices", [(2, None), (3, [0, 1])])
+def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, reference,  # noqa: F811
+                                                 ranks, devices) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    out = tmp_path / "md.npz"
+    proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(CELLS)), str(STEPS),
+                          str(out), json.dumps(devices)], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    for name in ("positions", "velocities", "forces", "images"):
+        want = reference.state()[name] if name in ("forces", "images") else \
+            getattr(reference, name)()
+        assert np.array_equal(got[name], want), name
+    assert json.loads(str(got["thermo"])) == reference.thermo()
+    stats = json.loads(str(got["stats"]))
+    assert stats["ghost_transfer"] == ["remote"]
+    assert len(stats["atoms_per_slab"]) == ranks and stats["migrations"] > 0
+    assert stats["rebuilds"] == reference.stats()["rebuilds"]
+

@@ -1,0 +1,147 @@
+"""MD slabs on several GPUs (or forced through the cross-device path on one), and GPU MD under
+mpiexec: bitwise identical to one slab.
+
+Every test is marked ``gpu`` (skipped without a CUDA GPU); the mpiexec ones are marked ``mpi``
+too and need mpiexec. On a one-GPU machine ``SIMSPLIT_MD_TRANSFER=peer|staged`` makes slabs
+that share GPU 0 copy their ghosts as slabs on different GPUs do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simsplit.md import MDSolver
+from simsplit.md import solver as md_solver
+from simsplit.md.reference import lj_case
+from tests.conftest import mpirun, needs_mpiexec
+from tests.test_md_gpu import BACKENDS, CELLS, _solver, _unavailable
+from tests.test_md_mpi import DRIVER, TALL
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = ROOT / "cases" / "lj_tiny.yaml"
+STEPS = 500
+
+
+def _same(a: Any, b: Any) -> None:
+    for name in ("positions", "velocities", "images", "forces"):
+        assert np.array_equal(getattr(a, name)(), getattr(b, name)()), name
+    assert a.thermo() == b.thermo()
+
+
+def _placed(backend: str, subdomains: int, devices: list[int]) -> MDSolver:
+    from simsplit.parallel import ParallelContext
+
+    case = lj_case(cells=CELLS, subdomains=subdomains)
+    case["run"].update(backend=backend, devices=devices)
+    return MDSolver(case, ParallelContext(backend, devices=devices))
+
+
+@pytest.fixture(scope="module")
+def one_slab() -> dict[str, Any]:
+    """One-slab runs per backend, made on first use (see :func:`_reference`)."""
+    return {}
+
+
+def _reference(cache: dict[str, Any], backend: str) -> MDSolver:
+    if backend not in cache:
+        cache[backend] = _solver(backend, 1)
+        cache[backend].step(STEPS)
+    return cache[backend]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode, links", [("auto", "same"), ("peer", "peer"),
+                                         ("staged", "staged")])
+@pytest.mark.parametrize("subdomains", [2, 3])
+def test_one_gpu_cross_device_path_bitwise(backend, mode, links, subdomains, one_slab,
+                                           monkeypatch) -> None:
+    monkeypatch.setenv(md_solver.TRANSFER_ENV, mode)
+    s = _placed(backend, subdomains, [0] * subdomains)
+    assert s.kernels.is_device and len(s.kernel_sets) == 1
+    assert s.stats()["ghost_transfer"] == [links]
+    s.step(STEPS)
+    st = s.stats()
+    assert st["rebuilds"] > 10 and st["migrations"] > 0 and st["ghosts"] > 0
+    _same(s, _reference(one_slab, backend))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slabs_on_two_gpus_bitwise(backend, one_slab, monkeypatch) -> None:
+    from simsplit.backends import gpu_count
+
+    if gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    monkeypatch.delenv(md_solver.TRANSFER_ENV, raising=False)
+    s = _placed(backend, 3, [0, 1])
+    assert len(s.kernel_sets) == 2
+    print(backend, s.stats()["ghost_transfer"])
+    s.step(STEPS)
+    _same(s, _reference(one_slab, backend))
+
+
+# --- mpiexec: one slab per rank, both ranks on GPU 0 -----------------------------------------
+def _gpu_overrides() -> list[str]:
+    return [o for o in TALL if not o.startswith("run.backend=")] + ["run.backend=cupy"]
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks) -> None:
+    from simsplit.case import load_case
+    from simsplit.simulation import Simulation
+
+    if _unavailable("cupy"):
+        pytest.skip(_unavailable("cupy") or "")
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    out = tmp_path / "md.npz"
+    proc = mpirun(ranks, [str(script), str(CASE), json.dumps(_gpu_overrides()), str(out)],
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    ref = Simulation(load_case(CASE, _gpu_overrides() + ["decomposition.subdomains=1"]))
+    ref.solver.step(ref.case["run"]["steps"])
+    md = ref.solver
+    assert md.kernels.is_device
+    assert np.array_equal(got["positions"], md.positions())
+    assert np.array_equal(got["velocities"], md.velocities())
+    assert np.array_equal(got["forces"], md.forces())
+    assert np.array_equal(got["images"], md.images())
+    assert json.loads(str(got["thermo"])) == md.thermo()
+    stats = json.loads(str(got["stats"]))
+    assert stats["ghost_transfer"] == ["remote"] and stats["migrations"] > 100
+    assert stats["rebuilds"] == md.stats()["rebuilds"]
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+def test_cupy_cli_under_mpiexec(tmp_path) -> None:
+    """``mpiexec -n 2 python -m simsplit run cases/lj_tiny.yaml --backend cupy``: one report,
+    and the checkpoint equals one process on the GPU."""
+    from simsplit.case import load_case
+    from simsplit.checkpoint import load_latest
+    from simsplit.output import CHECKPOINT_DIR
+    from simsplit.simulation import Simulation
+
+    if _unavailable("cupy"):
+        pytest.skip(_unavailable("cupy") or "")
+    out = tmp_path / "two"
+    proc = mpirun(2, ["-m", "simsplit", "run", str(CASE), "--backend", "cupy", "--steps", "200",
+                      "--output", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("physics") == 1 and "2 MPI ranks" in proc.stdout
+    one = Simulation(load_case(CASE, ["decomposition.subdomains=1", "run.backend=cupy",
+                                      "output.dir=null"]))
+    one.solver.step(200)
+    _, attrs, arrays = load_latest(out / CHECKPOINT_DIR, one.case)
+    assert int(attrs["step"]) == 200
+    assert np.array_equal(arrays["positions"], one.positions())
+    assert np.array_equal(arrays["velocities"], one.velocities())

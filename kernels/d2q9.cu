@@ -7,8 +7,10 @@
 // backend's to the last bit as long as no subnormal appears (CuPy compiles with -ftz=true).
 // Keep the two in step.
 //
-// Arrays: f[q][j][i] of shape (9, ny + 2, nx + 2); flags (ny + 2, nx + 2); rho/ux/uy (ny, nx).
-// Rows [j0, j1) are 1-based interior rows.
+// Arrays: f[q][j][i] of logical shape (9, ny + 2, nx + 2) with a row stride of `pitch` and a
+// population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
+// flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
+// (ny, nx), packed. Rows [j0, j1) are 1-based interior rows.
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
 
@@ -52,8 +54,9 @@ template <typename T, bool STORE_MACRO>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
                     const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
-                    T* __restrict__ ux_out, T* __restrict__ uy_out, int nx, int ny, int j0,
-                    int j1, T om_p, T om_m, T lid_u, T fx, T fy, int periodic_x)
+                    T* __restrict__ ux_out, T* __restrict__ uy_out, int nx, int ny,
+                    lbm::index_t pitch, lbm::index_t plane, int j0, int j1, T om_p, T om_m,
+                    T lid_u, T fx, T fy, int periodic_x)
 {
     using L = D2Q9;
     const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
@@ -61,8 +64,6 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
     // (a grid-stride loop over rows instead costs 24 registers: loop-invariant hoisting)
     const int j = j0 + blockIdx.y + blockIdx.z * gridDim.y;
     if (i > nx || j >= j1) return;
-    const lbm::index_t pitch = nx + 2;
-    const lbm::index_t plane = pitch * (ny + 2);
     const lbm::index_t cell = j * pitch + i;
     const lbm::flag_t own = flags[cell];
     if (own & FLAG_SOLID) return;

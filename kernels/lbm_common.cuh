@@ -52,6 +52,150 @@ __device__ __forceinline__ void store_population(T* p, T v)
 #endif
 }
 
+// --- population storage narrower than the arithmetic (D3Q19 run.storage) ----------------------
+// A storage type S narrower than the arithmetic type T holds the deviation from the rest
+// equilibrium at unit density, (f_q - w_q) * scale, rounded to nearest (even): the deviation is
+// small (|u| <= 0.2, rho near 1), so the storage's relative precision lands on what varies, not
+// on the constant w_q. scale is a power of two (exact): 1 for float, SIMSPLIT_FP16_SCALE for
+// half16, which moves fp16's subnormal range (|x| < 6.1e-5) below the smallest deviations that
+// matter. Equal T and S store f_q itself, unchanged. simsplit/fluid/params.py (PopulationStorage)
+// and simsplit/backends/cpu/d3q19.py do exactly the same operations.
+
+// IEEE binary16 bits (fp16 storage); a struct, so it never converts implicitly
+struct half16 {
+    unsigned short bits;
+};
+
+#ifdef SIMSPLIT_HOST_EMULATION  // host C++ (tests/test_kernels_compile.py): the compiler's _Float16
+__host__ __device__ inline float half_to_float(unsigned short h)
+{
+    _Float16 x;
+    __builtin_memcpy(&x, &h, 2);
+    return static_cast<float>(x);
+}
+__host__ __device__ inline unsigned short half_from(float v)
+{
+    const _Float16 x = static_cast<_Float16>(v);
+    unsigned short h;
+    __builtin_memcpy(&h, &x, 2);
+    return h;
+}
+__host__ __device__ inline unsigned short half_from(double v)
+{
+    const _Float16 x = static_cast<_Float16>(v);
+    unsigned short h;
+    __builtin_memcpy(&h, &x, 2);
+    return h;
+}
+#else  // PTX conversions: no cuda_fp16.h needed by NVRTC; one rounding, also from double
+__device__ __forceinline__ float half_to_float(unsigned short h)
+{
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
+    return v;
+}
+__device__ __forceinline__ unsigned short half_from(float v)
+{
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+__device__ __forceinline__ unsigned short half_from(double v)
+{
+    unsigned short h;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(v));
+    return h;
+}
+#endif
+
+__device__ __forceinline__ half16 load_population(const half16* p)
+{
+    return half16{load_population(reinterpret_cast<const unsigned short*>(p))};
+}
+
+__device__ __forceinline__ void store_population(half16* p, half16 v)
+{
+    store_population(reinterpret_cast<unsigned short*>(p), v.bits);
+}
+
+// read-only cached load of one stored element (the rare bounce-back reads)
+template <typename S>
+__device__ __forceinline__ S read_only(const S* p)
+{
+    return __ldg(p);
+}
+
+template <>
+__device__ __forceinline__ half16 read_only<half16>(const half16* p)
+{
+    return half16{__ldg(reinterpret_cast<const unsigned short*>(p))};
+}
+
+template <typename A, typename B> struct same_type { static constexpr bool value = false; };
+template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+
+template <typename S> struct storage_scale { static constexpr double value = 1.0; };
+template <> struct storage_scale<half16> { static constexpr double value = SIMSPLIT_FP16_SCALE; };
+
+// exact widening of a stored element
+template <typename T> __device__ __forceinline__ T widen(float v) { return T(v); }
+template <typename T> __device__ __forceinline__ T widen(double v) { return T(v); }
+template <typename T> __device__ __forceinline__ T widen(half16 v)
+{
+    return T(half_to_float(v.bits));
+}
+
+// one rounding (to nearest even) into the storage type
+template <typename S> struct narrow;
+template <> struct narrow<float> {
+    template <typename T> __device__ __forceinline__ static float to(T v) { return float(v); }
+};
+template <> struct narrow<double> {
+    template <typename T> __device__ __forceinline__ static double to(T v) { return double(v); }
+};
+template <> struct narrow<half16> {
+    template <typename T> __device__ __forceinline__ static half16 to(T v)
+    {
+        return half16{half_from(v)};
+    }
+};
+
+// Stored element of population q -> f_q in the arithmetic type T.
+template <typename L, typename T, typename S>
+__device__ __forceinline__ T decode(S raw, int q)
+{
+    if constexpr (same_type<T, S>::value) {
+        return raw;
+    } else {
+        return widen<T>(raw) * T(1.0 / storage_scale<S>::value) + T(L::w(q));
+    }
+}
+
+// f_q in the arithmetic type T -> stored element of population q.
+template <typename L, typename T, typename S>
+__device__ __forceinline__ S encode(T v, int q)
+{
+    if constexpr (same_type<T, S>::value) {
+        return v;
+    } else {
+        return narrow<S>::to((v - T(L::w(q))) * T(storage_scale<S>::value));
+    }
+}
+
+// Population q at p, loaded (streaming hint as above) and decoded.
+template <typename L, typename T, typename S>
+__device__ __forceinline__ T load_population(const S* p, int q)
+{
+    return decode<L, T>(load_population(p), q);
+}
+
+// Population q encoded and stored at p.
+template <typename L, typename T, typename S>
+__device__ __forceinline__ void store_population(S* p, int q, T v)
+{
+    store_population(p, encode<L, T, S>(v, q));
+}
+
 // What a solid pull source sends back: halfway bounce-back of the cell's own opposite
 // population, plus the momentum of the lid (moving along +x at lid_u). The product is written
 // exactly as the CPU kernel writes it, T(6 w c_x) * u, so both round identically.
@@ -66,29 +210,38 @@ __device__ __forceinline__ T bounce_back(int q, flag_t kind, T own_opposite, T l
 }  // namespace lbm
 
 // Halo pack: the N_CROSS populations of set `set` (0 = crossing upwards, 1 = downwards) in
-// layer `layer` of f -> buf[k][n], n < layer_size. One thread per element, blockIdx.y = k.
+// layer `layer` of f -> buf[k][n], n < layer_size, one thread per element, blockIdx.y = k.
+// A layer is `layer_size` cells in rows of `row_len`, rows `row_pitch` apart, layers
+// `layer_stride` apart, populations `plane` apart (in elements: padded rows on GPUs, see
+// simsplit/backends/layout.py); the buffer is dense. In 2D a layer is one row.
 template <typename L, typename T>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
-lbm_pack(const T* __restrict__ f, T* __restrict__ buf, lbm::index_t plane, int layer,
-         int layer_size, int set)
+lbm_pack(const T* __restrict__ f, T* __restrict__ buf, lbm::index_t plane,
+         lbm::index_t layer_stride, lbm::index_t row_pitch, int row_len, int layer_size,
+         int layer, int set)
 {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= layer_size) return;
     const int k = blockIdx.y;
-    const lbm::index_t src = L::halo(set, k) * plane + lbm::index_t(layer) * layer_size + n;
+    const int r = n / row_len;
+    const lbm::index_t src = L::halo(set, k) * plane + layer * layer_stride + r * row_pitch
+                             + (n - r * row_len);
     buf[lbm::index_t(k) * layer_size + n] = f[src];
 }
 
 // Halo unpack: the inverse of lbm_pack, into (usually ghost) layer `layer`.
 template <typename L, typename T>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
-lbm_unpack(const T* __restrict__ buf, T* __restrict__ f, lbm::index_t plane, int layer,
-           int layer_size, int set)
+lbm_unpack(const T* __restrict__ buf, T* __restrict__ f, lbm::index_t plane,
+           lbm::index_t layer_stride, lbm::index_t row_pitch, int row_len, int layer_size,
+           int layer, int set)
 {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= layer_size) return;
     const int k = blockIdx.y;
-    const lbm::index_t dst = L::halo(set, k) * plane + lbm::index_t(layer) * layer_size + n;
+    const int r = n / row_len;
+    const lbm::index_t dst = L::halo(set, k) * plane + layer * layer_stride + r * row_pitch
+                             + (n - r * row_len);
     f[dst] = buf[lbm::index_t(k) * layer_size + n];
 }
 

@@ -79,7 +79,8 @@ def main() -> None:
 
         def step(k: int, kern=kern, grid=grid, block=block, scal=scal) -> None:
             kern(grid, (block,), (f[k % 2], f[(k + 1) % 2], flags, macro, macro, macro,
-                                  np.int32(n), np.int32(n), np.int32(1), np.int32(n + 1), *scal))
+                                  np.int32(n), np.int32(n), np.int64(n + 2),
+                                  np.int64((n + 2) ** 2), np.int32(1), np.int32(n + 1), *scal))
 
         for k in range(4):
             step(k)

@@ -1,10 +1,13 @@
-"""Throughput of the D2Q9 solver per backend and grid, against the memory system's copy rate.
+"""Throughput of the fluid solver per backend and grid, against the memory system's copy rate.
 
-A cell update moves at least ``2 * 9 * itemsize + 1`` bytes through DRAM (each population read
-and written once, one flag byte). MLUPS times that, divided by the bandwidth of a large
-device-to-device copy (bytes read plus written per second), is the fraction of the memory system
-the kernels use. Device backends are also timed replaying CUDA graphs of several steps
-(``backend.capture``), which removes Python's launch overhead on small grids.
+Grids ``NXxNY`` run D2Q9, ``NXxNYxNZ`` D3Q19. A cell update moves at least
+``2 * Q * storage itemsize + 1`` bytes through DRAM (each population read and written once in
+its storage type, ``--storage``: 2 B in fp16; one flag byte), whether the populations stream
+between two arrays or in place in one (``--streaming aa``, half the memory). MLUPS times
+that, divided by the bandwidth of a large device-to-device copy (bytes read plus written per
+second), is the fraction of the memory system the kernels use. Device backends are also timed
+replaying CUDA graphs of several steps (``backend.capture``), which removes Python's launch
+overhead on small grids.
 
 ``python -m simsplit.bench --backend cupy --grid 8192x8192`` (or ``simsplit bench``).
 """
@@ -21,16 +24,22 @@ import numpy as np
 
 from simsplit.backends import Backend, get_backend, resolve_backend_name
 from simsplit.backends.base import DirectReplay
-from simsplit.fluid.lattice import Q
+from simsplit.fluid.lattice import D3Q19, Q
 
 #: steps recorded in one graph: even (buffers end where they began), long enough to amortise
 #: the replay call, short enough to capture quickly
 GRAPH_STEPS = 32
 
 
-def bytes_per_cell_update(precision: str | np.dtype) -> int:
-    """DRAM bytes of one cell update: populations read and written once, plus one flag byte."""
-    return 2 * Q * np.dtype(precision).itemsize + 1
+def bytes_per_cell_update(precision: str | np.dtype, q: int = Q,
+                          storage: str | np.dtype | None = None) -> int:
+    """DRAM bytes of one cell update of a ``q``-population lattice: populations read and
+    written once in their storage type (default: ``precision``), plus one flag byte."""
+    return 2 * q * np.dtype(storage or precision).itemsize + 1
+
+
+def _lattice_q(grid: Sequence[int]) -> int:
+    return D3Q19.q if len(grid) == 3 else Q
 
 
 def _median_seconds(fn: Callable[[], None], sync: Callable[[], None], repeats: int) -> float:
@@ -66,26 +75,41 @@ def measure_copy_bandwidth(backend: Backend | str, nbytes: int | None = None,
 
 
 def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str,
-          overlap: bool = True) -> dict[str, Any]:
+          overlap: bool = True, nz: int | None = None,
+          storage: str | None = None, streaming: str | None = None,
+          devices: list[int] | None = None) -> dict[str, Any]:
+    """The benchmark cavity: ``nx`` x ``ny`` (D2Q9) or ``nx`` x ``ny`` x ``nz`` (D3Q19)."""
     from simsplit.case import validate_case
 
+    shape = [nx, ny] if nz is None else [nx, ny, nz]
+    run: dict[str, Any] = {"backend": backend, "precision": precision, "overlap": overlap,
+                           "devices": devices}
+    if storage is not None:
+        run["storage"] = storage
+    if streaming is not None:
+        run["streaming"] = streaming
     return validate_case({
         "physics": "fluid",
-        "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
-        "domain": {"shape": [nx, ny], "boundaries": {"x": "wall", "y": "wall", "lid": True}},
+        # a fixed viscosity (tau 0.65) keeps every grid size a valid cavity; the speed of a
+        # step does not depend on it
+        "fluid": {"viscosity": 0.05, "lid_velocity": 0.1, "collision": "trt"},
+        "domain": {"shape": shape, "boundaries": {"x": "wall", "y": "wall", "lid": True}},
         "decomposition": {"subdomains": subdomains},
-        "run": {"backend": backend, "precision": precision, "overlap": overlap},
+        "run": run,
         "output": {"dir": None},
     }, source="benchmark case")
 
 
 def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precision: str,
                 repeats: int, graph: bool, overlap: bool = True,
-                tuner: Any = None) -> dict[str, Any]:
+                tuner: Any = None, nz: int | None = None,
+                storage: str | None = None, streaming: str | None = None,
+                devices: list[int] | None = None) -> dict[str, Any]:
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel import ParallelContext
 
-    case = _case(name, nx, ny, subdomains, precision, overlap)
+    case = _case(name, nx, ny, subdomains, precision, overlap, nz, storage, streaming, devices)
+    cells = nx * ny * (nz or 1)
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(name, run["devices"], run["transport"]))
     if tuner is not None:  # time block sizes first; the rows below then use the tuned ones
@@ -94,7 +118,9 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
         tune_solver(solver, tuner)
     solver.step(min(steps, 20))  # warm-up: compilation, first touch
     seconds = _median_seconds(lambda: solver.step(steps), solver.synchronize, repeats)
-    row: dict[str, Any] = {"steps_per_s": steps / seconds, "mlups": nx * ny * steps / seconds / 1e6}
+    row: dict[str, Any] = {"steps_per_s": steps / seconds, "mlups": cells * steps / seconds / 1e6,
+                           "population_bytes": sum(_population_bytes(b)
+                                                   for b in solver.blocks.values())}
     backend = solver.blocks[min(solver.blocks)].backend
     if graph and backend.is_device and hasattr(backend, "capture"):
         chunk = min(GRAPH_STEPS, max(2, steps - steps % 2))
@@ -114,22 +140,26 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
 
             gsec = _median_seconds(replays, solver.synchronize, repeats)
             done = n_replays * chunk
-            row.update(graph_steps_per_s=done / gsec, graph_mlups=nx * ny * done / gsec / 1e6)
+            row.update(graph_steps_per_s=done / gsec, graph_mlups=cells * done / gsec / 1e6)
     return row
 
 
-def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int, steps: int,
+def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int, steps: int,
               precision: str, *, repeats: int = 5, graph: bool = True,
-              overlap: bool = True, tuner: Any = None) -> list[dict[str, Any]]:
+              overlap: bool = True, tuner: Any = None,
+              storage: str | None = None, streaming: str | None = None,
+              devices: list[int] | None = None) -> list[dict[str, Any]]:
     """Time ``steps`` solver steps per backend and grid (median of ``repeats`` after a warm-up).
 
     One row per (backend, grid) with ``mlups``, ``steps_per_s``, ``copy_bandwidth`` (B/s),
     ``bytes_per_cell_update``, ``bandwidth_fraction`` and, for device backends, the same for
     CUDA-graph replay (``graph_*``). A failing backend or grid gives a row with ``error``.
-    With a :class:`simsplit.autotune.Autotuner` the kernels are tuned first.
+    With a :class:`simsplit.autotune.Autotuner` the kernels are tuned first. ``storage`` is the
+    population storage type of 3D grids (``run.storage``; default ``precision``), ``streaming``
+    their streaming scheme (``run.streaming``: two-lattice or aa); ``devices`` the GPUs slabs
+    go to (``run.devices``; default all).
     """
     rows = []
-    per_cell = bytes_per_cell_update(precision)
     for requested in backends:
         name = resolve_backend_name(requested)
         try:
@@ -137,14 +167,21 @@ def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int
         except Exception as exc:  # report and go on with the next backend
             rows.append({"backend": name, "grid": None, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        for nx, ny in grids:
-            row: dict[str, Any] = {"backend": name, "grid": (nx, ny), "subdomains": subdomains,
-                                   "precision": precision, "steps": steps, "overlap": overlap,
+        for grid in grids:
+            nx, ny = grid[0], grid[1]
+            nz = grid[2] if len(grid) == 3 else None
+            st = storage if nz is not None else None  # D2Q9 stores in its precision
+            sm = streaming if nz is not None else None
+            per_cell = bytes_per_cell_update(precision, _lattice_q(grid), st)
+            row: dict[str, Any] = {"backend": name, "grid": tuple(grid), "subdomains": subdomains,
+                                   "precision": precision, "storage": st or precision,
+                                   "streaming": sm or "two-lattice",
+                                   "steps": steps, "overlap": overlap,
                                    "bytes_per_cell_update": per_cell,
                                    "copy_bandwidth": bandwidth}
             try:
                 row.update(_bench_grid(name, nx, ny, subdomains, steps, precision, repeats,
-                                       graph, overlap, tuner))
+                                       graph, overlap, tuner, nz, st, sm, devices))
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"
             for key in ("", "graph_"):
@@ -156,7 +193,8 @@ def run_bench(backends: list[str], grids: list[tuple[int, int]], subdomains: int
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'backend':<11} {'grid':>11} {'sub':>3} {'precision':<9} {'steps/s':>9} "
+    head = (f"{'backend':<11} {'grid':>11} {'sub':>3} {'precision':<9} {'storage':<8} "
+            f"{'stream':<11} {'B/cell':>6} {'pop GB':>7} {'steps/s':>9} "
             f"{'MLUPS':>9} {'%copy':>6} {'graph st/s':>10} {'graph MLUPS':>11} {'%copy':>6}")
     lines = [head, "-" * len(head)]
     bandwidths = {}
@@ -165,9 +203,11 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
             lines.append(f"{r['backend']:<11} error: {r['error']}")
             continue
         bandwidths[r["backend"]] = r["copy_bandwidth"]
-        grid = f"{r['grid'][0]}x{r['grid'][1]}"
+        grid = "x".join(str(n) for n in r["grid"])
         ov = "" if r.get("overlap", True) else " (no overlap)"
-        start = f"{r['backend']:<11} {grid:>11} {r['subdomains']:>3}{ov} {r['precision']:<9}"
+        start = (f"{r['backend']:<11} {grid:>11} {r['subdomains']:>3}{ov} {r['precision']:<9} "
+                 f"{r.get('storage', r['precision']):<8} {r.get('streaming', ''):<11} "
+                 f"{r['bytes_per_cell_update']:>6} {r.get('population_bytes', 0) / 1e9:>7.3f}")
         if "mlups" not in r:
             lines.append(f"{start} error: {r['error']}")
             continue
@@ -179,22 +219,38 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         elif "graph_error" in r:
             line += f"  graph: {r['graph_error']}"
         lines.append(line)
-    per_cell = next((r["bytes_per_cell_update"] for r in rows if "bytes_per_cell_update" in r),
-                    None)
-    if per_cell is not None:
-        lines.append(f"%copy: MLUPS x {per_cell} B per cell update / copy bandwidth "
-                     "(read + write) of the same backend")
+    if any("bytes_per_cell_update" in r for r in rows):
+        lines.append("%copy: MLUPS x B/cell (bytes per cell update: populations read + written "
+                     "in their storage type, flag byte) / copy bandwidth (read + write) of the "
+                     "same backend")
     for name, bw in bandwidths.items():
         lines.append(f"copy bandwidth {name}: {bw / 1e12:.3f} TB/s")
     return "\n".join(lines)
 
 
-def _parse_grid(text: str) -> tuple[int, int]:
+def _parse_grid(text: str) -> tuple[int, ...]:
+    """``NXxNY`` (D2Q9) or ``NXxNYxNZ`` (D3Q19)."""
     try:
-        nx, ny = (int(v) for v in text.lower().split("x"))
+        grid = tuple(int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"grid {text!r}: expected NXxNY, e.g. 512x512") from None
-    return nx, ny
+        grid = ()
+    if len(grid) not in (2, 3) or min(grid) < 2:
+        raise argparse.ArgumentTypeError(
+            f"grid {text!r}: expected NXxNY or NXxNYxNZ, e.g. 512x512 or 256x256x256")
+    return grid
+
+
+def add_storage_argument(parser: argparse.ArgumentParser) -> None:
+    """``--storage`` and ``--streaming``: how 3D (D3Q19) grids hold their populations."""
+    parser.add_argument("--storage", default=None, choices=["float16", "float32", "float64"],
+                        help="D3Q19 population storage (run.storage; default: --precision)")
+    parser.add_argument("--streaming", default=None, choices=["two-lattice", "aa"],
+                        help="D3Q19 streaming (run.streaming; aa: one array, in place)")
+
+
+def _population_bytes(block: Any) -> int:
+    """Bytes of a block's population arrays (ghosts included): one array under AA, else two."""
+    return int(block.f_src.nbytes) * (1 if getattr(block, "aa", False) else 2)
 
 
 def main_from_args(args: argparse.Namespace) -> int:
@@ -208,7 +264,10 @@ def main_from_args(args: argparse.Namespace) -> int:
     rows = run_bench(list(args.backend or ["auto"]), grids, args.subdomains, args.steps,
                      args.precision, repeats=getattr(args, "repeats", 5),
                      graph=not getattr(args, "no_graph", False),
-                     overlap=getattr(args, "overlap", "on") == "on", tuner=tuner)
+                     overlap=getattr(args, "overlap", "on") == "on", tuner=tuner,
+                     storage=getattr(args, "storage", None),
+                     streaming=getattr(args, "streaming", None),
+                     devices=getattr(args, "devices", None))
     print(format_table(rows))
     if tuner is not None:
         from simsplit.autotune import format_table as autotune_table
@@ -225,7 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--subdomains", type=int, default=1)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--precision", default="float32", choices=["float32", "float64"])
+    add_storage_argument(p)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--devices", type=lambda t: [int(v) for v in t.split(",")], default=None,
+                   metavar="I,J,...", help="GPUs the slabs go to (run.devices; default all)")
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
     p.add_argument("--autotune", action="store_true",
                    help="tune threads per block first and show default against tuned")

@@ -40,6 +40,9 @@ def case_identity(case: dict[str, Any]) -> str:
     if "md" in part:
         part["md"] = {k: v for k, v in part["md"].items() if k not in MD_RESTART_TUNABLE}
     part["precision"] = case["run"]["precision"]
+    storage = case["run"].get("storage")
+    if storage not in (None, part["precision"]):  # narrow storage: another state (fp16 bits)
+        part["storage"] = storage
     text = yaml.safe_dump(part, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -133,7 +136,8 @@ def check_compatible(attrs: dict[str, Any], case: dict[str, Any], path: Path) ->
             f"(format {FORMAT_VERSION})")
     if attrs.get("case_identity") != case_identity(case):
         raise CheckpointError(
-            f"{path}: written by a different case (physics, domain or precision differ); "
+            f"{path}: written by a different case (physics, domain, precision or storage "
+            "differ); "
             "restart with the case that wrote it, or start afresh")
 
 

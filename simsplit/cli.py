@@ -105,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
 
     add_storage_argument(bench)
     bench.add_argument("--repeats", type=int, default=5)
+    bench.add_argument("--devices", type=_device_list, metavar="I,J,...",
+                       help="GPUs the slabs go to (run.devices; default all)")
     bench.add_argument("--overlap", choices=["on", "off"], default="on")
     bench.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
     bench.add_argument("--autotune", action="store_true",
@@ -343,6 +345,9 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
             time.sleep(5)  # every rank reads the same case: let rank 0 say it once
         print(f"simsplit: error: rank {rank}: {text}", file=sys.stderr, flush=True)
         sys.stdout.flush()
+        # MPI_Abort tears the launcher's I/O forwarding down at once; give it a moment to pass
+        # the line on (under load it was lost now and then)
+        time.sleep(0.5)
         comm.Abort(code)
 
     sys.excepthook = lambda typ, exc, tb: die(exc)

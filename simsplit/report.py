@@ -23,10 +23,40 @@ def summary_lines(sim: Simulation, summary: RunSummary) -> list[str]:
         lines.append(f"throughput   {summary.mlups:.1f} MLUPS")
     if summary.residual is not None:
         lines.append(f"residual     {summary.residual:.3e}")
+    if "balance" in summary.extra:
+        lines += balance_lines(summary.extra["balance"])
+    timing = summary.extra.get("timing")
+    if timing is not None and case["run"].get("timing"):  # host timers alone miss graph replays
+        lines.append(f"timing       {timing}")
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
         lines += _ghia_lines(sim)
     if case["output"]["dir"]:
         lines.append(f"output       {case['output']['dir']}")
+    return lines
+
+
+def _ratio(values: list[float], fmt: str) -> str:
+    return ":".join(format(v, fmt) for v in values)
+
+
+def balance_lines(report: dict) -> list[str]:
+    """The load-balance decision (see :mod:`simsplit.decomp.balance`) in a few lines."""
+    verb = "re-split" if report["applied"] else "kept"
+    if report.get("note"):
+        verb += f" ({report['note']})"
+    lines = [
+        f"balance      {verb} at step {report['step']}: layers "
+        f"{_ratio(report['layers_before'], 'd')} -> {_ratio(report['layers'], 'd')} "
+        f"(weights {_ratio(report['weights'], '.3f')}; {report['rebalances']} re-split(s))",
+        f"             slab speeds {_ratio(report['speeds_mlups'], '.2f')} MLUPS over "
+        f"{report['probe_steps']} steps; predicted gain x{report['predicted_gain']:.2f}",
+    ]
+    measured = report.get("measured") or {}
+    if "gain" in measured:  # the measuring window ended before the run did
+        lines.append(f"             measured {measured['mlups_before']:.2f} -> "
+                     f"{measured['mlups_after']:.2f} MLUPS (x{measured['gain']:.2f}; ideal "
+                     f"{report['ideal_mlups']:.2f}); re-split took "
+                     f"{measured.get('resplit_seconds', 0.0):.2f} s")
     return lines
 
 

@@ -18,6 +18,16 @@ from simsplit.errors import TRACKER
 from simsplit.parallel import ParallelContext, make_context
 
 
+def _refuse_fluid_only(case: Mapping[str, Any]) -> None:
+    """Load balance and its test throttle exist for the fluid solver only."""
+    from simsplit.case import CaseError
+
+    for section, key in (("decomposition", "balance"), ("run", "debug_throttle")):
+        if case[section].get(key):
+            raise CaseError(f"{section}.{key}: is not allowed for physics "
+                            f"'{case['physics']}' (only the fluid solver balances slabs)")
+
+
 class Interrupted(RuntimeError):
     """A signal asked the run to stop; a checkpoint was written first."""
 
@@ -75,6 +85,7 @@ class Simulation:
 
             self.solver: Any = FluidSolver(case, self.context)
         else:
+            _refuse_fluid_only(case)
             from simsplit.md.solver import MDSolver
 
             self.solver = MDSolver(case, self.context)
@@ -173,9 +184,12 @@ class Simulation:
         if timer is not None and transport is not None:  # collective: every rank gets here
             summary.extra["timing"] = timer.breakdown(wall, transport.allreduce_max,
                                                       self.context.size)
-        self._finish("completed", {"wall_seconds": wall, "converged": converged,
-                                   "residual": residual, "reason": reason,
-                                   "timing": summary.extra.get("timing")})
+        info = {"wall_seconds": wall, "converged": converged, "residual": residual,
+                "reason": reason, "timing": summary.extra.get("timing")}
+        balance = getattr(self.solver, "balance_report", lambda: None)()
+        if balance is not None:  # the chosen split, also in run.json
+            summary.extra["balance"] = info["balance"] = balance
+        self._finish("completed", info)
         return summary
 
     # --- stopping on request (signals), restart ----------------------------------------------

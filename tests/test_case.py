@@ -159,3 +159,25 @@ def test_readme_schema_table_matches_the_schema():
     text = (ROOT / "README.md").read_text()
     table = text.split(START, 1)[1].split(END, 1)[0].strip()
     assert table == markdown().strip()
+
+
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
+    # YAML 1.1 (plain PyYAML) reads 1e3 as a string; the case loader reads it as YAML 1.2 does
+    path = tmp_path / "case.yaml"
+    path.write_text(CAVITY.read_text().replace("reynolds: 100", "reynolds: 1e2"))
+    assert "reynolds: 1e2" in path.read_text()
+    case = load_case(path, ["run.tolerance=1E-9", "fluid.lid_velocity=5e-2"])
+    assert case["fluid"]["reynolds"] == 100.0 and case["run"]["tolerance"] == 1e-9
+    assert case["fluid"]["lid_velocity"] == 0.05
+    with pytest.raises(CaseError, match="fluid.reynolds: 'e5' is not allowed"):
+        load_case(path, ["fluid.reynolds=e5"])
+
+
+def test_lid_corner_pressure_refused_on_large_grids_at_low_reynolds():
+    # Re 100 on 768^2: nu = 0.768, nu U = 0.077; such a run empties the lid's corner cells
+    with pytest.raises(CaseError, match=r"fluid.reynolds: lid velocity x viscosity = 0.0768 .*"
+                                        r"lower fluid.lid_velocity"):
+        load_case(CAVITY, ["domain.shape=[768, 768]"])
+    with pytest.warns(UserWarning, match="density dip of about 0.36"):
+        load_case(CAVITY, ["domain.shape=[512, 512]"])
+    load_case(CAVITY, ["domain.shape=[768, 768]", "fluid.lid_velocity=0.05"])  # nu U = 0.0192

@@ -185,30 +185,32 @@ static void launch(unsigned gx, unsigned gy, unsigned gz, F body) {
 }
 template <typename T>
 static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx, int ny,
-                    int j0, int j1, double op, double om, double lid, double fx, double fy,
-                    int per, int store, unsigned gy) {
+                    long long pitch, long long plane, int j0, int j1, double op, double om,
+                    double lid, double fx, double fy, int per, int store, unsigned gy) {
     const unsigned gx = (nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     launch(gx, gy, gz, [&] {
-        if (store) d2q9_stream_collide<T, true>(fs, fd, fl, r, u, v, nx, ny, j0, j1, T(op), T(om),
-                                                T(lid), T(fx), T(fy), per);
-        else d2q9_stream_collide<T, false>(fs, fd, fl, r, u, v, nx, ny, j0, j1, T(op), T(om),
-                                           T(lid), T(fx), T(fy), per);
+        if (store) d2q9_stream_collide<T, true>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0,
+                                                j1, T(op), T(om), T(lid), T(fx), T(fy), per);
+        else d2q9_stream_collide<T, false>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1,
+                                           T(op), T(om), T(lid), T(fx), T(fy), per);
     });
 }
 template <typename T>
-static void halo(const T* src, T* dst, int pack, long long plane, int row, int w, int set) {
+static void halo(const T* src, T* dst, int pack, long long plane, long long pitch, int row,
+                 int w, int set) {
     launch((w + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, D2Q9::N_CROSS, 1, [&] {
-        if (pack) lbm_pack<D2Q9, T>(src, dst, plane, row, w, set);
-        else lbm_unpack<D2Q9, T>(src, dst, plane, row, w, set);
+        if (pack) lbm_pack<D2Q9, T>(src, dst, plane, pitch, pitch, w, w, row, set);
+        else lbm_unpack<D2Q9, T>(src, dst, plane, pitch, pitch, w, w, row, set);
     });
 }
 #define COLLIDE(T, NAME) extern "C" void NAME(const T* fs, T* fd, const flag* fl, T* r, T* u, \\
-    T* v, int nx, int ny, int j0, int j1, double op, double om, double lid, double fx, \\
-    double fy, int per, int store, unsigned gy) { \\
-    collide<T>(fs, fd, fl, r, u, v, nx, ny, j0, j1, op, om, lid, fx, fy, per, store, gy); }
-#define HALO(T, NAME) extern "C" void NAME(const T* s, T* d, int pack, long long plane, int row, \\
-    int w, int set) { halo<T>(s, d, pack, plane, row, w, set); }
+    T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, double op, \\
+    double om, double lid, double fx, double fy, int per, int store, unsigned gy) { \\
+    collide<T>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, op, om, lid, fx, fy, per, \\
+               store, gy); }
+#define HALO(T, NAME) extern "C" void NAME(const T* s, T* d, int pack, long long plane, \\
+    long long pitch, int row, int w, int set) { halo<T>(s, d, pack, plane, pitch, row, w, set); }
 COLLIDE(float, collide_float) COLLIDE(double, collide_double)
 HALO(float, halo_float) HALO(double, halo_double)
 """
@@ -239,22 +241,42 @@ def _ptr(a: np.ndarray):
     return ctypes.c_void_p(a.ctypes.data)
 
 
+def _data(a: np.ndarray):
+    """Address of a (possibly padded) array's first element."""
+    import ctypes
+
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def _padded_copy(a: np.ndarray) -> np.ndarray:
+    """``a`` in the GPU backends' padded-row layout (simsplit.backends.layout)."""
+    from simsplit.backends.layout import padded_empty
+
+    out = padded_empty(np, a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y):
     import ctypes
 
+    from simsplit.backends.layout import field_strides
+
     fn = lib.collide_float if dtype == np.float32 else lib.collide_double
     ny, nx = flags.shape[0] - 2, flags.shape[1] - 2
-    c_int, c_dbl = ctypes.c_int, ctypes.c_double
-    fn(*(_ptr(a) for a in (f_src, f_dst, flags, *macro)), c_int(nx), c_int(ny), c_int(rows[0]),
-       c_int(rows[1]), c_dbl(p.omega_plus), c_dbl(p.omega_minus), c_dbl(p.lid_velocity),
-       c_dbl(p.force_x), c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)),
-       ctypes.c_uint(grid_y))
+    c_int, c_dbl, c_ll = ctypes.c_int, ctypes.c_double, ctypes.c_longlong
+    pitch, plane = field_strides(f_src, flags, f_dst)
+    fn(*(_data(a) for a in (f_src, f_dst, flags)), *(_ptr(a) for a in macro), c_int(nx),
+       c_int(ny), c_ll(int(pitch)), c_ll(int(plane)), c_int(rows[0]), c_int(rows[1]),
+       c_dbl(p.omega_plus), c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x),
+       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)), ctypes.c_uint(grid_y))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("trt", [False, True])
-def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt) -> None:
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded) -> None:
     """Same arithmetic, same indexing: the CUDA C stream-collide reproduces the CPU kernel."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
@@ -268,11 +290,14 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt) -> Non
     block.set_populations(w * (1 + 0.05 * rng.standard_normal((9, 9, 150))))
     f_src = block.f_src.copy()
     emu_dst = np.zeros_like(f_src)
+    flags = block.flags
+    if padded:  # rows padded and aligned as on GPUs: the kernel takes its strides as given
+        f_src, emu_dst, flags = (_padded_copy(a) for a in (f_src, emu_dst, flags))
     emu_macro = [np.zeros((9, 150), dtype) for _ in range(3)]
     # rows 1..9 in two launches; the second splits its rows over blockIdx.y and blockIdx.z
-    _emulated_collide(emulated, dtype, f_src, emu_dst, block.flags, emu_macro, (1, 4), params,
+    _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, 4), params,
                       True, 3)
-    _emulated_collide(emulated, dtype, f_src, emu_dst, block.flags, emu_macro, (4, 10), params,
+    _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (4, 10), params,
                       True, 4)
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
@@ -283,7 +308,8 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt) -> Non
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_emulated_halo_kernels_match_cpu(emulated, dtype) -> None:
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_halo_kernels_match_cpu(emulated, dtype, padded) -> None:
     import ctypes
 
     from simsplit.backends.cpu.d2q9 import D2Q9Kernels
@@ -291,14 +317,268 @@ def test_emulated_halo_kernels_match_cpu(emulated, dtype) -> None:
     cpu = D2Q9Kernels()
     fn = emulated.halo_float if dtype == np.float32 else emulated.halo_double
     rng = np.random.default_rng(5)
+    from simsplit.backends.layout import element_strides
+
     f = rng.random((9, 6, 131)).astype(dtype)
+    g = _padded_copy(f) if padded else f
+    plane, pitch = (ctypes.c_longlong(v) for v in element_strides(g)[:2])
     for direction in (0, 1):
         want, got = np.zeros((3, 131), dtype), np.zeros((3, 131), dtype)
         cpu.pack(f, 4, direction, want)
-        fn(_ptr(f), _ptr(got), 1, ctypes.c_longlong(6 * 131), 4, 131, direction)
+        fn(_data(g), _ptr(got), 1, plane, pitch, 4, 131, direction)
         np.testing.assert_array_equal(got, want)
         buf = np.ascontiguousarray(want[::-1])
-        f_want, f_got = f.copy(), f.copy()
+        f_want, g_got = f.copy(), (_padded_copy(f) if padded else f.copy())
         cpu.unpack(buf, f_want, 0, direction)
-        fn(_ptr(buf), _ptr(f_got), 0, ctypes.c_longlong(6 * 131), 0, 131, direction)
-        np.testing.assert_array_equal(f_got, f_want)
+        fn(_ptr(buf), _data(g_got), 0, plane, pitch, 0, 131, direction)
+        np.testing.assert_array_equal(g_got, f_want)
+
+
+# --- D3Q19 (every arithmetic/storage pair, fp16 included) as host C++ against the CPU backend -----
+_EMULATION_LAUNCHERS_3D = """
+using flag = unsigned char;
+template <typename F>
+static void launch(unsigned gx, unsigned gy, unsigned gz, F body) {
+    blockDim = {SIMSPLIT_BLOCK_X, 1, 1};
+    gridDim = {gx, gy, gz};
+    for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y)
+        for (unsigned x = 0; x < gx; ++x) for (unsigned t = 0; t < SIMSPLIT_BLOCK_X; ++t) {
+            blockIdx = {x, y, z};
+            threadIdx = {t, 0, 0};
+            body();
+        }
+}
+template <typename T, typename S>
+static void collide3(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v, void* w,
+                     int nx, int ny, int nz, long long pitch, long long layer, long long plane,
+                     int k0, int k1, double op, double om, double lid,
+                     double fx, double fy, double fz, int px, int py, int store) {
+    auto s = static_cast<const S*>(fs);
+    auto d = static_cast<S*>(fd);
+    auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
+         ww = static_cast<T*>(w);
+    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+        if (store) d3q19_stream_collide<T, S, true>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
+        else d3q19_stream_collide<T, S, false>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
+    });
+}
+template <typename T, typename S>
+static void collide3_aa(void* fv, const flag* fl, void* r, void* u, void* v, void* w, int nx,
+                        int ny, int nz, long long pitch, long long layer, long long plane,
+                        int k0, int k1, double op, double om, double lid,
+                        double fx, double fy, double fz, int px, int py, int odd) {
+    auto f = static_cast<S*>(fv);
+    auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
+         ww = static_cast<T*>(w);
+    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+        d3q19_stream_collide_aa<T, S, true>(f, fl, rr, uu, vv, ww, nx, ny, nz, pitch, layer,
+            plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, odd);
+    });
+}
+template <typename S>
+static void halo3(const void* src, void* dst, int pack, long long plane, long long stride,
+                  long long pitch, int row, int layer, int size, int set) {
+    launch((size + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, D3Q19::N_CROSS, 1, [&] {
+        if (pack) lbm_pack<D3Q19, S>(static_cast<const S*>(src), static_cast<S*>(dst), plane,
+                                     stride, pitch, row, size, layer, set);
+        else lbm_unpack<D3Q19, S>(static_cast<const S*>(src), static_cast<S*>(dst), plane,
+                                  stride, pitch, row, size, layer, set);
+    });
+}
+#define COLLIDE3(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
+    void* r, void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, \\
+    long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
+    double fx, double fy, double fz, int px, int py, int store) { \\
+    collide3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
+                   fx, fy, fz, px, py, store); }
+#define COLLIDE3_AA(T, S, NAME) extern "C" void NAME(void* f, const flag* fl, void* r, \
+    void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, long long layer, \
+    long long plane, int k0, int k1, double op, double om, double lid, double fx, double fy, \
+    double fz, int px, int py, int odd) { \
+    collide3_aa<T, S>(f, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \
+                      fx, fy, fz, px, py, odd); }
+COLLIDE3_AA(float, float, aa3_float32_float32)
+COLLIDE3_AA(float, lbm::half16, aa3_float32_float16)
+COLLIDE3_AA(double, double, aa3_float64_float64)
+COLLIDE3_AA(double, lbm::half16, aa3_float64_float16)
+#define HALO3(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
+    long long stride, long long pitch, int row, int layer, int size, int set) { \\
+    halo3<S>(s, d, pack, plane, stride, pitch, row, layer, size, set); }
+COLLIDE3(float, float, collide3_float32_float32)
+COLLIDE3(float, lbm::half16, collide3_float32_float16)
+COLLIDE3(double, double, collide3_float64_float64)
+COLLIDE3(double, float, collide3_float64_float32)
+COLLIDE3(double, lbm::half16, collide3_float64_float16)
+HALO3(float, halo3_float32) HALO3(double, halo3_float64) HALO3(lbm::half16, halo3_float16)
+"""
+
+
+@pytest.fixture(scope="module")
+def emulated_3d(tmp_path_factory):
+    """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE)."""
+    import ctypes
+
+    if CXX is None:
+        pytest.skip("no host C++ compiler")
+    tmp = tmp_path_factory.mktemp("emulation3d")
+    (tmp / "emu3.cpp").write_text("#define SIMSPLIT_HOST_EMULATION 1\n" + _EMULATION_PRELUDE
+                                  + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D)
+    build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
+                            "-o", str(tmp / "emu3.so"), str(tmp / "emu3.cpp")],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    return ctypes.CDLL(str(tmp / "emu3.so"))
+
+
+def test_d3q19_instantiations_cover_storage() -> None:
+    """Every run.storage choice has its kernel (and halo kernels for its storage type)."""
+    from simsplit.fluid.params import STORAGE_CHOICES
+
+    names = source.name_expressions("d3q19.cu")
+    ctype = {"float16": "lbm::half16", "float32": "float", "float64": "double"}
+    for precision, storages in STORAGE_CHOICES.items():
+        for st in storages:
+            for store in ("true", "false"):
+                assert (f"d3q19_stream_collide<{ctype[precision]}, {ctype[st]}, {store}>"
+                        in names)
+            assert f"lbm_pack<D3Q19, {ctype[st]}>" in names
+    with pytest.raises(TypeError):
+        source.d3q19_stream_collide_name(np.float32, np.float64, True)  # wider than arithmetic
+
+
+def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes) -> None:
+    import ctypes
+
+    from simsplit.backends.cpu.d3q19 import raw_view
+    from simsplit.backends.layout import field_strides
+
+    st, dt = block.storage.dtype, block.dtype
+    fn = getattr(lib, f"collide3_{dt.name}_{st.name}")
+    p = block.params
+    nz, ny, nx = (n - 2 for n in flags.shape)
+    c_int, c_dbl = ctypes.c_int, ctypes.c_double
+    strides = (ctypes.c_longlong(v) for v in field_strides(f_src, flags, f_dst))
+    fn(*(_data(raw_view(a)) for a in (f_src, f_dst, flags)), *(_ptr(a) for a in macro),
+       c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
+       c_dbl(p.omega_plus),
+       c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x), c_dbl(p.force_y),
+       c_dbl(p.force_z), c_int(int(p.periodic_x)), c_int(int(p.periodic_y)), c_int(1))
+
+
+@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float32", "float32"),
+                                                ("float64", "float64"), ("float64", "float32"),
+                                                ("float64", "float16")])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, padded) -> None:
+    """The CUDA C D3Q19 kernel, fp16 storage included, reproduces the CPU kernel bit for bit:
+    walls, the lid, Guo force, TRT, periodic x and y, two partial plane ranges."""
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.fluid.block import D3Q19Block, Face
+    from simsplit.fluid.lattice import D3Q19
+    from simsplit.fluid.params import D3Q19Params
+
+    nx, ny, nz = 13, 5, 6
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, 3e-5, -2e-5, 1e-5, periodic, periodic)
+    block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
+                       storage)
+    rng = np.random.default_rng(17)
+    # deviations over many decades: fp16 normals, subnormals (tiny ones) and exact rest values
+    dev = 0.05 * rng.standard_normal((19, nz, ny, nx)) * 10.0 ** rng.uniform(-9, 0, (1, nz, ny, nx))
+    dev[:, 0, 0, :3] = 0.0
+    block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev))
+    f_src = block.f_src.copy()
+    emu_dst = np.zeros_like(f_src)
+    flags = block.flags
+    if padded:  # rows padded and aligned as on GPUs: the kernel takes its strides as given
+        f_src, emu_dst, flags = (_padded_copy(a) for a in (f_src, emu_dst, flags))
+    macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    _emulated_collide_3d(emulated_3d, block, f_src, emu_dst, flags, macro, (1, 3))
+    _emulated_collide_3d(emulated_3d, block, f_src, emu_dst, flags, macro, (3, nz + 1))
+    block.stream_collide(store_macro=True)
+    interior = (slice(None), *(slice(1, -1),) * 3)
+    assert block.f_dst.dtype == np.dtype(storage)
+    np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
+                                  block.f_dst[interior].view(np.uint8))
+    for got, want in zip(macro, (block.rho, *block.u), strict=True):
+        np.testing.assert_array_equal(got, want)
+    if storage == "float16":  # the data did reach fp16's subnormal range
+        bits = block.f_dst[interior].view(np.uint16) & 0x7FFF
+        assert ((bits > 0) & (bits < 0x0400)).any()
+
+
+@pytest.mark.parametrize("storage", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_d3q19_halo_kernels_match_cpu(emulated_3d, storage, padded) -> None:
+    import ctypes
+
+    from simsplit.backends.cpu.d3q19 import D3Q19Kernels, raw_view
+
+    cpu = D3Q19Kernels()
+    fn = getattr(emulated_3d, f"halo3_{storage}")
+    rng = np.random.default_rng(5)
+    from simsplit.backends.layout import element_strides
+
+    f = rng.random((19, 6, 4, 7)).astype(storage)
+    size = 4 * 7
+    g = _padded_copy(f) if padded else f
+    strides = [ctypes.c_longlong(v) for v in element_strides(g)[:3]]  # plane, layer, pitch
+    for direction in (0, 1):
+        want, got = np.zeros((5, size), storage), np.zeros((5, size), storage)
+        cpu.pack(f, 4, direction, want)
+        fn(_data(raw_view(g)), _ptr(raw_view(got)), 1, *strides, 7, 4, size, direction)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        buf = np.ascontiguousarray(want[::-1])
+        f_want, g_got = f.copy(), (_padded_copy(f) if padded else f.copy())
+        cpu.unpack(buf, f_want, 0, direction)
+        fn(_ptr(raw_view(buf)), _data(raw_view(g_got)), 0, *strides, 7, 0, size, direction)
+        np.testing.assert_array_equal(np.asarray(g_got).view(np.uint8), f_want.view(np.uint8))
+
+
+@pytest.mark.parametrize("precision, storage", [("float32", "float32"), ("float32", "float16"),
+                                                ("float64", "float64"), ("float64", "float16")])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic,
+                                       padded) -> None:
+    """The in-place (AA) CUDA C kernel reproduces the CPU one bit for bit, both parities, on
+    the whole array (ghost and wall cells included: odd steps write there)."""
+    import ctypes
+
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.backends.cpu.d3q19 import raw_view
+    from simsplit.backends.layout import field_strides
+    from simsplit.fluid.block import D3Q19Block, Face
+    from simsplit.fluid.params import D3Q19Params
+
+    nx, ny, nz = 13, 5, 6
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, 3e-5, -2e-5, 1e-5, periodic, periodic)
+    block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
+                       storage, "aa")
+    rng = np.random.default_rng(23)
+    dev = 0.05 * rng.standard_normal((19, nz + 2, ny + 2, nx + 2))
+    full = block.storage.encode(block.lattice.w[:, None, None, None] * (1 + dev),
+                                block.lattice.w)  # every slot, ghosts too: both parities read them
+    fn = getattr(emulated_3d, f"aa3_{precision}_{storage}")
+    c_int, c_dbl = ctypes.c_int, ctypes.c_double
+    for odd in (0, 1):
+        f_cpu = full.copy()
+        f_emu = _padded_copy(f_cpu) if padded else f_cpu.copy()
+        flags = _padded_copy(block.flags) if padded else block.flags
+        strides = [ctypes.c_longlong(v) for v in field_strides(f_emu, flags)]
+        macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+        cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+        for planes in ((1, 3), (3, nz + 1)):  # two launches, as the overlapped loop makes
+            fn(_data(raw_view(f_emu)), _data(flags), *(_ptr(a) for a in macro),
+               c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
+               c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(params.lid_velocity),
+               c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z),
+               c_int(int(periodic)), c_int(int(periodic)), c_int(odd))
+            block.kernels.stream_collide_aa(f_cpu, block.flags, *cpu_macro, planes, params, True,
+                                            odd)
+        assert not np.array_equal(f_cpu.view(np.uint8), full.view(np.uint8))
+        np.testing.assert_array_equal(f_emu.view(np.uint8), f_cpu.view(np.uint8))
+        for got, want in zip(macro, cpu_macro, strict=True):
+            np.testing.assert_array_equal(got, want)

@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import MPIEXEC, ROOT, mpi_env, mpirun, needs_mpiexec
 
 pytestmark = needs_mpiexec

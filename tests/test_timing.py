@@ -68,3 +68,47 @@ def test_run_summary_carries_the_timing_breakdown(overlap):
     assert isinstance(timing, TimingBreakdown) and set(PHASES) <= set(timing)
     assert timing["compute"] > 0 and timing["pack"] > 0 and timing["synchronised"]
     assert sum(timing[p] for p in PHASES) == pytest.approx(summary.wall_seconds, rel=1e-6)
+
+
+class _FakeClock:
+    """Timestamps are host times; counts the records and the waits."""
+
+    def __init__(self, skew: float = 0.0) -> None:
+        self.records = 0
+        self.skew = skew
+
+    def record(self) -> float:
+        self.records += 1
+        return time.perf_counter()
+
+    def elapsed(self, start: float, end: float) -> float:
+        return end - start + self.skew
+
+
+def test_device_clocks_time_each_phase_without_synchronising():
+    syncs = []
+    fast, slow = _FakeClock(), _FakeClock(skew=0.5)
+    timer = PhaseTimer(clocks=[fast, slow])
+    for _ in range(2):
+        with timer.phase("compute"):
+            time.sleep(0.002)
+    with timer.phase("wait"):
+        syncs.append(1)
+    assert fast.records == slow.records == 6 and not timer.synchronised
+    dev = timer.device_seconds()
+    assert dev["compute"] == pytest.approx(1.0 + timer.seconds["compute"], abs=1e-3)  # slowest
+    assert dev["wait"] == pytest.approx(0.5, abs=1e-3) and dev["pack"] == 0.0
+    out = timer.breakdown(wall=3.0)
+    assert out["clock"] == "device" and out["compute"] == dev["compute"]
+    assert out["host"]["compute"] == pytest.approx(timer.seconds["compute"])
+    assert "device events" in str(out)
+    timer.reset()
+    assert timer.device_seconds()["compute"] == 0.0
+
+
+def test_device_timing_on_the_cpu_backend_falls_back_to_synchronised_host_timers():
+    case = load_case(CASE, ["run.backend=cpu", "domain.shape=[16,16]", "output.dir=null",
+                            "run.steps=20", "run.check_every=20", "decomposition.subdomains=2",
+                            "run.timing=device"])
+    timing = Simulation(case).run(output=False).extra["timing"]
+    assert timing["synchronised"] and "clock" not in timing and timing["compute"] > 0

@@ -53,6 +53,12 @@ class Backend(ABC):
     def asarray(self, host: np.ndarray) -> Any:
         """Copy a host array into this backend's memory."""
 
+    def field(self, host: np.ndarray) -> Any:
+        """Copy a lattice field (populations or flags, ghost cells included) into this backend's
+        memory, in the layout its kernels run fastest on. Same shape and values as
+        :meth:`asarray`; the strides may differ (padded rows on GPUs)."""
+        return self.asarray(host)
+
     @abstractmethod
     def to_host(self, arr: Any) -> np.ndarray:
         """Copy an array of this backend into a new host array."""
@@ -91,6 +97,10 @@ class Backend(ABC):
         may not allocate, synchronise or read device data back.
         """
         return DirectReplay(fn)
+
+    def clock(self) -> Any:
+        """A :class:`simsplit.timing.DeviceClock` for this device, or None (host timers only)."""
+        return None
 
     def activate(self) -> ContextManager[Any]:
         """Context in which allocations and launches go to ``self.device``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -24,6 +25,30 @@ class CaseError(ValueError):
 
 
 # --- reading ------------------------------------------------------------------------------------
+class _CaseLoader(yaml.SafeLoader):
+    """YAML 1.1 safe loading, except that ``1e-3`` and ``2E5`` are floats as in YAML 1.2 (and
+    every other reader of numbers): plain PyYAML reads them as strings, and a case would then
+    be refused for a viscosity written the way everyone writes it."""
+
+
+_CaseLoader.yaml_implicit_resolvers = {
+    k: [r for r in v if r[0] != "tag:yaml.org,2002:float"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_CaseLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def _yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_CaseLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _read_yaml(path: Path) -> Any:
     if not path.exists():
         raise CaseError(f"case file '{path}' not found")
@@ -34,7 +59,7 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise CaseError(f"case file '{path}' cannot be read: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        return _yaml_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -50,7 +75,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise CaseError(f"override '{text}': expected KEY=VALUE with a dotted key, "
                         "e.g. fluid.reynolds=400")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = _yaml_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     return key, value

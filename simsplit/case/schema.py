@@ -5,10 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from simsplit.backends import BACKEND_CHOICES
-from simsplit.fluid.schema import DOMAIN_SCHEMA, FLUID_SCHEMA
+from simsplit.fluid.schema import DOMAIN_SCHEMA, FLUID_RUN_PROPERTIES, FLUID_SCHEMA
 from simsplit.transport import TRANSPORT_CHOICES
 
 PHYSICS = ("fluid", "md")
+
+#: load balance (fluid): no default, so a case without it validates to the same dict as before
+BALANCE_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "description": "Load balance (fluid): time each slab's own update, then move slab "
+                   "boundaries so slabs get layers in proportion to their speed. Never changes "
+                   "results. Reported in the summary and run.json.",
+    "properties": {
+        "probe_steps": {"type": "integer", "minimum": 0, "default": 20,
+                        "description": "Steps timed per slab before choosing the split (0: off); "
+                                       "as many again then measure the new split."},
+        "skip_steps": {"type": "integer", "minimum": 0, "default": 2,
+                       "description": "Steps run first and not timed (compilation, warm-up)."},
+        "every": {"type": "integer", "minimum": 0, "default": 0,
+                  "description": "Probe again every this many steps (0: balance once); at "
+                                 "least 2 x probe_steps."},
+        "min_gain": {"type": "number", "minimum": 0, "default": 0.02,
+                     "description": "Re-split only if the predicted step time drops by at least "
+                                    "this fraction."},
+    },
+}
 
 DECOMPOSITION_SCHEMA = {
     "type": "object", "additionalProperties": False, "default": {},
@@ -21,6 +42,7 @@ DECOMPOSITION_SCHEMA = {
             "minItems": 1, "default": None,
             "description": "Relative slab sizes, one positive number per slab (optional).",
         },
+        "balance": BALANCE_SCHEMA,
     },
 }
 
@@ -41,6 +63,7 @@ RUN_SCHEMA = {
                     "description": "auto picks cupy when a GPU is present, else cpu."},
         "precision": {"enum": ["float32", "float64"], "default": "float64",
                       "description": "Floating-point type of fields and arithmetic."},
+        **FLUID_RUN_PROPERTIES,
         "transport": {
             "enum": list(TRANSPORT_CHOICES), "default": "auto",
             "description": "How halos travel. auto: local (cpu) or peer (GPUs) in one process, "
@@ -60,9 +83,12 @@ RUN_SCHEMA = {
                     "description": "Send halos while the slab interior is computed (false: "
                                    "exchange, then compute; for measurement). Results are "
                                    "bitwise identical either way."},
-        "timing": {"type": "boolean", "default": False,
-                   "description": "Synchronise the device at each phase of the time loop so the "
-                                  "timing breakdown is exact on GPUs (serialises the overlap)."},
+        "timing": {"enum": [False, True, "device"], "default": False,
+                   "description": "Per-phase timing breakdown. true: synchronise the device at "
+                                  "each phase (exact, but serialises the overlap); device: CUDA "
+                                  "events on the compute stream, nothing synchronised, so the "
+                                  "wait phase is the exchange left on the critical path (cupy; "
+                                  "other backends fall back to true)."},
         "debug": {"type": "boolean", "default": False,
                   "description": "Synchronise after every kernel launch, so a CUDA error names "
                                  "the kernel that caused it, and check halos for NaN after each "
@@ -73,6 +99,17 @@ RUN_SCHEMA = {
                                     "(cached in "
                                     "$SIMSPLIT_CACHE_DIR or ~/.cache/simsplit/autotune.json); "
                                     "results are bitwise unchanged."},
+        "debug_throttle": {
+            "type": "object", "additionalProperties": False, "required": ["slab"],
+            "description": "Testing aid: make one slab slower, as if on a slower device (after "
+                           "each update it waits (factor - 1) x the update's own time).",
+            "properties": {
+                "slab": {"type": "integer", "minimum": 0,
+                         "description": "Slab to slow down (under mpiexec: the rank)."},
+                "factor": {"type": "number", "minimum": 1, "default": 2.0,
+                           "description": "How many times slower its updates take."},
+            },
+        },
     },
 }
 

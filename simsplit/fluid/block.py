@@ -18,7 +18,7 @@ from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
 from simsplit.fluid import flags as fl
 from simsplit.fluid.lattice import D2Q9, D3Q19, Lattice
-from simsplit.fluid.params import D2Q9Params, D3Q19Params
+from simsplit.fluid.params import D2Q9Params, D3Q19Params, population_storage
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
 
@@ -34,30 +34,47 @@ class SlabBlock:
 
     ``cross`` is the shape of one layer in array order without ghosts: ``(nx,)`` in 2D,
     ``(ny, nx)`` in 3D. Arrays: ``f[q, layer, *cross]`` with one ghost cell all round.
+    ``dtype`` is the arithmetic type (and that of rho, u); populations and halo buffers are held
+    in ``storage`` (default ``dtype``; a narrower one in the shifted encoding of
+    :class:`simsplit.fluid.params.PopulationStorage`). ``streaming="aa"`` keeps one population
+    array, updated in place (docs/d3q19.md): ``f_src`` and ``f_dst`` are then two view objects
+    of it, and which one is ``f_src`` is the parity of the next step, so ``swap()`` and
+    everything keyed on the identity of ``f_src`` (graphs, ghost freshness) stay right.
     """
 
     def __init__(self, backend: Backend, lattice: Lattice, cross: tuple[int, ...], layers: int,
-                 layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any) -> None:
+                 layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any,
+                 storage: Any = None, streaming: str = "two-lattice") -> None:
         self.backend, self.lattice, self.cross = backend, lattice, tuple(cross)
         self.layers, self.layer0 = layers, layer0
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
+        self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
-        q = lattice.q
+        if self.storage.shifted:  # a kernel set without narrow storage says so in one line
+            getattr(self.kernels, "check_storage", lambda st: None)(self.storage)
+        self.aa = streaming == "aa"
+        if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
+            from simsplit.backends.base import BackendUnavailable
+
+            raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "
+                                     "(allowed: two-lattice); use backend cupy or cpu")
         shape = (layers + 2, *(n + 2 for n in self.cross))
         interior = (layers, *self.cross)
         with backend.activate():
             # fluid at rest with unit density: the equilibrium is the lattice weights
-            feq = np.empty((q,) + shape, self.dtype)
-            feq[...] = lattice.w.astype(self.dtype).reshape((q,) + (1,) * len(shape))
-            self.f_src = backend.asarray(feq)
-            self.f_dst = backend.asarray(feq)
+            feq = self.storage.rest(lattice.w, shape)
+            self.f_src = self._field(feq)
+            # rest populations are the same in the standard and both AA layouts
+            self.f_dst = self._field(feq) if not self.aa else None
             del feq
-            self.flags = backend.asarray(self._make_flags())
+            if self.aa:
+                self._aa_adopt(self.f_src)
+            self.flags = self._field(self._make_flags())
             self.rho = backend.asarray(np.ones(interior, self.dtype))
             self.u = tuple(backend.zeros(interior, self.dtype) for _ in range(lattice.dim))
             halo = (len(lattice.up), math.prod(shape[1:]))
-            self.send = {f: backend.zeros(halo, self.dtype) for f in self.halo_faces()}
-            self.recv = {f: backend.zeros(halo, self.dtype) for f in self.halo_faces()}
+            self.send = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
+            self.recv = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
 
     @property
     def ux(self) -> Any:
@@ -70,6 +87,13 @@ class SlabBlock:
     @property
     def uz(self) -> Any:
         return self.u[2]
+
+    def _field(self, host: np.ndarray) -> Any:
+        """A ghosted field (populations, flags) on the backend, in the layout its kernels take:
+        padded, aligned rows where the kernel set says it reads strides (``strided_fields``)."""
+        if getattr(self.kernels, "strided_fields", False):
+            return self.backend.field(host)
+        return self.backend.asarray(host)
 
     # --- set-up ----------------------------------------------------------------------------
     def _make_flags(self) -> np.ndarray:
@@ -120,8 +144,57 @@ class SlabBlock:
                        store_macro: bool = False) -> None:
         """Update local layers ``[rows[0], rows[1])`` (1-based, ghosts excluded); all by default."""
         rows = rows or (1, self.layers + 1)
+        if self.aa:
+            self.kernels.stream_collide_aa(self.f_src, self.flags, self.rho, *self.u, rows,
+                                           self.params, store_macro, self._aa_next_odd())
+            return
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro)
+
+    # --- in-place (AA) streaming -------------------------------------------------------------
+    def _aa_adopt(self, arr: Any) -> None:
+        """Take ``arr`` as the one population array, in the state before an odd step."""
+        self._aa_views = (arr, arr.view())  # (next step even, next step odd)
+        self.f_dst, self.f_src = self._aa_views
+
+    def _aa_next_odd(self) -> bool:
+        return self.f_src is self._aa_views[1]
+
+    def _aa_halo(self, face: int, send: bool) -> tuple[int, int]:
+        """(layer, direction set) a pack (send) or unpack moves at ``face`` before the next step.
+
+        Before an odd step (fill) the ghost layers take the neighbours' boundary layers, in the
+        slots the odd step reads (opp q: the sets of the two-lattice halo, swapped). Before an
+        even step (flush) the values the odd step wrote into ghost slots go back to the
+        neighbours' boundary layers, whose next even step reads them.
+        """
+        n = self.layers
+        if self._aa_next_odd():
+            if send:
+                return (1, UP_DIRS) if face == LOW else (n, DOWN_DIRS)
+            return (0, DOWN_DIRS) if face == LOW else (n + 1, UP_DIRS)
+        if send:
+            return (0, DOWN_DIRS) if face == LOW else (n + 1, UP_DIRS)
+        return (1, UP_DIRS) if face == LOW else (n, DOWN_DIRS)
+
+    def _aa_to_standard(self, full: np.ndarray) -> np.ndarray:
+        """Interior post-collision populations (stored elements, standard layout) of the host
+        copy ``full`` of the AA array: a permutation, exact in any storage type."""
+        lat, sizes = self.lattice, (self.layers, *self.cross)
+        inner = tuple(slice(1, n + 1) for n in sizes)
+        if self._aa_next_odd():  # after an even step: q sits in the own slot opp q
+            return np.stack([full[lat.opp[q]][inner] for q in range(lat.q)])
+        # after an odd step: q went to x + c_q (wrapping periodic in-slab axes; ghost and
+        # solid cells hold what was written there)
+        periodic = (False, *self.params.periodic)
+        out = np.empty((lat.q, *sizes), full.dtype)
+        for q in range(lat.q):
+            idx = []
+            for d, n, per in zip(lat.c[q][::-1], sizes, periodic, strict=True):
+                pos = np.arange(1, n + 1) + int(d)
+                idx.append((pos - 1) % n + 1 if per else pos)
+            out[q] = full[q][np.ix_(*idx)]
+        return out
 
     def swap(self) -> None:
         self.f_src, self.f_dst = self.f_dst, self.f_src
@@ -130,12 +203,16 @@ class SlabBlock:
     def pack(self, face: int) -> Any:
         """Fill ``send[face]`` with the populations leaving through ``face``; return it."""
         layer, dirs = (1, DOWN_DIRS) if face == LOW else (self.layers, UP_DIRS)
+        if self.aa:
+            layer, dirs = self._aa_halo(face, send=True)
         self.kernels.pack(self.f_src, layer, dirs, self.send[face])
         return self.send[face]
 
     def unpack(self, face: int) -> None:
         """Write ``recv[face]`` into the ghost layer beyond ``face``."""
         layer, dirs = (0, UP_DIRS) if face == LOW else (self.layers + 1, DOWN_DIRS)
+        if self.aa:
+            layer, dirs = self._aa_halo(face, send=False)
         self.kernels.unpack(self.recv[face], self.f_src, layer, dirs)
 
     # --- state -----------------------------------------------------------------------------------
@@ -143,18 +220,39 @@ class SlabBlock:
         return (slice(None),) + (slice(1, -1),) * (1 + len(self.cross))
 
     def populations(self) -> np.ndarray:
-        """Interior post-collision populations on the host, shape ``(q, layers, *cross)``."""
+        """Interior post-collision populations on the host, shape ``(q, layers, *cross)``,
+        decoded to the arithmetic type."""
+        return self.storage.decode(self.raw_populations(), self.lattice.w)
+
+    def raw_populations(self) -> np.ndarray:
+        """Interior populations as stored (storage type and encoding), for checkpoints; the
+        standard layout whatever the streaming scheme and parity."""
+        if self.aa:
+            return self._aa_to_standard(self.backend.to_host(self.f_src))
         return self.backend.to_host(self.f_src)[self._interior()]
 
     def set_populations(self, f: np.ndarray) -> None:
+        """Set the interior populations from values ``f`` (rounded to the arithmetic type,
+        then encoded as the kernels encode)."""
+        self.set_raw_populations(self.storage.encode(f, self.lattice.w))
+
+    def set_raw_populations(self, raw: np.ndarray) -> None:
+        """Set the interior populations from stored values (as :meth:`raw_populations`)."""
         full = self.backend.to_host(self.f_src)
-        full[self._interior()] = f
+        if self.aa:  # the layout before an odd step: q in the own slot opp q; fresh arrays
+            inner = self._interior()[1:]
+            for q in range(self.lattice.q):
+                full[self.lattice.opp[q]][inner] = raw[q]
+            with self.backend.activate():
+                self._aa_adopt(self.backend.asarray(full.astype(self.storage.dtype)))
+            return
+        full[self._interior()] = raw
         with self.backend.activate():
-            self.f_src = self.backend.asarray(full.astype(self.dtype))
+            self.f_src = self._field(full.astype(self.storage.dtype))
 
     def nbytes_per_cell_update(self) -> int:
         """Bytes a stream-collide touches per cell in DRAM: populations read + written, flag."""
-        return 2 * self.lattice.q * self.dtype.itemsize + 1
+        return 2 * self.lattice.q * self.storage.dtype.itemsize + 1
 
 
 class D2Q9Block(SlabBlock):
@@ -170,18 +268,30 @@ class D3Q19Block(SlabBlock):
     """Planes ``[layer0, layer0 + nz)`` of an ``nx`` x ``ny`` D3Q19 lattice, split along z."""
 
     def __init__(self, backend: Backend, nx: int, ny: int, nz: int, layer0: int,
-                 faces: tuple[Face, Face], params: D3Q19Params, dtype: Any) -> None:
-        super().__init__(backend, D3Q19, (ny, nx), nz, layer0, faces, params, dtype)
+                 faces: tuple[Face, Face], params: D3Q19Params, dtype: Any,
+                 storage: Any = None, streaming: str = "two-lattice") -> None:
+        super().__init__(backend, D3Q19, (ny, nx), nz, layer0, faces, params, dtype, storage,
+                         streaming)
         self.nx, self.ny, self.nz = nx, ny, nz
 
 
 def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layers: int,
-               layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any) -> SlabBlock:
-    """The block class of ``lattice`` for a slab (``cross`` in array order)."""
+               layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any,
+               storage: Any = None, streaming: str = "two-lattice") -> SlabBlock:
+    """The block class of ``lattice`` for a slab (``cross`` in array order); ``storage``
+    (population storage type, D3Q19 only) defaults to ``dtype``; ``streaming`` is
+    ``two-lattice`` or (D3Q19 only) ``aa``."""
     if lattice is D2Q9:
+        if streaming != "two-lattice":
+            raise ValueError(f"run.streaming: {streaming!r} is not allowed for D2Q9 (allowed: "
+                             "'two-lattice')")
+        if storage is not None and np.dtype(storage) != np.dtype(dtype):
+            raise ValueError(f"run.storage: {np.dtype(storage)} is not allowed for D2Q9 "
+                             f"(2D grids store populations in run.precision, {np.dtype(dtype)})")
         return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype)
     if lattice is D3Q19:
-        return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype)
+        return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
+                          storage, streaming)
     raise ValueError(f"no block for lattice {lattice.name}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simsplit.fluid.params import DEFAULT_TRT_MAGIC
+from simsplit.fluid.params import DEFAULT_TRT_MAGIC, STORAGE_CHOICES
 
 _NUMBER = {"type": "number"}
 
@@ -41,6 +41,23 @@ FLUID_SCHEMA = {
             "description": "Uniform body force [fx, fy] ([fx, fy, fz] in 3D) per unit volume, "
                            "lattice units (Guo).",
         },
+    },
+}
+
+#: keys of the ``run:`` section that belong to the fluid solver (merged into the run schema)
+FLUID_RUN_PROPERTIES = {
+    "storage": {
+        "enum": ["float16", "float32", "float64"],
+        "description": "Storage type of the D3Q19 populations (default: run.precision); no wider "
+                       "than run.precision. A narrower type stores f - w (the deviation from "
+                       "rest, fp16 scaled by 2^10) and computes in run.precision: float16 "
+                       "halves memory and traffic of float32 (docs/d3q19.md). cpu and cupy.",
+    },
+    "streaming": {
+        "enum": ["two-lattice", "aa"], "default": "two-lattice",
+        "description": "D3Q19 streaming: two-lattice (two population arrays) or aa (one array "
+                       "updated in place, alternating even and odd steps: half the population "
+                       "memory, same results bit for bit; docs/d3q19.md). cpu and cupy.",
     },
 }
 
@@ -91,6 +108,28 @@ def check_dimensions(case: dict[str, Any]) -> None:
         else:
             raise ValueError(f"fluid.body_force: {force!r} is not allowed: expected {dim} "
                              f"components for a {dim}D grid (domain.shape has {dim} entries)")
+    check_storage(case)
+    if dim == 2 and case.get("run", {}).get("streaming", "two-lattice") != "two-lattice":
+        raise ValueError("run.streaming: 'aa' is not allowed for a 2D grid (D2Q9 streams "
+                         "between two arrays); allowed: 'two-lattice'")
     if dim == 2 and case["domain"]["boundaries"].get("z", "wall") != "wall":
         raise ValueError("domain.boundaries.z: is not allowed for a 2D grid "
                          "(domain.shape [nx, ny]); give [nx, ny, nz] for 3D")
+
+
+def check_storage(case: dict[str, Any]) -> None:
+    """Raise ValueError (one line naming run.storage) for a storage type wider than
+    run.precision, or a narrow one on a 2D grid (D2Q9 stores in run.precision)."""
+    run = case.setdefault("run", {})
+    precision = run.get("precision", "float64")
+    storage = run.setdefault("storage", precision)  # the default: store what is computed
+    if storage == precision:
+        return
+    allowed = STORAGE_CHOICES.get(precision, (precision,))
+    if len(case["domain"]["shape"]) == 2:
+        raise ValueError(f"run.storage: {storage!r} is not allowed for a 2D grid (D2Q9 stores "
+                         f"populations in run.precision); allowed: {precision!r}")
+    if storage not in allowed:
+        raise ValueError(f"run.storage: {storage!r} is not allowed with run.precision "
+                         f"{precision!r}: allowed {', '.join(map(repr, allowed))} (no wider "
+                         "than run.precision)")

@@ -8,12 +8,15 @@ know which device or transport it runs on, and the blocks do not know there are 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from simsplit.decomp.balance import BalanceError, BalanceSettings
+from simsplit.decomp.balancer import LoadBalancer
 from simsplit.decomp.slabs import HIGH, LOW, DecompositionError, SlabDecomposition
 from simsplit.fluid.block import Face, SlabBlock, make_block
 from simsplit.fluid.lattice import Lattice, lattice_for
@@ -25,7 +28,7 @@ from simsplit.fluid.params import (
 )
 from simsplit.health import DivergenceError
 from simsplit.parallel import ParallelContext
-from simsplit.timing import PhaseTimer
+from simsplit.timing import PhaseTimer, SlabClock
 from simsplit.transport import finish_exchange, start_exchange
 
 #: smallest slab: the overlap scheme updates the two face rows apart from the interior
@@ -44,6 +47,8 @@ class FluidSetup:
     lid: bool
     periodic_split: bool  #: periodic along the split axis (y in 2D, z in 3D)
     dtype: np.dtype
+    storage: np.dtype | None = None  #: population storage (run.storage; None: dtype)
+    streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
 
     @property
     def dim(self) -> int:
@@ -104,7 +109,27 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     else:
         params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"])
     dtype = np.dtype(case["run"]["precision"])
-    return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype)
+    storage = np.dtype(case["run"].get("storage") or dtype)
+    return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
+                      case["run"].get("streaming", "two-lattice"))
+
+
+def _case_error(message: str) -> Exception:
+    from simsplit.case import CaseError
+
+    return CaseError(message)
+
+
+def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int
+                       ) -> tuple[int, float] | None:
+    """``run.debug_throttle`` as ``(slab, factor)`` (a testing aid), None when not set."""
+    if not section:
+        return None
+    slab, factor = int(section["slab"]), float(section["factor"])
+    if slab >= n_slabs:
+        raise _case_error(f"run.debug_throttle.slab: {slab} is not allowed: expected a slab "
+                          f"index below {n_slabs} (the number of slabs)")
+    return slab, factor
 
 
 class FluidSolver:
@@ -112,26 +137,40 @@ class FluidSolver:
 
     def __init__(self, case: dict[str, Any], context: ParallelContext) -> None:
         self.case, self.context = case, context
-        self.setup = s = setup_from_case(case)
+        self.setup = setup_from_case(case)
         dec = case["decomposition"]
-        try:
-            self.decomposition = SlabDecomposition(
-                s.split_size, int(dec["subdomains"]), dec.get("weights"), s.periodic_split,
-                MIN_SLAB_ROWS,
-            )
-        except DecompositionError as exc:
-            raise DecompositionError(f"decomposition.subdomains: {exc}") from None
+        self.decomposition = self._decompose(dec.get("weights"))
         n = len(self.decomposition)
         self.transport = context.transport(self.decomposition.links(), n)
         self.blocks: dict[int, SlabBlock] = {}
-        for k in context.local_slabs(n):
-            slab = self.decomposition.slabs[k]
-            faces = tuple(self._face_kind(slab.neighbours[f], f) for f in (LOW, HIGH))
-            self.blocks[k] = make_block(context.backend_for(k), s.lattice, s.grid[1:], slab.size,
-                                        slab.start, faces, s.params, s.dtype)
+        self._build_blocks()
         self.steps_done = 0
         self._fresh_src: list[Any] | None = None
         self._u_prev: dict[int, tuple[Any, Any]] | None = None
+        #: per-slab update seconds for load balancing; also applies the test throttle
+        self.slab_clock = SlabClock(throttle_from_case(case["run"].get("debug_throttle"), n))
+        try:
+            settings = BalanceSettings.from_case(dec.get("balance"))
+        except BalanceError as exc:
+            raise _case_error(str(exc)) from None
+        self.balancer = LoadBalancer(settings) if settings is not None else None
+
+    def _decompose(self, weights: list[float] | None) -> SlabDecomposition:
+        s = self.setup
+        try:
+            return SlabDecomposition(s.split_size, int(self.case["decomposition"]["subdomains"]),
+                                     weights, s.periodic_split, MIN_SLAB_ROWS)
+        except DecompositionError as exc:
+            raise DecompositionError(f"decomposition.subdomains: {exc}") from None
+
+    def _build_blocks(self) -> None:
+        s = self.setup
+        for k in self.context.local_slabs(len(self.decomposition)):
+            slab = self.decomposition.slabs[k]
+            faces = tuple(self._face_kind(slab.neighbours[f], f) for f in (LOW, HIGH))
+            self.blocks[k] = make_block(self.context.backend_for(k), s.lattice, s.grid[1:],
+                                        slab.size, slab.start, faces, s.params, s.dtype,
+                                        s.storage, s.streaming)
 
     def _face_kind(self, neighbour: int | None, face: int) -> Face:
         if neighbour is not None:
@@ -143,7 +182,13 @@ class FluidSolver:
     def timer(self) -> PhaseTimer:
         """Seconds spent per phase of the time loop (see :mod:`simsplit.timing`)."""
         on_device = any(b.backend.is_device for b in self.blocks.values())
-        return PhaseTimer(self.synchronize if self.case["run"].get("timing") else None, on_device)
+        mode = self.case["run"].get("timing")
+        if mode == "device":
+            backends = {b.backend.device: b.backend for b in self.blocks.values()}
+            clocks = [c for c in (b.clock() for b in backends.values()) if c is not None]
+            if clocks:
+                return PhaseTimer(None, on_device, clocks)
+        return PhaseTimer(self.synchronize if mode else None, on_device)
 
     @cached_property
     def _halo_keys(self) -> list[tuple[int, int]]:
@@ -175,7 +220,23 @@ class FluidSolver:
         self._finish_exchange(self._start_exchange())
 
     def step(self, n: int = 1) -> None:
-        """Advance ``n`` time steps; macroscopic fields are stored on the last one."""
+        """Advance ``n`` time steps; macroscopic fields are stored on the last one.
+
+        With ``decomposition.balance`` the steps are cut at the balancer's probe boundaries,
+        where it may move slab boundaries (which never changes the results).
+        """
+        bal = self.balancer
+        while n > 0:
+            m = n
+            if bal is not None:
+                bal.update(self.steps_done, self)
+                m = bal.chunk(self.steps_done, n)
+            self._step_chunk(m)
+            n -= m
+        if bal is not None:
+            bal.update(self.steps_done, self)
+
+    def _step_chunk(self, n: int) -> None:
         overlap = bool(self.case["run"].get("overlap", True))
         if overlap and not self._ghosts_current():
             self.exchange_halos()
@@ -187,6 +248,7 @@ class FluidSolver:
         for s in range(n):
             self.context.check_fault(self.steps_done + 1)
             self._advance(overlap, last=s == n - 1)
+            self.slab_clock.lap()
             self.steps_done += 1
         # after an overlapped step the ghosts of f_src already hold the neighbours' new rows
         self._fresh_src = [b.f_src for b in self.blocks.values()] if overlap else None
@@ -197,20 +259,32 @@ class FluidSolver:
             return
         self.exchange_halos()
         with self.timer.phase("compute"):
-            for blk in self.blocks.values():
-                blk.stream_collide(store_macro=last)
+            for k, blk in self.blocks.items():
+                self._compute(k, blk, None, last)
         for blk in self.blocks.values():
             blk.swap()
+
+    def _compute(self, k: int, blk: SlabBlock, rows: tuple[int, int] | None,
+                 last: bool) -> None:
+        """One stream-collide launch of slab ``k``, through the slab clock when it times it."""
+        if not self.slab_clock.times(k):
+            blk.stream_collide(rows, store_macro=last)
+            return
+        sync = blk.backend.synchronize if blk.backend.is_device else None
+        with self.slab_clock.update(k, sync):
+            blk.stream_collide(rows, store_macro=last)
 
     def _graph(self, overlap: bool) -> Any:
         """A CUDA graph of GRAPH_STEPS steps for the current buffers, or None where not usable.
 
         Graphs need every block on one graph-capable device in this process, and are skipped
-        when per-phase timing or fault injection must see each step from Python.
+        when per-phase timing, per-slab clocks or fault injection must see each step from
+        Python.
         """
         backends = {id(b.backend): b.backend for b in self.blocks.values()}
         if (len(backends) != 1 or self.context.size != 1 or self.case["run"].get("timing")
-                or self.context.has_fault):
+                or self.context.has_fault or self.slab_clock.running
+                or self.slab_clock.throttle is not None):
             return None
         backend = next(iter(backends.values()))
         if not backend.has_graphs:
@@ -257,7 +331,7 @@ class FluidSolver:
         with self.timer.phase("compute"):
             for k, blk in self.blocks.items():
                 for rows in plan[k][0]:
-                    blk.stream_collide(rows, store_macro=last)
+                    self._compute(k, blk, rows, last)
         with self.timer.phase("pack"):
             for k, face in self._halo_keys:
                 blk = self.blocks[k]
@@ -268,7 +342,7 @@ class FluidSolver:
         with self.timer.phase("compute"):
             for k, blk in self.blocks.items():
                 if plan[k][1] is not None:
-                    blk.stream_collide(plan[k][1], store_macro=last)
+                    self._compute(k, blk, plan[k][1], last)
         for blk in self.blocks.values():
             blk.swap()
         self._finish_exchange(handle)
@@ -328,6 +402,77 @@ class FluidSolver:
             self.steps_done, k,
             f"cell ({where}) has density {rho[cell]:.4g}, velocity ({vel}) in lattice units",
         )
+
+    # --- load balance (the interface of simsplit.decomp.balancer.LoadBalancer) ---------------
+    def slab_layers(self) -> list[int]:
+        return self.decomposition.sizes()
+
+    def layer_cells(self) -> int:
+        return int(np.prod(self.setup.grid[1:]))
+
+    def balance_limits(self) -> tuple[int, int, bool]:
+        """(layers to split, fewest layers per slab, whether slabs update concurrently)."""
+        n = len(self.decomposition)
+        own_devices = self.context.on_gpu and len({self.context.device_of(k)
+                                                    for k in range(n)}) == n
+        concurrent = self.context.size > 1 or (own_devices and self.slab_clock.throttle is None)
+        return self.setup.split_size, MIN_SLAB_ROWS, concurrent
+
+    def set_slab_clock(self, on: bool) -> None:
+        if on:
+            self.slab_clock.start()
+        else:
+            self.slab_clock.stop()
+
+    def slab_step_seconds(self) -> list[float]:
+        """Median update seconds per step of every slab (collective under MPI)."""
+        clock = self.slab_clock
+        got = self.transport.gather({k: np.array([clock.step_seconds(k)]) for k in self.blocks})
+        return [float(got[k][0]) for k in range(len(self.decomposition))]
+
+    def reduce_max(self, value: float) -> float:
+        return self.transport.allreduce_max(value)
+
+    def barrier(self) -> None:
+        self.synchronize()
+        self.transport.barrier()
+
+    def split_fits(self, weights: list[float]) -> bool:
+        """Whether each GPU has room for what its slabs would grow by (collective: every rank
+        gets the same answer). Host memory is not checked: in one process the total is the
+        same, and ranks' slabs change by at most what the faster ones can take."""
+        short = 0.0
+        if self.context.on_gpu:
+            from simsplit.preflight import USABLE_FRACTION, fluid_bytes, gpu_free
+
+            def slab_bytes(w: list[float]) -> list[int]:
+                dec = {**self.case["decomposition"], "weights": w}
+                return fluid_bytes({**self.case, "decomposition": dec})
+
+            new, old = slab_bytes(weights), slab_bytes([float(n) for n in self.slab_layers()])
+            grow: dict[int, int] = {}
+            for k in self.blocks:
+                dev = self.context.device_of(k)
+                grow[dev] = grow.get(dev, 0) + new[k] - old[k]
+            short = float(any(g > USABLE_FRACTION * gpu_free(d)[0] for d, g in grow.items()))
+        return self.transport.allreduce_max(short) == 0.0
+
+    def resplit(self, weights: list[float]) -> None:
+        """Move slab boundaries to ``weights``: gather the global state, rebuild this process's
+        blocks and scatter it back (collective). Results stay bitwise the same."""
+        from simsplit.fluid.state import load_state, save_state
+
+        state = save_state(self)
+        self.blocks, self._fresh_src = {}, None  # free the old arrays before allocating anew
+        for name in ("_halo_keys", "_row_plan", "_graphs"):
+            self.__dict__.pop(name, None)
+        self.decomposition = self._decompose(weights)
+        self._build_blocks()
+        load_state(self, state, self.steps_done)
+
+    def balance_report(self) -> dict[str, Any] | None:
+        """The chosen split and what was measured (None without ``decomposition.balance``)."""
+        return self.balancer.report() if self.balancer is not None else None
 
     # --- global fields ---------------------------------------------------------------------
     def _gather(self, pick) -> np.ndarray:

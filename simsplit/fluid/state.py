@@ -2,7 +2,9 @@
 
 The state is global (populations of every interior cell, the macroscopic fields of the last
 stored step and the velocity of the last residual check), so a run saved on N slabs resumes
-on M slabs and continues bit for bit.
+on M slabs and continues bit for bit. Populations are saved as stored (``run.storage``: fp16
+keeps its 2-byte shifted encoding, attribute-free: the dtype says which), since decoding and
+encoding again would not give back every value.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def save_state(solver: FluidSolver) -> dict[str, np.ndarray]:
         return lambda b: b.backend.to_host(getattr(b, name))
 
     names = _velocity_names(solver)
-    state = {"populations": solver.populations(), "rho": solver._gather(host("rho"))}
+    state = {"populations": raw_populations(solver), "rho": solver._gather(host("rho"))}
     for d, name in enumerate(names):
         state[name] = solver._gather(lambda b, d=d: b.backend.to_host(b.u[d]))
     prev = solver._u_prev
@@ -30,6 +32,13 @@ def save_state(solver: FluidSolver) -> dict[str, np.ndarray]:
             state[name + "_prev"] = solver._gather(
                 lambda b, d=d: b.backend.to_host(prev[_key(solver, b)][d]))
     return state
+
+
+def raw_populations(solver: FluidSolver) -> np.ndarray:
+    """Global populations ``(q, *grid)`` as stored (storage type and encoding)."""
+    pieces = solver.transport.gather(
+        {k: np.moveaxis(b.raw_populations(), 0, 1) for k, b in solver.blocks.items()})
+    return np.moveaxis(np.concatenate([p for _, p in sorted(pieces.items())], axis=0), 1, 0)
 
 
 def _velocity_names(solver: FluidSolver) -> tuple[str, ...]:
@@ -46,12 +55,16 @@ def load_state(solver: FluidSolver, state: dict[str, np.ndarray], step: int) -> 
     expect = (solver.setup.lattice.q, *solver.setup.grid)
     if f.shape != expect:
         raise ValueError(f"checkpoint populations have shape {f.shape}, the case needs {expect}")
+    stored = {b.storage.dtype for b in solver.blocks.values()}
+    if stored and f.dtype not in stored:
+        raise ValueError(f"checkpoint populations are stored as {f.dtype}, the run stores "
+                         f"{', '.join(map(str, stored))} (run.storage)")
     names = _velocity_names(solver)
     has_prev = "ux_prev" in state
     solver._u_prev = {} if has_prev else None
     for k, blk in solver.blocks.items():
         rows = slice(blk.layer0, blk.layer0 + blk.layers)
-        blk.set_populations(f[:, rows])
+        blk.set_raw_populations(f[:, rows])
         be = blk.backend
         with be.activate():
             for name, arr in zip(("rho", *names), (blk.rho, *blk.u), strict=True):

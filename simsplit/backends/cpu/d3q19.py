@@ -4,16 +4,26 @@ Layout as in 2D with one more axis: populations ``f[q, k, j, i]`` with one ghost
 (shape ``(19, nz + 2, ny + 2, nx + 2)``), flags ``(nz + 2, ny + 2, nx + 2)`` uint8, macroscopic
 fields ``(nz, ny, nx)`` for the interior only. Planes ``k`` are along the split axis; x and y
 may be periodic within a slab (their ghost cells are then never read).
+
+Arithmetic runs in the type of the macroscopic fields; populations may be stored narrower
+(``run.storage``) in the shifted encoding of :class:`simsplit.fluid.params.PopulationStorage`.
+Numba's CPU target has no float16, so fp16 arrays reach the kernels as uint16 views of their
+bits and are converted here, rounding to nearest even exactly as the GPU's ``cvt.rn.f16``.
 """
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
 from simsplit.fluid.flags import LID, NEAR_WALL, SOLID
 from simsplit.fluid.lattice import D3Q19
+from simsplit.fluid.params import FP16_SCALE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
 _CY = tuple(int(c) for c in D3Q19.c[:, 1])
@@ -22,6 +32,97 @@ _W = tuple(float(w) for w in D3Q19.w)
 _OPP = tuple(int(o) for o in D3Q19.opp)
 _PAIRS = tuple(q for q in range(1, D3Q19.q) if q < _OPP[q])
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
+
+
+# --- fp16 bits <-> float, and the storage encoding ------------------------------------------------
+@numba.njit(cache=True)
+def half_to_float(h):
+    """IEEE binary16 bits -> the float64 they denote (exact)."""
+    v = np.int64(h)
+    e = (v >> 10) & 0x1F
+    m = v & 0x3FF
+    if e == 0:
+        x = math.ldexp(float(m), -24)
+    elif e == 31:
+        x = math.inf if m == 0 else math.nan
+    else:
+        x = math.ldexp(float(1024 + m), int(e) - 25)
+    return -x if v & 0x8000 else x
+
+
+@numba.njit(cache=True)
+def half_from(x):
+    """float32/float64 -> IEEE binary16 bits, one rounding to nearest even (as cvt.rn.f16)."""
+    v = float(x)  # exact: float32 values are float64 values
+    if v != v:
+        return np.uint16(0x7E00)
+    sign = 0x8000 if math.copysign(1.0, v) < 0 else 0
+    a = abs(v)
+    if a >= 65520.0:  # halfway between 65504 and 2^16 rounds to even: infinity
+        return np.uint16(sign | 0x7C00)
+    if a < 2.0**-14:  # subnormal (the rounding may carry into the smallest normal: same bits)
+        return np.uint16(sign | int(np.rint(math.ldexp(a, 24))))
+    e = math.frexp(a)[1] - 1  # 2^e <= a < 2^(e + 1)
+    m = int(np.rint(math.ldexp(a, 10 - e)))  # 1024 .. 2048, exact scaling then one rounding
+    if m == 2048:
+        m = 1024
+        e += 1
+    return np.uint16(sign | ((e + 15) << 10) | (m - 1024))
+
+
+def _decode(raw, w):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+def _encode(x, w, out):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_decode, inline="always")
+def _decode_impl(raw, w):
+    """Stored element -> f in w's (the arithmetic) type: raw, or raw / scale + w if narrower."""
+    cast = np.float32 if w.bitwidth == 32 else np.float64
+    if isinstance(raw, types.Integer):  # uint16 bits of fp16
+        inv = 1.0 / FP16_SCALE
+
+        def fp16(raw, w):
+            return cast(half_to_float(raw)) * cast(inv) + w
+        return fp16
+    if raw.bitwidth < w.bitwidth:  # float32 under float64: scale 1, same operations
+
+        def narrow(raw, w):
+            return cast(raw) * cast(1.0) + w
+        return narrow
+
+    def same(raw, w):
+        return raw
+    return same
+
+
+@overload(_encode, inline="always")
+def _encode_impl(x, w, out):
+    """f in the arithmetic type -> element of ``out``'s storage type."""
+    cast = np.float32 if x.bitwidth == 32 else np.float64
+    if isinstance(out.dtype, types.Integer):
+        scale = FP16_SCALE
+
+        def fp16(x, w, out):
+            return half_from((x - w) * cast(scale))
+        return fp16
+    if out.dtype.bitwidth < x.bitwidth:
+
+        def narrow(x, w, out):
+            return np.float32((x - w) * cast(1.0))
+        return narrow
+
+    def same(x, w, out):
+        return x
+    return same
+
+
+def raw_view(a: np.ndarray) -> np.ndarray:
+    """The array as the kernels take it: fp16 as uint16 bits (Numba's CPU target has no fp16)."""
+    return a.view(np.uint16) if a.dtype == np.float16 else a
 
 
 @numba.njit(inline="always")
@@ -36,7 +137,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                     om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro):
     ny = f_src.shape[2] - 2
     nx = f_src.shape[3] - 2
-    dt = f_src.dtype.type
+    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, fz, lid_u = dt(fx), dt(fy), dt(fz), dt(lid_u)
@@ -45,7 +146,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
     for row in numba.prange((k1 - k0) * ny):  # rows (k, j): parallel even in a one-plane range
         k = k0 + row // ny
         j = 1 + row % ny
-        fl = np.empty(19, dtype=f_src.dtype)
+        fl = np.empty(19, dtype=rho_out.dtype)
+        post = np.empty(19, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[k, j, i]
             if own & SOLID:
@@ -53,24 +155,88 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
             for q in range(19):
                 sj = _wrap(j - _CY[q], ny, periodic_y)
                 si = _wrap(i - _CX[q], nx, periodic_x)
-                fl[q] = f_src[q, k - _CZ[q], sj, si]
+                fl[q] = _decode(f_src[q, k - _CZ[q], sj, si], dt(_W[q]))
             if own & NEAR_WALL:  # only cells next to a wall look at their sources' flags
                 for q in range(19):
                     sj = _wrap(j - _CY[q], ny, periodic_y)
                     si = _wrap(i - _CX[q], nx, periodic_x)
                     kind = flags[k - _CZ[q], sj, si]
                     if kind & SOLID:
-                        v = f_src[_OPP[q], k, j, i]
+                        o = _OPP[q]
+                        v = _decode(f_src[o, k, j, i], dt(_W[o]))
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         fl[q] = v
-            _collide(fl, f_dst, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
+            _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
                      src_p, src_m, store_macro)
+            for q in range(19):
+                f_dst[q, k, j, i] = _encode(post[q], dt(_W[q]), f_dst)
+
+
+@numba.njit(parallel=True, cache=True)
+def _stream_collide_aa(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, om_p, om_m, lid_u,
+                       fx, fy, fz, periodic_x, periodic_y, store_macro, odd):
+    """In-place (AA) step on the one array ``f`` (docs/d3q19.md, streaming): an even step reads
+    and writes the cell's own slots (post-collision q into slot opp q), an odd step reads slot
+    opp q of x - c_q and writes slot q of x + c_q. Same collision as _stream_collide."""
+    ny = f.shape[2] - 2
+    nx = f.shape[3] - 2
+    dt = rho_out.dtype.type
+    one, half = dt(1.0), dt(0.5)
+    om_p, om_m = dt(om_p), dt(om_m)
+    fx, fy, fz, lid_u = dt(fx), dt(fy), dt(fz), dt(lid_u)
+    src_p = one - half * om_p
+    src_m = one - half * om_m
+    for row in numba.prange((k1 - k0) * ny):
+        k = k0 + row // ny
+        j = 1 + row % ny
+        fl = np.empty(19, dtype=rho_out.dtype)
+        post = np.empty(19, dtype=rho_out.dtype)
+        for i in range(1, nx + 1):
+            own = flags[k, j, i]
+            if own & SOLID:
+                continue
+            for q in range(19):
+                if odd:  # the streamed value: neighbour x - c_q's post-collision q, in slot opp q
+                    o = _OPP[q]
+                    sj = _wrap(j - _CY[q], ny, periodic_y)
+                    si = _wrap(i - _CX[q], nx, periodic_x)
+                    fl[q] = _decode(f[o, k - _CZ[q], sj, si], dt(_W[o]))
+                else:  # the previous odd step streamed it into the own slot q
+                    fl[q] = _decode(f[q, k, j, i], dt(_W[q]))
+            if own & NEAR_WALL:
+                for q in range(19):
+                    sk = k - _CZ[q]
+                    sj = _wrap(j - _CY[q], ny, periodic_y)
+                    si = _wrap(i - _CX[q], nx, periodic_x)
+                    kind = flags[sk, sj, si]
+                    if kind & SOLID:
+                        o = _OPP[q]
+                        # own post-collision opp q: the own slot q after an even step; after an
+                        # odd step it went, raw, into the solid source's slot opp q
+                        if odd:
+                            v = _decode(f[q, k, j, i], dt(_W[q]))
+                        else:
+                            v = _decode(f[o, sk, sj, si], dt(_W[o]))
+                        if kind == LID:
+                            v += dt(6.0 * _W[q] * _CX[q]) * lid_u
+                        fl[q] = v
+            _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
+                     src_p, src_m, store_macro)
+            for q in range(19):
+                if odd:  # to x + c_q, solid or ghost cells included (the walls read it there)
+                    dj = _wrap(j + _CY[q], ny, periodic_y)
+                    di = _wrap(i + _CX[q], nx, periodic_x)
+                    f[q, k + _CZ[q], dj, di] = _encode(post[q], dt(_W[q]), f)
+                else:
+                    o = _OPP[q]
+                    f[o, k, j, i] = _encode(post[q], dt(_W[o]), f)
 
 
 @numba.njit(inline="always")
-def _collide(fl, f_dst, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
+def _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
              src_p, src_m, store_macro):
+    """Collide the pulled populations ``fl`` into ``post`` (arithmetic type); macros if asked."""
     dt = fl.dtype.type
     one, half = dt(1.0), dt(0.5)
     r = dt(0.0)
@@ -96,7 +262,7 @@ def _collide(fl, f_dst, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx
     # rest population: purely symmetric
     feq0 = dt(_W[0]) * r * (one - usq)
     s0 = dt(_W[0]) * dt(-3.0) * uf
-    f_dst[0, k, j, i] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0
+    post[0] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0
     for n in range(9):
         q = _PAIRS[n]
         o = _OPP[q]
@@ -112,8 +278,8 @@ def _collide(fl, f_dst, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx
         f_m = half * (fl[q] - fl[o])
         relax_p = -om_p * (f_p - feq_p) + src_p * s_p
         relax_m = -om_m * (f_m - feq_m) + src_m * s_m
-        f_dst[q, k, j, i] = fl[q] + relax_p + relax_m
-        f_dst[o, k, j, i] = fl[o] + relax_p - relax_m
+        post[q] = fl[q] + relax_p + relax_m
+        post[o] = fl[o] + relax_p - relax_m
 
 
 def _layers(f: np.ndarray) -> np.ndarray:
@@ -125,12 +291,19 @@ class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro):
-        _stream_collide(f_src, f_dst, flags, rho, ux, uy, uz, layers[0], layers[1],
+        _stream_collide(raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0],
+                        layers[1],
                         p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
                         p.force_z, p.periodic_x, p.periodic_y, store_macro)
 
+    def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
+        """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""
+        _stream_collide_aa(raw_view(f), flags, rho, ux, uy, uz, layers[0], layers[1],
+                           p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
+                           p.force_z, p.periodic_x, p.periodic_y, store_macro, bool(odd))
+
     def pack(self, f, layer, direction, buf):
-        _pack(_layers(f), layer, _HALO_DIRS[direction], buf)
+        _pack(_layers(raw_view(f)), layer, _HALO_DIRS[direction], raw_view(buf))
 
     def unpack(self, buf, f, layer, direction):
-        _unpack(buf, _layers(f), layer, _HALO_DIRS[direction])
+        _unpack(raw_view(buf), _layers(raw_view(f)), layer, _HALO_DIRS[direction])

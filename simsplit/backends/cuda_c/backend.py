@@ -65,6 +65,15 @@ class CupyBackend(Backend):
         with self._dev:
             return self._cp.array(np.ascontiguousarray(host), copy=True)
 
+    def field(self, host: np.ndarray) -> Any:
+        """Padded rows, interior aligned to 128 B (:mod:`simsplit.backends.layout`)."""
+        from simsplit.backends.layout import padded_empty
+
+        with self._dev:
+            out = padded_empty(self._cp, host.shape, host.dtype)
+            out[...] = self._cp.asarray(np.ascontiguousarray(host))
+        return out
+
     def to_host(self, arr: Any) -> np.ndarray:
         return self._cp.asnumpy(arr)
 
@@ -118,6 +127,9 @@ class CupyBackend(Backend):
     def activate(self) -> Any:
         return self._cp.cuda.Device(self.device)
 
+    def clock(self) -> CupyClock:
+        return CupyClock(self._cp, self.device)
+
     def capture(self, fn: Callable[[], object]) -> CudaGraphReplay:
         """Record the launches and copies ``fn`` queues on this device into a CUDA graph.
 
@@ -132,3 +144,20 @@ class CupyBackend(Backend):
         rt = cp.cuda.runtime.runtimeGetVersion()
         return (f"cupy {cp.__version__} on GPU {self.device} ({gpu}, sm_{props['major']}"
                 f"{props['minor']}, CUDA runtime {rt // 1000}.{rt % 1000 // 10})")
+
+
+class CupyClock:
+    """CUDA events on the current stream of one device (``timing.DeviceClock``)."""
+
+    def __init__(self, cp: Any, device: int) -> None:
+        self._cp, self.device = cp, device
+
+    def record(self) -> Any:
+        with self._cp.cuda.Device(self.device):
+            ev = self._cp.cuda.Event()
+            ev.record()
+        return ev
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        end.synchronize()
+        return self._cp.cuda.get_elapsed_time(start, end) / 1e3

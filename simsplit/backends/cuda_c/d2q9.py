@@ -16,6 +16,7 @@ import numpy as np
 from simsplit import autotune, errors
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.graph import _capturing, check_launch_device
+from simsplit.backends.layout import element_strides, field_strides
 from simsplit.fluid.lattice import UP, Q
 from simsplit.fluid.params import D2Q9Params
 
@@ -60,6 +61,10 @@ _BAD_ADDRESS = np.uint64(0xDEAD0000000)
 class D2Q9Kernels:
     """CUDA C launchers for one device."""
 
+    #: the kernels read row pitch and plane from the arrays' strides: blocks allocate padded,
+    #: 128-byte aligned rows for them (simsplit.backends.layout)
+    strided_fields = True
+
     def __init__(self, device: int) -> None:
         self.device = device
         self._dev = cupy.cuda.Device(device)
@@ -68,7 +73,8 @@ class D2Q9Kernels:
         with self._dev:
             self._collide = {(dt, s): module.get_function(source.stream_collide_name(dt, s))
                              for dt in dtypes for s in (False, True)}
-            self._pack = {dt: module.get_function(source.pack_name("D2Q9", dt)) for dt in dtypes}
+            self._pack = {dt: module.get_function(source.pack_name("D2Q9", dt))
+                          for dt in dtypes}
             self._unpack = {dt: module.get_function(source.unpack_name("D2Q9", dt))
                             for dt in dtypes}
             # load every kernel now: a first launch inside a graph capture must not load modules
@@ -128,7 +134,8 @@ class D2Q9Kernels:
         grid = (_grid_x(nx, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         name = source.stream_collide_name(dt, bool(store_macro))
         args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
-                                 np.int32(j0), np.int32(j1), *self._params(p, dt)))
+                                 *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
+                                 np.int32(j1), *self._params(p, dt)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
@@ -156,7 +163,8 @@ class D2Q9Kernels:
                 kern = _module(self.device, block_x).get_function(name)
                 grid = (_grid_x(nx, block_x), min(ny, source.MAX_GRID_Y),
                         (ny + source.MAX_GRID_Y - 1) // source.MAX_GRID_Y)
-                args = (f_src, f_dst, flags, *scratch, np.int32(nx), np.int32(ny), np.int32(1),
+                args = (f_src, f_dst, flags, *scratch, np.int32(nx), np.int32(ny),
+                        *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
                         np.int32(ny + 1), *self._params(p, dt))
                 with self._dev:
                     kern(grid, (block_x,), args)  # warm-up: module load, caches
@@ -185,9 +193,12 @@ class D2Q9Kernels:
             raise ValueError(f"row {row} / direction {direction} out of range")
         check_launch_device(self.device)
         kern = kernels[f.dtype]
-        name = (source.pack_name if kernels is self._pack else source.unpack_name)("D2Q9", f.dtype)
-        args = self._args(name, (src, dst, np.int64(h * w), np.int32(row), np.int32(w),
-                                 np.int32(direction)))
+        name = (source.pack_name if kernels is self._pack
+                else source.unpack_name)("D2Q9", f.dtype)
+        plane, pitch = (np.int64(v) for v in element_strides(f)[:2])
+        # a layer is one row: row length and layer size w, rows (= layers) pitch apart
+        args = self._args(name, (src, dst, plane, pitch, pitch, np.int32(w), np.int32(w),
+                                 np.int32(row), np.int32(direction)))
         with self._dev:
             self._run(name, (f,), lambda: kern((_grid_x(w), _N_CROSS), (source.BLOCK_X,), args))
 

@@ -2,7 +2,10 @@
 
 Same call signatures as :class:`simsplit.backends.cpu.d3q19.D3Q19Kernels`; launches go to the
 current CuPy stream of the backend's device (graph-capturable), as for D2Q9. Halos use the
-lattice-generic ``lbm_pack``/``lbm_unpack`` of ``lbm_common.cuh`` on whole xy-planes.
+lattice-generic ``lbm_pack_strided``/``lbm_unpack_strided`` of ``lbm_common.cuh`` on whole
+xy-planes. The
+kernel is chosen by the arithmetic type (that of rho/u) and the population storage type (that
+of f: float16 arrays hold the shifted fp16 encoding, see ``lbm_common.cuh``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options
 from simsplit.backends.cuda_c.graph import check_launch_device
+from simsplit.backends.layout import element_strides, field_strides
 from simsplit.fluid.lattice import D3Q19
 from simsplit.fluid.params import D3Q19Params
 
@@ -35,19 +39,28 @@ def _module(device: int) -> Any:
 class D3Q19Kernels:
     """CUDA C launchers for one device."""
 
+    #: the kernels read their strides from the arrays: blocks allocate padded, 128-byte aligned
+    #: rows for them (simsplit.backends.layout)
+    strided_fields = True
+
     def __init__(self, device: int) -> None:
         self.device = device
         self._dev = cupy.cuda.Device(device)
         module = _module(device)
-        dtypes = list(source.CTYPES)
+        storages = list(source.STORAGE_CTYPES)
         with self._dev:
-            self._collide = {(dt, s): module.get_function(
-                source.stream_collide_name(dt, s, _NAME)) for dt in dtypes for s in (False, True)}
-            self._pack = {dt: module.get_function(source.pack_name(_NAME, dt)) for dt in dtypes}
-            self._unpack = {dt: module.get_function(source.unpack_name(_NAME, dt))
-                            for dt in dtypes}
+            self._collide = {(dt, st, s): module.get_function(
+                source.d3q19_stream_collide_name(dt, st, s))
+                for dt, st in source.D3Q19_STORAGE for s in (False, True)}
+            self._collide_aa = {(dt, st, s): module.get_function(source.d3q19_aa_name(dt, st, s))
+                                for dt, st in source.D3Q19_STORAGE for s in (False, True)}
+            self._pack = {st: module.get_function(source.pack_name(_NAME, st))
+                          for st in storages}
+            self._unpack = {st: module.get_function(source.unpack_name(_NAME, st))
+                            for st in storages}
             # load every kernel now: a first launch inside a graph capture must not load modules
-            kernels = [*self._collide.values(), *self._pack.values(), *self._unpack.values()]
+            kernels = [*self._collide.values(), *self._collide_aa.values(),
+                       *self._pack.values(), *self._unpack.values()]
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
 
@@ -73,17 +86,46 @@ class D3Q19Kernels:
             raise ValueError(f"planes {layers} outside the interior planes [1, {nz + 1})")
         if k0 == k1:
             return
-        dt = f_src.dtype
-        if any(a.dtype != dt for a in (f_dst, rho, ux, uy, uz)):
-            raise TypeError("populations and macroscopic fields must share one dtype")
+        dt, st = rho.dtype, f_src.dtype
+        if f_dst.dtype != st or any(a.dtype != dt for a in (ux, uy, uz)):
+            raise TypeError("f_src/f_dst must share the storage dtype, rho/u the arithmetic one")
+        if (dt, st) not in source.D3Q19_STORAGE:
+            raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
         check_launch_device(self.device)
-        kern = self._collide[(dt, bool(store_macro))]
+        kern = self._collide[(dt, st, bool(store_macro))]
         with self._dev:
             kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
                  (f_src, f_dst, flags, rho, ux, uy, uz, np.int32(nx), np.int32(ny),
-                  np.int32(nz), np.int32(k0), np.int32(k1), *self._params(p, dt)))
+                  np.int32(nz), *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(k0),
+                  np.int32(k1), *self._params(p, dt)))
+
+    def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro,
+                          odd) -> None:
+        """In-place (AA) update of planes ``layers`` of the one array ``f``, parity ``odd``."""
+        k0, k1 = int(layers[0]), int(layers[1])
+        q, d, h, w = f.shape
+        nz, ny, nx = d - 2, h - 2, w - 2
+        if q != D3Q19.q or flags.shape != (d, h, w) or rho.shape != (nz, ny, nx):
+            raise ValueError(f"inconsistent D3Q19 arrays: f {f.shape}, flags {flags.shape}, "
+                             f"rho {rho.shape}")
+        if not 1 <= k0 <= k1 <= nz + 1:
+            raise ValueError(f"planes {layers} outside the interior planes [1, {nz + 1})")
+        if k0 == k1:
+            return
+        dt, st = rho.dtype, f.dtype
+        if any(a.dtype != dt for a in (ux, uy, uz)) or (dt, st) not in source.D3Q19_STORAGE:
+            raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
+        if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
+            raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
+        check_launch_device(self.device)
+        kern = self._collide_aa[(dt, st, bool(store_macro))]
+        with self._dev:
+            kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
+                 (f, flags, rho, ux, uy, uz, np.int32(nx), np.int32(ny), np.int32(nz),
+                  *map(np.int64, field_strides(f, flags)), np.int32(k0), np.int32(k1),
+                  *self._params(p, dt), np.int32(bool(odd))))
 
     def _halo(self, kernels: dict, f, layer: int, direction: int, buf, src, dst) -> None:
         q, d, h, w = f.shape
@@ -93,10 +135,11 @@ class D3Q19Kernels:
         if not 0 <= layer < d or direction not in (0, 1):
             raise ValueError(f"layer {layer} / direction {direction} out of range")
         check_launch_device(self.device)
+        plane, layer_stride, pitch = (np.int64(v) for v in element_strides(f)[:3])
         with self._dev:
             kernels[f.dtype]((_grid_x(size), _N_CROSS), (source.BLOCK_X,),
-                             (src, dst, np.int64(d * size), np.int32(layer), np.int32(size),
-                              np.int32(direction)))
+                             (src, dst, plane, layer_stride, pitch, np.int32(w), np.int32(size),
+                              np.int32(layer), np.int32(direction)))
 
     def pack(self, f, layer: int, direction: int, buf) -> None:
         self._halo(self._pack, f, layer, direction, buf, f, buf)

@@ -20,6 +20,7 @@ import numpy as np
 
 from simsplit.fluid import flags
 from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
+from simsplit.fluid.params import FP16_SCALE, STORAGE_CHOICES
 
 #: name under which kernels include the generated header
 GENERATED_HEADER = "simsplit_generated.cuh"
@@ -31,6 +32,10 @@ MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels
 COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+#: population storage types of the D3Q19 kernels (fp16 as raw bits, see lbm_common.cuh)
+STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16"}
+#: (arithmetic, storage) pairs the D3Q19 kernels are instantiated for: run.storage's choices
+D3Q19_STORAGE = tuple((np.dtype(a), np.dtype(s)) for a, ss in STORAGE_CHOICES.items() for s in ss)
 _AXES = ("cx", "cy", "cz")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.MULTILINE)
 
@@ -84,6 +89,7 @@ def generated_header() -> str:
         "#ifndef SIMSPLIT_GENERATED_CUH",
         "#define SIMSPLIT_GENERATED_CUH",
         f"#define SIMSPLIT_BLOCK_X {BLOCK_X}",
+        f"#define SIMSPLIT_FP16_SCALE {float(FP16_SCALE).hex()}  // fp16 storage: (f - w) * scale",
         "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
@@ -169,12 +175,37 @@ def stream_collide_name(dtype: np.dtype | type, store_macro: bool, lattice: str 
             f"{'true' if store_macro else 'false'}>")
 
 
+def _storage_ctype(dtype: np.dtype | type) -> str:
+    try:
+        return STORAGE_CTYPES[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"populations are stored as float16, float32 or float64, "
+                        f"not {np.dtype(dtype)}") from None
+
+
+def d3q19_stream_collide_name(dtype: np.dtype | type, storage: np.dtype | type,
+                              store_macro: bool) -> str:
+    """D3Q19 stream-collide for arithmetic ``dtype`` and population storage ``storage``."""
+    if (np.dtype(dtype), np.dtype(storage)) not in D3Q19_STORAGE:
+        raise TypeError(f"no D3Q19 kernel for {np.dtype(dtype)} arithmetic on "
+                        f"{np.dtype(storage)} storage")
+    return (f"d3q19_stream_collide<{_ctype(dtype)}, {_storage_ctype(storage)}, "
+            f"{'true' if store_macro else 'false'}>")
+
+
+def d3q19_aa_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool) -> str:
+    """In-place (AA) D3Q19 stream-collide, as :func:`d3q19_stream_collide_name`."""
+    return d3q19_stream_collide_name(dtype, storage, store_macro).replace(
+        "d3q19_stream_collide<", "d3q19_stream_collide_aa<")
+
+
 def pack_name(lattice: str, dtype: np.dtype | type) -> str:
-    return f"lbm_pack<{lattice}, {_ctype(dtype)}>"
+    """Halo pack of populations stored as ``dtype`` (float16 only for D3Q19)."""
+    return f"lbm_pack<{lattice}, {_storage_ctype(dtype)}>"
 
 
 def unpack_name(lattice: str, dtype: np.dtype | type) -> str:
-    return f"lbm_unpack<{lattice}, {_ctype(dtype)}>"
+    return f"lbm_unpack<{lattice}, {_storage_ctype(dtype)}>"
 
 
 def name_expressions(name: str) -> list[str]:
@@ -183,6 +214,13 @@ def name_expressions(name: str) -> list[str]:
     if lattice is None:
         return []
     out = []
+    if lattice == "D3Q19":
+        for dt, st in D3Q19_STORAGE:
+            out += [d3q19_stream_collide_name(dt, st, s) for s in (False, True)]
+            out += [d3q19_aa_name(dt, st, s) for s in (False, True)]
+        for st in STORAGE_CTYPES:
+            out += [pack_name(lattice, st), unpack_name(lattice, st)]
+        return out
     for dt in CTYPES:
         out += [stream_collide_name(dt, s, lattice) for s in (False, True)]
         out += [pack_name(lattice, dt), unpack_name(lattice, dt)]

@@ -13,6 +13,7 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 from numba import cuda
 
+from simsplit.backends.base import BackendUnavailable
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
 from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
 from simsplit.fluid.flags import LID, SOLID
@@ -146,6 +147,14 @@ class D3Q19Kernels:
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
 
+    @staticmethod
+    def check_storage(storage: Any) -> None:
+        """Populations are stored in the arithmetic type only: no narrow (fp16) storage here."""
+        if storage.dtype != storage.arith:
+            raise BackendUnavailable(
+                f"run.storage: {storage.dtype} is not allowed on backend numba-cuda (allowed: "
+                f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro) -> None:
         k0, k1 = int(layers[0]), int(layers[1])
@@ -154,6 +163,9 @@ class D3Q19Kernels:
             raise ValueError(f"planes {layers} outside the interior planes [1, {nz + 1})")
         if k0 == k1:
             return
+        if f_src.dtype != rho.dtype:
+            raise TypeError(f"numba-cuda stores populations in the arithmetic type ({rho.dtype}), "
+                            f"not {f_src.dtype}")
         bx = _block_x(nx)
         grid = ((nx + bx - 1) // bx, ny, min(k1 - k0, MAX_GRID_Y))
         launch = _launcher(_stream_collide_kernel(np.dtype(f_src.dtype)), grid, bx)

@@ -1,0 +1,68 @@
+"""fp16 population storage on a real GPU: cupy against the CPU bit for bit, split identity,
+numba-cuda's refusal. The host emulation (test_kernels_compile.py) says cupy must agree exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.test_gpu import _gpu_param
+
+pytestmark = pytest.mark.gpu
+
+
+def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float16") -> object:
+    from simsplit.case import validate_case
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel import ParallelContext
+
+    fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
+    bounds = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
+    if channel:
+        fluid = {"reynolds": None, "viscosity": 0.05, "collision": "bgk",
+                 "body_force": [1e-6, 0.0, 2e-7]}
+        bounds = {"x": "periodic", "y": "wall", "z": "periodic", "lid": False}
+    case = validate_case({
+        "physics": "fluid", "fluid": fluid,
+        "domain": {"shape": [40, 24, 30], "boundaries": bounds},
+        "decomposition": {"subdomains": subdomains},
+        "run": {"backend": backend, "precision": "float32", "storage": storage,
+                "transport": "auto", "devices": None if backend == "cpu" else [0]},
+        "output": {"dir": None},
+    })
+    run = case["run"]
+    return FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
+
+
+def _run(backend: str, subdomains: int, channel: bool, steps: int) -> tuple[np.ndarray, ...]:
+    from simsplit.fluid.state import raw_populations
+
+    solver = _solver(backend, subdomains, channel)
+    solver.step(steps)  # > 32 steps: CUDA graphs on cupy
+    return raw_populations(solver), solver.velocity(), solver.density()
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("channel", [False, True], ids=["cavity-trt", "channel-bgk-force"])
+def test_fp16_cupy_equals_cpu_bitwise(backend: str, channel: bool) -> None:
+    want = _run("cpu", 2, channel, 100)
+    got = _run(backend, 2, channel, 100)
+    assert got[0].dtype == np.float16
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+def test_fp16_cupy_bitwise_identical_across_splits(backend: str) -> None:
+    runs = [_run(backend, n, False, 100) for n in (1, 2, 3)]
+    for run in runs[1:]:
+        for a, b in zip(run, runs[0], strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("numba-cuda")])
+def test_fp16_refused_on_numba_cuda(backend: str) -> None:
+    from simsplit.backends.base import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match="run.storage"):
+        _solver(backend, 1, False)

@@ -118,12 +118,20 @@ __device__ __forceinline__ lbm::index_t source_cell_3d(int q, int i, int j, int 
 
 }  // namespace
 
-#ifndef SIMSPLIT_D3Q19_MIN_BLOCKS  // resident blocks per SM asked of the register allocator
-#define SIMSPLIT_D3Q19_MIN_BLOCKS 1
+// Resident blocks per SM asked of the register allocator for float arithmetic: at one block
+// NVRTC gave the kernel 84 registers (37.5 % occupancy at 256 threads) and it reached 62 % of
+// the copy bandwidth at 512^3; five blocks cap it at 48 registers without spills: 86 % in
+// float32, 51 % in fp16 (H200, scripts/tune_d3q19.py, docs/tune_d3q19_h200_2026-12-02.log).
+// Double arithmetic, the variant that also stores rho and u (the last step of a chunk) and
+// the in-place kernel would spill at 48 registers: they keep one block.
+#ifndef SIMSPLIT_D3Q19_MIN_BLOCKS
+#define SIMSPLIT_D3Q19_MIN_BLOCKS (1280 / SIMSPLIT_BLOCK_X)
 #endif
+#define SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO) \
+    (sizeof(T) == 4 && !(STORE_MACRO) ? SIMSPLIT_D3Q19_MIN_BLOCKS : 1)
 
 template <typename T, typename S, bool STORE_MACRO>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO))
 d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                      const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                      T* __restrict__ ux_out, T* __restrict__ uy_out, T* __restrict__ uz_out,

@@ -53,6 +53,10 @@ class Backend(ABC):
     def asarray(self, host: np.ndarray) -> Any:
         """Copy a host array into this backend's memory."""
 
+    def empty_field(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """An uninitialised lattice field in the layout of :meth:`field`."""
+        return self.zeros(shape, dtype)
+
     def field(self, host: np.ndarray) -> Any:
         """Copy a lattice field (populations or flags, ghost cells included) into this backend's
         memory, in the layout its kernels run fastest on. Same shape and values as

@@ -62,11 +62,9 @@ class SlabBlock:
         interior = (layers, *self.cross)
         with backend.activate():
             # fluid at rest with unit density: the equilibrium is the lattice weights
-            feq = self.storage.rest(lattice.w, shape)
-            self.f_src = self._field(feq)
+            self.f_src = self._rest_field(shape)
             # rest populations are the same in the standard and both AA layouts
-            self.f_dst = self._field(feq) if not self.aa else None
-            del feq
+            self.f_dst = self._rest_field(shape) if not self.aa else None
             if self.aa:
                 self._aa_adopt(self.f_src)
             self.flags = self._field(self._make_flags())
@@ -87,6 +85,16 @@ class SlabBlock:
     @property
     def uz(self) -> Any:
         return self.u[2]
+
+    def _rest_field(self, shape: tuple[int, ...]) -> Any:
+        """Populations of fluid at rest with unit density (f = w, encoded), filled on the backend
+        itself: no host copy of the whole field (it would double the memory a large run needs)."""
+        if not getattr(self.kernels, "strided_fields", False):  # e.g. Numba device arrays,
+            return self.backend.asarray(self.storage.rest(self.lattice.w, shape))  # no [...] =
+        rest = self.storage.rest(self.lattice.w, (1,) * len(shape))  # (q, 1, ..., 1)
+        out = self.backend.empty_field((self.lattice.q, *shape), rest.dtype)
+        out[...] = self.backend.asarray(rest)  # broadcast on the device
+        return out
 
     def _field(self, host: np.ndarray) -> Any:
         """A ghosted field (populations, flags) on the backend, in the layout its kernels take:

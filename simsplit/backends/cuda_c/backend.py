@@ -65,12 +65,16 @@ class CupyBackend(Backend):
         with self._dev:
             return self._cp.array(np.ascontiguousarray(host), copy=True)
 
-    def field(self, host: np.ndarray) -> Any:
+    def empty_field(self, shape: tuple[int, ...], dtype: Any) -> Any:
         """Padded rows, interior aligned to 128 B (:mod:`simsplit.backends.layout`)."""
         from simsplit.backends.layout import padded_empty
 
         with self._dev:
-            out = padded_empty(self._cp, host.shape, host.dtype)
+            return padded_empty(self._cp, shape, dtype)
+
+    def field(self, host: np.ndarray) -> Any:
+        out = self.empty_field(host.shape, host.dtype)
+        with self._dev:
             out[...] = self._cp.asarray(np.ascontiguousarray(host))
         return out
 

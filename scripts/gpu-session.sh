@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# GPU measurements for BENCHMARKS.md in one call (under 10 minutes), run from the repository
+# root on the device machine: STAGES picks a subset (default: all, in this order).
+#   tests    pytest -m gpu (fluid, D3Q19 storage/streaming, MD on both GPU backends)
+#   d2q9     D2Q9 8192^2 float32, cupy + numba-cuda (issue 3), cost of splitting (issue 4)
+#   timing   device-event timing breakdown, 2 slabs of 4096^2, overlap on/off (issue 4)
+#   d3q19    D3Q19 512^3 float32: two-lattice, fp16 storage, in-place AA (issue 7)
+#   bigcube  the largest in-place (AA) cubes: 1024^3 float32, 1280^3 fp16 (issue 7)
+#   tune3d   D3Q19 launch variants at 512^3, float32 and fp16 storage (issue 7)
+#   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
+#   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
+#   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
+#   monitor  60-second monitored cavity run (issue 10)
+set -uo pipefail
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # the device machine runs as root
+OUT=${OUT:-./gpu-out}
+STAGES=${STAGES:-"tests d2q9 timing d3q19 fp16acc md monitor"}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+else
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+note() { printf '\n==== %s  (%s UTC)\n' "$*" "$(date -u +%H:%M:%S)"; }
+quiet() { grep -Ev "Warn|warn\(|NumbaPerformance|^\s*$" ; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+note "device"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+if has tests; then
+    note "GPU tests"
+    timeout 300 python3 -m pytest -m gpu -q -rsfE -p no:cacheprovider 2>&1 \
+        | tee "$OUT/gpu-tests.log" | quiet | tail -25
+fi
+if has d2q9; then
+    note "D2Q9 8192x8192 float32, 1 slab (issue 3)"
+    timeout 90 python3 -m simsplit bench --backend cupy --backend numba-cuda --grid 8192x8192 \
+        --steps 100 --repeats 5 --no-graph 2>&1 | tee "$OUT/bench-d2q9.log" | quiet | tail -5
+    note "cost of splitting: 4096x8192 on 1 slab vs 2 slabs of 4096x4096 (issue 4)"
+    for ov in on off; do
+        for n in 1 2; do
+            timeout 60 python3 -m simsplit bench --backend cupy --grid 4096x8192 --subdomains $n \
+                --steps 100 --repeats 5 --overlap $ov --no-graph 2>&1 | quiet \
+                | grep -E "^cupy" | sed "s/^/overlap $ov: /" | tee -a "$OUT/bench-split.log"
+        done
+    done
+fi
+if has timing; then
+    for ov in true false; do
+        note "timing breakdown, CUDA events: 2 slabs of 4096x4096, overlap $ov (issue 4)"
+        timeout 60 python3 -m simsplit run cases/cavity.yaml --backend cupy \
+            --set run.precision=float32 --set fluid.reynolds=1000 \
+            --set domain.shape=[4096,8192] --set decomposition.subdomains=2 --steps 1000 \
+            --set run.tolerance=0 --set run.timing=device --set run.overlap=$ov \
+            --set output.dir=null --quiet 2>&1 | quiet | grep -E "throughput|timing|error"
+    done
+fi
+if has d3q19; then
+    note "D3Q19 512^3 float32 (issue 7)"
+    for variant in "--storage float32" "--storage float16" "--streaming aa" \
+            "--storage float16 --streaming aa"; do
+        echo "-- $variant"
+        timeout 120 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+            --repeats 3 --no-graph $variant 2>&1 | quiet | tail -4 | tee -a "$OUT/bench-d3q19.log"
+    done
+fi
+if has bigcube; then
+    note "in-place AA streaming: the largest cubes (issue 7)"
+    for spec in "1024x1024x1024 --storage float32" "1280x1280x1280 --storage float16"; do
+        set -- $spec
+        echo "-- $*"
+        timeout 150 python3 -m simsplit bench --backend cupy --grid $1 --steps 10 --repeats 2 \
+            --no-graph --streaming aa $2 $3 2>&1 | quiet | tail -4 | tee -a "$OUT/bench-bigcube.log"
+        nvidia-smi --query-gpu=memory.total --format=csv,noheader
+    done
+fi
+if has tune3d; then
+    note "D3Q19 launch variants, 512^3 (issue 7)"
+    timeout 240 python3 scripts/tune_d3q19.py --n 512 --steps 20 2>&1 | quiet \
+        | tee "$OUT/tune-d3q19.log"
+fi
+if has fp16acc; then
+    note "fp16 against float32 storage: 3D cavity Re 100, 128^3, 60000 steps (issue 7)"
+    timeout 150 python3 - <<'PYEOF' 2>&1 | quiet
+import numpy as np
+import simsplit
+
+def centreline(storage):
+    case = simsplit.load_case("cases/cavity3d.yaml", overrides={
+        "domain.shape": [128, 128, 128], "run.backend": "cupy", "run.precision": "float32",
+        "run.storage": storage, "run.tolerance": 0, "run.steps": 60000})
+    sim = simsplit.Simulation(case)
+    sim.run(output=False)
+    u = sim.velocity()  # (nz, ny, nx, 3) in lid units
+    mid = slice(63, 65)
+    return u, u[:, mid, mid, 0].mean(axis=(1, 2))
+
+u16, c16 = centreline("float16")
+u32, c32 = centreline("float32")
+print(f"max |u_x(fp16) - u_x(fp32)| on the vertical centreline: {np.abs(c16 - c32).max():.3e}")
+print(f"max |u(fp16) - u(fp32)| over the field: {np.abs(u16 - u32).max():.3e}")
+print(f"max |u_x| on the centreline (fp32): {np.abs(c32).max():.3f}")
+PYEOF
+fi
+if has md; then
+    note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"
+    timeout 240 python3 scripts/bench_md_gpu.py 2>&1 | tee "$OUT/bench-md.log" | quiet | tail -15
+fi
+if has mdprof; then
+    note "host profile: 64k atoms, cupy (issue 5)"
+    timeout 120 python3 -m cProfile -s tottime scripts/bench_md_gpu.py --backends cupy \
+        --systems hoomd --seconds 3 2>&1 | quiet | head -45 | tee "$OUT/mdprof.log"
+fi
+if has monitor; then
+    note "60-second monitored cavity run: Re 1000, 4096^2 float32, 2 slabs (issue 10)"
+    timeout 150 python3 -m simsplit run cases/cavity.yaml --backend cupy \
+        --set run.precision=float32 --set fluid.reynolds=1000 --set domain.shape=[4096,4096] \
+        --steps 150000 --set run.tolerance=0 --set run.check_every=5000 --monitor 1 \
+        --output "$OUT/monitor60" --quiet 2>&1 | quiet | tail -16
+    rm -rf "$OUT/monitor60/fields.h5" "$OUT/monitor60/checkpoints"
+fi
+note "done"

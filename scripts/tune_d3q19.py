@@ -1,0 +1,124 @@
+"""Compile variants of the D3Q19 stream-collide kernel and time them on one GPU (raw launches).
+
+Variants: threads per block, resident blocks per SM asked of the register allocator
+(``__launch_bounds__``), and whether every cell reads its sources' flags (the D2Q9 scheme) or
+only cells flagged NEAR_WALL do; for float32 and fp16 population storage, on the solver's
+padded layout (512^3 by default: 20.6 GB in float32). Prints MLUPS and the fraction of the
+device-to-device copy bandwidth measured in the same run (153 B per float32 cell update, 77 B
+in fp16: populations read + written, the flag byte).
+Usage: python scripts/tune_d3q19.py [--n 512] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tune_d2q9 import copy_bandwidth  # noqa: E402
+
+from simsplit.backends.cpu import CPUBackend  # noqa: E402
+from simsplit.backends.cuda_c import source  # noqa: E402
+from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
+from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
+from simsplit.fluid.params import D3Q19Params  # noqa: E402
+
+CTYPE = {"float32": "float", "float16": "lbm::half16"}
+#: (threads per block, resident blocks per SM asked for, neighbour flags): the 2026-12-02
+#: 19:35 run (docs/tune_d3q19_h200_2026-12-02.log) found neighbour flags slower and 84
+#: registers (37.5 % occupancy) at one block; these ask the allocator for 50-62.5 %
+VARIANTS = [(128, 1, False), (128, 8, False), (128, 10, False), (256, 1, False),
+            (256, 4, False), (256, 5, False), (512, 2, False)]
+
+
+def build(block: int, min_blocks: int, nbflags: bool, storage: str) -> cupy.RawKernel:
+    header = source.generated_header().replace(f"#define SIMSPLIT_BLOCK_X {source.BLOCK_X}",
+                                               f"#define SIMSPLIT_BLOCK_X {block}")
+    code = source.expand_includes("d3q19.cu", {source.GENERATED_HEADER: header})
+    cc = cupy.cuda.Device().compute_capability
+    opts = ["--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
+            f"-DSIMSPLIT_D3Q19_MIN_BLOCKS={min_blocks}"]
+    opts += ["-DSIMSPLIT_D3Q19_NEIGHBOUR_FLAGS"] * nbflags
+    name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"
+    mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
+    kern = mod.get_function(name)
+    _ = kern.num_regs
+    return kern
+
+
+def fields(n: int, storage: str) -> tuple[list, cupy.ndarray]:
+    """Two padded population arrays at rest and the cavity's flags, from a CPU block of three
+    planes: its middle plane's flags repeated along z, its outer planes at the two ends."""
+    params = D3Q19Params(1 / 0.65, 1 / 0.65, 0.1, 0.0, 0.0, 0.0, False, False)
+    probe = D3Q19Block(CPUBackend(), n, n, 3, 0, (Face.WALL, Face.LID), params, np.float32,
+                       storage)
+    rest = probe.f_src[:, 2:3]  # one interior plane at rest, in the storage encoding
+    f = []
+    for _ in range(2):
+        a = padded_empty(cupy, (19, n + 2, n + 2, n + 2), rest.dtype)
+        a[...] = cupy.asarray(rest)
+        f.append(a)
+    flags_host = np.repeat(probe.flags[2:3], n + 2, axis=0)
+    flags_host[:2] = probe.flags[:2]
+    flags_host[-2:] = probe.flags[-2:]
+    flags = padded_empty(cupy, flags_host.shape, np.uint8)
+    flags[...] = cupy.asarray(flags_host)
+    return f, flags
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args()
+    n, steps = args.n, args.steps
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw / 1e12:.3f} TB/s; grid {n}^3, {steps} steps, padded rows")
+    print(f"{'storage':>8} {'block':>5} {'minblk':>6} {'nbfl':>5} {'regs':>4} {'MLUPS':>8} "
+          f"{'%copy':>6}")
+    macro = [cupy.zeros((n, n, n), cupy.float32) for _ in range(4)]
+    scal = (np.float32(1 / 0.65), np.float32(1 / 0.65), np.float32(0.1), np.float32(0),
+            np.float32(0), np.float32(0), np.int32(0), np.int32(0))
+    results = []
+    for storage, per_cell in (("float32", 153), ("float16", 77)):
+        f, flags = fields(n, storage)
+        strides = tuple(np.int64(v) for v in field_strides(f[0], flags, f[1]))
+        for block, min_blocks, nbflags in VARIANTS:
+            kern = build(block, min_blocks, nbflags, storage)
+            grid = ((n + block - 1) // block, n, n)
+
+            def step(k: int, kern=kern, grid=grid, block=block, f=f, flags=flags,
+                     strides=strides) -> None:
+                kern(grid, (block,), (f[k % 2], f[(k + 1) % 2], flags, *macro, np.int32(n),
+                                      np.int32(n), np.int32(n), *strides, np.int32(1),
+                                      np.int32(n + 1), *scal))
+
+            for k in range(2):
+                step(k)
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            times = []
+            for _ in range(3):
+                start.record()
+                for k in range(steps):
+                    step(k)
+                stop.record()
+                stop.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+            mlups = n ** 3 * steps / float(np.median(times)) / 1e6
+            frac = mlups * 1e6 * per_cell / bw
+            results.append((storage, frac, block, min_blocks, nbflags, mlups))
+            print(f"{storage:>8} {block:>5} {min_blocks:>6} {nbflags!s:>5} {kern.num_regs:>4} "
+                  f"{mlups:>8.0f} {100 * frac:>5.1f}%", flush=True)
+        f = flags = None
+    for storage in ("float32", "float16"):
+        best = max((r for r in results if r[0] == storage), key=lambda r: r[1])
+        print(f"best {storage}: block {best[2]}, min blocks {best[3]}, neighbour flags "
+              f"{best[4]}: {best[5]:.0f} MLUPS = {100 * best[1]:.1f}% of copy bandwidth")
+
+
+if __name__ == "__main__":
+    main()

@@ -34,15 +34,26 @@ def _creator_version() -> str:
 
 
 class H5MDWriter:
-    """Append frames of N particles in a fixed periodic box to an H5MD file."""
+    """Append frames of N particles in a fixed periodic box to an H5MD file.
+
+    With ``resume_step`` (a restarted run) an existing file of the same system is continued:
+    every element is cut back to its entries up to that step (a run killed after its last
+    checkpoint may have written later frames, which the restarted run writes again, bit for
+    bit) and entries up to that step are not written twice.
+    """
 
     def __init__(self, path: str | Path, n_atoms: int, box: np.ndarray, *,
-                 author: str | None = None, dtype: Any = np.float64) -> None:
+                 author: str | None = None, dtype: Any = np.float64,
+                 resume_step: int | None = None) -> None:
         self.path = Path(path)
         self.n_atoms = n_atoms
         self.box = np.asarray(box, dtype=np.float64)
         self.dtype = np.dtype(dtype)
+        self._floor = -1  # entries at or before this step are already in the file
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and self.path.exists():
+            self._resume(int(resume_step))
+            return
         self.file = h5py.File(self.path, "w")
         h5 = self.file.create_group("h5md")
         h5.attrs["version"] = np.array([1, 1], dtype=np.int32)
@@ -61,6 +72,26 @@ class H5MDWriter:
         part.create_dataset("id", data=np.arange(n_atoms, dtype=np.int64))
         self._obs_root = self.file.create_group("observables")
         self._obs: dict[str, h5py.Group] = {}
+
+    def _resume(self, step: int) -> None:
+        self.file = h5py.File(self.path, "a")
+        part = self.file["particles/all"]
+        n_file = part["id"].shape[0]
+        if n_file != self.n_atoms or part["position/value"].dtype != self.dtype:
+            self.file.close()
+            raise ValueError(f"{self.path}: holds {n_file} atoms of "
+                             f"{part['position/value'].dtype}, this run has {self.n_atoms} of "
+                             f"{self.dtype}; move the old trajectory away or start afresh")
+        self._edges, self._pos = part["box/edges"], part["position"]
+        self._vel, self._img = part["velocity"], part["image"]
+        self._obs_root = self.file["observables"]
+        self._obs = dict(self._obs_root.items())
+        for g in (self._edges, self._pos, self._vel, self._img, *self._obs.values()):
+            keep = int(np.searchsorted(g["step"][...], step, side="right"))
+            for name in ("step", "time", "value"):
+                g[name].resize(keep, axis=0)
+        self._floor = step
+        self.file.flush()
 
     @staticmethod
     def _element(parent: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any) -> h5py.Group:
@@ -84,6 +115,8 @@ class H5MDWriter:
     def write_frame(self, step: int, time: float, positions: np.ndarray,
                     velocities: np.ndarray, images: np.ndarray | None = None) -> None:
         """Append one frame; arrays are ``(N, 3)`` in atom-id order, positions wrapped."""
+        if step <= self._floor:
+            return
         self._append(self._edges, step, time, self.box)
         self._append(self._pos, step, time, positions)
         self._append(self._vel, step, time, velocities)
@@ -92,6 +125,8 @@ class H5MDWriter:
 
     def write_observables(self, step: int, time: float, values: Mapping[str, float]) -> None:
         """Append scalar observables (one group per name, created on first use)."""
+        if step <= self._floor:
+            return
         for name, val in values.items():
             g = self._obs.get(name)
             if g is None:

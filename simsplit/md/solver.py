@@ -259,6 +259,8 @@ class MDSolver:
         #: the last step's second half kick is still to be applied (see :meth:`step`)
         self._kick_pending = False
         self._thermo: list[dict[str, Any]] = []
+        self._resume_step: int | None = None
+        self._frame_pending = False
         self._stats = {"rebuilds": 0, "migrations": 0, "capacity_growths": 0}
         #: wall seconds per phase of step(): force, neighbor (rebuilds), comm, integrate
         self._timers = {"force": 0.0, "neighbor": 0.0, "comm": 0.0, "integrate": 0.0}
@@ -276,7 +278,11 @@ class MDSolver:
         x, img = _wrap(pos, self.box)
         self._distribute(x, vel, img)
         self._compute_forces(self.steps_done)
-        self._after_step()
+        if self.steps_done % self.thermo_every == 0:
+            self._record_thermo()
+        # the first frame waits for the first step() call: constructing a solver (which the
+        # command line does before it checks the output directory) writes no file
+        self._frame_pending = True
 
     # --- setup ------------------------------------------------------------------------------
     def _assign_kernels(self, name: str) -> None:
@@ -478,6 +484,11 @@ class MDSolver:
         thermo, output and at the end of the call, so velocities are complete whenever they are
         observed.
         """
+        if self._frame_pending:
+            self._frame_pending = False
+            if (self.output_dir is not None and self.output_every > 0
+                    and self.steps_done % self.output_every == 0):
+                self._write_frame()
         on_device = self.kernels.is_device
         # One small slab on a GPU: queue the step's forces before waiting for its rebuild flag,
         # so the device computes while the host waits and decides. The force kernel overwrites
@@ -620,7 +631,8 @@ class MDSolver:
 
             assert self.output_dir is not None
             self._writer = H5MDWriter(self.output_dir / TRAJECTORY_NAME, self.n_atoms,
-                                      self.box, dtype=self.dtype)
+                                      self.box, dtype=self.dtype,
+                                      resume_step=self._resume_step)
             for rec in self._thermo:  # recorded before the file existed (step 0 at least)
                 self._write_observables(rec)
         return self._writer
@@ -663,6 +675,7 @@ class MDSolver:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            self._resume_step = self.steps_done  # a later run continues the same file
 
     def thermo(self) -> list[dict[str, Any]]:
         """Thermo records so far: dicts with step, temp, pe, ke, etotal, press (per atom)."""
@@ -752,6 +765,7 @@ class MDSolver:
         if "noise_seed" in state:
             self.noise_seed = int(state["noise_seed"])
         self.steps_done = int(state["step"])
+        self._resume_step = self.steps_done  # a trajectory file already there continues
         self._thermo = [r for r in self._thermo if r["step"] < self.steps_done]
         # a no-op on state() output (already wrapped); wraps hand-made snapshots
         x, shift = _wrap(np.asarray(x, dtype=np.float64), self.box)
@@ -769,3 +783,4 @@ class MDSolver:
                 s.f = s.kernels.to_device(f[self.slab_ids(s)[: s.n_own]].astype(self.dtype))
         if self.steps_done % self.thermo_every == 0:
             self._record_thermo()
+        self._frame_pending = True  # this step's frame, if due and not in the file already

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from typing import Callable
 
 import cupy
 import numpy as np
@@ -31,6 +32,24 @@ def copy_bandwidth(n_bytes: int = 1 << 31) -> float:
         stop.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
     return 2 * n_bytes / float(np.median(times))
+
+
+def timed_launches(step: Callable[[int], None], steps: int, warmup: int = 4,
+                   repeats: int = 3) -> float:
+    """Median seconds of ``steps`` calls ``step(k)`` (k = 0, 1, ...) between CUDA events, after
+    ``warmup`` untimed calls. The tuning scripts of every lattice time their launches so."""
+    for k in range(warmup):
+        step(k)
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(repeats):
+        start.record()
+        for k in range(steps):
+            step(k)
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
 
 
 def build(block: int, fmad: bool, loads: bool, stores: bool, nbflags: bool) -> cupy.RawKernel:
@@ -82,18 +101,7 @@ def main() -> None:
                                   np.int32(n), np.int32(n), np.int64(n + 2),
                                   np.int64((n + 2) ** 2), np.int32(1), np.int32(n + 1), *scal))
 
-        for k in range(4):
-            step(k)
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        times = []
-        for _ in range(3):
-            start.record()
-            for k in range(steps):
-                step(k)
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-        mlups = n * n * steps / float(np.median(times)) / 1e6
+        mlups = n * n * steps / timed_launches(step, steps) / 1e6
         frac = mlups * 1e6 * 73 / bw
         results.append((frac, block, fmad, loads, stores, nbflags, mlups))
         print(f"{block:>5} {fmad!s:>5} {loads!s:>5} {stores!s:>5} {nbflags!s:>5} {mlups:>8.0f} "

@@ -18,7 +18,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_d2q9 import build, copy_bandwidth  # noqa: E402
+from tune_d2q9 import build, copy_bandwidth, timed_launches  # noqa: E402
 
 from simsplit.backends.cuda_c import source  # noqa: E402
 from simsplit.backends.layout import element_strides, padded_empty  # noqa: E402
@@ -60,28 +60,13 @@ def fields(n: int, padded: bool) -> tuple[list, cupy.ndarray, int]:
     return f, put(fl), element_strides(f[0])[1]
 
 
-def timed(step, steps: int) -> float:
-    for k in range(4):
-        step(k)
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(3):
-        start.record()
-        for k in range(steps):
-            step(k)
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return float(np.median(times))
-
-
 def run_steps(kern, grid: tuple, block: int, f: list, flags, args: tuple, steps: int) -> float:
     """Median seconds of ``steps`` launches ping-ponging between the two arrays of ``f``."""
 
     def step(k: int) -> None:
         kern(grid, (block,), (f[k % 2], f[(k + 1) % 2], flags, *args))
 
-    return timed(step, steps)
+    return timed_launches(step, steps)
 
 
 def one_step(kern, grid: tuple, block: int, f: list, flags, args: tuple) -> cupy.ndarray:

@@ -19,7 +19,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_d2q9 import copy_bandwidth  # noqa: E402
+from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
 from simsplit.backends.cuda_c import source  # noqa: E402
@@ -97,18 +97,7 @@ def main() -> None:
                                       np.int32(n), np.int32(n), *strides, np.int32(1),
                                       np.int32(n + 1), *scal))
 
-            for k in range(2):
-                step(k)
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            times = []
-            for _ in range(3):
-                start.record()
-                for k in range(steps):
-                    step(k)
-                stop.record()
-                stop.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-            mlups = n ** 3 * steps / float(np.median(times)) / 1e6
+            mlups = n ** 3 * steps / timed_launches(step, steps, warmup=2) / 1e6
             frac = mlups * 1e6 * per_cell / bw
             results.append((storage, frac, block, min_blocks, nbflags, mlups))
             print(f"{storage:>8} {block:>5} {min_blocks:>6} {nbflags!s:>5} {kern.num_regs:>4} "

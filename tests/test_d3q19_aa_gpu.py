@@ -6,33 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.test_d3q19_storage_gpu import _solver as storage_solver
 from tests.test_gpu import _gpu_param
 
 pytestmark = pytest.mark.gpu
 
 
 def _solver(backend: str, subdomains: int, channel: bool, streaming: str, storage: str):
-    from simsplit.case import validate_case
-    from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
-
-    fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
-    bounds = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
-    if channel:
-        fluid = {"reynolds": None, "viscosity": 0.05, "collision": "bgk",
-                 "body_force": [1e-6, 0.0, 2e-7]}
-        bounds = {"x": "periodic", "y": "wall", "z": "periodic", "lid": False}
-    case = validate_case({
-        "physics": "fluid", "fluid": fluid,
-        "domain": {"shape": [40, 24, 30], "boundaries": bounds},
-        "decomposition": {"subdomains": subdomains},
-        "run": {"backend": backend, "precision": "float32", "storage": storage,
-                "streaming": streaming, "transport": "auto",
-                "devices": None if backend == "cpu" else [0]},
-        "output": {"dir": None},
-    })
-    run = case["run"]
-    return FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
+    return storage_solver(backend, subdomains, channel, storage, streaming=streaming)
 
 
 def _states(backend, subdomains, channel, streaming, storage):

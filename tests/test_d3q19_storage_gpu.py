@@ -11,7 +11,9 @@ from tests.test_gpu import _gpu_param
 pytestmark = pytest.mark.gpu
 
 
-def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float16") -> object:
+def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float16",
+            streaming: str = "two-lattice") -> object:
+    """A 40x24x30 D3Q19 lid-driven cavity (or a forced channel), float32 arithmetic."""
     from simsplit.case import validate_case
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel import ParallelContext
@@ -27,7 +29,8 @@ def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float1
         "domain": {"shape": [40, 24, 30], "boundaries": bounds},
         "decomposition": {"subdomains": subdomains},
         "run": {"backend": backend, "precision": "float32", "storage": storage,
-                "transport": "auto", "devices": None if backend == "cpu" else [0]},
+                "streaming": streaming, "transport": "auto",
+                "devices": None if backend == "cpu" else [0]},
         "output": {"dir": None},
     })
     run = case["run"]

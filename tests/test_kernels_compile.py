@@ -170,7 +170,9 @@ static simsplit_dim3 blockIdx, threadIdx, blockDim, gridDim;
 template <typename T> static T __ldg(const T* p) { return *p; }
 """
 
-_EMULATION_LAUNCHERS = """
+#: a grid run serially, every block and thread in order (after the kernel source: it
+#: needs SIMSPLIT_BLOCK_X); the launchers of both lattices start with it
+_EMULATION_LAUNCH = """
 using flag = unsigned char;
 template <typename F>
 static void launch(unsigned gx, unsigned gy, unsigned gz, F body) {
@@ -183,6 +185,9 @@ static void launch(unsigned gx, unsigned gy, unsigned gz, F body) {
             body();
         }
 }
+"""
+
+_EMULATION_LAUNCHERS = _EMULATION_LAUNCH + """
 template <typename T>
 static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx, int ny,
                     long long pitch, long long plane, int j0, int j1, double op, double om,
@@ -335,19 +340,7 @@ def test_emulated_halo_kernels_match_cpu(emulated, dtype, padded) -> None:
 
 
 # --- D3Q19 (every arithmetic/storage pair, fp16 included) as host C++ against the CPU backend -----
-_EMULATION_LAUNCHERS_3D = """
-using flag = unsigned char;
-template <typename F>
-static void launch(unsigned gx, unsigned gy, unsigned gz, F body) {
-    blockDim = {SIMSPLIT_BLOCK_X, 1, 1};
-    gridDim = {gx, gy, gz};
-    for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y)
-        for (unsigned x = 0; x < gx; ++x) for (unsigned t = 0; t < SIMSPLIT_BLOCK_X; ++t) {
-            blockIdx = {x, y, z};
-            threadIdx = {t, 0, 0};
-            body();
-        }
-}
+_EMULATION_LAUNCHERS_3D = _EMULATION_LAUNCH + """
 template <typename T, typename S>
 static void collide3(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v, void* w,
                      int nx, int ny, int nz, long long pitch, long long layer, long long plane,

@@ -181,3 +181,9 @@ def test_lid_corner_pressure_refused_on_large_grids_at_low_reynolds():
     with pytest.warns(UserWarning, match="density dip of about 0.36"):
         load_case(CAVITY, ["domain.shape=[512, 512]"])
     load_case(CAVITY, ["domain.shape=[768, 768]", "fluid.lid_velocity=0.05"])  # nu U = 0.0192
+
+
+def test_boolean_choices_are_named_as_yaml_writes_them():
+    with pytest.raises(CaseError, match=r"run.timing: 'maybe' is not allowed: expected one of "
+                                        r"false, true, 'device'"):
+        load_case(CAVITY, ["run.timing=maybe"])

@@ -45,6 +45,13 @@ _CaseLoader.add_implicit_resolver(
     list("-+0123456789."))
 
 
+def _yaml_repr(value: Any) -> str:
+    """A choice as a case file writes it: true/false/null, not Python's True/False/None."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else repr(value)
+
+
 def _yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_CaseLoader)  # noqa: S506 - a SafeLoader subclass
 
@@ -122,7 +129,7 @@ def _schema_at(schema: dict[str, Any], path: Iterable[Any]) -> dict[str, Any]:
 
 def _describe_allowed(schema: dict[str, Any]) -> str:
     if "enum" in schema:
-        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+        return "one of " + ", ".join(_yaml_repr(v) for v in schema["enum"])
     types = schema.get("type")
     parts = []
     if types:

@@ -11,8 +11,14 @@
 // largest neighbour-list capacity (rows are written straight to global memory; this only
 // bounds the list's size, capacity x rows x 4 bytes, when a runaway density grows it)
 #define SIMSPLIT_MD_MAX_NEIGHBORS 1024
-// cells per thread of the two-level exclusive scan of the cell counts
-#define SIMSPLIT_MD_SCAN_CHUNK 512
+// least cells per thread of the two-level exclusive scan of the cell counts (the launcher
+// takes about sqrt(cells), so each of its three passes loops about as long)
+#define SIMSPLIT_MD_SCAN_CHUNK 64
+// loads a scan thread keeps in flight (its loops are latency-bound: one thread per chunk)
+#define SIMSPLIT_MD_SCAN_UNROLL 16
+
+#define SIMSPLIT_MD_PRAGMA(x) _Pragma(#x)
+#define SIMSPLIT_MD_UNROLL(n) SIMSPLIT_MD_PRAGMA(unroll n)
 
 namespace md {
 
@@ -25,12 +31,13 @@ constexpr u64 GOLDEN = 0x9E3779B97F4A7C15ULL;
 constexpr u64 MIX1 = 0xBF58476D1CE4E5B9ULL;
 constexpr u64 MIX2 = 0x94D049BB133111EBULL;
 
+// Selects, not branches: the loads of several pairs stay in one basic block, so an unrolled
+// pair loop can have them all in flight (same values as the CPU's if/else).
 __device__ __forceinline__ double min_image(double dx, double length)
 {
     const double half = 0.5 * length;
-    if (dx > half) return dx - length;
-    if (dx < -half) return dx + length;
-    return dx;
+    const double down = dx - length, up = dx + length;
+    return dx > half ? down : (dx < -half ? up : dx);
 }
 
 // SplitMix64 finaliser: a bijective 64-bit hash with full avalanche.

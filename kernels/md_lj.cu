@@ -21,20 +21,35 @@
 // Every kernel is a template so that only the instantiations the launchers name are built.
 #include "md_common.cuh"
 
+// Whether a launch of batch step `tick` is skipped: some earlier step of the batch (or, for
+// `inclusive`, this one) asked for a rebuild. tick 0 (outside batches) never is. The forces of
+// the step that asked are skipped too: the host recomputes them on the new list.
+__device__ __forceinline__ bool halted(const int* flags, int tick, bool inclusive)
+{
+    if (tick <= 0) return false;
+    const int at = flags[0];
+    return at != 0 && (inclusive ? at <= tick : at < tick);
+}
+
 // One launch per step between force evaluations: the second half kick of the previous step
 // (when kick != 0; the same rounding as md_final_integrate, since v is stored in between), the
 // first half kick and drift of this step with the wrap, then the displacement check against
-// x0: flags[0] = 1 if some atom moved more than sqrt(limit2), flags[1] = 1 beyond sqrt(jump2).
-// Only yes/no answers are needed, so no reduction: racing stores all write 1.
+// x0: flags[0] = tick if some atom moved more than sqrt(limit2), flags[1] = 1 beyond
+// sqrt(jump2). Racing stores all write the same value, so no reduction is needed.
+//
+// Batches (the host queues several steps, then reads the flags once): tick numbers the steps
+// of a batch from 1, and once step `flags[0]` has asked for a rebuild every later launch of
+// the batch returns at once (see halted()), leaving no trace; the host rebuilds and carries on
+// from that step. A launch never halts on its own stores: they write its own tick.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_advance(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
            long long* __restrict__ img, int n, int kick, double dtf, double dt, double bx,
            double by, double bz, const double* __restrict__ x0, double limit2, double jump2,
-           int* __restrict__ flags)
+           int tick, int* __restrict__ flags)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    if (i >= n || halted(flags, tick, false)) return;
     const double box[3] = {bx, by, bz};
     double disp[3];
 #pragma unroll
@@ -59,7 +74,7 @@ md_advance(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
         disp[d] = md::min_image(double(xd) - x0[a], box[d]);
     }
     const double r2 = disp[0] * disp[0] + disp[1] * disp[1] + disp[2] * disp[2];
-    if (r2 > limit2) flags[0] = 1;
+    if (r2 > limit2) flags[0] = tick;
     if (r2 > jump2) flags[1] = 1;
 }
 
@@ -79,10 +94,11 @@ md_final_integrate(T* __restrict__ v, const T* __restrict__ f, int n, double dtf
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restrict__ ids, int n,
-            double drag, double noise, unsigned long long seed, unsigned long long step)
+            double drag, double noise, unsigned long long seed, unsigned long long step,
+            const int* __restrict__ flags, int tick)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    if (i >= n || halted(flags, tick, true)) return;
     double g[3];
     md::counter_normals(seed, step, md::u64(ids[i]), g[0], g[1], g[2]);
 #pragma unroll
@@ -137,16 +153,18 @@ md_cell_count(const T* __restrict__ x, int n, double bx, double by, double bz, i
 }
 
 // Exclusive scan in three launches with no block-level synchronisation (so the host-C++
-// emulation can run it serially): chunk sums, a one-thread scan of those, chunk prefixes.
+// emulation can run it serially): sums of chunks of `chunk` cells, a one-thread scan of those,
+// chunk prefixes. Each loop is one thread's: unrolled so that its loads overlap.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_scan_chunks(const I* __restrict__ counts, int ncells, I* __restrict__ chunk_sums)
+md_scan_chunks(const I* __restrict__ counts, int ncells, int chunk, I* __restrict__ chunk_sums)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    const int lo = t * SIMSPLIT_MD_SCAN_CHUNK;
+    const int lo = t * chunk;
     if (lo >= ncells) return;
-    const int hi = min(lo + SIMSPLIT_MD_SCAN_CHUNK, ncells);
+    const int hi = min(lo + chunk, ncells);
     I s = 0;
+    SIMSPLIT_MD_UNROLL(SIMSPLIT_MD_SCAN_UNROLL)
     for (int c = lo; c < hi; ++c) s += counts[c];
     chunk_sums[t] = s;
 }
@@ -157,6 +175,7 @@ md_scan_serial(I* __restrict__ chunk_sums, int nchunks)
 {
     if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
     I run = 0;
+    SIMSPLIT_MD_UNROLL(SIMSPLIT_MD_SCAN_UNROLL)
     for (int t = 0; t < nchunks; ++t) {
         const I s = chunk_sums[t];
         chunk_sums[t] = run;
@@ -169,14 +188,15 @@ md_scan_serial(I* __restrict__ chunk_sums, int nchunks)
 // counts behind it, ready for the next binning (saves a launch per rebuild).
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_scan_write(I* __restrict__ counts, int ncells, const I* __restrict__ chunk_sums,
+md_scan_write(I* __restrict__ counts, int ncells, int chunk, const I* __restrict__ chunk_sums,
               I* __restrict__ cell_start, I* __restrict__ fill)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    const int lo = t * SIMSPLIT_MD_SCAN_CHUNK;
+    const int lo = t * chunk;
     if (lo >= ncells) return;
-    const int hi = min(lo + SIMSPLIT_MD_SCAN_CHUNK, ncells);
+    const int hi = min(lo + chunk, ncells);
     I run = chunk_sums[t];
+    SIMSPLIT_MD_UNROLL(SIMSPLIT_MD_SCAN_UNROLL)
     for (int c = lo; c < hi; ++c) {
         cell_start[c] = run;
         fill[c] = run;
@@ -253,15 +273,18 @@ md_permute(int n, int* __restrict__ cell_atoms, const int* __restrict__ cell_of,
 // scanned whole (no pruning). h = box / ncell per axis comes from the host (the same IEEE
 // quotient; a division here would cost a call and spills). Rows longer than cap are counted,
 // not stored, and raise *worst. The minimum of 8 blocks per SM (at most 64 registers) is a hint
-// ptxas needs: without it, it squeezes this kernel into 32 registers and spills.
+// ptxas needs: without it, it squeezes this kernel into 32 registers and spills. With rows in
+// cell order (`in_order`, after md_permute) cell_atoms is the identity: atom p of the cell
+// order is row p, which spares the loop a dependent load per candidate.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK, 8)
 md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, double bz, int nx,
                    int ny, int nz, double hx, double hy, double hz, int ox0, int oxn, int oy0,
                    int oyn, int oz0, int ozn,
                    const int* __restrict__ cell_of, const int* __restrict__ cell_start,
-                   const int* __restrict__ cell_atoms, double cutsq, int* __restrict__ nl,
-                   int pitch, int cap, int* __restrict__ cnt, int* __restrict__ worst)
+                   const int* __restrict__ cell_atoms, int in_order, double cutsq,
+                   int* __restrict__ nl, int pitch, int cap, int* __restrict__ cnt,
+                   int* __restrict__ worst)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own) return;
@@ -292,7 +315,7 @@ md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, dou
                 const int q = row + md::wrap_cell(cx + offx, nx);
                 const int p1 = __ldg(cell_start + q + 1);
                 for (int p = __ldg(cell_start + q); p < p1; ++p) {
-                    const int j = __ldg(cell_atoms + p);
+                    const int j = in_order ? p : __ldg(cell_atoms + p);
                     if (j == i) continue;
                     const double dx = md::min_image(xi - double(__ldg(x + 3LL * j)), bx);
                     const double dy = md::min_image(yi - double(__ldg(x + 3LL * j + 1)), by);
@@ -312,20 +335,29 @@ md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, dou
 // --- forces ----------------------------------------------------------------------------------
 // Truncated LJ on owned atom i over its list in list order; pe and vir get half of each pair's
 // energy and r . f. Pairs beyond rc add +-0.0 (a select, as on the CPU), which changes no sum.
+// With one thread per atom the loop is bound by the latency of its gathers (nl, then x[j]);
+// unrolling lets a thread have several pairs' loads in flight while the sums keep their order
+// (measured on an H200 at 64,000 atoms: no faster; scripts/prof_md_kernels.py tries it).
+#ifndef SIMSPLIT_MD_FORCE_UNROLL
+#define SIMSPLIT_MD_FORCE_UNROLL 1
+#endif
+
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int pitch,
              const int* __restrict__ cnt, double bx, double by, double bz, double rcsq,
              double eps4, double eps24, double sigsq, double eshift, T* __restrict__ f,
-             double* __restrict__ pe, double* __restrict__ vir)
+             double* __restrict__ pe, double* __restrict__ vir, const int* __restrict__ flags,
+             int tick)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_own) return;
+    if (i >= n_own || halted(flags, tick, true)) return;
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
     double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
     const int m = cnt[i];
+    SIMSPLIT_MD_UNROLL(SIMSPLIT_MD_FORCE_UNROLL)
     for (int k = 0; k < m; ++k) {
         const long long j = __ldg(nl + (long long)k * pitch + i);
         const double dx = md::min_image(xi - double(__ldg(x + 3 * j)), bx);

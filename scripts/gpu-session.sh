@@ -10,6 +10,7 @@
 #   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
+#   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -32,7 +33,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 if has tests; then
     note "GPU tests"
-    timeout 300 python3 -m pytest -m gpu -q -rsfE -p no:cacheprovider 2>&1 \
+    timeout 300 python3 -m pytest -m gpu -q -rsfE -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
         | tee "$OUT/gpu-tests.log" | quiet | tail -25
 fi
 if has d2q9; then
@@ -113,6 +114,10 @@ if has mdprof; then
     note "host profile: 64k atoms, cupy (issue 5)"
     timeout 120 python3 -m cProfile -s tottime scripts/bench_md_gpu.py --backends cupy \
         --systems hoomd --seconds 3 2>&1 | quiet | head -45 | tee "$OUT/mdprof.log"
+fi
+if has mdkern; then
+    note "MD kernels: device time, launch cost, force unroll variants (issue 5)"
+    timeout 180 python3 scripts/prof_md_kernels.py 2>&1 | quiet | tee "$OUT/mdkern.log"
 fi
 if has monitor; then
     note "60-second monitored cavity run: Re 1000, 4096^2 float32, 2 slabs (issue 10)"

@@ -48,8 +48,9 @@ def _nvcc(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_constants_come_from_the_header() -> None:
     consts = cmd.md_constants()
-    assert consts == {"block": cmd.BLOCK, "max_neighbors": cmd.MAX_NEIGHBORS,
-                      "scan_chunk": cmd.SCAN_CHUNK}
+    assert {k: consts[k] for k in ("block", "max_neighbors", "scan_chunk")} == {
+        "block": cmd.BLOCK, "max_neighbors": cmd.MAX_NEIGHBORS, "scan_chunk": cmd.SCAN_CHUNK}
+    assert cmd.scan_chunk(18_963) == 138 and cmd.scan_chunk(100) == cmd.SCAN_CHUNK
     header = (source.kernel_dir() / cmd.COMMON_HEADER).read_text()
     for value in (cpu_md._GOLDEN, cpu_md._MIX1, cpu_md._MIX2):  # the CPU hash, same constants
         assert f"0x{int(value):X}ULL" in header
@@ -352,6 +353,27 @@ def test_emulated_row_order_and_kick_fusion_do_not_change_bits(emulated) -> None
     _same(fused, plain)
 
 
+@pytest.mark.parametrize("ensemble", ["nve", "langevin"])
+def test_emulated_batches_match_step_by_step(emulated, ensemble) -> None:
+    """One slab on a device queues steps in batches and reads the rebuild flag once per
+    batch; launches after the step that asked for a rebuild are skipped. Same bits as
+    checking after every step (the same kernels with batches off) and as the CPU."""
+    kw = dict(ensemble=ensemble, langevin={"temperature": 1.5, "damping": 0.5})
+    batched = _run("emulated", 240, **kw)
+    stepwise = MDSolver(lj_case(cells=CELLS, **kw), "emulated")
+    stepwise.kernels.batches = False
+    stepwise.step(240)
+    st = batched.stats()
+    assert st["rebuilds"] > 10 and st["rebuilds"] == stepwise.stats()["rebuilds"]
+    assert st["batches"] < 240 / 2 and stepwise.stats()["batches"] == 0
+    # some batches were cut short: their later launches returned at once
+    advances = emulated[0].launches["md_advance<double>"]
+    assert advances > 240
+    assert emulated[1].launches["md_advance<double>"] == 240
+    _same(batched, stepwise)
+    _same(batched, _run("cpu", 240, **kw))
+
+
 def test_capacity_limit_is_refused(emulated) -> None:
     with pytest.raises(ValueError, match="at most"):
         MDSolver(lj_case(cells=(4, 4, 4), neighbor={"skin": 0.3,
@@ -387,22 +409,22 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
         box = (f64, f64, f64)
         sigs = {
             "md_advance": (x, x, x, arr(i64, 2), i32, i32, f64, f64, *box, arr(f64, 2), f64,
-                           f64, ints),
+                           f64, i32, ints),
             "md_final_integrate": (x, x, i32, f64),
-            "md_langevin": (x, x, arr(i64), i32, f64, f64, u64, u64),
+            "md_langevin": (x, x, arr(i64), i32, f64, f64, u64, u64, ints, i32),
             "md_snapshot": (x, i32, arr(f64, 2)),
             "md_gather_rows": (x, arr(i64), i32, x),
             "md_cell_count": (x, i32, *box, i32, i32, i32, ints, ints),
             "md_permute": (i32, ints, ints, x, x, arr(i64, 2), arr(i64), ints, x, x,
                            arr(i64, 2), arr(i64)),
             "md_build_neighbors": (x, i32, *box, i32, i32, i32, *box, *(i32,) * 6, ints, ints,
-                                   ints, f64,
+                                   ints, i32, f64,
                                    arr(i32, 2), i32, i32, ints, ints),
             "md_lj_forces": (x, i32, arr(i32, 2), i32, ints, *box, *(f64,) * 5, x, arr(f64),
-                             arr(f64)),
-            "md_scan_chunks": (ints, i32, ints),
+                             arr(f64), ints, i32),
+            "md_scan_chunks": (ints, i32, i32, ints),
             "md_scan_serial": (ints, i32),
-            "md_scan_write": (ints, i32, ints, ints, ints),
+            "md_scan_write": (ints, i32, i32, ints, ints, ints),
             "md_cell_scatter": (ints, i32, ints, ints),
             "md_cell_sort": (ints, i32, arr(i64), ints),
         }

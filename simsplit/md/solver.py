@@ -80,14 +80,24 @@ class HostMDKernels:
     Arrays are NumPy arrays; the neighbour list is ``nl[row, k]``."""
 
     is_device = False
+    #: every step is checked as it ends (nothing is queued on a CPU)
+    batches = False
 
     def __init__(self) -> None:
         self._moved = self._jumped = False
         k = cpu_md
         self.final_integrate = k.final_integrate
-        self.langevin_forces = k.langevin_forces
-        self.lj_forces = k.lj_forces
         self.kinetic_per_atom = k.kinetic_per_atom
+
+    @staticmethod
+    def lj_forces(x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
+                  eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0) -> None:
+        cpu_md.lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
+
+    @staticmethod
+    def langevin_forces(f, v, ids, n: int, drag: float, noise: float, seed: int, step: int,
+                        tick: int = 0) -> None:
+        cpu_md.langevin_forces(f, v, ids, n, drag, noise, seed, step)
 
     def to_device(self, host: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(host)
@@ -99,7 +109,8 @@ class HostMDKernels:
         """CPU kernels are synchronous: nothing to wait for."""
 
     def advance(self, x, v, f, img, n: int, kick: bool, dtf: float, dt: float,
-                box: np.ndarray, x0: np.ndarray, limit2: float, jump2: float) -> None:
+                box: np.ndarray, x0: np.ndarray, limit2: float, jump2: float,
+                tick: int = 1) -> None:
         """The previous step's second half kick (if ``kick``), this step's first half kick
         and drift, and the displacement check (read with :meth:`displacement_flags`)."""
         if kick:
@@ -109,8 +120,8 @@ class HostMDKernels:
         self._moved |= bool(m > limit2)
         self._jumped |= bool(m > jump2)
 
-    def displacement_flags(self) -> tuple[bool, bool]:
-        out = (self._moved, self._jumped)
+    def displacement_flags(self) -> tuple[int, bool]:
+        out = (int(self._moved), self._jumped)
         self._moved = self._jumped = False
         return out
 
@@ -164,11 +175,10 @@ def _wrap(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(pos, 0.0), img
 
 
-#: Forces are queued before the rebuild check (and redone on rebuild steps) up to this many
-#: atoms on one GPU: there the host's launch-and-wait time is what a step costs (64,000 atoms
-#: on an H200: 3.55e8 -> 4.15e8 atom-steps/s), beyond it the wasted force evaluations on
-#: rebuild steps cost more than the overlap gains (1,000,188 atoms: 1.00e9 -> 0.96e9).
-SPECULATE_MAX_ATOMS = 262_144
+#: Most steps one slab on a GPU queues before it reads the displacement flags (see
+#: :meth:`MDSolver._step_batch`): enough to hide the host's launch and wait time between
+#: rebuilds, which at 64,000 atoms on an H200 is most of a step.
+MAX_BATCH = 64
 
 
 class MDSolver:
@@ -256,12 +266,15 @@ class MDSolver:
         self.thermo_every = int(md["thermo_every"])
 
         self.steps_done = 0
+        #: step of the last list build and steps between the last two (batch sizes only)
+        self._built_at = self._build_interval = 0
         #: the last step's second half kick is still to be applied (see :meth:`step`)
         self._kick_pending = False
         self._thermo: list[dict[str, Any]] = []
         self._resume_step: int | None = None
         self._frame_pending = False
-        self._stats = {"rebuilds": 0, "migrations": 0, "capacity_growths": 0}
+        #: batches: displacement-flag reads of batched stepping (see :meth:`_step_batch`)
+        self._stats = {"rebuilds": 0, "migrations": 0, "capacity_growths": 0, "batches": 0}
         #: wall seconds per phase of step(): force, neighbor (rebuilds), comm, integrate
         self._timers = {"force": 0.0, "neighbor": 0.0, "comm": 0.0, "integrate": 0.0}
         self._echo = False
@@ -466,15 +479,16 @@ class MDSolver:
             sl.update_ghosts(self.slabs)
 
     # --- time stepping ----------------------------------------------------------------------
-    def _compute_forces(self, step: int) -> None:
+    def _compute_forces(self, step: int, tick: int = 0) -> None:
+        """Forces of ``step``; ``tick`` > 0: batch step ``tick`` (see :meth:`_step_batch`)."""
         rcsq = self.cutoff * self.cutoff
         for s in self.slabs:
             s.kernels.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4,
-                                self._eps24, self._sigsq, self._eshift, s.f, s.pe, s.vir)
+                                self._eps24, self._sigsq, self._eshift, s.f, s.pe, s.vir, tick)
         if self.ensemble == "langevin":
             for s in self.slabs:
                 s.kernels.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
-                                  self.noise_seed, step)
+                                          self.noise_seed, step, tick)
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` time steps.
@@ -482,59 +496,127 @@ class MDSolver:
         The second half kick of a step is deferred into the next step's :meth:`advance` launch
         (same arithmetic, same bits, one launch less per step); it is applied on its own before
         thermo, output and at the end of the call, so velocities are complete whenever they are
-        observed.
+        observed. One slab on a GPU runs in batches (:meth:`_step_batch`), everything else a
+        step at a time; both give the same bits.
         """
         if self._frame_pending:
             self._frame_pending = False
             if (self.output_dir is not None and self.output_every > 0
                     and self.steps_done % self.output_every == 0):
                 self._write_frame()
-        on_device = self.kernels.is_device
-        # One small slab on a GPU: queue the step's forces before waiting for its rebuild flag,
-        # so the device computes while the host waits and decides. The force kernel overwrites
-        # f, pe and vir, so on a rebuild step recomputing them leaves no trace: same bits.
-        speculate = (on_device and len(self.slabs) == 1 and self._comm is None
-                     and self.skin > 0 and self.slabs[0].n_own <= SPECULATE_MAX_ATOMS)
-        limit2 = (0.5 * self.skin) ** 2
-        jump2 = (JUMP_SKINS * self.skin) ** 2
+        batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
+                   and self.skin > 0)
+        end = self.steps_done + int(n)
         try:
-            for _ in range(int(n)):
-                step = self.steps_done + 1
-                t0 = time.perf_counter()
-                kick, self._kick_pending = self._kick_pending, False
-                for s in self.slabs:
-                    s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
-                                      self.box, s.x0, limit2, jump2)
-                if speculate:  # forces on the current lists, queued before the check waits
-                    self.kernels.queue_flags()
-                    self._compute_forces(step)
-                t1 = time.perf_counter()
-                rebuild = self._needs_rebuild()
-                # a GPU check waits for the work queued since the last wait, mostly the forces
-                t_check = time.perf_counter() if on_device else t1
-                if rebuild:
-                    self._rebuild()
-                    t2 = time.perf_counter()
-                    self._timers["neighbor"] += t2 - t_check
+            while self.steps_done < end:
+                if batched:
+                    self._step_batch(self._batch_size(end - self.steps_done))
                 else:
-                    self._update_ghosts()
-                    t2 = time.perf_counter()
-                    self._timers["comm"] += t2 - t_check
-                if self._comm is not None:
-                    self.exchange.flush()  # type: ignore[union-attr]  # this step's sends done
-                if rebuild or not speculate:  # a rebuild redoes the speculative forces
-                    self._compute_forces(step)
-                t3 = time.perf_counter()
-                self.steps_done = step
-                self._kick_pending = True
-                if self._observed(step):
-                    self._finish_kick()
-                    self._after_step()
-                t4 = time.perf_counter()
-                self._timers["integrate"] += (t1 - t0) + (t4 - t3)
-                self._timers["force"] += (t3 - t2) + (t_check - t1)
+                    self._step_one()
         finally:
             self._finish_kick()
+
+    def _step_one(self) -> None:
+        """One step, the displacement check read before anything of the next is queued."""
+        step = self.steps_done + 1
+        limit2, jump2 = (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
+        on_device = self.kernels.is_device
+        t0 = time.perf_counter()
+        kick, self._kick_pending = self._kick_pending, False
+        for s in self.slabs:
+            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
+                              self.box, s.x0, limit2, jump2)
+        t1 = time.perf_counter()
+        rebuild = self._needs_rebuild()
+        t_check = time.perf_counter() if on_device else t1  # a GPU check waits for the step
+        if rebuild:
+            self._rebuild()
+            t2 = time.perf_counter()
+            self._timers["neighbor"] += t2 - t_check
+        else:
+            self._update_ghosts()
+            t2 = time.perf_counter()
+            self._timers["comm"] += t2 - t_check
+        if self._comm is not None:
+            self.exchange.flush()  # type: ignore[union-attr]  # this step's sends are done
+        self._compute_forces(step)
+        t3 = time.perf_counter()
+        self._end_step(step)
+        t4 = time.perf_counter()
+        self._timers["integrate"] += (t1 - t0) + (t4 - t3) + (t_check - t1)
+        self._timers["force"] += t3 - t2
+
+    def _step_batch(self, size: int) -> None:
+        """Queue ``size`` steps of one slab on a GPU, then read the displacement flags once.
+
+        Every launch carries its step's number within the batch (its tick); the first step
+        that moves an atom beyond skin / 2 records its tick, and from there on the batch's
+        launches return at once (its own forces included), so the device state is that of
+        the end of that step's drift, exactly as if the host had checked after every step.
+        The host then rebuilds and computes that step's forces. The flags are read while the
+        last step's forces still run, so the device is busy while the host decides.
+        """
+        s, k = self.slabs[0], self.kernels
+        first = self.steps_done + 1
+        limit2, jump2 = (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
+        t0 = time.perf_counter()
+        for tick in range(1, size + 1):
+            kick = self._kick_pending or tick > 1
+            self._kick_pending = False
+            k.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box, s.x0,
+                      limit2, jump2, tick)
+            if tick == size:
+                k.queue_flags()
+            self._compute_forces(first + tick - 1, tick)
+        moved, jumped = k.displacement_flags()
+        self._stats["batches"] += 1
+        t1 = time.perf_counter()
+        # integrate and force time of queued steps are one device queue: counted as force
+        self._timers["force"] += t1 - t0
+        if not moved:
+            self._end_step(first + size - 1)
+            self._timers["integrate"] += time.perf_counter() - t1
+            return
+        step = first + moved - 1
+        self.steps_done = step - 1  # the steps before it are complete
+        if jumped:
+            self._raise_jump()
+        self._rebuild()
+        self._build_interval, self._built_at = step - self._built_at, step
+        t2 = time.perf_counter()
+        self._compute_forces(step)
+        t3 = time.perf_counter()
+        self._end_step(step)
+        self._timers["neighbor"] += t2 - t1
+        self._timers["force"] += t3 - t2
+        self._timers["integrate"] += time.perf_counter() - t3
+
+    def _batch_size(self, remaining: int) -> int:
+        """Steps to queue before the next flag read: at most ``remaining``, none past the next
+        thermo or output step, and the steps the last list interval suggests are left before
+        the next rebuild. A step queued past the rebuild costs two launches that return at
+        once; a read before it costs a drained device (64,000 atoms on an H200: about 15 us,
+        as much as three such launches), so the guess is not shortened. Past the expected
+        rebuild the batches grow again by a quarter of the overdue steps."""
+        cap = min(remaining, MAX_BATCH, self._steps_to_observation())
+        since = self.steps_done - self._built_at
+        left = self._build_interval - since
+        return max(1, min(cap, left if left > 0 else since // 4))
+
+    def _steps_to_observation(self) -> int:
+        """Steps from now to the next thermo or output step (that step included)."""
+        every = [self.thermo_every]
+        if self.output_dir is not None and self.output_every > 0:
+            every.append(self.output_every)
+        return min(e - self.steps_done % e for e in every)
+
+    def _end_step(self, step: int) -> None:
+        """Mark ``step`` done (its second half kick deferred) and observe it if due."""
+        self.steps_done = step
+        self._kick_pending = True
+        if self._observed(step):
+            self._finish_kick()
+            self._after_step()
 
     def _finish_kick(self) -> None:
         """Apply a deferred second half kick (velocities become those of ``steps_done``)."""
@@ -765,6 +847,7 @@ class MDSolver:
         if "noise_seed" in state:
             self.noise_seed = int(state["noise_seed"])
         self.steps_done = int(state["step"])
+        self._built_at = self.steps_done  # lists are rebuilt from the state below
         self._resume_step = self.steps_done  # a trajectory file already there continues
         self._thermo = [r for r in self._thermo if r["step"] < self.steps_done]
         # a no-op on state() output (already wrapped); wraps hand-made snapshots

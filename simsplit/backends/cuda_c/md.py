@@ -4,15 +4,17 @@ its CuPy + NVRTC flavour running ``kernels/md_lj.cu``.
 :class:`DeviceMDKernels` holds everything but the launches: argument order and types, grids,
 the cell-list pipeline (count, scan, scatter, per-cell sort), neighbour-list storage
 (``nl[k, i]``: neighbour ``k`` of all atoms contiguous) and the host reads the solver needs
-(two ``int32`` flags per step, one ``int32`` per list build). :class:`CupyMDKernels` and
-:class:`simsplit.backends.numba_cuda.md.NumbaMDKernels` only say how a kernel is launched and
-how memory is allocated. Block size, list capacity limit and scan chunk come from
-``kernels/md_common.cuh``. This module imports CuPy only inside :class:`CupyMDKernels`.
+(two ``int32`` flags per batch of steps, one ``int32`` per list build).
+:class:`CupyMDKernels` and :class:`simsplit.backends.numba_cuda.md.NumbaMDKernels` only say how
+a kernel is launched and how memory is allocated. Block size, list capacity limit and the
+least scan chunk come from ``kernels/md_common.cuh``. This module imports CuPy only inside
+:class:`CupyMDKernels`.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -43,6 +45,12 @@ def md_constants() -> dict[str, int]:
 BLOCK = md_constants()["block"]
 MAX_NEIGHBORS = md_constants()["max_neighbors"]
 SCAN_CHUNK = md_constants()["scan_chunk"]
+
+
+def scan_chunk(ncells: int) -> int:
+    """Cells per thread of the cell-count scan: about sqrt(ncells), so that the chunk sums,
+    the one-thread scan of them and the chunk prefixes each loop about as long."""
+    return max(SCAN_CHUNK, math.isqrt(max(ncells - 1, 0)) + 1)
 
 
 def kernel_name(name: str, dtype: Any = None) -> str:
@@ -81,6 +89,8 @@ class DeviceCells:
     fill: Any
     cell_atoms: Any
     chunk_sums: Any
+    #: whether cell_atoms is the identity (rows in cell order: :meth:`reorder_by_cell`)
+    in_order: bool = False
     #: the other half of each double buffer of :meth:`DeviceMDKernels.reorder_by_cell`
     spare: dict[str, Any] = field(default_factory=dict)
 
@@ -94,6 +104,8 @@ class DeviceMDKernels:
     """
 
     is_device = True
+    #: the solver may queue several steps before reading the flags (see :meth:`advance`)
+    batches = True
     #: threads per block (the simulator uses fewer: one Python thread each)
     block = BLOCK
 
@@ -153,34 +165,41 @@ class DeviceMDKernels:
         return (threads + self.block - 1) // self.block
 
     def advance(self, x, v, f, img, n: int, kick: bool, dtf: float, dt: float,
-                box: np.ndarray, x0, limit2: float, jump2: float) -> None:
+                box: np.ndarray, x0, limit2: float, jump2: float, tick: int = 1) -> None:
         """Queue one launch: the previous step's second half kick (if ``kick``), this step's
         half kick, drift and wrap, and the displacement check against ``x0`` (read with
-        :meth:`displacement_flags`)."""
+        :meth:`displacement_flags`). ``tick`` (>= 1) numbers the steps of a batch: the launch
+        does nothing if an earlier step of the batch asked for a rebuild."""
         if n:
             self._launch("md_advance", x.dtype, n, x, v, f, img, np.int32(n),
                          np.int32(1 if kick else 0), np.float64(dtf), np.float64(dt),
-                         *_box(box), x0, np.float64(limit2), np.float64(jump2), self._flags)
+                         *_box(box), x0, np.float64(limit2), np.float64(jump2),
+                         np.int32(tick), self._flags)
 
     def final_integrate(self, v, f, n: int, dtf: float) -> None:
         if n:
             self._launch("md_final_integrate", v.dtype, n, v, f, np.int32(n), np.float64(dtf))
 
     def langevin_forces(self, f, v, ids, n: int, drag: float, noise: float, seed: int,
-                        step: int) -> None:
+                        step: int, tick: int = 0) -> None:
+        """Queue the Langevin forces (skipped, like :meth:`lj_forces`, from the batch step
+        ``tick`` on that asked for a rebuild; ``tick`` 0: always run)."""
         if n:
             # np.uint64 of a negative int wraps modulo 2^64, as the CPU kernel's does
             self._launch("md_langevin", f.dtype, n, f, v, ids, np.int32(n), np.float64(drag),
                          np.float64(noise), np.uint64(int(seed) % 2 ** 64),
-                         np.uint64(int(step) % 2 ** 64))
+                         np.uint64(int(step) % 2 ** 64), self._flags, np.int32(tick))
 
     def lj_forces(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
-                  eps24: float, sigsq: float, eshift: float, f, pe, vir) -> None:
+                  eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0) -> None:
+        """Queue the pair forces of batch step ``tick``: skipped if this step or an earlier
+        one of the batch asked for a rebuild (the host recomputes them on the new list);
+        ``tick`` 0: always run."""
         if n_own:
             self._launch("md_lj_forces", x.dtype, n_own, x, np.int32(n_own), nl,
                          np.int32(nl.shape[1]), cnt, *_box(box), np.float64(rcsq),
                          np.float64(eps4), np.float64(eps24), np.float64(sigsq),
-                         np.float64(eshift), f, pe, vir)
+                         np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
 
     def kinetic_per_atom(self, v, n: int, mass: float) -> np.ndarray:
         """``m |v|^2`` per owned atom, on the host (thermo steps only): the CPU kernel's bits."""
@@ -198,13 +217,14 @@ class DeviceMDKernels:
         """The flags a :meth:`queue_flags` read, once it is done (None if none is queued)."""
         return None
 
-    def displacement_flags(self) -> tuple[bool, bool]:
-        """Whether any :meth:`advance` since the last call moved an atom beyond its rebuild
-        limit, and beyond its jump limit. Waits for the device (8 bytes); resets the flags."""
+    def displacement_flags(self) -> tuple[int, bool]:
+        """The ``tick`` of the first :meth:`advance` since the last call that moved an atom
+        beyond its rebuild limit (0 if none), and whether one moved beyond its jump limit.
+        Waits for the device (8 bytes); resets the flags."""
         got = self._queued_flags()
         if got is None:
             got = self._read_small(self._flags)
-        moved, jumped = bool(got[0]), bool(got[1])
+        moved, jumped = int(got[0]), bool(got[1])
         if moved or jumped:
             self._zero(self._flags)
         return moved, jumped
@@ -271,7 +291,8 @@ class DeviceMDKernels:
         """Counting sort of the first ``n`` rows into cells; ascending global id ``gid``
         within a cell (the canonical order)."""
         nc = int(np.prod(ncell))
-        nchunks = (nc + SCAN_CHUNK - 1) // SCAN_CHUNK
+        chunk = scan_chunk(nc)
+        nchunks = (nc + chunk - 1) // chunk
         if cells is None or cells.atoms < n or cells.ncells != nc:
             atoms = n + n // 8 + 16
             # counts start at zero and md_scan_write leaves them so
@@ -284,10 +305,12 @@ class DeviceMDKernels:
         if n:
             self._launch("md_cell_count", x.dtype, n, x, n32, *_box(box), nx, ny, nz,
                          cells.cell_of, cells.counts)
-        self._launch("md_scan_chunks", None, nchunks, cells.counts, nc32, cells.chunk_sums)
+        cells.in_order = False
+        self._launch("md_scan_chunks", None, nchunks, cells.counts, nc32, np.int32(chunk),
+                     cells.chunk_sums)
         self._launch("md_scan_serial", None, 1, cells.chunk_sums, np.int32(nchunks))
-        self._launch("md_scan_write", None, nchunks, cells.counts, nc32, cells.chunk_sums,
-                     cells.cell_start, cells.fill)
+        self._launch("md_scan_write", None, nchunks, cells.counts, nc32, np.int32(chunk),
+                     cells.chunk_sums, cells.cell_start, cells.fill)
         if n:
             self._launch("md_cell_scatter", None, n, cells.cell_of, n32, cells.fill,
                          cells.cell_atoms)
@@ -312,6 +335,7 @@ class DeviceMDKernels:
                          new["gid"])
         cells.spare = old
         cells.cell_of = new["cell_of"]
+        cells.in_order = True
         return new["x"], new["v"], new["img"], new["gid"]
 
     def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
@@ -325,7 +349,8 @@ class DeviceMDKernels:
                      *(np.int32(c) for c in ncell),
                      *(np.float64(float(b) / float(c)) for b, c in zip(box, ncell, strict=True)),
                      *(np.int32(v) for v in stencil_ranges(offsets)),
-                     cells.cell_of, cells.cell_start, cells.cell_atoms, np.float64(cutsq), nl,
+                     cells.cell_of, cells.cell_start, cells.cell_atoms,
+                     np.int32(cells.in_order), np.float64(cutsq), nl,
                      np.int32(nl.shape[1]), np.int32(nl.shape[0]), cnt, self._worst)
         worst = int(self._read_small(self._worst)[0])
         if worst:

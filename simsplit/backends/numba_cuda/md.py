@@ -23,7 +23,6 @@ from numba import cuda
 from simsplit.backends.cuda_c.md import (
     FLOAT_KERNELS,
     INDEX_KERNELS,
-    SCAN_CHUNK,
     DeviceMDKernels,
 )
 from simsplit.backends.numba_cuda.d2q9 import SIMULATOR
@@ -90,10 +89,18 @@ def _dist2(dx, dy, dz):
     return mul(dx, dx) + mul(dy, dy) + mul(dz, dz)
 
 
+@cuda.jit(device=True)
+def _halted(at, tick, inclusive):
+    """md_lj.cu's halted(), given flags[0] as ``at``."""
+    if tick <= 0 or at == 0:
+        return False
+    return at <= tick if inclusive else at < tick
+
+
 @cuda.jit
-def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, flags):
+def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, tick, flags):
     i = cuda.grid(1)
-    if i >= n:
+    if i >= n or _halted(flags[0], tick, False):
         return
     r2 = 0.0
     for d in range(3):
@@ -113,7 +120,7 @@ def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, fl
         dd = _min_image(np.float64(x[i, d]) - x0[i, d], box)
         r2 += mul(dd, dd)  # 0.0 + a == a: the CPU's dx*dx + dy*dy + dz*dz
     if r2 > limit2:
-        flags[0] = 1
+        flags[0] = tick
     if r2 > jump2:
         flags[1] = 1
 
@@ -128,9 +135,9 @@ def md_final_integrate(v, f, n, dtf):
 
 
 @cuda.jit
-def md_langevin(f, v, ids, n, drag, noise, seed, step):
+def md_langevin(f, v, ids, n, drag, noise, seed, step, flags, tick):
     i = cuda.grid(1)
-    if i >= n:
+    if i >= n or _halted(flags[0], tick, True):
         return
     key = _mix64(seed)
     key = _mix64(key ^ step)
@@ -184,13 +191,13 @@ def md_cell_count(x, n, bx, by, bz, nx, ny, nz, cell_of, counts):
 
 
 @cuda.jit
-def md_scan_chunks(counts, ncells, chunk_sums):
+def md_scan_chunks(counts, ncells, chunk, chunk_sums):
     t = cuda.grid(1)
-    lo = t * SCAN_CHUNK
+    lo = t * chunk
     if lo >= ncells:
         return
     s = 0
-    for c in range(lo, min(lo + SCAN_CHUNK, ncells)):
+    for c in range(lo, min(lo + chunk, ncells)):
         s += counts[c]
     chunk_sums[t] = s
 
@@ -208,12 +215,12 @@ def md_scan_serial(chunk_sums, nchunks):
 
 
 @cuda.jit
-def md_scan_write(counts, ncells, chunk_sums, cell_start, fill):
+def md_scan_write(counts, ncells, chunk, chunk_sums, cell_start, fill):
     t = cuda.grid(1)
-    lo = t * SCAN_CHUNK
+    lo = t * chunk
     if lo >= ncells:
         return
-    hi = min(lo + SCAN_CHUNK, ncells)
+    hi = min(lo + chunk, ncells)
     run = chunk_sums[t]
     for c in range(lo, hi):
         cell_start[c] = run
@@ -267,7 +274,8 @@ def md_permute(n, cell_atoms, cell_of, x, v, img, gid, cell_of_out, x_out, v_out
 
 @cuda.jit
 def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0, oyn, oz0, ozn,
-                       cell_of, cell_start, cell_atoms, cutsq, nl, pitch, cap, cnt, worst):
+                       cell_of, cell_start, cell_atoms, in_order, cutsq, nl, pitch, cap, cnt,
+                       worst):
     i = cuda.grid(1)
     if i >= n_own:
         return
@@ -299,7 +307,7 @@ def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, o
                     continue
                 q = row + _wrap_cell(cx + offx, nx)
                 for p in range(cell_start[q], cell_start[q + 1]):
-                    j = cell_atoms[p]
+                    j = p if in_order != 0 else cell_atoms[p]
                     if j == i:
                         continue
                     dx = _min_image(xi - np.float64(x[j, 0]), bx)
@@ -316,9 +324,9 @@ def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, o
 
 @cuda.jit
 def md_lj_forces(x, n_own, nl, pitch, cnt, bx, by, bz, rcsq, eps4, eps24, sigsq, eshift, f, pe,
-                 vir):
+                 vir, flags, tick):
     i = cuda.grid(1)
-    if i >= n_own:
+    if i >= n_own or _halted(flags[0], tick, True):
         return
     xi = np.float64(x[i, 0])
     yi = np.float64(x[i, 1])

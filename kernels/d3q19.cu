@@ -116,19 +116,184 @@ __device__ __forceinline__ lbm::index_t source_cell_3d(int q, int i, int j, int 
     return neighbour_cell_3d(q, -1, i, j, k, nx, ny, pitch, layer, per_x, per_y);
 }
 
+// --- the two-lattice pull kernel's per-cell steps: the one-cell kernel (update_cell_3d) and the
+// pair kernel (update_pair_3d) share the bounce-back and collide_3d, one copy each ----------
+
+// The 19 pulled populations of cell (i, j, k) by scalar loads, all in flight first; returns the
+// cell's NEAR_WALL bit (or, tuning variant, every cell ORs its sources' solid bits in, as the
+// D2Q9 kernel does).
+template <typename T, typename S>
+__device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_src,
+                                               const lbm::flag_t* __restrict__ flags,
+                                               lbm::flag_t own, int i, int j, int k, int nx,
+                                               int ny, lbm::index_t pitch, lbm::index_t layer,
+                                               lbm::index_t plane, bool per_x, bool per_y)
+{
+    using L = D3Q19;
+    lbm::flag_t near_wall = own & FLAG_NEAR_WALL;
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        const lbm::index_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+        fl[q] = lbm::load_population<L, T>(f_src + q * plane + src, q);
+#ifdef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+        near_wall |= __ldg(flags + src) & FLAG_SOLID;
+#endif
+    }
+    return near_wall;
+}
+
+// Near a wall (rare and warp-coherent): the pulls from solid sources become bounce-back.
+template <typename T, typename S>
+__device__ __forceinline__ void bounce_back_3d(T* fl, const S* __restrict__ f_src,
+                                               const lbm::flag_t* __restrict__ flags,
+                                               lbm::index_t cell, int i, int j, int k, int nx,
+                                               int ny, lbm::index_t pitch, lbm::index_t layer,
+                                               lbm::index_t plane, bool per_x, bool per_y,
+                                               T lid_u)
+{
+    using L = D3Q19;
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        const lbm::flag_t kind =
+            __ldg(flags + source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y));
+        if (kind & FLAG_SOLID) {
+            const T own_opp = lbm::decode<L, T>(
+                lbm::read_only(f_src + L::opp(q) * plane + cell), L::opp(q));
+            fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
+        }
+    }
+}
+
 }  // namespace
+
+// Cells per thread along x of the two-lattice pull kernel: 1, or 2 (cells i, i + 1 with odd i,
+// every population moved as a 2-element vector: fp16 needs more bytes in flight per thread
+// than 2-byte accesses give). 2 needs every [q, k, j, 1] aligned to two elements (padded rows:
+// simsplit/backends/layout.py), which the launcher checks. The production choice is
+// simsplit.backends.cuda_c.source.D3Q19_CELLS_X (the generated header); the AA kernel always
+// takes one cell.
+#ifndef SIMSPLIT_D3Q19_CELLS_X
+#define SIMSPLIT_D3Q19_CELLS_X 1
+#endif
+static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
+              "SIMSPLIT_D3Q19_CELLS_X must be 1 or 2");
 
 // Resident blocks per SM asked of the register allocator for float arithmetic: at one block
 // NVRTC gave the kernel 84 registers (37.5 % occupancy at 256 threads) and it reached 62 % of
 // the copy bandwidth at 512^3; five blocks cap it at 48 registers without spills: 86 % in
 // float32, 51 % in fp16 (H200, scripts/tune_d3q19.py, docs/tune_d3q19_h200_2026-12-02.log).
 // Double arithmetic, the variant that also stores rho and u (the last step of a chunk) and
-// the in-place kernel would spill at 48 registers: they keep one block.
+// the in-place kernel would spill at 48 registers: they keep one block. Two cells per thread
+// hold two cells' populations: 109 (fp16) and 127 (float) registers at one block (ptxas
+// sm_90), which already leaves two blocks of 256 resident; three blocks (80 registers) spill
+// (docs/d3q19.md), so one block until a GPU measurement (scripts/tune_d3q19.py) decides.
 #ifndef SIMSPLIT_D3Q19_MIN_BLOCKS
+#if SIMSPLIT_D3Q19_CELLS_X == 1
 #define SIMSPLIT_D3Q19_MIN_BLOCKS (1280 / SIMSPLIT_BLOCK_X)
+#else
+#define SIMSPLIT_D3Q19_MIN_BLOCKS 1
+#endif
 #endif
 #define SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO) \
     (sizeof(T) == 4 && !(STORE_MACRO) ? SIMSPLIT_D3Q19_MIN_BLOCKS : 1)
+
+namespace {
+
+// The whole update of fluid cell (i, j, k) with scalar accesses: the one-cell kernel's body.
+template <typename T, typename S, bool STORE_MACRO>
+__device__ __forceinline__ void update_cell_3d(
+    const S* __restrict__ f_src, S* __restrict__ f_dst, const lbm::flag_t* __restrict__ flags,
+    T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
+    T* __restrict__ uz_out, lbm::flag_t own, int i, int j, int k, int nx, int ny,
+    lbm::index_t pitch, lbm::index_t layer, lbm::index_t plane, T om_p, T om_m, T lid_u, T fx,
+    T fy, T fz, bool per_x, bool per_y)
+{
+    using L = D3Q19;
+    const lbm::index_t cell = k * layer + j * pitch + i;
+    T fl[L::Q];
+    const lbm::flag_t near_wall =
+        pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer, plane, per_x, per_y);
+    if (near_wall)
+        bounce_back_3d(fl, f_src, flags, cell, i, j, k, nx, ny, pitch, layer, plane, per_x,
+                       per_y, lid_u);
+    auto out = [&](int q, T v) { lbm::store_population<L>(f_dst + q * plane + cell, q, v); };
+    collide_3d<T, STORE_MACRO>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out, om_p, om_m,
+                               fx, fy, fz, out);
+}
+
+// Cells (i, i + 1), odd i (own1: FLAG_SOLID where i + 1 is past the row's end). Each live
+// cell collides alone, as in the one-cell kernel; around that, every population moves as a
+// pair per q (lbm::load_pair, lbm::store_pair) when both cells are fluid and no source wraps
+// periodic x, else cell by cell with scalar accesses (a lone or solid cell in the pair: a
+// vector store would write both; a wrapped source: not beside the other cell's).
+template <typename T, typename S, bool STORE_MACRO>
+__device__ __forceinline__ void update_pair_3d(
+    const S* __restrict__ f_src, S* __restrict__ f_dst, const lbm::flag_t* __restrict__ flags,
+    T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
+    T* __restrict__ uz_out, lbm::flag_t own0, lbm::flag_t own1, int i, int j, int k, int nx,
+    int ny, lbm::index_t pitch, lbm::index_t layer, lbm::index_t plane, T om_p, T om_m,
+    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y)
+{
+    using L = D3Q19;
+    using Pair = lbm::pair_of<S>;
+    const bool live[2] = {!(own0 & FLAG_SOLID), !(own1 & FLAG_SOLID)};
+    if (!live[0] && !live[1]) return;
+    const bool vector = live[0] && live[1] && !(per_x && (i == 1 || i + 1 == nx));
+    const lbm::index_t cell = k * layer + j * pitch + i;
+    lbm::pair_t<S> raw[L::Q];  // stored elements, still encoded: one register per fp16 pair
+    lbm::flag_t near_wall[2] = {lbm::flag_t(own0 & FLAG_NEAR_WALL),
+                                lbm::flag_t(own1 & FLAG_NEAR_WALL)};
+    if (vector) {
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) {
+            const lbm::index_t src =
+                source_cell_3d(q, i, j, k, nx, ny, pitch, layer, false, per_y);
+            raw[q] = lbm::load_pair(f_src + q * plane + src, L::cx(q) == 0);
+#ifdef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+            near_wall[0] |= __ldg(flags + src) & FLAG_SOLID;
+            near_wall[1] |= __ldg(flags + src + 1) & FLAG_SOLID;
+#endif
+        }
+    } else {  // a dead cell's loads are wasted, not wrong: its sources are in the array
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) {
+            lbm::index_t src[2];
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                src[c] = source_cell_3d(q, live[c] ? i + c : i, j, k, nx, ny, pitch, layer,
+                                        per_x, per_y);
+#ifdef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+                near_wall[c] |= __ldg(flags + src[c]) & FLAG_SOLID;
+#endif
+            }
+            raw[q] = Pair::make(lbm::load_population(f_src + q * plane + src[0]),
+                                lbm::load_population(f_src + q * plane + src[1]));
+        }
+    }
+    // each live cell collides alone; cell i's results wait for cell i + 1's in cell i's
+    // (decoded, dead) half of raw: an fp16 pair stays in one register until it is stored
+    auto collide_cell = [&](int c) {
+        T fl[L::Q];
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) fl[q] = lbm::decode<L, T>(Pair::get(raw[q], c), q);
+        if (near_wall[c])
+            bounce_back_3d(fl, f_src, flags, cell + c, i + c, j, k, nx, ny, pitch, layer, plane,
+                           per_x, per_y, lid_u);
+        auto out = [&](int q, T v) {
+            const S e = lbm::encode<L, T, S>(v, q);
+            S* p = f_dst + q * plane + cell;
+            if (!vector) lbm::store_population(p + c, e);
+            else if (c == 0) raw[q] = Pair::with_first(raw[q], e);
+            else lbm::store_pair(p, Pair::get(raw[q], 0), e);
+        };
+        collide_3d<T, STORE_MACRO>(fl, i + c, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
+                                   om_p, om_m, fx, fy, fz, out);
+    };
+    if (live[0]) collide_cell(0);
+    if (live[1]) collide_cell(1);
+}
+
+}  // namespace
 
 template <typename T, typename S, bool STORE_MACRO>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO))
@@ -139,44 +304,25 @@ d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                      lbm::index_t plane, int k0, int k1, T om_p, T om_m, T lid_u, T fx, T fy,
                      T fz, int periodic_x, int periodic_y)
 {
-    using L = D3Q19;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    constexpr int CELLS_X = SIMSPLIT_D3Q19_CELLS_X;
+    const int i = CELLS_X * (blockIdx.x * blockDim.x + threadIdx.x) + 1;  // first of the cells
     const int j = blockIdx.y + 1;
     const int k = k0 + blockIdx.z;
     if (i > nx || j > ny || k >= k1) return;
     const lbm::index_t cell = k * layer + j * pitch + i;
     const lbm::flag_t own = flags[cell];
-    if (own & FLAG_SOLID) return;
-    const bool per_x = periodic_x != 0, per_y = periodic_y != 0;
-
-    // all 19 loads in flight first; only NEAR_WALL cells read their sources' flags (or, tuning
-    // variant, every cell ORs its sources' solid bits in, as the D2Q9 kernel does)
-    T fl[L::Q];
-    lbm::flag_t near_wall = own & FLAG_NEAR_WALL;
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        const lbm::index_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
-        fl[q] = lbm::load_population<L, T>(f_src + q * plane + src, q);
-#ifdef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
-        near_wall |= __ldg(flags + src) & FLAG_SOLID;
-#endif
+    if constexpr (CELLS_X == 2) {
+        const lbm::flag_t own1 = i < nx ? flags[cell + 1] : FLAG_SOLID;  // odd nx: a lone cell
+        update_pair_3d<T, S, STORE_MACRO>(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out,
+                                          own, own1, i, j, k, nx, ny, pitch, layer, plane, om_p,
+                                          om_m, lid_u, fx, fy, fz, periodic_x != 0,
+                                          periodic_y != 0);
+    } else {
+        if (own & FLAG_SOLID) return;
+        update_cell_3d<T, S, STORE_MACRO>(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out,
+                                          own, i, j, k, nx, ny, pitch, layer, plane, om_p, om_m,
+                                          lid_u, fx, fy, fz, periodic_x != 0, periodic_y != 0);
     }
-    if (near_wall) {  // rare and warp-coherent
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q) {
-            const lbm::flag_t kind =
-                __ldg(flags
-                      + source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y));
-            if (kind & FLAG_SOLID) {
-                const T own_opp = lbm::decode<L, T>(
-                    lbm::read_only(f_src + L::opp(q) * plane + cell), L::opp(q));
-                fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
-            }
-        }
-    }
-    auto out = [&](int q, T v) { lbm::store_population<L>(f_dst + q * plane + cell, q, v); };
-    collide_3d<T, STORE_MACRO>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out, om_p, om_m,
-                               fx, fy, fz, out);
 }
 
 // In-place (AA) step of parity `odd` on the one array f. Every slot a thread reads is one only

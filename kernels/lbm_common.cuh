@@ -196,6 +196,69 @@ __device__ __forceinline__ void store_population(S* p, int q, T v)
     store_population(p, encode<L, T, S>(v, q));
 }
 
+// --- pairs of adjacent x-cells (d3q19.cu with SIMSPLIT_D3Q19_CELLS_X == 2) ------------------
+// Two stored elements of one population at columns (i, i + 1) travel as one 2-element vector:
+// 32 bits for fp16, 64 for float, 128 for double. 2-byte loads keep too few bytes in flight per
+// thread for fp16 to reach the bandwidth; a vector moves both cells' elements at once.
+// A vector access needs an address aligned to its size: the caller guarantees that own cells
+// (odd i, padded rows) are; a pull from x -+ 1 (an even column) is split into the two aligned
+// words around it, whose middle halves are the pair.
+template <typename S, typename P> struct vector_pair {
+    using type = P;  // CUDA's float2/double2: x the lower address
+    __device__ __forceinline__ static S get(P p, int c) { return c ? p.y : p.x; }
+    __device__ __forceinline__ static P make(S a, S b) { return P{a, b}; }
+    __device__ __forceinline__ static P with_first(P p, S a) { return P{a, p.y}; }
+    __device__ __forceinline__ static P middle(P lo, P hi) { return P{lo.y, hi.x}; }
+};
+template <typename S> struct pair_of;
+template <> struct pair_of<float> : vector_pair<float, float2> {};
+template <> struct pair_of<double> : vector_pair<double, double2> {};
+template <> struct pair_of<half16> {  // one 32-bit word, the lower address in the low half
+    using type = unsigned int;
+    __device__ __forceinline__ static half16 get(unsigned int p, int c)
+    {
+        return half16{static_cast<unsigned short>(c ? p >> 16 : p & 0xFFFFu)};
+    }
+    __device__ __forceinline__ static unsigned int make(half16 a, half16 b)
+    {
+        return a.bits | (static_cast<unsigned int>(b.bits) << 16);
+    }
+    __device__ __forceinline__ static unsigned int with_first(unsigned int p, half16 a)
+    {
+        return (p & 0xFFFF0000u) | a.bits;
+    }
+    __device__ __forceinline__ static unsigned int middle(unsigned int lo, unsigned int hi)
+    {
+        return __byte_perm(lo, hi, 0x5432);  // bytes 2, 3 of lo, then bytes 0, 1 of hi
+    }
+};
+template <typename S> using pair_t = typename pair_of<S>::type;
+
+// Elements p[0], p[1] as a pair; p aligned to the pair (aligned, folds to a constant after
+// unrolling) or one element past an aligned word (the pair straddles two words). The unused
+// outer halves may lie past a row's ghost columns (p[-1], p[2]); an aligned word holding one
+// element of the array cannot leave its allocation, and those halves are never used.
+template <typename S>
+__device__ __forceinline__ pair_t<S> load_pair(const S* p, bool aligned)
+{
+    using P = pair_t<S>;
+    if (aligned) return load_population(reinterpret_cast<const P*>(p));
+    return pair_of<S>::middle(load_population(reinterpret_cast<const P*>(p - 1)),
+                              load_population(reinterpret_cast<const P*>(p + 1)));
+}
+
+// Elements a, b stored at p[0], p[1], p aligned to the pair. Through the store intrinsics: a
+// plain assignment of a float2 or double2 compiles to two scalar stores (nvcc 13, sm_90).
+template <typename S>
+__device__ __forceinline__ void store_pair(S* p, S a, S b)
+{
+#ifdef SIMSPLIT_STREAMING_STORES
+    __stcs(reinterpret_cast<pair_t<S>*>(p), pair_of<S>::make(a, b));
+#else
+    __stwb(reinterpret_cast<pair_t<S>*>(p), pair_of<S>::make(a, b));  // default write-back
+#endif
+}
+
 // What a solid pull source sends back: halfway bounce-back of the cell's own opposite
 // population, plus the momentum of the lid (moving along +x at lid_u). The product is written
 // exactly as the CPU kernel writes it, T(6 w c_x) * u, so both round identically.

@@ -22,6 +22,9 @@ from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 NVCC = shutil.which("nvcc")
 ARCH = "sm_90"
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+#: compile variants checked besides the production build: the D3Q19 pull kernel with the other
+#: cells-per-thread choice (source.D3Q19_CELLS_X)
+VARIANTS = [("d3q19.cu", f"-DSIMSPLIT_D3Q19_CELLS_X={3 - source.D3Q19_CELLS_X}")]
 
 
 def _translation_unit(name: str) -> str:
@@ -83,9 +86,10 @@ def test_no_hand_copied_tables() -> None:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", source.kernel_files())
-def test_compiles_to_ptx(tmp_path: Path, name: str) -> None:
-    res = _nvcc(tmp_path, name, "--ptx", "-o", "out.ptx")
+@pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
+                                          *VARIANTS])
+def test_compiles_to_ptx(tmp_path: Path, name: str, define: str | None) -> None:
+    res = _nvcc(tmp_path, name, *([define] if define else []), "--ptx", "-o", "out.ptx")
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
     ptx = (tmp_path / "out.ptx").read_text()
@@ -96,9 +100,11 @@ def test_compiles_to_ptx(tmp_path: Path, name: str) -> None:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", source.kernel_files())
-def test_registers_and_no_spills(tmp_path: Path, name: str, capsys) -> None:
-    res = _nvcc(tmp_path, name, "-cubin", "-Xptxas", "-v", "-o", "out.cubin")
+@pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
+                                          *VARIANTS])
+def test_registers_and_no_spills(tmp_path: Path, name: str, define: str | None, capsys) -> None:
+    res = _nvcc(tmp_path, name, *([define] if define else []), "-cubin", "-Xptxas", "-v", "-o",
+                "out.cubin")
     assert res.returncode == 0, res.stderr
     report, kernel = [], None
     for line in res.stderr.splitlines():
@@ -112,7 +118,7 @@ def test_registers_and_no_spills(tmp_path: Path, name: str, capsys) -> None:
                              line), f"{kernel}: {line.strip()}"
     assert len(report) == len(source.name_expressions(name))
     with capsys.disabled():
-        print(f"\n{name} ({ARCH}, ptxas -v):")
+        print(f"\n{name} {define or ''} ({ARCH}, ptxas -v):")
         for kernel, regs in report:
             print(f"  {regs:4d} registers  {kernel}")
 
@@ -149,6 +155,37 @@ def test_compiles_with_nvrtc(name: str) -> None:
     nvrtc.nvrtcDestroyProgram(prog)
 
 
+def _cupy_nvrtc():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception:  # CuPy or libnvrtc missing
+        return None
+    return nvrtc
+
+
+@pytest.mark.skipif(_cupy_nvrtc() is None, reason="NVRTC through CuPy not available")
+@pytest.mark.parametrize("cells_x", [1, 2])
+def test_d3q19_cells_x_compiles_with_cupy_nvrtc(cells_x: int) -> None:
+    """Both cells-per-thread builds of d3q19.cu through NVRTC as CuPy calls it (no GPU needed):
+    NVRTC refuses constructs nvcc takes (a generic lambda counts as host code in JIT mode)."""
+    nvrtc = _cupy_nvrtc()
+    prog = nvrtc.createProgram(source.kernel_source("d3q19.cu"), "d3q19.cu", [], [])
+    try:
+        for expr in source.name_expressions("d3q19.cu"):
+            nvrtc.addNameExpression(prog, expr)
+        opts = [*source.COMPILE_OPTIONS, "-arch=compute_90",
+                f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except Exception as exc:
+            pytest.fail(f"{exc}\n{nvrtc.getProgramLog(prog)}")
+        assert ".entry" in nvrtc.getPTX(prog).decode(errors="replace")
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 def test_name_expressions_cover_dtypes() -> None:
     names = source.name_expressions("d2q9.cu")
     for ctype in ("float", "double"):
@@ -168,6 +205,31 @@ _EMULATION_PRELUDE = """
 struct simsplit_dim3 { unsigned x = 0, y = 0, z = 0; };
 static simsplit_dim3 blockIdx, threadIdx, blockDim, gridDim;
 template <typename T> static T __ldg(const T* p) { return *p; }
+// 2-element vectors (the D3Q19 pair kernel): CUDA's vector types and byte permute; a vector
+// load or store at an address not aligned to its size, which would fault on a GPU, is counted
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) double2 { double x, y; };
+extern "C" { int simsplit_misaligned_loads = 0; }
+template <typename V> static V simsplit_vector_load(const V* p) {
+    if (reinterpret_cast<unsigned long long>(p) % sizeof(V)) ++simsplit_misaligned_loads;
+    V v;
+    __builtin_memcpy(&v, p, sizeof(V));
+    return v;
+}
+static float2 __ldg(const float2* p) { return simsplit_vector_load(p); }
+static double2 __ldg(const double2* p) { return simsplit_vector_load(p); }
+static unsigned int __ldg(const unsigned int* p) { return simsplit_vector_load(p); }
+template <typename V> static void __stwb(V* p, V v) {
+    if (reinterpret_cast<unsigned long long>(p) % sizeof(V)) ++simsplit_misaligned_loads;
+    __builtin_memcpy(p, &v, sizeof(V));
+}
+static unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+    const unsigned long long b = (static_cast<unsigned long long>(y) << 32) | x;
+    unsigned int r = 0;
+    for (int n = 0; n < 4; ++n) r |= static_cast<unsigned int>((b >> (8 * ((s >> (4 * n)) & 7)))
+                                                               & 0xFF) << (8 * n);
+    return r;
+}
 """
 
 #: a grid run serially, every block and thread in order (after the kernel source: it
@@ -350,7 +412,8 @@ static void collide3(const void* fs, void* fd, const flag* fl, void* r, void* u,
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
          ww = static_cast<T*>(w);
-    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+    const int cells = SIMSPLIT_BLOCK_X * SIMSPLIT_D3Q19_CELLS_X;  // x-cells per block
+    launch((nx + cells - 1) / cells, ny, k1 - k0, [&] {
         if (store) d3q19_stream_collide<T, S, true>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
             layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
         else d3q19_stream_collide<T, S, false>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
@@ -408,21 +471,33 @@ HALO3(float, halo3_float32) HALO3(double, halo3_float64) HALO3(lbm::half16, halo
 """
 
 
-@pytest.fixture(scope="module")
-def emulated_3d(tmp_path_factory):
-    """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE)."""
+def _emulation_3d(tmp_path_factory, cells_x: int):
+    """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE); the
+    pull kernel built for ``cells_x`` cells per thread (SIMSPLIT_D3Q19_CELLS_X)."""
     import ctypes
 
     if CXX is None:
         pytest.skip("no host C++ compiler")
-    tmp = tmp_path_factory.mktemp("emulation3d")
+    tmp = tmp_path_factory.mktemp(f"emulation3d_x{cells_x}")
     (tmp / "emu3.cpp").write_text("#define SIMSPLIT_HOST_EMULATION 1\n" + _EMULATION_PRELUDE
                                   + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
-                            "-o", str(tmp / "emu3.so"), str(tmp / "emu3.cpp")],
-                           capture_output=True, text=True, timeout=300)
+                            f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
+                            str(tmp / "emu3.cpp")], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     return ctypes.CDLL(str(tmp / "emu3.so"))
+
+
+@pytest.fixture(scope="module")
+def emulated_3d(tmp_path_factory):
+    """One cell per thread."""
+    return _emulation_3d(tmp_path_factory, 1)
+
+
+@pytest.fixture(scope="module")
+def emulated_3d_pairs(tmp_path_factory):
+    """Two x-cells per thread, 2-element vector accesses."""
+    return _emulation_3d(tmp_path_factory, 2)
 
 
 def test_d3q19_instantiations_cover_storage() -> None:
@@ -441,7 +516,7 @@ def test_d3q19_instantiations_cover_storage() -> None:
         source.d3q19_stream_collide_name(np.float32, np.float64, True)  # wider than arithmetic
 
 
-def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes) -> None:
+def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=True) -> None:
     import ctypes
 
     from simsplit.backends.cpu.d3q19 import raw_view
@@ -457,23 +532,25 @@ def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes) -> None
        c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
        c_dbl(p.omega_plus),
        c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x), c_dbl(p.force_y),
-       c_dbl(p.force_z), c_int(int(p.periodic_x)), c_int(int(p.periodic_y)), c_int(1))
+       c_dbl(p.force_z), c_int(int(p.periodic_x)), c_int(int(p.periodic_y)), c_int(int(store)))
 
 
-@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float32", "float32"),
-                                                ("float64", "float64"), ("float64", "float32"),
-                                                ("float64", "float16")])
-@pytest.mark.parametrize("periodic", [False, True])
-@pytest.mark.parametrize("padded", [False, True])
-def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, padded) -> None:
-    """The CUDA C D3Q19 kernel, fp16 storage included, reproduces the CPU kernel bit for bit:
-    walls, the lid, Guo force, TRT, periodic x and y, two partial plane ranges."""
+D3Q19_PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),
+               ("float64", "float32"), ("float64", "float16")]
+
+
+def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
+                             obstacles=False) -> None:
+    """Two partial plane ranges of the emulated pull kernel against the CPU kernel, bit for
+    bit (populations and rho/u); the variant without rho/u against the same populations.
+    ``obstacles``: solid interior cells, some first and some second of an x-pair."""
     from simsplit.backends.cpu import CPUBackend
+    from simsplit.fluid import flags as fl
     from simsplit.fluid.block import D3Q19Block, Face
     from simsplit.fluid.lattice import D3Q19
     from simsplit.fluid.params import D3Q19Params
 
-    nx, ny, nz = 13, 5, 6
+    ny, nz = 5, 6
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, 3e-5, -2e-5, 1e-5, periodic, periodic)
     block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
                        storage)
@@ -482,24 +559,102 @@ def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, p
     dev = 0.05 * rng.standard_normal((19, nz, ny, nx)) * 10.0 ** rng.uniform(-9, 0, (1, nz, ny, nx))
     dev[:, 0, 0, :3] = 0.0
     block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev))
+    flags = block.flags.copy()
+    if obstacles:  # (k, j, i) 1-based: i odd starts an x-pair, i even ends one
+        for cell in ((2, 2, 4), (3, 3, 5), (3, 3, 6), (4, 1, 1), (5, 4, nx)):
+            flags[cell] = fl.WALL
+        inner = (slice(1, -1),) * 3
+        flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
+        assert (flags[inner] & fl.NEAR_WALL).any()
     f_src = block.f_src.copy()
-    emu_dst = np.zeros_like(f_src)
-    flags = block.flags
+    cpu_dst = np.zeros_like(f_src)
+    emu_dst, emu_dst_nomacro = np.zeros_like(f_src), np.zeros_like(f_src)
+    cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    block.kernels.stream_collide(f_src, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True)
     if padded:  # rows padded and aligned as on GPUs: the kernel takes its strides as given
-        f_src, emu_dst, flags = (_padded_copy(a) for a in (f_src, emu_dst, flags))
+        f_src, emu_dst, emu_dst_nomacro, flags = (
+            _padded_copy(a) for a in (f_src, emu_dst, emu_dst_nomacro, flags))
     macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
-    _emulated_collide_3d(emulated_3d, block, f_src, emu_dst, flags, macro, (1, 3))
-    _emulated_collide_3d(emulated_3d, block, f_src, emu_dst, flags, macro, (3, nz + 1))
-    block.stream_collide(store_macro=True)
+    scratch = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    for planes in ((1, 3), (3, nz + 1)):
+        _emulated_collide_3d(lib, block, f_src, emu_dst, flags, macro, planes)
+        _emulated_collide_3d(lib, block, f_src, emu_dst_nomacro, flags, scratch, planes, False)
     interior = (slice(None), *(slice(1, -1),) * 3)
-    assert block.f_dst.dtype == np.dtype(storage)
-    np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
-                                  block.f_dst[interior].view(np.uint8))
-    for got, want in zip(macro, (block.rho, *block.u), strict=True):
+    assert cpu_dst.dtype == np.dtype(storage)
+    for dst in (emu_dst, emu_dst_nomacro):
+        np.testing.assert_array_equal(dst[interior].view(np.uint8),
+                                      cpu_dst[interior].view(np.uint8))
+    assert not any(a.any() for a in scratch)  # STORE_MACRO false stores no rho/u
+    for got, want in zip(macro, cpu_macro, strict=True):
         np.testing.assert_array_equal(got, want)
     if storage == "float16":  # the data did reach fp16's subnormal range
-        bits = block.f_dst[interior].view(np.uint16) & 0x7FFF
+        bits = cpu_dst[interior].view(np.uint16) & 0x7FFF
         assert ((bits > 0) & (bits < 0x0400)).any()
+
+
+@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, padded) -> None:
+    """The CUDA C D3Q19 kernel, fp16 storage included, reproduces the CPU kernel bit for bit:
+    walls, the lid, Guo force, TRT, periodic x and y, two partial plane ranges."""
+    _check_d3q19_against_cpu(emulated_3d, precision, storage, periodic, padded)
+
+
+@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("nx", [13, 14])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("obstacles", [False, True])
+def test_emulated_d3q19_pairs_match_cpu(emulated_3d_pairs, precision, storage, nx, periodic,
+                                        obstacles) -> None:
+    """Two x-cells per thread (SIMSPLIT_D3Q19_CELLS_X=2) on padded rows: the same bits as the
+    CPU, odd nx (a lone last cell) and even, periodic x (scalar pairs at the row ends), walls
+    and lid (near-wall cells beside plain ones in a pair), solid cells inside pairs; every
+    vector load aligned."""
+    misaligned = ctypes_int(emulated_3d_pairs, "simsplit_misaligned_loads")
+    misaligned.value = 0
+    _check_d3q19_against_cpu(emulated_3d_pairs, precision, storage, periodic, True, nx,
+                             obstacles)
+    assert misaligned.value == 0
+
+
+def test_emulated_d3q19_pairs_use_vector_loads(emulated_3d_pairs) -> None:
+    """The pair kernel's loads are vectors: on packed rows (odd pitch, element 1 off a pair
+    boundary) the emulation counts misaligned vector loads, which a GPU would fault on, and
+    which is why the launcher refuses such arrays."""
+    misaligned = ctypes_int(emulated_3d_pairs, "simsplit_misaligned_loads")
+    misaligned.value = 0
+    _check_d3q19_against_cpu(emulated_3d_pairs, "float32", "float16", False, False)
+    assert misaligned.value > 0
+
+
+def test_pair_launcher_grid_and_alignment() -> None:
+    """The launcher's side of the pair kernel, without a GPU: the grid covers every cell with
+    no block to spare, padded arrays pass the alignment check, packed ones fail it."""
+    pytest.importorskip("cupy")
+    from simsplit.backends.cuda_c.d3q19 import grid_x, pair_alignment_problem
+    from simsplit.backends.layout import element_strides
+
+    for nx in (1, 2, 511, 512, 513, 1024):
+        for cells in (1, 2):
+            g = grid_x(nx, cells, 256)
+            assert g * 256 * cells >= nx > (g - 1) * 256 * cells
+    for dtype in (np.float16, np.float32, np.float64):
+        packed = np.zeros((19, 8, 7, 15), dtype)
+        assert pair_alignment_problem(packed.ctypes.data, packed.itemsize,
+                                      element_strides(packed))
+        padded = _padded_copy(packed)
+        assert pair_alignment_problem(padded.ctypes.data, padded.itemsize,
+                                      element_strides(padded)) is None
+        shifted = _padded_copy(np.zeros((19, 8, 7, 16), dtype))[..., 1:]  # [.., 1] off by one
+        assert "aligned" in pair_alignment_problem(shifted.ctypes.data, shifted.itemsize,
+                                                   element_strides(shifted))
+
+
+def ctypes_int(lib, name: str):
+    import ctypes
+
+    return ctypes.c_int.in_dll(lib, name)
 
 
 @pytest.mark.parametrize("storage", ["float16", "float32", "float64"])

@@ -6,6 +6,13 @@ lattice-generic ``lbm_pack_strided``/``lbm_unpack_strided`` of ``lbm_common.cuh`
 xy-planes. The
 kernel is chosen by the arithmetic type (that of rho/u) and the population storage type (that
 of f: float16 arrays hold the shifted fp16 encoding, see ``lbm_common.cuh``).
+
+The two-lattice kernel takes ``source.D3Q19_CELLS_X`` adjacent x-cells per thread (the one place
+that choice is made). With 2 it moves every population as 2-element vectors, which needs both
+population arrays aligned for them (:func:`pair_alignment_problem`); arrays that are not (packed
+rows: blocks allocate padded ones, ``simsplit.backends.layout``) are refused with a
+``ValueError`` rather than run by a second, one-cell build: a fallback would have to be loaded
+up front (no module loads during graph capture) and would hide a layout that costs bandwidth.
 """
 
 from __future__ import annotations
@@ -25,6 +32,36 @@ from simsplit.fluid.params import D3Q19Params
 
 _NAME = "D3Q19"
 _N_CROSS = len(D3Q19.up)
+
+
+def grid_x(nx: int, cells_x: int = source.D3Q19_CELLS_X, block_x: int = source.BLOCK_X) -> int:
+    """Blocks along x of the two-lattice kernel: ``cells_x`` cells per thread."""
+    return _grid_x(nx, block_x * cells_x)
+
+
+def pair_alignment_problem(ptr: int, itemsize: int, strides: tuple[int, ...]) -> str | None:
+    """Why a population array at address ``ptr`` (of element ``[0, 0, 0, 0]``) with element
+    ``strides`` (plane, layer, pitch, 1) cannot take the pair kernel's 2-element vector
+    accesses, or None: every element ``[q, k, j, 1]`` must lie on a ``2 * itemsize`` boundary,
+    so the plane, layer and row strides must be even and element 1 aligned."""
+    if strides[3] != 1:
+        return f"x is not the contiguous axis (strides in elements {strides})"
+    odd = [name for name, v in zip(("plane", "layer", "row"), strides[:3], strict=True) if v % 2]
+    if odd:
+        return f"{', '.join(odd)} stride odd (strides in elements {strides})"
+    if (ptr + itemsize) % (2 * itemsize):
+        return f"element [.., 1] at address {ptr + itemsize:#x} is not {2 * itemsize}-byte aligned"
+    return None
+
+
+def check_pair_alignment(*arrays: Any) -> None:
+    """ValueError unless every array suits the pair kernel (``source.D3Q19_CELLS_X == 2``)."""
+    for a in arrays:
+        problem = pair_alignment_problem(int(a.data.ptr), a.itemsize, element_strides(a))
+        if problem:
+            raise ValueError(f"D3Q19 kernel with {source.D3Q19_CELLS_X} cells per thread needs "
+                             f"populations aligned for 2-element vectors (padded rows, "
+                             f"simsplit.backends.layout.padded_empty): {problem}")
 
 
 @functools.cache
@@ -94,9 +131,11 @@ class D3Q19Kernels:
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
         check_launch_device(self.device)
+        if source.D3Q19_CELLS_X == 2:
+            check_pair_alignment(f_src, f_dst)
         kern = self._collide[(dt, st, bool(store_macro))]
         with self._dev:
-            kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
+            kern((grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
                  (f_src, f_dst, flags, rho, ux, uy, uz, np.int32(nx), np.int32(ny),
                   np.int32(nz), *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(k0),
                   np.int32(k1), *self._params(p, dt)))

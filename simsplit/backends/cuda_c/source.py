@@ -27,6 +27,12 @@ GENERATED_HEADER = "simsplit_generated.cuh"
 #: threads per block along i (the contiguous axis); every kernel's ``__launch_bounds__``.
 #: 256 measured fastest for D2Q9 on an H200 (docs/tune_d2q9_h200_2026-12-02.log)
 BLOCK_X = 256
+#: cells along x per thread of the D3Q19 two-lattice pull kernel (kernels/d3q19.cu): 1, or 2
+#: (two adjacent cells, populations moved as 2-element vectors; needs rows aligned as
+#: simsplit.backends.layout pads them). The production choice, in this one place: it becomes
+#: the generated header's SIMSPLIT_D3Q19_CELLS_X (a -D option overrides it) and the launcher's
+#: grid. 1 until a GPU measurement (scripts/tune_d3q19.py) shows 2 faster
+D3Q19_CELLS_X = 1
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels
@@ -91,6 +97,9 @@ def generated_header() -> str:
         f"#define SIMSPLIT_BLOCK_X {BLOCK_X}",
         f"#define SIMSPLIT_FP16_SCALE {float(FP16_SCALE).hex()}  // fp16 storage: (f - w) * scale",
         "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
+        "#ifndef SIMSPLIT_D3Q19_CELLS_X  // cells per thread of d3q19_stream_collide",
+        f"#define SIMSPLIT_D3Q19_CELLS_X {D3Q19_CELLS_X}",
+        "#endif",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
         f"constexpr unsigned char FLAG_LID = {flags.LID};",

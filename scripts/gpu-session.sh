@@ -7,6 +7,7 @@
 #   d3q19    D3Q19 512^3 float32: two-lattice, fp16 storage, in-place AA (issue 7)
 #   bigcube  the largest in-place (AA) cubes: 1024^3 float32, 1280^3 fp16 (issue 7)
 #   tune3d   D3Q19 launch variants at 512^3, float32 and fp16 storage (issue 7)
+#   ncu      Nsight Compute sections of the production D3Q19 kernel, fp16 and float32 (if ncu)
 #   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
@@ -82,6 +83,25 @@ if has tune3d; then
     note "D3Q19 launch variants, 512^3 (issue 7)"
     timeout 240 python3 scripts/tune_d3q19.py --n 512 --steps 20 2>&1 | quiet \
         | tee "$OUT/tune-d3q19.log"
+fi
+if has ncu; then
+    note "Nsight Compute: D3Q19 256^3, production launch, fp16 and float32 (issue 7)"
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    if [[ -n "$NCU" ]]; then
+        for storage in float16 float32; do
+            for variant in 5 8; do  # one cell at 5 blocks (production), two cells at 1
+                echo "-- $storage, variant $variant"
+                timeout 120 "$NCU" --kernel-name regex:d3q19 --launch-skip 2 --launch-count 1 \
+                    --section SpeedOfLight --section MemoryWorkloadAnalysis \
+                    --section Occupancy --section WarpStateStats --section SchedulerStats \
+                    python3 scripts/tune_d3q19.py --n 256 --steps 3 --storages $storage \
+                    --variants $variant 2>&1 | quiet | tee -a "$OUT/ncu-d3q19.log" \
+                    | grep -vE "^==PROF==|^\s*-+\s*$" | tail -60
+            done
+        done
+    else
+        echo "no ncu on this machine"; ls /usr/local/cuda/bin | head -30
+    fi
 fi
 if has fp16acc; then
     note "fp16 against float32 storage: 3D cavity Re 100, 128^3, 60000 steps (issue 7)"

@@ -8,7 +8,8 @@ storage, on the solver's
 padded layout (512^3 by default: 20.6 GB in float32). Prints MLUPS and the fraction of the
 device-to-device copy bandwidth measured in the same run (153 B per float32 cell update, 77 B
 in fp16: populations read + written, the flag byte).
-Usage: python scripts/tune_d3q19.py [--n 512] [--steps 20]
+Usage: python scripts/tune_d3q19.py [--n 512] [--steps 20] [--storages float16]
+                                   [--variants 5 7]
 """
 
 from __future__ import annotations
@@ -30,19 +31,23 @@ from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
 from simsplit.fluid.params import D3Q19Params  # noqa: E402
 
 CTYPE = {"float32": "float", "float16": "lbm::half16"}
-#: (threads per block, resident blocks per SM asked for, neighbour flags, cells per thread):
-#: the 2026-12-02 19:35 run (docs/tune_d3q19_h200_2026-12-02.log) found neighbour flags slower
-#: and 84 registers (37.5 % occupancy) at one block; the one-cell variants ask the allocator
-#: for 50-62.5 %. Two cells per thread take 109 (fp16) to 127 (float32) registers at one block
-#: (ptxas sm_90: two blocks of 256 resident) and spill from three blocks of 256 on (80
-#: registers): the pair variants span that range
-VARIANTS = [(128, 1, False, 1), (128, 8, False, 1), (128, 10, False, 1), (256, 1, False, 1),
-            (256, 4, False, 1), (256, 5, False, 1), (512, 2, False, 1),
-            (256, 1, False, 2), (256, 2, False, 2), (256, 3, False, 2), (256, 4, False, 2),
-            (128, 4, False, 2), (128, 6, False, 2), (128, 8, False, 2)]
+#: (threads per block, resident blocks per SM asked for, extras, cells per thread); extras:
+#: "nbflags" (every cell reads its sources' flags), "stcs" / "ldcs" (streaming, evict-first
+#: stores / loads). The 2026-12-02 19:35 run (docs/tune_d3q19_h200_2026-12-02.log) found
+#: neighbour flags slower and 84 registers (37.5 % occupancy) at one block; the one-cell
+#: variants ask the allocator for 50-62.5 %. Two cells per thread take 109 (fp16) to 127
+#: (float32) registers at one block (ptxas sm_90: two blocks of 256 resident) and spill from
+#: three blocks of 256 on (80 registers): the pair variants span that range
+VARIANTS = [(128, 1, "", 1), (128, 8, "", 1), (128, 10, "", 1), (256, 1, "", 1),
+            (256, 4, "", 1), (256, 5, "", 1), (512, 2, "", 1), (256, 6, "", 1),
+            (256, 1, "", 2), (256, 2, "", 2), (256, 3, "", 2), (256, 4, "", 2),
+            (128, 4, "", 2), (128, 6, "", 2), (128, 8, "", 2),
+            (256, 5, "stcs", 1), (256, 5, "ldcs,stcs", 1), (256, 1, "stcs", 2)]
+EXTRA_DEFINES = {"nbflags": "SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS", "stcs": "SIMSPLIT_STREAMING_STORES",
+                 "ldcs": "SIMSPLIT_STREAMING_LOADS"}
 
 
-def build(block: int, min_blocks: int, nbflags: bool, storage: str,
+def build(block: int, min_blocks: int, extras: str, storage: str,
           cells_x: int = 1) -> cupy.RawKernel:
     header = source.generated_header().replace(f"#define SIMSPLIT_BLOCK_X {source.BLOCK_X}",
                                                f"#define SIMSPLIT_BLOCK_X {block}")
@@ -50,7 +55,7 @@ def build(block: int, min_blocks: int, nbflags: bool, storage: str,
     cc = cupy.cuda.Device().compute_capability
     opts = ["--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
             f"-DSIMSPLIT_D3Q19_MIN_BLOCKS={min_blocks}", f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
-    opts += ["-DSIMSPLIT_D3Q19_NEIGHBOUR_FLAGS"] * nbflags
+    opts += [f"-D{EXTRA_DEFINES[e]}" for e in extras.split(",") if e]
     name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
     kern = mod.get_function(name)
@@ -82,21 +87,28 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=512)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--storages", nargs="+", default=["float32", "float16"],
+                    choices=["float32", "float16"])
+    ap.add_argument("--variants", nargs="+", type=int, default=None,
+                    help="indices into VARIANTS (default: all), e.g. for a profiler run")
     args = ap.parse_args()
+    variants = VARIANTS if args.variants is None else [VARIANTS[i] for i in args.variants]
     n, steps = args.n, args.steps
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.3f} TB/s; grid {n}^3, {steps} steps, padded rows")
-    print(f"{'storage':>8} {'block':>5} {'minblk':>6} {'nbfl':>5} {'cells':>5} {'regs':>4} "
+    print(f"{'storage':>8} {'block':>5} {'minblk':>6} {'extras':>9} {'cells':>5} {'regs':>4} "
           f"{'MLUPS':>8} {'%copy':>6}")
     macro = [cupy.zeros((n, n, n), cupy.float32) for _ in range(4)]
     scal = (np.float32(1 / 0.65), np.float32(1 / 0.65), np.float32(0.1), np.float32(0),
             np.float32(0), np.float32(0), np.int32(0), np.int32(0))
     results = []
     for storage, per_cell in (("float32", 153), ("float16", 77)):
+        if storage not in args.storages:
+            continue
         f, flags = fields(n, storage)
         strides = tuple(np.int64(v) for v in field_strides(f[0], flags, f[1]))
-        for block, min_blocks, nbflags, cells_x in VARIANTS:
-            kern = build(block, min_blocks, nbflags, storage, cells_x)
+        for block, min_blocks, extras, cells_x in variants:
+            kern = build(block, min_blocks, extras, storage, cells_x)
             per_block = block * cells_x  # x-cells per block
             grid = ((n + per_block - 1) // per_block, n, n)
 
@@ -108,14 +120,14 @@ def main() -> None:
 
             mlups = n ** 3 * steps / timed_launches(step, steps, warmup=2) / 1e6
             frac = mlups * 1e6 * per_cell / bw
-            results.append((storage, frac, block, min_blocks, nbflags, mlups, cells_x))
-            print(f"{storage:>8} {block:>5} {min_blocks:>6} {nbflags!s:>5} {cells_x:>5} "
+            results.append((storage, frac, block, min_blocks, extras, mlups, cells_x))
+            print(f"{storage:>8} {block:>5} {min_blocks:>6} {extras or '-':>9} {cells_x:>5} "
                   f"{kern.num_regs:>4} {mlups:>8.0f} {100 * frac:>5.1f}%", flush=True)
         f = flags = None
-    for storage in ("float32", "float16"):
+    for storage in args.storages:
         best = max((r for r in results if r[0] == storage), key=lambda r: r[1])
-        print(f"best {storage}: block {best[2]}, min blocks {best[3]}, neighbour flags "
-              f"{best[4]}, cells per thread {best[6]}: {best[5]:.0f} MLUPS = "
+        print(f"best {storage}: block {best[2]}, min blocks {best[3]}, extras "
+              f"{best[4] or '-'}, cells per thread {best[6]}: {best[5]:.0f} MLUPS = "
               f"{100 * best[1]:.1f}% of copy bandwidth")
 
 

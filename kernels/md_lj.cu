@@ -342,6 +342,30 @@ md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, dou
 #define SIMSPLIT_MD_FORCE_UNROLL 1
 #endif
 
+// One pair's contributions to atom i: force (dx, dy, dz) * fpair, energy, r . f.
+struct PairTerms {
+    double fx, fy, fz, e, w;
+};
+
+template <typename T>
+__device__ __forceinline__ PairTerms lj_pair(double xi, double yi, double zi,
+                                             const T* __restrict__ x, long long j, double bx,
+                                             double by, double bz, double rcsq, double eps4,
+                                             double eps24, double sigsq, double eshift)
+{
+    const double dx = md::min_image(xi - double(__ldg(x + 3 * j)), bx);
+    const double dy = md::min_image(yi - double(__ldg(x + 3 * j + 1)), by);
+    const double dz = md::min_image(zi - double(__ldg(x + 3 * j + 2)), bz);
+    const double rsq = dx * dx + dy * dy + dz * dz;
+    const bool inside = rsq < rcsq;
+    const double r2inv = 1.0 / rsq;
+    const double sr2 = sigsq * r2inv;
+    const double sr6 = sr2 * sr2 * sr2;
+    const double fpair = inside ? eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv : 0.0;
+    return {dx * fpair, dy * fpair, dz * fpair,
+            inside ? eps4 * sr6 * (sr6 - 1.0) - eshift : 0.0, rsq * fpair};
+}
+
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int pitch,
@@ -359,21 +383,13 @@ md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int
     const int m = cnt[i];
     SIMSPLIT_MD_UNROLL(SIMSPLIT_MD_FORCE_UNROLL)
     for (int k = 0; k < m; ++k) {
-        const long long j = __ldg(nl + (long long)k * pitch + i);
-        const double dx = md::min_image(xi - double(__ldg(x + 3 * j)), bx);
-        const double dy = md::min_image(yi - double(__ldg(x + 3 * j + 1)), by);
-        const double dz = md::min_image(zi - double(__ldg(x + 3 * j + 2)), bz);
-        const double rsq = dx * dx + dy * dy + dz * dz;
-        const bool inside = rsq < rcsq;
-        const double r2inv = 1.0 / rsq;
-        const double sr2 = sigsq * r2inv;
-        const double sr6 = sr2 * sr2 * sr2;
-        const double fpair = inside ? eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv : 0.0;
-        fx += dx * fpair;
-        fy += dy * fpair;
-        fz += dz * fpair;
-        e += inside ? eps4 * sr6 * (sr6 - 1.0) - eshift : 0.0;
-        w += rsq * fpair;
+        const PairTerms p = lj_pair(xi, yi, zi, x, __ldg(nl + (long long)k * pitch + i), bx, by,
+                                    bz, rcsq, eps4, eps24, sigsq, eshift);
+        fx += p.fx;
+        fy += p.fy;
+        fz += p.fz;
+        e += p.e;
+        w += p.w;
     }
     f[3LL * i] = T(fx);
     f[3LL * i + 1] = T(fy);
@@ -381,3 +397,66 @@ md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int
     pe[i] = 0.5 * e;
     vir[i] = 0.5 * w;
 }
+
+#ifdef SIMSPLIT_MD_FORCE_LANES
+// Tuning variant (scripts/prof_md_kernels.py; not built otherwise, and the host emulation
+// cannot run it): SIMSPLIT_MD_FORCE_LANES threads per atom evaluate pairs k = base + lane side
+// by side, then every lane of the group adds the group's terms in list order (shuffles), so
+// the sums are md_lj_forces's bit for bit with twice or four times the threads in flight.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_lj_forces_lanes(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int pitch,
+                   const int* __restrict__ cnt, double bx, double by, double bz, double rcsq,
+                   double eps4, double eps24, double sigsq, double eshift, T* __restrict__ f,
+                   double* __restrict__ pe, double* __restrict__ vir,
+                   const int* __restrict__ flags, int tick)
+{
+    constexpr int LANES = SIMSPLIT_MD_FORCE_LANES;
+    constexpr unsigned ALL = 0xffffffffu;
+    if (halted(flags, tick, true)) return;  // the same for every thread
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = t / LANES, lane = t % LANES;
+    const bool live = i < n_own;  // dead groups still take part in the shuffles
+    double xi = 0.0, yi = 0.0, zi = 0.0;
+    int m = 0;
+    if (live) {
+        xi = double(x[3LL * i]);
+        yi = double(x[3LL * i + 1]);
+        zi = double(x[3LL * i + 2]);
+        m = cnt[i];
+    }
+    int rounds = m;  // the warp's longest row: every lane runs as many rounds
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) rounds = max(rounds, __shfl_xor_sync(ALL, rounds, o));
+    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
+    for (int base = 0; base < rounds; base += LANES) {
+        const int k = base + lane;
+        PairTerms p = {0.0, 0.0, 0.0, 0.0, 0.0};
+        if (k < m)
+            p = lj_pair(xi, yi, zi, x, __ldg(nl + (long long)k * pitch + i), bx, by, bz, rcsq,
+                        eps4, eps24, sigsq, eshift);
+#pragma unroll
+        for (int s = 0; s < LANES; ++s) {
+            const double ax = __shfl_sync(ALL, p.fx, s, LANES);
+            const double ay = __shfl_sync(ALL, p.fy, s, LANES);
+            const double az = __shfl_sync(ALL, p.fz, s, LANES);
+            const double ae = __shfl_sync(ALL, p.e, s, LANES);
+            const double aw = __shfl_sync(ALL, p.w, s, LANES);
+            if (base + s < m) {
+                fx += ax;
+                fy += ay;
+                fz += az;
+                e += ae;
+                w += aw;
+            }
+        }
+    }
+    if (live && lane == 0) {
+        f[3LL * i] = T(fx);
+        f[3LL * i + 1] = T(fy);
+        f[3LL * i + 2] = T(fz);
+        pe[i] = 0.5 * e;
+        vir[i] = 0.5 * w;
+    }
+}
+#endif

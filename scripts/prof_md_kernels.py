@@ -7,9 +7,9 @@ Builds the ``scripts/bench_md_gpu.py`` system on the cupy backend, warms it up, 
 on the device: the pair forces, the integrate launch, one whole rebuild (cells, row order,
 lists), and the host side of a launch (Python and CuPy argument marshalling, no waiting).
 Then compiles ``md_lj_forces`` with ``SIMSPLIT_MD_FORCE_UNROLL`` = 1, 2, 4, 8 and times each
-on the same lists (float64 and float32 storage), and the production kernel with 32, 64 and
-128 threads per block, checking every variant's forces are the production kernel's bit for
-bit.
+on the same lists (float64 and float32 storage), ``md_lj_forces_lanes`` with 2 and 4 threads
+per atom (``SIMSPLIT_MD_FORCE_LANES``), and the production kernel with 32, 64 and 128 threads
+per block, checking every variant's forces are the production kernel's bit for bit.
 """
 
 from __future__ import annotations
@@ -128,15 +128,29 @@ def profile(system: str, precision: str, reps: int) -> None:
         mod = cupy.RawModule(code=source.kernel_source(cmd.KERNEL_FILE), options=opts,
                              name_expressions=[name])
         kern = mod.get_function(name)
+        sl.f[:n] = 0
         ms = device_ms(lambda kern=kern: kern(grid, (cmd.BLOCK,), fa), reps)
         same = np.array_equal(cupy.asnumpy(sl.f[:n]), want)
         print(f"  unroll {unroll}: {1e3 * ms:8.1f} us  {kern.num_regs} registers  "
+              f"bitwise {'same' if same else 'DIFFERENT'}")
+    for lanes in (2, 4):  # threads per atom, terms added in list order (same bits)
+        opts = (*compile_options(dev.id), f"-DSIMSPLIT_MD_FORCE_LANES={lanes}")
+        name = f"md_lj_forces_lanes<{ctype}>"
+        mod = cupy.RawModule(code=source.kernel_source(cmd.KERNEL_FILE), options=opts,
+                             name_expressions=[name])
+        kern = mod.get_function(name)
+        blocks = ((n * lanes + cmd.BLOCK - 1) // cmd.BLOCK,)
+        sl.f[:n] = 0
+        ms = device_ms(lambda kern=kern, g=blocks: kern(g, (cmd.BLOCK,), fa), reps)
+        same = np.array_equal(cupy.asnumpy(sl.f[:n]), want)
+        print(f"  lanes {lanes}:  {1e3 * ms:8.1f} us  {kern.num_regs} registers  "
               f"bitwise {'same' if same else 'DIFFERENT'}")
     # 64,000 atoms are 500 blocks of 128 on 132 SMs: 3 or 4 per SM, all resident at once,
     # so the SMs with 4 set the time; smaller blocks even the load out
     kern = k._kernels[cmd.kernel_name("md_lj_forces", sl.x.dtype)]
     for block in (32, 64, 128):
         blocks = ((n + block - 1) // block,)
+        sl.f[:n] = 0
         ms = device_ms(lambda b=block, g=blocks: kern(g, (b,), fa), reps)
         same = np.array_equal(cupy.asnumpy(sl.f[:n]), want)
         print(f"  block {block:3d}: {1e3 * ms:8.1f} us  bitwise {'same' if same else 'DIFFERENT'}")

@@ -187,3 +187,12 @@ def test_boolean_choices_are_named_as_yaml_writes_them():
     with pytest.raises(CaseError, match=r"run.timing: 'maybe' is not allowed: expected one of "
                                         r"false, true, 'device'"):
         load_case(CAVITY, ["run.timing=maybe"])
+
+
+def test_unprintable_key_is_quoted_on_one_line() -> None:
+    """Found by the fuzz test: a key holding a newline made a two-line error."""
+    case = yaml.safe_load(CAVITY.read_text())
+    case["fluid"]["\n"] = 0
+    with pytest.raises(CaseError) as exc:
+        validate_case(case)
+    assert "\n" not in str(exc.value) and "fluid.'\\n': unknown key" in str(exc.value)

@@ -114,6 +114,8 @@ def apply_overrides(case: dict[str, Any], overrides: Mapping[str, Any] | Iterabl
 def _dotted(path: Iterable[Any]) -> str:
     out = ""
     for p in path:
+        if isinstance(p, str) and not p.isprintable():  # a key with a newline: quoted, one line
+            p = repr(p)
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "(top level)"
 

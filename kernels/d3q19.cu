@@ -186,7 +186,8 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
 // the in-place kernel would spill at 48 registers: they keep one block. Two cells per thread
 // hold two cells' populations: 109 (fp16) and 127 (float) registers at one block (ptxas
 // sm_90), which already leaves two blocks of 256 resident; three blocks (80 registers) spill
-// (docs/d3q19.md), so one block until a GPU measurement (scripts/tune_d3q19.py) decides.
+// (docs/d3q19.md), so one block; on an H200 it ran slower than one cell at any block count
+// (docs/tune_d3q19_pairs_h200_2026-12-03.log): the kernels are instruction-issue bound.
 #ifndef SIMSPLIT_D3Q19_MIN_BLOCKS
 #if SIMSPLIT_D3Q19_CELLS_X == 1
 #define SIMSPLIT_D3Q19_MIN_BLOCKS (1280 / SIMSPLIT_BLOCK_X)

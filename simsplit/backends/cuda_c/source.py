@@ -31,7 +31,7 @@ BLOCK_X = 256
 #: (two adjacent cells, populations moved as 2-element vectors; needs rows aligned as
 #: simsplit.backends.layout pads them). The production choice, in this one place: it becomes
 #: the generated header's SIMSPLIT_D3Q19_CELLS_X (a -D option overrides it) and the launcher's
-#: grid. 1 until a GPU measurement (scripts/tune_d3q19.py) shows 2 faster
+#: grid. 1: two cells ran 14-19 % slower on an H200 (docs/tune_d3q19_pairs_h200_2026-12-03.log)
 D3Q19_CELLS_X = 1
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535

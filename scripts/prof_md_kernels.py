@@ -68,11 +68,8 @@ def solver(system: str, precision: str) -> MDSolver:
 
 def force_args(s: MDSolver) -> tuple:
     sl = s.slabs[0]
-    rcsq = s.cutoff * s.cutoff
-    return (sl.x, np.int32(sl.n_own), sl.nl, np.int32(sl.nl.shape[1]), sl.cnt,
-            *(np.float64(b) for b in s.box), np.float64(rcsq), np.float64(s._eps4),
-            np.float64(s._eps24), np.float64(s._sigsq), np.float64(s._eshift), sl.f, sl.pe,
-            sl.vir, s.kernels._flags, np.int32(0))
+    return s.kernels.force_args(sl.x, sl.n_own, sl.nl, sl.cnt, s.box, s.cutoff * s.cutoff,
+                                s._eps4, s._eps24, s._sigsq, s._eshift, sl.f, sl.pe, sl.vir)
 
 
 def profile(system: str, precision: str, reps: int) -> None:

@@ -196,10 +196,17 @@ class DeviceMDKernels:
         one of the batch asked for a rebuild (the host recomputes them on the new list);
         ``tick`` 0: always run."""
         if n_own:
-            self._launch("md_lj_forces", x.dtype, n_own, x, np.int32(n_own), nl,
-                         np.int32(nl.shape[1]), cnt, *_box(box), np.float64(rcsq),
-                         np.float64(eps4), np.float64(eps24), np.float64(sigsq),
-                         np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
+            self._launch("md_lj_forces", x.dtype, n_own,
+                         *self.force_args(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq,
+                                          eshift, f, pe, vir, tick))
+
+    def force_args(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
+                   eps24: float, sigsq: float, eshift: float, f, pe, vir,
+                   tick: int = 0) -> tuple[Any, ...]:
+        """The argument list of ``md_lj_forces`` (and of its tuning variants)."""
+        return (x, np.int32(n_own), nl, np.int32(nl.shape[1]), cnt, *_box(box),
+                np.float64(rcsq), np.float64(eps4), np.float64(eps24), np.float64(sigsq),
+                np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
 
     def kinetic_per_atom(self, v, n: int, mass: float) -> np.ndarray:
         """``m |v|^2`` per owned atom, on the host (thermo steps only): the CPU kernel's bits."""

@@ -516,10 +516,15 @@ class MDSolver:
         finally:
             self._finish_kick()
 
+    def _limits2(self) -> tuple[float, float]:
+        """Squared displacements that ask for a rebuild (skin / 2) and that mean an atom
+        jumped a whole skin in one step (a time step too large)."""
+        return (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
+
     def _step_one(self) -> None:
         """One step, the displacement check read before anything of the next is queued."""
         step = self.steps_done + 1
-        limit2, jump2 = (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
+        limit2, jump2 = self._limits2()
         on_device = self.kernels.is_device
         t0 = time.perf_counter()
         kick, self._kick_pending = self._kick_pending, False
@@ -558,7 +563,7 @@ class MDSolver:
         """
         s, k = self.slabs[0], self.kernels
         first = self.steps_done + 1
-        limit2, jump2 = (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
+        limit2, jump2 = self._limits2()
         t0 = time.perf_counter()
         for tick in range(1, size + 1):
             kick = self._kick_pending or tick > 1

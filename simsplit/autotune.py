@@ -55,6 +55,21 @@ def variant_source(name: str, block_x: int) -> str:
     return source.expand_includes(name, {source.GENERATED_HEADER: header})
 
 
+def launch_seconds(launch: Callable[[], None], repeats: int = 3) -> float:
+    """Mean device seconds of ``launch`` (CUDA events on the current CuPy stream, after one
+    warm-up launch: module load, caches). Call it inside the kernel's device context."""
+    import cupy
+
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    launch()
+    start.record()
+    for _ in range(repeats):
+        launch()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) / (1e3 * repeats)
+
+
 def tuning_key(gpu: str, kernel: str, src_hash: str, shape: Sequence[int]) -> str:
     return f"{gpu}|{kernel}|{src_hash}|{'x'.join(str(int(n)) for n in shape)}"
 
@@ -192,12 +207,14 @@ def format_table(results: Sequence[TuneResult]) -> str:
         lines.append(f"{r.kernel:<36} {grid:>11} {r.default:>7} {r.block:>5} {sp:>7}  "
                      f"{'cache' if r.cached else 'timed':<6} {times}")
     if not results:
-        lines.append("(nothing tuned: autotuning applies to the cupy backend's D2Q9 kernels)")
+        lines.append("(nothing tuned: autotuning applies to the cupy backend's D2Q9 and "
+                     "two-lattice D3Q19 kernels)")
     return "\n".join(lines)
 
 
 def tune_solver(solver: Any, tuner: Autotuner | None = None) -> list[TuneResult]:
-    """Tune the stream-collide kernels of every slab of a fluid solver (cupy backend only).
+    """Tune the two-lattice stream-collide kernels of every slab of a fluid solver (cupy backend
+    only; D3Q19 in-place blocks keep the default block size).
 
     Timing launches write only ``f_dst``, which the next step overwrites, and scratch
     macroscopic fields, so the state of the run is untouched.
@@ -207,5 +224,6 @@ def tune_solver(solver: Any, tuner: Autotuner | None = None) -> list[TuneResult]
     for blk in getattr(solver, "blocks", {}).values():
         kernels = getattr(blk, "kernels", None) or getattr(blk.backend, "d2q9", None)
         if kernels is not None and hasattr(kernels, "autotune"):
-            kernels.autotune(blk.f_src, blk.f_dst, blk.flags, blk.params, tuner)
+            kernels.autotune(blk.f_src, blk.f_dst, blk.flags, blk.params, tuner,
+                             dtype=blk.dtype)
     return tuner.results[before:]

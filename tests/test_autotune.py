@@ -146,3 +146,59 @@ def test_block_size_never_changes_results(variants, dtype) -> None:
     for b in BLOCKS:
         for got, want in zip(results[b], ref, strict=True):
             assert got.tobytes() == want.tobytes(), b
+
+
+def test_d3q19_block_variant_matches_cpu(tmp_path_factory) -> None:
+    """The D3Q19 source the tuner compiles for another block size (128 threads, so 10 blocks
+    per SM asked of the register allocator) still equals the CPU kernel bit for bit."""
+    import ctypes
+
+    from tests.test_kernels_compile import (
+        _EMULATION_LAUNCHERS_3D,
+        _EMULATION_PRELUDE,
+        _check_d3q19_against_cpu,
+    )
+
+    if CXX is None:
+        pytest.skip("no host C++ compiler")
+    code = at.variant_source("d3q19.cu", 128)
+    assert "#define SIMSPLIT_BLOCK_X 128" in code
+    tmp = tmp_path_factory.mktemp("variant3d")
+    (tmp / "emu3.cpp").write_text("#define SIMSPLIT_HOST_EMULATION 1\n" + _EMULATION_PRELUDE
+                                  + code + _EMULATION_LAUNCHERS_3D)
+    build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
+                            "-o", str(tmp / "emu3.so"), str(tmp / "emu3.cpp")],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    lib = ctypes.CDLL(str(tmp / "emu3.so"))
+    _check_d3q19_against_cpu(lib, "float32", "float16", periodic=False, padded=True, nx=150)
+
+
+@pytest.mark.gpu
+def test_d3q19_autotune_on_gpu_keeps_bits(tmp_path: Path) -> None:
+    """cupy, D3Q19 fp16 storage: the kernels tuned to another block size give the untuned
+    run's velocities bit for bit, and the tuner reports them."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA GPU")
+    except Exception:
+        pytest.skip("no CUDA GPU")
+    import simsplit
+    from tests.conftest import ROOT
+
+    overrides = {"domain.shape": [70, 33, 20], "run.backend": "cupy",
+                 "run.precision": "float32", "run.storage": "float16", "run.tolerance": 0,
+                 "run.steps": 40, "output.dir": None}
+    plain = simsplit.Simulation(simsplit.load_case(ROOT / "cases/cavity3d.yaml",
+                                                   overrides=overrides))
+    plain.run(output=False)
+    tuned = simsplit.Simulation(simsplit.load_case(ROOT / "cases/cavity3d.yaml",
+                                                   overrides=overrides))
+    tuner = at.Autotuner(at.AutotuneCache(tmp_path / "autotune.json"), candidates=(128,),
+                         repeats=1)
+    results = at.tune_solver(tuned.solver, tuner)
+    assert results and {r.block for r in results} == {128}
+    assert any("d3q19_stream_collide" in r.kernel for r in results)
+    tuned.run(output=False)
+    assert np.array_equal(tuned.velocity(), plain.velocity())

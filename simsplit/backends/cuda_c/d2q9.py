@@ -141,8 +141,9 @@ class D2Q9Kernels:
 
     # --- launch-configuration autotuning ---------------------------------------------------
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D2Q9Params,
-                 tuner: autotune.Autotuner) -> None:
-        """Pick the fastest block size for the stream-collide kernels on arrays of this shape.
+                 tuner: autotune.Autotuner, dtype: Any = None) -> None:
+        """Pick the fastest block size for the stream-collide kernels on arrays of this shape
+        (D2Q9 stores populations in the arithmetic type: ``dtype`` is ``f_src``'s).
 
         Timing launches write ``f_dst`` (overwritten by the next step anyway) and scratch
         macroscopic fields. Never during a graph capture: timing needs synchronisation.
@@ -154,7 +155,6 @@ class D2Q9Kernels:
         dt = f_src.dtype
         with self._dev:
             scratch = [cupy.empty((ny, nx), dt) for _ in range(3)]
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         src_hash = autotune.source_hash(source.kernel_source("d2q9.cu"))
         for store in (False, True):
             name = source.stream_collide_name(dt, store)
@@ -167,13 +167,7 @@ class D2Q9Kernels:
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
                         np.int32(ny + 1), *self._params(p, dt))
                 with self._dev:
-                    kern(grid, (block_x,), args)  # warm-up: module load, caches
-                    start.record()
-                    for _ in range(3):
-                        kern(grid, (block_x,), args)
-                    stop.record()
-                    stop.synchronize()
-                return cupy.cuda.get_elapsed_time(start, stop) / 3e3
+                    return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 
             block = tuner.choose(self.gpu_name, name, src_hash, (nx, ny), time_block,
                                  source.BLOCK_X)

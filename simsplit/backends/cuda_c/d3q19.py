@@ -23,6 +23,7 @@ from typing import Any
 import cupy
 import numpy as np
 
+from simsplit import autotune
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options
 from simsplit.backends.cuda_c.graph import check_launch_device
@@ -65,11 +66,13 @@ def check_pair_alignment(*arrays: Any) -> None:
 
 
 @functools.cache
-def _module(device: int) -> Any:
-    """``d3q19.cu`` compiled for one device (once per process; CuPy caches it on disk)."""
+def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
+    """``d3q19.cu`` compiled for one device and block size (once per process; CuPy caches it
+    on disk)."""
+    code = (source.kernel_source("d3q19.cu") if block_x == source.BLOCK_X
+            else autotune.variant_source("d3q19.cu", block_x))
     with cupy.cuda.Device(device):
-        return cupy.RawModule(code=source.kernel_source("d3q19.cu"),
-                              options=compile_options(device),
+        return cupy.RawModule(code=code, options=compile_options(device),
                               name_expressions=source.name_expressions("d3q19.cu"))
 
 
@@ -100,6 +103,11 @@ class D3Q19Kernels:
                        *self._pack.values(), *self._unpack.values()]
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
+        #: tuned two-lattice launches: (dtype, storage, store_macro, f shape) -> (kernel, block)
+        self._tuned: dict[tuple[Any, Any, bool, tuple[int, ...]], tuple[Any, int]] = {}
+        props = cupy.cuda.runtime.getDeviceProperties(device)
+        name = props["name"]
+        self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
 
     def _params(self, p: D3Q19Params, dtype: np.dtype) -> tuple[Any, ...]:
         key = (p, dtype)
@@ -133,12 +141,55 @@ class D3Q19Kernels:
         check_launch_device(self.device)
         if source.D3Q19_CELLS_X == 2:
             check_pair_alignment(f_src, f_dst)
-        kern = self._collide[(dt, st, bool(store_macro))]
+        kern, block_x = self._tuned.get((dt, st, bool(store_macro), f_src.shape),
+                                        (self._collide[(dt, st, bool(store_macro))],
+                                         source.BLOCK_X))
         with self._dev:
-            kern((grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
-                 (f_src, f_dst, flags, rho, ux, uy, uz, np.int32(nx), np.int32(ny),
-                  np.int32(nz), *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(k0),
-                  np.int32(k1), *self._params(p, dt)))
+            kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
+                 self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
+
+    def _collide_args(self, f_src, f_dst, flags, macro, k0: int, k1: int,
+                      p: D3Q19Params) -> tuple[Any, ...]:
+        nz, ny, nx = (n - 2 for n in f_src.shape[1:])
+        return (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny), np.int32(nz),
+                *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(k0), np.int32(k1),
+                *self._params(p, macro[0].dtype))
+
+    # --- launch-configuration autotuning ---------------------------------------------------
+    def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D3Q19Params,
+                 tuner: autotune.Autotuner, dtype: Any = None) -> None:
+        """Pick the fastest block size for the two-lattice kernels on arrays of this shape
+        (``dtype``: the arithmetic type, by default the storage's). Timing launches write
+        ``f_dst`` (overwritten by the next step anyway) and scratch macroscopic fields; the
+        in-place (AA) kernel is not tuned (``f_dst`` None)."""
+        if f_dst is None:
+            return
+        nz, ny, nx = (n - 2 for n in f_src.shape[1:])
+        st = f_src.dtype
+        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.promote_types(st, np.float32))
+        with self._dev:
+            scratch = [cupy.empty((nz, ny, nx), dt) for _ in range(4)]
+        src_hash = autotune.source_hash(source.kernel_source("d3q19.cu"))
+        for store in (False, True):
+            name = source.d3q19_stream_collide_name(dt, st, store)
+            args = self._collide_args(f_src, f_dst, flags, scratch, 1, nz + 1, p)
+
+            def time_block(block_x: int, name: str = name, args: tuple = args) -> float:
+                kern = _module(self.device, block_x).get_function(name)
+                grid = (grid_x(nx, block_x=block_x), ny, nz)
+                with self._dev:
+                    return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
+
+            block = tuner.choose(self.gpu_name, name, src_hash, (nx, ny, nz), time_block,
+                                 source.BLOCK_X)
+            key = (dt, st, store, f_src.shape)
+            if block != source.BLOCK_X:
+                with self._dev:
+                    kern = _module(self.device, block).get_function(name)
+                    _ = kern.num_regs  # load now: a launch inside a graph capture must not load
+                self._tuned[key] = (kern, block)
+            else:
+                self._tuned.pop(key, None)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro,
                           odd) -> None:

@@ -16,6 +16,9 @@
 namespace lbm {
 
 using index_t = long long;
+// in-plane offset (D3Q19): a cell's index within one population's array; the launcher keeps
+// every plane below 2^32 cells
+using offset_t = unsigned int;
 using flag_t = unsigned char;
 
 static_assert(FLAG_FLUID == 0, "fluid cells must have flag 0");
@@ -160,6 +163,31 @@ template <> struct narrow<half16> {
     }
 };
 
+// a * b + c rounded once, for an exact product a * b (b a power of two, no subnormal): the
+// same bits as the CPU kernels' two roundings of a * b + c, in one instruction. --fmad=false
+// contracts nothing on its own, so these are the only fused operations (the compile test
+// builds with SIMSPLIT_UNFUSED_CODING, two roundings, and finds no fma left).
+__device__ __forceinline__ float exact_product_add(float a, float b, float c)
+{
+#if defined(SIMSPLIT_UNFUSED_CODING)
+    return a * b + c;
+#elif defined(SIMSPLIT_HOST_EMULATION)
+    return __builtin_fmaf(a, b, c);
+#else
+    return __fmaf_rn(a, b, c);
+#endif
+}
+__device__ __forceinline__ double exact_product_add(double a, double b, double c)
+{
+#if defined(SIMSPLIT_UNFUSED_CODING)
+    return a * b + c;
+#elif defined(SIMSPLIT_HOST_EMULATION)
+    return __builtin_fma(a, b, c);
+#else
+    return __fma_rn(a, b, c);
+#endif
+}
+
 // Stored element of population q -> f_q in the arithmetic type T.
 template <typename L, typename T, typename S>
 __device__ __forceinline__ T decode(S raw, int q)
@@ -167,7 +195,7 @@ __device__ __forceinline__ T decode(S raw, int q)
     if constexpr (same_type<T, S>::value) {
         return raw;
     } else {
-        return widen<T>(raw) * T(1.0 / storage_scale<S>::value) + T(L::w(q));
+        return exact_product_add(widen<T>(raw), T(1.0 / storage_scale<S>::value), T(L::w(q)));
     }
 }
 
@@ -178,7 +206,10 @@ __device__ __forceinline__ S encode(T v, int q)
     if constexpr (same_type<T, S>::value) {
         return v;
     } else {
-        return narrow<S>::to((v - T(L::w(q))) * T(storage_scale<S>::value));
+        // (v - w) * scale: the product by a power of two is exact, so scale * v - scale * w
+        // rounded once gives the same bits
+        constexpr double scale = storage_scale<S>::value;
+        return narrow<S>::to(exact_product_add(v, T(scale), -T(T(L::w(q)) * T(scale))));
     }
 }
 

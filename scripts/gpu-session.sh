@@ -6,7 +6,9 @@
 #   timing   device-event timing breakdown, 2 slabs of 4096^2, overlap on/off (issue 4)
 #   d3q19    D3Q19 512^3 float32: two-lattice, fp16 storage, in-place AA (issue 7)
 #   bigcube  the largest in-place (AA) cubes: 1024^3 float32, 1280^3 fp16 (issue 7)
-#   tune3d   D3Q19 launch variants at 512^3, float32 and fp16 storage (issue 7)
+#   tune3d   D3Q19 launch variants at 512^3, float32 and fp16 storage (issue 7; TUNE3D_ARGS)
+#   inst3d   D3Q19 instructions executed per cell (Nsight Compute; TUNE3D_ARGS)
+#   d3q19tuned  D3Q19 512^3 bench with --autotune, float32 and fp16
 #   ncu      Nsight Compute sections of the production D3Q19 kernel, fp16 and float32 (if ncu)
 #   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
@@ -80,9 +82,33 @@ if has bigcube; then
     done
 fi
 if has tune3d; then
-    note "D3Q19 launch variants, 512^3 (issue 7)"
-    timeout 240 python3 scripts/tune_d3q19.py --n 512 --steps 20 2>&1 | quiet \
+    note "D3Q19 launch variants, 512^3 (issue 7) ${TUNE3D_ARGS:-}"
+    timeout 300 python3 scripts/tune_d3q19.py --n 512 --steps 20 ${TUNE3D_ARGS:-} 2>&1 | quiet \
         | tee "$OUT/tune-d3q19.log"
+fi
+if has inst3d; then
+    # instructions executed per cell update, the measure the kernels are bound by (ncu showed
+    # them issue-bound); TUNE3D_ARGS may name a --baseline folder and --variants
+    note "D3Q19 instructions per cell, Nsight Compute, 256^3 (issue 7) ${TUNE3D_ARGS:-}"
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    for storage in float32 float16; do
+        echo "-- $storage"
+        timeout 200 "$NCU" --kernel-name regex:d3q19 --launch-count 40 \
+            --metrics smsp__inst_executed.sum,smsp__sass_thread_inst_executed_op_global_ld.sum \
+            python3 scripts/tune_d3q19.py --n 256 --steps 1 --storages $storage \
+            ${TUNE3D_ARGS:-} 2>&1 | quiet | tee -a "$OUT/inst-d3q19.log" \
+            | grep -E "^ *(float|best)|inst_executed.sum |regs" \
+            | awk '/inst_executed.sum /{v = $NF; gsub(/,/, "", v); printf "%s  %.1f per cell\n", $0, v / 16777216; next} {print}'
+    done
+fi
+if has d3q19tuned; then
+    note "D3Q19 512^3 with the launch autotuner (issue 7)"
+    for variant in "--storage float32" "--storage float16"; do
+        echo "-- $variant --autotune"
+        timeout 150 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+            --repeats 3 --no-graph --autotune $variant 2>&1 | quiet | tail -12 \
+            | tee -a "$OUT/bench-d3q19-tuned.log"
+    done
 fi
 if has ncu; then
     note "Nsight Compute: D3Q19 256^3, production launch, fp16 and float32 (issue 7)"

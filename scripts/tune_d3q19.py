@@ -9,7 +9,7 @@ padded layout (512^3 by default: 20.6 GB in float32). Prints MLUPS and the fract
 device-to-device copy bandwidth measured in the same run (153 B per float32 cell update, 77 B
 in fp16: populations read + written, the flag byte).
 Usage: python scripts/tune_d3q19.py [--n 512] [--steps 20] [--storages float16]
-                                   [--variants 5 7]
+                                   [--variants 5 7] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
 from simsplit.fluid.params import D3Q19Params  # noqa: E402
 
 CTYPE = {"float32": "float", "float16": "lbm::half16"}
+STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}
 #: (threads per block, resident blocks per SM asked for, extras, cells per thread); extras:
 #: "nbflags" (every cell reads its sources' flags), "stcs" / "ldcs" (streaming, evict-first
 #: stores / loads). The 2026-12-02 19:35 run (docs/tune_d3q19_h200_2026-12-02.log) found
@@ -42,21 +43,37 @@ VARIANTS = [(128, 1, "", 1), (128, 8, "", 1), (128, 10, "", 1), (256, 1, "", 1),
             (256, 4, "", 1), (256, 5, "", 1), (512, 2, "", 1), (256, 6, "", 1),
             (256, 1, "", 2), (256, 2, "", 2), (256, 3, "", 2), (256, 4, "", 2),
             (128, 4, "", 2), (128, 6, "", 2), (128, 8, "", 2),
-            (256, 5, "stcs", 1), (256, 5, "ldcs,stcs", 1), (256, 1, "stcs", 2)]
+            (256, 5, "stcs", 1), (256, 5, "ldcs,stcs", 1), (256, 1, "stcs", 2),
+            (256, 5, "wide", 1), (128, 10, "wide", 1), (64, 20, "", 1), (64, 20, "wide", 1)]
+#: "wide": the kernel with 64-bit element offsets (kernels/d3q19.cu population_at), which the
+#: launcher takes for arrays beyond 2^32 elements; the others have 32-bit ones (2026-12-03
+#: 02:19 UTC, before they were the production choice, as a build flag: 0.6-2.6 % faster)
 EXTRA_DEFINES = {"nbflags": "SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS", "stcs": "SIMSPLIT_STREAMING_STORES",
-                 "ldcs": "SIMSPLIT_STREAMING_LOADS"}
+                 "ldcs": "SIMSPLIT_STREAMING_LOADS", "wide": None}
 
 
 def build(block: int, min_blocks: int, extras: str, storage: str,
-          cells_x: int = 1) -> cupy.RawKernel:
+          cells_x: int = 1, baseline: Path | None = None) -> cupy.RawKernel:
+    """The unforced float-arithmetic kernel of one variant; ``baseline``: a folder holding an
+    earlier revision's d3q19.cu and lbm_common.cuh (kernels with three template parameters,
+    before the body-force one), compiled instead of the current sources."""
     header = source.generated_header().replace(f"#define SIMSPLIT_BLOCK_X {source.BLOCK_X}",
                                                f"#define SIMSPLIT_BLOCK_X {block}")
-    code = source.expand_includes("d3q19.cu", {source.GENERATED_HEADER: header})
+    if baseline is None:
+        code = source.expand_includes("d3q19.cu", {source.GENERATED_HEADER: header})
+    else:
+        code = source.expand_includes("d3q19.cu", {
+            source.GENERATED_HEADER: header,
+            **{n: (baseline / n).read_text() for n in ("d3q19.cu", "lbm_common.cuh")}})
     cc = cupy.cuda.Device().compute_capability
     opts = ["--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
             f"-DSIMSPLIT_D3Q19_MIN_BLOCKS={min_blocks}", f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
-    opts += [f"-D{EXTRA_DEFINES[e]}" for e in extras.split(",") if e]
-    name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"
+    opts += [f"-D{EXTRA_DEFINES[e]}" for e in extras.split(",") if e and EXTRA_DEFINES[e]]
+    if baseline is not None:
+        name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"
+    else:
+        name = source.d3q19_stream_collide_name(np.float32, STORAGE_DTYPE[storage], False,
+                                                False, "wide" in extras.split(","))
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
     kern = mod.get_function(name)
     _ = kern.num_regs
@@ -91,12 +108,15 @@ def main() -> None:
                     choices=["float32", "float16"])
     ap.add_argument("--variants", nargs="+", type=int, default=None,
                     help="indices into VARIANTS (default: all), e.g. for a profiler run")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="folder with an earlier d3q19.cu and lbm_common.cuh: each variant is "
+                         "also timed on those sources")
     args = ap.parse_args()
     variants = VARIANTS if args.variants is None else [VARIANTS[i] for i in args.variants]
     n, steps = args.n, args.steps
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.3f} TB/s; grid {n}^3, {steps} steps, padded rows")
-    print(f"{'storage':>8} {'block':>5} {'minblk':>6} {'extras':>9} {'cells':>5} {'regs':>4} "
+    print(f"{'storage':>8} {'block':>5} {'minblk':>6} {'extras':>12} {'cells':>5} {'regs':>4} "
           f"{'MLUPS':>8} {'%copy':>6}")
     macro = [cupy.zeros((n, n, n), cupy.float32) for _ in range(4)]
     scal = (np.float32(1 / 0.65), np.float32(1 / 0.65), np.float32(0.1), np.float32(0),
@@ -107,8 +127,13 @@ def main() -> None:
             continue
         f, flags = fields(n, storage)
         strides = tuple(np.int64(v) for v in field_strides(f[0], flags, f[1]))
-        for block, min_blocks, extras, cells_x in variants:
-            kern = build(block, min_blocks, extras, storage, cells_x)
+        runs = [(v, None) for v in variants]
+        if args.baseline is not None:
+            runs = [r for v in variants for r in ((v, args.baseline), (v, None))]
+        for (block, min_blocks, extras, cells_x), base in runs:
+            kern = build(block, min_blocks, extras, storage, cells_x, base)
+            if base is not None:
+                extras = ",".join(e for e in ("base", extras) if e)
             per_block = block * cells_x  # x-cells per block
             grid = ((n + per_block - 1) // per_block, n, n)
 
@@ -121,7 +146,7 @@ def main() -> None:
             mlups = n ** 3 * steps / timed_launches(step, steps, warmup=2) / 1e6
             frac = mlups * 1e6 * per_cell / bw
             results.append((storage, frac, block, min_blocks, extras, mlups, cells_x))
-            print(f"{storage:>8} {block:>5} {min_blocks:>6} {extras or '-':>9} {cells_x:>5} "
+            print(f"{storage:>8} {block:>5} {min_blocks:>6} {extras or '-':>12} {cells_x:>5} "
                   f"{kern.num_regs:>4} {mlups:>8.0f} {100 * frac:>5.1f}%", flush=True)
         f = flags = None
     for storage in args.storages:

@@ -164,7 +164,7 @@ def test_d3q19_block_variant_matches_cpu(tmp_path_factory) -> None:
     code = at.variant_source("d3q19.cu", 128)
     assert "#define SIMSPLIT_BLOCK_X 128" in code
     tmp = tmp_path_factory.mktemp("variant3d")
-    (tmp / "emu3.cpp").write_text("#define SIMSPLIT_HOST_EMULATION 1\n" + _EMULATION_PRELUDE
+    (tmp / "emu3.cpp").write_text(_EMULATION_PRELUDE
                                   + code + _EMULATION_LAUNCHERS_3D)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             "-o", str(tmp / "emu3.so"), str(tmp / "emu3.cpp")],

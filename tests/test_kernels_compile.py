@@ -8,6 +8,7 @@ CUDA built-ins emulated, must reproduce the CPU backend's stream-collide and hal
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -27,15 +28,27 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 VARIANTS = [("d3q19.cu", f"-DSIMSPLIT_D3Q19_CELLS_X={3 - source.D3Q19_CELLS_X}")]
 
 
-def _translation_unit(name: str) -> str:
+def _expressions(name: str, define: str | None = None) -> list[str]:
+    """Instantiations a compile test builds: all of them for the production build; for a
+    variant (``define``) those with 32-bit element offsets (the 64-bit ones differ only in an
+    index type, and the full set doubles the time of the slowest tests in CI)."""
+    exprs = source.name_expressions(name)
+    if define is None:
+        return exprs
+    return [e for e in exprs if "lbm::index_t>" not in e]
+
+
+def _translation_unit(name: str, exprs: list[str] | None = None) -> str:
     """Source as NVRTC sees it, plus host code naming each instantiation so nvcc emits it."""
-    refs = "".join(f"    (void)&{expr};\n" for expr in source.name_expressions(name))
+    exprs = source.name_expressions(name) if exprs is None else exprs
+    refs = "".join(f"    (void)&{expr};\n" for expr in exprs)
     return source.kernel_source(name) + f"\nvoid simsplit_instantiate()\n{{\n{refs}}}\n"
 
 
-def _nvcc(tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+def _nvcc(tmp_path: Path, name: str, *args: str,
+          exprs: list[str] | None = None) -> subprocess.CompletedProcess:
     cu = tmp_path / name
-    cu.write_text(_translation_unit(name))
+    cu.write_text(_translation_unit(name, exprs))
     cmd = [NVCC, f"-arch={ARCH}", *source.COMPILE_OPTIONS, *args, str(cu)]
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
@@ -89,13 +102,22 @@ def test_no_hand_copied_tables() -> None:
 @pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
                                           *VARIANTS])
 def test_compiles_to_ptx(tmp_path: Path, name: str, define: str | None) -> None:
-    res = _nvcc(tmp_path, name, *([define] if define else []), "--ptx", "-o", "out.ptx")
+    exprs = _expressions(name, define)
+    res = _nvcc(tmp_path, name, *([define] if define else []), "--ptx", "-o", "out.ptx",
+                exprs=exprs)
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
     ptx = (tmp_path / "out.ptx").read_text()
     entries = re.findall(r"\.entry\s+(\w+)", ptx)
-    assert len(entries) == len(source.name_expressions(name))
-    # --fmad=false: no contracted multiply-adds, so results round as on the CPU
+    assert len(entries) == len(exprs)
+    # --fmad=false: no contracted multiply-adds, so results round as on the CPU; the one
+    # fused operation is lbm_common.cuh's exact_product_add (fp16 coding, exact products):
+    # built with two roundings instead, no fma may remain
+    if "exact_product_add" in source.kernel_source(name):
+        res = _nvcc(tmp_path, name, *([define] if define else []), "-DSIMSPLIT_UNFUSED_CODING",
+                    "--ptx", "-o", "out.ptx", exprs=_expressions(name, "unfused"))
+        assert res.returncode == 0, res.stderr
+        ptx = (tmp_path / "out.ptx").read_text()
     assert not re.search(r"\bfma\.rn\.f(32|64)", ptx)
 
 
@@ -103,8 +125,9 @@ def test_compiles_to_ptx(tmp_path: Path, name: str, define: str | None) -> None:
 @pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
                                           *VARIANTS])
 def test_registers_and_no_spills(tmp_path: Path, name: str, define: str | None, capsys) -> None:
+    exprs = _expressions(name, define)
     res = _nvcc(tmp_path, name, *([define] if define else []), "-cubin", "-Xptxas", "-v", "-o",
-                "out.cubin")
+                "out.cubin", exprs=exprs)
     assert res.returncode == 0, res.stderr
     report, kernel = [], None
     for line in res.stderr.splitlines():
@@ -116,7 +139,7 @@ def test_registers_and_no_spills(tmp_path: Path, name: str, define: str | None, 
             # registers only: a local-memory array or spill would cost a memory round trip
             assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
                              line), f"{kernel}: {line.strip()}"
-    assert len(report) == len(source.name_expressions(name))
+    assert len(report) == len(exprs)
     with capsys.disabled():
         print(f"\n{name} {define or ''} ({ARCH}, ptxas -v):")
         for kernel, regs in report:
@@ -169,11 +192,12 @@ def _cupy_nvrtc():
 @pytest.mark.parametrize("cells_x", [1, 2])
 def test_d3q19_cells_x_compiles_with_cupy_nvrtc(cells_x: int) -> None:
     """Both cells-per-thread builds of d3q19.cu through NVRTC as CuPy calls it (no GPU needed):
-    NVRTC refuses constructs nvcc takes (a generic lambda counts as host code in JIT mode)."""
+    NVRTC refuses constructs nvcc takes (a generic lambda counts as host code in JIT mode).
+    The 32-bit-offset kernels (test_compiles_with_nvrtc builds them all)."""
     nvrtc = _cupy_nvrtc()
     prog = nvrtc.createProgram(source.kernel_source("d3q19.cu"), "d3q19.cu", [], [])
     try:
-        for expr in source.name_expressions("d3q19.cu"):
+        for expr in _expressions("d3q19.cu", f"cells_x={cells_x}"):
             nvrtc.addNameExpression(prog, expr)
         opts = [*source.COMPILE_OPTIONS, "-arch=compute_90",
                 f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
@@ -197,6 +221,7 @@ def test_name_expressions_cover_dtypes() -> None:
 
 # --- the CUDA C kernels run as host C++ (CUDA built-ins emulated), against the CPU backend -------
 _EMULATION_PRELUDE = """
+#define SIMSPLIT_HOST_EMULATION 1
 #define __global__
 #define __device__
 #define __host__
@@ -403,35 +428,62 @@ def test_emulated_halo_kernels_match_cpu(emulated, dtype, padded) -> None:
 
 # --- D3Q19 (every arithmetic/storage pair, fp16 included) as host C++ against the CPU backend -----
 _EMULATION_LAUNCHERS_3D = _EMULATION_LAUNCH + """
+template <typename T, typename S, bool STORE, bool FORCED, typename P>
+static void collide3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
+                         int ny, int nz, long long pitch, long long layer, long long plane,
+                         int k0, int k1, double op, double om, double lid, double fx, double fy,
+                         double fz, int px, int py) {
+    const int cells = SIMSPLIT_BLOCK_X * SIMSPLIT_D3Q19_CELLS_X;  // x-cells per block
+    launch((nx + cells - 1) / cells, ny, k1 - k0, [&] {
+        d3q19_stream_collide<T, S, STORE, FORCED, P>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
+    });
+}
+template <typename T, typename S, bool FORCED, typename P>
+static void aa3_run(S* f, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx, int ny, int nz,
+                    long long pitch, long long layer, long long plane, int k0, int k1, double op,
+                    double om, double lid, double fx, double fy, double fz, int px, int py,
+                    int odd) {
+    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+        d3q19_stream_collide_aa<T, S, true, FORCED, P>(f, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, odd);
+    });
+}
+// the kernel variant the launcher would pick: FORCED as D3Q19Params.forced, wide (64-bit
+// element offsets) as asked (the launcher takes them for arrays beyond 2^32 elements)
+#define SIMSPLIT_EMU_PICK(RUN, ...) do { \
+    const bool forced = fx != 0 || fy != 0 || fz != 0; \
+    if (forced && wide) RUN(true, lbm::index_t)(__VA_ARGS__); \
+    else if (forced) RUN(true, lbm::offset_t)(__VA_ARGS__); \
+    else if (wide) RUN(false, lbm::index_t)(__VA_ARGS__); \
+    else RUN(false, lbm::offset_t)(__VA_ARGS__); } while (0)
+#define SIMSPLIT_EMU_STORE(F, P) collide3_run<T, S, true, F, P>
+#define SIMSPLIT_EMU_NOSTORE(F, P) collide3_run<T, S, false, F, P>
+#define SIMSPLIT_EMU_AA(F, P) aa3_run<T, S, F, P>
 template <typename T, typename S>
 static void collide3(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v, void* w,
                      int nx, int ny, int nz, long long pitch, long long layer, long long plane,
                      int k0, int k1, double op, double om, double lid,
-                     double fx, double fy, double fz, int px, int py, int store) {
+                     double fx, double fy, double fz, int px, int py, int store, int wide) {
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
          ww = static_cast<T*>(w);
-    const int cells = SIMSPLIT_BLOCK_X * SIMSPLIT_D3Q19_CELLS_X;  // x-cells per block
-    launch((nx + cells - 1) / cells, ny, k1 - k0, [&] {
-        if (store) d3q19_stream_collide<T, S, true>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
-            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
-        else d3q19_stream_collide<T, S, false>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
-            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
-    });
+    if (store) SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_STORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+                                 layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
+    else SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NOSTORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+                           layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
 }
 template <typename T, typename S>
 static void collide3_aa(void* fv, const flag* fl, void* r, void* u, void* v, void* w, int nx,
                         int ny, int nz, long long pitch, long long layer, long long plane,
                         int k0, int k1, double op, double om, double lid,
-                        double fx, double fy, double fz, int px, int py, int odd) {
+                        double fx, double fy, double fz, int px, int py, int odd, int wide) {
     auto f = static_cast<S*>(fv);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
          ww = static_cast<T*>(w);
-    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
-        d3q19_stream_collide_aa<T, S, true>(f, fl, rr, uu, vv, ww, nx, ny, nz, pitch, layer,
-            plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, odd);
-    });
+    SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_AA, f, fl, rr, uu, vv, ww, nx, ny, nz, pitch, layer, plane, k0,
+                      k1, op, om, lid, fx, fy, fz, px, py, odd);
 }
 template <typename S>
 static void halo3(const void* src, void* dst, int pack, long long plane, long long stride,
@@ -446,15 +498,15 @@ static void halo3(const void* src, void* dst, int pack, long long plane, long lo
 #define COLLIDE3(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
     void* r, void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, \\
     long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
-    double fx, double fy, double fz, int px, int py, int store) { \\
+    double fx, double fy, double fz, int px, int py, int store, int wide) { \\
     collide3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
-                   fx, fy, fz, px, py, store); }
+                   fx, fy, fz, px, py, store, wide); }
 #define COLLIDE3_AA(T, S, NAME) extern "C" void NAME(void* f, const flag* fl, void* r, \
     void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, long long layer, \
     long long plane, int k0, int k1, double op, double om, double lid, double fx, double fy, \
-    double fz, int px, int py, int odd) { \
+    double fz, int px, int py, int odd, int wide) { \
     collide3_aa<T, S>(f, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \
-                      fx, fy, fz, px, py, odd); }
+                      fx, fy, fz, px, py, odd, wide); }
 COLLIDE3_AA(float, float, aa3_float32_float32)
 COLLIDE3_AA(float, lbm::half16, aa3_float32_float16)
 COLLIDE3_AA(double, double, aa3_float64_float64)
@@ -479,7 +531,7 @@ def _emulation_3d(tmp_path_factory, cells_x: int):
     if CXX is None:
         pytest.skip("no host C++ compiler")
     tmp = tmp_path_factory.mktemp(f"emulation3d_x{cells_x}")
-    (tmp / "emu3.cpp").write_text("#define SIMSPLIT_HOST_EMULATION 1\n" + _EMULATION_PRELUDE
+    (tmp / "emu3.cpp").write_text(_EMULATION_PRELUDE
                                   + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
@@ -508,15 +560,17 @@ def test_d3q19_instantiations_cover_storage() -> None:
     ctype = {"float16": "lbm::half16", "float32": "float", "float64": "double"}
     for precision, storages in STORAGE_CHOICES.items():
         for st in storages:
-            for store in ("true", "false"):
-                assert (f"d3q19_stream_collide<{ctype[precision]}, {ctype[st]}, {store}>"
-                        in names)
+            for store, forced, offset in itertools.product(
+                    ("true", "false"), ("true", "false"), ("lbm::offset_t", "lbm::index_t")):
+                assert (f"d3q19_stream_collide<{ctype[precision]}, {ctype[st]}, {store}, "
+                        f"{forced}, {offset}>" in names)
             assert f"lbm_pack<D3Q19, {ctype[st]}>" in names
-    with pytest.raises(TypeError):
-        source.d3q19_stream_collide_name(np.float32, np.float64, True)  # wider than arithmetic
+    with pytest.raises(TypeError):  # wider than arithmetic
+        source.d3q19_stream_collide_name(np.float32, np.float64, True, False)
 
 
-def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=True) -> None:
+def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=True,
+                         wide=False) -> None:
     import ctypes
 
     from simsplit.backends.cpu.d3q19 import raw_view
@@ -532,7 +586,8 @@ def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=T
        c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
        c_dbl(p.omega_plus),
        c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x), c_dbl(p.force_y),
-       c_dbl(p.force_z), c_int(int(p.periodic_x)), c_int(int(p.periodic_y)), c_int(int(store)))
+       c_dbl(p.force_z), c_int(int(p.periodic_x)), c_int(int(p.periodic_y)), c_int(int(store)),
+       c_int(int(wide)))
 
 
 D3Q19_PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),
@@ -540,10 +595,11 @@ D3Q19_PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "floa
 
 
 def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
-                             obstacles=False) -> None:
+                             obstacles=False, forced=True) -> None:
     """Two partial plane ranges of the emulated pull kernel against the CPU kernel, bit for
     bit (populations and rho/u); the variant without rho/u against the same populations.
-    ``obstacles``: solid interior cells, some first and some second of an x-pair."""
+    ``obstacles``: solid interior cells, some first and some second of an x-pair; ``forced``:
+    a body force (else the kernels without the Guo terms)."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid import flags as fl
     from simsplit.fluid.block import D3Q19Block, Face
@@ -551,7 +607,9 @@ def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
     from simsplit.fluid.params import D3Q19Params
 
     ny, nz = 5, 6
-    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, 3e-5, -2e-5, 1e-5, periodic, periodic)
+    force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)
+    assert params.forced == forced
     block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
                        storage)
     rng = np.random.default_rng(17)
@@ -576,9 +634,11 @@ def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
             _padded_copy(a) for a in (f_src, emu_dst, emu_dst_nomacro, flags))
     macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
     scratch = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    wide = not padded  # 64-bit element offsets on packed rows, 32-bit (production) on padded
     for planes in ((1, 3), (3, nz + 1)):
-        _emulated_collide_3d(lib, block, f_src, emu_dst, flags, macro, planes)
-        _emulated_collide_3d(lib, block, f_src, emu_dst_nomacro, flags, scratch, planes, False)
+        _emulated_collide_3d(lib, block, f_src, emu_dst, flags, macro, planes, wide=wide)
+        _emulated_collide_3d(lib, block, f_src, emu_dst_nomacro, flags, scratch, planes, False,
+                             wide)
     interior = (slice(None), *(slice(1, -1),) * 3)
     assert cpu_dst.dtype == np.dtype(storage)
     for dst in (emu_dst, emu_dst_nomacro):
@@ -595,10 +655,12 @@ def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
 @pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
-def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, padded) -> None:
+@pytest.mark.parametrize("forced", [False, True])
+def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, padded,
+                                    forced) -> None:
     """The CUDA C D3Q19 kernel, fp16 storage included, reproduces the CPU kernel bit for bit:
-    walls, the lid, Guo force, TRT, periodic x and y, two partial plane ranges."""
-    _check_d3q19_against_cpu(emulated_3d, precision, storage, periodic, padded)
+    walls, the lid, Guo force or none, TRT, periodic x and y, two partial plane ranges."""
+    _check_d3q19_against_cpu(emulated_3d, precision, storage, periodic, padded, forced=forced)
 
 
 @pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
@@ -610,11 +672,11 @@ def test_emulated_d3q19_pairs_match_cpu(emulated_3d_pairs, precision, storage, n
     """Two x-cells per thread (SIMSPLIT_D3Q19_CELLS_X=2) on padded rows: the same bits as the
     CPU, odd nx (a lone last cell) and even, periodic x (scalar pairs at the row ends), walls
     and lid (near-wall cells beside plain ones in a pair), solid cells inside pairs; every
-    vector load aligned."""
+    vector load aligned; with obstacles, no body force."""
     misaligned = ctypes_int(emulated_3d_pairs, "simsplit_misaligned_loads")
     misaligned.value = 0
     _check_d3q19_against_cpu(emulated_3d_pairs, precision, storage, periodic, True, nx,
-                             obstacles)
+                             obstacles, forced=not obstacles)
     assert misaligned.value == 0
 
 
@@ -692,7 +754,8 @@ def test_emulated_d3q19_halo_kernels_match_cpu(emulated_3d, storage, padded) -> 
 def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic,
                                        padded) -> None:
     """The in-place (AA) CUDA C kernel reproduces the CPU one bit for bit, both parities, on
-    the whole array (ghost and wall cells included: odd steps write there)."""
+    the whole array (ghost and wall cells included: odd steps write there); with a body force
+    and 64-bit element offsets on packed rows, without either on padded ones."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -702,7 +765,8 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
     from simsplit.fluid.params import D3Q19Params
 
     nx, ny, nz = 13, 5, 6
-    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, 3e-5, -2e-5, 1e-5, periodic, periodic)
+    force = (0.0, 0.0, 0.0) if padded else (3e-5, -2e-5, 1e-5)
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)
     block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
                        storage, "aa")
     rng = np.random.default_rng(23)
@@ -723,7 +787,7 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
                c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
                c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(params.lid_velocity),
                c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z),
-               c_int(int(periodic)), c_int(int(periodic)), c_int(odd))
+               c_int(int(periodic)), c_int(int(periodic)), c_int(odd), c_int(int(not padded)))
             block.kernels.stream_collide_aa(f_cpu, block.flags, *cpu_macro, planes, params, True,
                                             odd)
         assert not np.array_equal(f_cpu.view(np.uint8), full.view(np.uint8))

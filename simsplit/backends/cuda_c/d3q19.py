@@ -18,6 +18,7 @@ up front (no module loads during graph capture) and would hide a layout that cos
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import cupy
@@ -65,15 +66,40 @@ def check_pair_alignment(*arrays: Any) -> None:
                              f"simsplit.backends.layout.padded_empty): {problem}")
 
 
+#: the kernels address a cell within one population's array by a 32-bit offset
+MAX_PLANE = 2**32
+
+
+def wide_offsets(f: Any) -> bool:
+    """Whether ``f`` needs the kernels with 64-bit element offsets; ValueError if one
+    population's array holds too many cells even for their 32-bit in-plane offsets (about
+    1600^3 cells: more than an fp16 field in 140 GB)."""
+    plane = element_strides(f)[0]
+    if plane > MAX_PLANE:
+        raise ValueError(f"D3Q19 population arrays of {plane} cells exceed the kernels' 32-bit "
+                         f"cell offsets ({MAX_PLANE} cells); split the domain over more slabs")
+    return source.d3q19_wide_offsets(D3Q19.q * plane)
+
+
 @functools.cache
-def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
+def _module(device: int, block_x: int = source.BLOCK_X,
+            names: tuple[str, ...] | None = None) -> Any:
     """``d3q19.cu`` compiled for one device and block size (once per process; CuPy caches it
-    on disk)."""
+    on disk): every kernel, or only ``names``."""
     code = (source.kernel_source("d3q19.cu") if block_x == source.BLOCK_X
             else autotune.variant_source("d3q19.cu", block_x))
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
-                              name_expressions=source.name_expressions("d3q19.cu"))
+                              name_expressions=list(names or source.name_expressions("d3q19.cu")))
+
+
+def _kernel(device: int, block_x: int, name: str) -> Any:
+    """Kernel ``name`` for blocks of ``block_x`` threads: from the full module at the default
+    size, else from a module of that one kernel (an autotuner's candidate: compiling the 80
+    others for it would take most of the tuning time)."""
+    if block_x == source.BLOCK_X:
+        return _module(device).get_function(name)
+    return _module(device, block_x, (name,)).get_function(name)
 
 
 class D3Q19Kernels:
@@ -89,11 +115,12 @@ class D3Q19Kernels:
         module = _module(device)
         storages = list(source.STORAGE_CTYPES)
         with self._dev:
-            self._collide = {(dt, st, s): module.get_function(
-                source.d3q19_stream_collide_name(dt, st, s))
-                for dt, st in source.D3Q19_STORAGE for s in (False, True)}
-            self._collide_aa = {(dt, st, s): module.get_function(source.d3q19_aa_name(dt, st, s))
-                                for dt, st in source.D3Q19_STORAGE for s in (False, True)}
+            variants = [(dt, st, s, forced, wide) for dt, st in source.D3Q19_STORAGE
+                        for s, forced, wide in itertools.product((False, True), repeat=3)]
+            self._collide = {v: module.get_function(source.d3q19_stream_collide_name(*v))
+                             for v in variants}
+            self._collide_aa = {v: module.get_function(source.d3q19_aa_name(*v))
+                                for v in variants}
             self._pack = {st: module.get_function(source.pack_name(_NAME, st))
                           for st in storages}
             self._unpack = {st: module.get_function(source.unpack_name(_NAME, st))
@@ -103,8 +130,9 @@ class D3Q19Kernels:
                        *self._pack.values(), *self._unpack.values()]
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
-        #: tuned two-lattice launches: (dtype, storage, store_macro, f shape) -> (kernel, block)
-        self._tuned: dict[tuple[Any, Any, bool, tuple[int, ...]], tuple[Any, int]] = {}
+        #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
+        #: -> (kernel, block)
+        self._tuned: dict[tuple[Any, Any, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -141,9 +169,9 @@ class D3Q19Kernels:
         check_launch_device(self.device)
         if source.D3Q19_CELLS_X == 2:
             check_pair_alignment(f_src, f_dst)
-        kern, block_x = self._tuned.get((dt, st, bool(store_macro), f_src.shape),
-                                        (self._collide[(dt, st, bool(store_macro))],
-                                         source.BLOCK_X))
+        variant = (dt, st, bool(store_macro), p.forced, wide_offsets(f_src))
+        kern, block_x = self._tuned.get((*variant, f_src.shape),
+                                        (self._collide[variant], source.BLOCK_X))
         with self._dev:
             kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
@@ -171,21 +199,22 @@ class D3Q19Kernels:
             scratch = [cupy.empty((nz, ny, nx), dt) for _ in range(4)]
         src_hash = autotune.source_hash(source.kernel_source("d3q19.cu"))
         for store in (False, True):
-            name = source.d3q19_stream_collide_name(dt, st, store)
+            variant = (dt, st, store, p.forced, wide_offsets(f_src))
+            name = source.d3q19_stream_collide_name(*variant)
             args = self._collide_args(f_src, f_dst, flags, scratch, 1, nz + 1, p)
 
             def time_block(block_x: int, name: str = name, args: tuple = args) -> float:
-                kern = _module(self.device, block_x).get_function(name)
+                kern = _kernel(self.device, block_x, name)
                 grid = (grid_x(nx, block_x=block_x), ny, nz)
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 
             block = tuner.choose(self.gpu_name, name, src_hash, (nx, ny, nz), time_block,
                                  source.BLOCK_X)
-            key = (dt, st, store, f_src.shape)
+            key = (*variant, f_src.shape)
             if block != source.BLOCK_X:
                 with self._dev:
-                    kern = _module(self.device, block).get_function(name)
+                    kern = _kernel(self.device, block, name)
                     _ = kern.num_regs  # load now: a launch inside a graph capture must not load
                 self._tuned[key] = (kern, block)
             else:
@@ -210,7 +239,7 @@ class D3Q19Kernels:
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
         check_launch_device(self.device)
-        kern = self._collide_aa[(dt, st, bool(store_macro))]
+        kern = self._collide_aa[(dt, st, bool(store_macro), p.forced, wide_offsets(f))]
         with self._dev:
             kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
                  (f, flags, rho, ux, uy, uz, np.int32(nx), np.int32(ny), np.int32(nz),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import itertools
 import re
 from pathlib import Path
 from typing import Sequence
@@ -192,19 +193,38 @@ def _storage_ctype(dtype: np.dtype | type) -> str:
                         f"not {np.dtype(dtype)}") from None
 
 
+def _cbool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+#: the D3Q19 kernels' element offset types (kernels/d3q19.cu population_at): 32 bits while an
+#: array holds at most D3Q19_FLAT_LIMIT elements (an address is then one multiply-add), else 64
+D3Q19_OFFSETS = {False: "lbm::offset_t", True: "lbm::index_t"}
+D3Q19_FLAT_LIMIT = 2**32
+
+
+def d3q19_wide_offsets(elements: int) -> bool:
+    """Whether a D3Q19 population array of ``elements`` elements (all planes, padding
+    included) needs the kernels with 64-bit element offsets."""
+    return elements > D3Q19_FLAT_LIMIT
+
+
 def d3q19_stream_collide_name(dtype: np.dtype | type, storage: np.dtype | type,
-                              store_macro: bool) -> str:
-    """D3Q19 stream-collide for arithmetic ``dtype`` and population storage ``storage``."""
+                              store_macro: bool, forced: bool, wide: bool = False) -> str:
+    """D3Q19 stream-collide for arithmetic ``dtype`` and population storage ``storage``;
+    ``forced``: with the body-force (Guo) terms, compiled out of the unforced kernel; ``wide``:
+    64-bit element offsets (:func:`d3q19_wide_offsets`)."""
     if (np.dtype(dtype), np.dtype(storage)) not in D3Q19_STORAGE:
         raise TypeError(f"no D3Q19 kernel for {np.dtype(dtype)} arithmetic on "
                         f"{np.dtype(storage)} storage")
     return (f"d3q19_stream_collide<{_ctype(dtype)}, {_storage_ctype(storage)}, "
-            f"{'true' if store_macro else 'false'}>")
+            f"{_cbool(store_macro)}, {_cbool(forced)}, {D3Q19_OFFSETS[bool(wide)]}>")
 
 
-def d3q19_aa_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool) -> str:
+def d3q19_aa_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
+                  forced: bool, wide: bool = False) -> str:
     """In-place (AA) D3Q19 stream-collide, as :func:`d3q19_stream_collide_name`."""
-    return d3q19_stream_collide_name(dtype, storage, store_macro).replace(
+    return d3q19_stream_collide_name(dtype, storage, store_macro, forced, wide).replace(
         "d3q19_stream_collide<", "d3q19_stream_collide_aa<")
 
 
@@ -225,8 +245,9 @@ def name_expressions(name: str) -> list[str]:
     out = []
     if lattice == "D3Q19":
         for dt, st in D3Q19_STORAGE:
-            out += [d3q19_stream_collide_name(dt, st, s) for s in (False, True)]
-            out += [d3q19_aa_name(dt, st, s) for s in (False, True)]
+            for forced, wide in itertools.product((False, True), repeat=2):
+                out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
+                out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
         for st in STORAGE_CTYPES:
             out += [pack_name(lattice, st), unpack_name(lattice, st)]
         return out

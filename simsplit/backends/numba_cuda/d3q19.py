@@ -41,10 +41,24 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
             return n if s == 0 else (1 if s == n + 1 else s)
         return s
 
+    @cuda.jit(device=True)
+    def dot_c(cx, cy, cz, a, b, c):  # c . (a, b, c) without c's zero components, as on the CPU
+        if cx != 0:
+            s = mul(cx, a)
+        elif cy != 0:
+            s = mul(cy, b)
+        else:
+            s = mul(cz, c)
+        if cx != 0 and cy != 0:
+            s += mul(cy, b)
+        if (cx != 0 or cy != 0) and cz != 0:
+            s += mul(cz, c)
+        return s
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
                        omega_m, lid_velocity, force_x, force_y, force_z, periodic_x, periodic_y,
-                       store_macro):
+                       store_macro, forced):
         ny = f_src.shape[2] - 2
         nx = f_src.shape[3] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
@@ -81,17 +95,26 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                 jx = dt(0.0)
                 jy = dt(0.0)
                 jz = dt(0.0)
-                for q in range(19):
+                for q in range(19):  # the zero components left out, as on the CPU
                     r += fl[q]
-                    jx += mul(dt(_CX[q]), fl[q])
-                    jy += mul(dt(_CY[q]), fl[q])
-                    jz += mul(dt(_CZ[q]), fl[q])
+                    if _CX[q] != 0:
+                        jx += mul(dt(_CX[q]), fl[q])
+                    if _CY[q] != 0:
+                        jy += mul(dt(_CY[q]), fl[q])
+                    if _CZ[q] != 0:
+                        jz += mul(dt(_CZ[q]), fl[q])
                 inv = one / r
-                ux = mul(jx + mul(half, fx), inv)
-                uy = mul(jy + mul(half, fy), inv)
-                uz = mul(jz + mul(half, fz), inv)
+                if forced:
+                    ux = mul(jx + mul(half, fx), inv)
+                    uy = mul(jy + mul(half, fy), inv)
+                    uz = mul(jz + mul(half, fz), inv)
+                    uf = mul(ux, fx) + mul(uy, fy) + mul(uz, fz)
+                else:
+                    ux = mul(jx, inv)
+                    uy = mul(jy, inv)
+                    uz = mul(jz, inv)
+                    uf = dt(0.0)
                 usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy) + mul(uz, uz))
-                uf = mul(ux, fx) + mul(uy, fy) + mul(uz, fz)
                 if store_macro:
                     rho_out[k - 1, j - 1, i - 1] = r
                     ux_out[k - 1, j - 1, i - 1] = ux
@@ -99,25 +122,31 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                     uz_out[k - 1, j - 1, i - 1] = uz
                 # rest population: purely symmetric
                 feq0 = mul(mul(dt(_W[0]), r), one - usq)
-                s0 = mul(mul(dt(_W[0]), dt(-3.0)), uf)
-                f_dst[0, k, j, i] = fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0)
+                post0 = fl[0] - mul(om_p, fl[0] - feq0)
+                if forced:
+                    post0 += mul(src_p, mul(mul(dt(_W[0]), dt(-3.0)), uf))
+                f_dst[0, k, j, i] = post0
+                nh_om_p = mul(dt(-0.5), om_p)
+                nh_om_m = mul(dt(-0.5), om_m)
                 for n in range(9):
                     q = _PAIRS[n]
                     o = _OPP[q]
                     w = dt(_W[q])
+                    w2 = dt(2.0 * _W[q])  # halvings folded as on the CPU: same bits
                     cx = dt(_CX[q])
                     cy = dt(_CY[q])
                     cz = dt(_CZ[q])
-                    cu = mul(cx, ux) + mul(cy, uy) + mul(cz, uz)
-                    cf = mul(cx, fx) + mul(cy, fy) + mul(cz, fz)
-                    feq_p = mul(mul(w, r), one + mul(mul(dt(4.5), cu), cu) - usq)
-                    feq_m = mul(mul(mul(w, r), dt(3.0)), cu)
-                    s_p = mul(w, mul(mul(dt(9.0), cu), cf) - mul(dt(3.0), uf))
-                    s_m = mul(mul(w, dt(3.0)), cf)
-                    f_p = mul(half, fl[q] + fl[o])
-                    f_m = mul(half, fl[q] - fl[o])
-                    relax_p = mul(-om_p, f_p - feq_p) + mul(src_p, s_p)
-                    relax_m = mul(-om_m, f_m - feq_m) + mul(src_m, s_m)
+                    cu = dot_c(cx, cy, cz, ux, uy, uz)
+                    feq_p2 = mul(mul(w2, r), one + mul(mul(dt(4.5), cu), cu) - usq)
+                    feq_m2 = mul(mul(mul(w2, r), dt(3.0)), cu)
+                    relax_p = mul(nh_om_p, (fl[q] + fl[o]) - feq_p2)
+                    relax_m = mul(nh_om_m, (fl[q] - fl[o]) - feq_m2)
+                    if forced:
+                        cf = dot_c(cx, cy, cz, fx, fy, fz)
+                        s_p = mul(w, mul(mul(dt(9.0), cu), cf) - mul(dt(3.0), uf))
+                        s_m = mul(mul(w, dt(3.0)), cf)
+                        relax_p += mul(src_p, s_p)
+                        relax_m += mul(src_m, s_m)
                     f_dst[q, k, j, i] = fl[q] + relax_p + relax_m
                     f_dst[o, k, j, i] = fl[o] + relax_p - relax_m
             k += cuda.gridDim.z
@@ -173,7 +202,7 @@ class D3Q19Kernels:
             launch(f_src, f_dst, flags, rho, ux, uy, uz, k0, k1, float(p.omega_plus),
                    float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
                    float(p.force_y), float(p.force_z), bool(p.periodic_x), bool(p.periodic_y),
-                   bool(store_macro))
+                   bool(store_macro), p.forced)
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         size = f.shape[2] * f.shape[3]

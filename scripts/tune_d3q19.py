@@ -44,10 +44,14 @@ VARIANTS = [(128, 1, "", 1), (128, 8, "", 1), (128, 10, "", 1), (256, 1, "", 1),
             (256, 1, "", 2), (256, 2, "", 2), (256, 3, "", 2), (256, 4, "", 2),
             (128, 4, "", 2), (128, 6, "", 2), (128, 8, "", 2),
             (256, 5, "stcs", 1), (256, 5, "ldcs,stcs", 1), (256, 1, "stcs", 2),
-            (256, 5, "wide", 1), (128, 10, "wide", 1), (64, 20, "", 1), (64, 20, "wide", 1)]
+            (256, 5, "wide", 1), (128, 10, "wide", 1), (64, 20, "", 1), (64, 20, "wide", 1),
+            (128, 12, "", 1), (64, 24, "", 1), (256, 6, "", 1)]
 #: "wide": the kernel with 64-bit element offsets (kernels/d3q19.cu population_at), which the
 #: launcher takes for arrays beyond 2^32 elements; the others have 32-bit ones (2026-12-03
-#: 02:19 UTC, before they were the production choice, as a build flag: 0.6-2.6 % faster)
+#: 02:19 UTC, before they were the production choice, as a build flag: 0.6-2.6 % faster);
+#: (the pull offsets from uniform registers, now production, and as a kernel parameter were
+#: measured as "upull" / "pparam" builds: docs/tune_d3q19_h200_2026-12-03_offsets.log; the 40-
+#: register builds (128/12, 64/24, 256/6) were no faster)
 EXTRA_DEFINES = {"nbflags": "SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS", "stcs": "SIMSPLIT_STREAMING_STORES",
                  "ldcs": "SIMSPLIT_STREAMING_LOADS", "wide": None}
 

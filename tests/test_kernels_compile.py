@@ -523,9 +523,10 @@ HALO3(float, halo3_float32) HALO3(double, halo3_float64) HALO3(lbm::half16, halo
 """
 
 
-def _emulation_3d(tmp_path_factory, cells_x: int):
+def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
     """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE); the
-    pull kernel built for ``cells_x`` cells per thread (SIMSPLIT_D3Q19_CELLS_X)."""
+    pull kernel built for ``cells_x`` cells per thread (SIMSPLIT_D3Q19_CELLS_X), with
+    ``defines`` (tuning builds)."""
     import ctypes
 
     if CXX is None:
@@ -534,6 +535,7 @@ def _emulation_3d(tmp_path_factory, cells_x: int):
     (tmp / "emu3.cpp").write_text(_EMULATION_PRELUDE
                                   + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
+                            *(f"-D{d}" for d in defines),
                             f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
                             str(tmp / "emu3.cpp")], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr

@@ -73,8 +73,8 @@ def build(block: int, min_blocks: int, extras: str, storage: str,
     opts = ["--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
             f"-DSIMSPLIT_D3Q19_MIN_BLOCKS={min_blocks}", f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
     opts += [f"-D{EXTRA_DEFINES[e]}" for e in extras.split(",") if e and EXTRA_DEFINES[e]]
-    if baseline is not None:
-        name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"
+    if baseline is not None and "typename P>" not in (baseline / "d3q19.cu").read_text():
+        name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"  # before 2026-12-03
     else:
         name = source.d3q19_stream_collide_name(np.float32, STORAGE_DTYPE[storage], False,
                                                 False, "wide" in extras.split(","))

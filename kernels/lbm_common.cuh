@@ -167,24 +167,17 @@ template <> struct narrow<half16> {
 // same bits as the CPU kernels' two roundings of a * b + c, in one instruction. --fmad=false
 // contracts nothing on its own, so these are the only fused operations (the compile test
 // builds with SIMSPLIT_UNFUSED_CODING, two roundings, and finds no fma left).
-__device__ __forceinline__ float exact_product_add(float a, float b, float c)
+template <typename T>
+__device__ __forceinline__ T exact_product_add(T a, T b, T c)
 {
 #if defined(SIMSPLIT_UNFUSED_CODING)
     return a * b + c;
 #elif defined(SIMSPLIT_HOST_EMULATION)
-    return __builtin_fmaf(a, b, c);
+    if constexpr (sizeof(T) == 4) return __builtin_fmaf(a, b, c);
+    else return __builtin_fma(a, b, c);
 #else
-    return __fmaf_rn(a, b, c);
-#endif
-}
-__device__ __forceinline__ double exact_product_add(double a, double b, double c)
-{
-#if defined(SIMSPLIT_UNFUSED_CODING)
-    return a * b + c;
-#elif defined(SIMSPLIT_HOST_EMULATION)
-    return __builtin_fma(a, b, c);
-#else
-    return __fma_rn(a, b, c);
+    if constexpr (sizeof(T) == 4) return __fmaf_rn(a, b, c);
+    else return __fma_rn(a, b, c);
 #endif
 }
 

@@ -132,7 +132,7 @@ class D3Q19Kernels:
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
-        self._tuned: dict[tuple[Any, Any, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
+        self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)

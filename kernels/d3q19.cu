@@ -44,7 +44,8 @@ __device__ __forceinline__ T dot_c(int q, T a, T b, T c)
     return s;
 }
 
-// TRT relaxation of the pair (q, opp q); out(q, value) stores a post-collision population
+// TRT relaxation of the pair (q, opp q), sum = f_q + f_opp and dif = f_q - f_opp (computed
+// with the moments); out(q, value) stores a post-collision population
 // (at once: the kernels keep no post-collision array, which would cost registers). Without a
 // body force (FORCED false) the Guo source terms are left out, as in the CPU kernels.
 //
@@ -54,9 +55,9 @@ __device__ __forceinline__ T dot_c(int q, T a, T b, T c)
 // kernels are bound by instruction issue). nh_om_p = -om_p / 2; the same for the antisymmetric
 // part.
 template <typename T, bool FORCED, typename Out>
-__device__ __forceinline__ void relax_pair_3d(int q, const T* fl, T r, T ux, T uy, T uz, T usq,
-                                              T uf, T fx, T fy, T fz, T nh_om_p, T nh_om_m,
-                                              T src_p, T src_m, Out& out)
+__device__ __forceinline__ void relax_pair_3d(int q, const T* fl, T sum, T dif, T r, T ux, T uy,
+                                              T uz, T usq, T uf, T fx, T fy, T fz, T nh_om_p,
+                                              T nh_om_m, T src_p, T src_m, Out& out)
 {
     using L = D3Q19;
     const int o = L::opp(q);
@@ -65,8 +66,8 @@ __device__ __forceinline__ void relax_pair_3d(int q, const T* fl, T r, T ux, T u
     const T cu = dot_c(q, ux, uy, uz);
     const T feq_p2 = w2 * r * (T(1.0) + T(4.5) * cu * cu - usq);
     const T feq_m2 = w2 * r * T(3.0) * cu;
-    T relax_p = nh_om_p * ((fl[q] + fl[o]) - feq_p2);
-    T relax_m = nh_om_m * ((fl[q] - fl[o]) - feq_m2);
+    T relax_p = nh_om_p * (sum - feq_p2);
+    T relax_m = nh_om_m * (dif - feq_m2);
     if (FORCED) {
         const T cf = dot_c(q, fx, fy, fz);
         const T s_p = w * (T(9.0) * cu * cf - T(3.0) * uf);
@@ -88,13 +89,31 @@ __device__ __forceinline__ void collide_3d(const T* fl, int i, int j, int k, int
 {
     using L = D3Q19;
     const T one = T(1.0), half = T(0.5);
-    T r = T(0.0), jx = T(0.0), jy = T(0.0), jz = T(0.0);
+    // moments from the pairs' sums and differences, which the relaxation needs anyway: one
+    // add or subtract per pair and component instead of one per population; each momentum
+    // component starts from its first nonzero term (the CPU and Numba kernels do the same)
+    T sum[L::Q], dif[L::Q];  // at the pairs' first directions q < opp q
+    T r = fl[0], jx = T(0.0), jy = T(0.0), jz = T(0.0);
+    bool has_x = false, has_y = false, has_z = false;
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        r += fl[q];
-        if (L::cx(q)) jx += T(L::cx(q)) * fl[q];
-        if (L::cy(q)) jy += T(L::cy(q)) * fl[q];
-        if (L::cz(q)) jz += T(L::cz(q)) * fl[q];
+    for (int q = 1; q < L::Q; ++q) {
+        if (q < L::opp(q)) {
+            sum[q] = fl[q] + fl[L::opp(q)];
+            dif[q] = fl[q] - fl[L::opp(q)];
+            r += sum[q];
+            if (L::cx(q)) {
+                jx = has_x ? jx + T(L::cx(q)) * dif[q] : T(L::cx(q)) * dif[q];
+                has_x = true;
+            }
+            if (L::cy(q)) {
+                jy = has_y ? jy + T(L::cy(q)) * dif[q] : T(L::cy(q)) * dif[q];
+                has_y = true;
+            }
+            if (L::cz(q)) {
+                jz = has_z ? jz + T(L::cz(q)) * dif[q] : T(L::cz(q)) * dif[q];
+                has_z = true;
+            }
+        }
     }
     const T inv = one / r;
     T ux = jx * inv, uy = jy * inv, uz = jz * inv, uf = T(0.0);
@@ -122,8 +141,13 @@ __device__ __forceinline__ void collide_3d(const T* fl, int i, int j, int k, int
 #pragma unroll
     for (int q = 1; q < L::Q; ++q) {
         if (q < L::opp(q)) {
-            relax_pair_3d<T, FORCED>(q, fl, r, ux, uy, uz, usq, uf, fx, fy, fz, nh_om_p,
-                                     nh_om_m, src_p, src_m, out);
+            // the same sum and difference again (same bits), not kept from the moments: kept,
+            // 18 more live values spill at the 48 registers asked for
+            T a = fl[q], b = fl[L::opp(q)];
+            lbm::opaque(a);
+            lbm::opaque(b);
+            relax_pair_3d<T, FORCED>(q, fl, a + b, a - b, r, ux, uy, uz, usq, uf, fx, fy, fz,
+                                     nh_om_p, nh_om_m, src_p, src_m, out);
         }
     }
 }
@@ -295,8 +319,12 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
 #define SIMSPLIT_D3Q19_MIN_BLOCKS 1
 #endif
 #endif
-#define SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO) \
-    (sizeof(T) == 4 && !(STORE_MACRO) ? SIMSPLIT_D3Q19_MIN_BLOCKS : 1)
+// 64-bit element offsets (P, arrays beyond 2^32 elements) need more: up to 85 registers
+// (at 64 the float32 variants spilled).
+#define SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO, P)                      \
+    (sizeof(T) == 4 && !(STORE_MACRO)                                          \
+         ? (sizeof(P) == 4 ? SIMSPLIT_D3Q19_MIN_BLOCKS : 768 / SIMSPLIT_BLOCK_X) \
+         : 1)
 
 namespace {
 
@@ -399,7 +427,7 @@ __device__ __forceinline__ void update_pair_3d(
 }  // namespace
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO))
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO, P))
 d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                      const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                      T* __restrict__ ux_out, T* __restrict__ uy_out, T* __restrict__ uz_out,

@@ -181,6 +181,21 @@ __device__ __forceinline__ T exact_product_add(T a, T b, T c)
 #endif
 }
 
+// Hide a value's origin from the compiler, so that an expression on it is computed again
+// rather than kept live from an identical earlier one (register pressure).
+__device__ __forceinline__ void opaque(float& v)
+{
+#ifndef SIMSPLIT_HOST_EMULATION
+    asm volatile("" : "+f"(v));
+#endif
+}
+__device__ __forceinline__ void opaque(double& v)
+{
+#ifndef SIMSPLIT_HOST_EMULATION
+    asm volatile("" : "+d"(v));
+#endif
+}
+
 // Stored element of population q -> f_q in the arithmetic type T.
 template <typename L, typename T, typename S>
 __device__ __forceinline__ T decode(S raw, int q)

@@ -148,6 +148,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
         j = 1 + row % ny
         fl = np.empty(19, dtype=rho_out.dtype)
         post = np.empty(19, dtype=rho_out.dtype)
+        pair_sum = np.empty(9, dtype=rho_out.dtype)
+        pair_dif = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[k, j, i]
             if own & SOLID:
@@ -167,8 +169,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         fl[q] = v
-            _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
-                     src_p, src_m, store_macro, forced)
+            _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i,
+                     om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
             for q in range(19):
                 f_dst[q, k, j, i] = _encode(post[q], dt(_W[q]), f_dst)
 
@@ -192,6 +194,8 @@ def _stream_collide_aa(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, om_p, 
         j = 1 + row % ny
         fl = np.empty(19, dtype=rho_out.dtype)
         post = np.empty(19, dtype=rho_out.dtype)
+        pair_sum = np.empty(9, dtype=rho_out.dtype)
+        pair_dif = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[k, j, i]
             if own & SOLID:
@@ -221,8 +225,8 @@ def _stream_collide_aa(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, om_p, 
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         fl[q] = v
-            _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
-                     src_p, src_m, store_macro, forced)
+            _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i,
+                     om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
             for q in range(19):
                 if odd:  # to x + c_q, solid or ghost cells included (the walls read it there)
                     dj = _wrap(j + _CY[q], ny, periodic_y)
@@ -251,24 +255,35 @@ def _dot_c(cx, cy, cz, a, b, c):
 
 
 @numba.njit(inline="always")
-def _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx, fy, fz,
-             src_p, src_m, store_macro, forced):
+def _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m,
+             fx, fy, fz, src_p, src_m, store_macro, forced):
     """Collide the pulled populations ``fl`` into ``post`` (arithmetic type); macros if asked.
     Without a body force (``forced`` false) the Guo source terms are left out."""
     dt = fl.dtype.type
     one, half = dt(1.0), dt(0.5)
-    r = dt(0.0)
+    # moments from the pairs' sums and differences (kept in pair_sum/pair_dif for the
+    # relaxation), each momentum component from its first nonzero term, as the GPU kernels
+    r = fl[0]
     jx = dt(0.0)
     jy = dt(0.0)
     jz = dt(0.0)
-    for q in range(19):
-        r += fl[q]
+    has_x = has_y = has_z = False
+    for n in range(9):
+        q = _PAIRS[n]
+        o = _OPP[q]
+        d = fl[q] - fl[o]
+        pair_sum[n] = fl[q] + fl[o]
+        pair_dif[n] = d
+        r += pair_sum[n]
         if _CX[q] != 0:
-            jx += dt(_CX[q]) * fl[q]
+            jx = jx + dt(_CX[q]) * d if has_x else dt(_CX[q]) * d
+            has_x = True
         if _CY[q] != 0:
-            jy += dt(_CY[q]) * fl[q]
+            jy = jy + dt(_CY[q]) * d if has_y else dt(_CY[q]) * d
+            has_y = True
         if _CZ[q] != 0:
-            jz += dt(_CZ[q]) * fl[q]
+            jz = jz + dt(_CZ[q]) * d if has_z else dt(_CZ[q]) * d
+            has_z = True
     inv = one / r
     if forced:
         ux = (jx + half * fx) * inv
@@ -305,8 +320,8 @@ def _collide(fl, post, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m, fx,
         cu = _dot_c(cx, cy, cz, ux, uy, uz)
         feq_p2 = w2 * r * (one + dt(4.5) * cu * cu - usq)
         feq_m2 = w2 * r * dt(3.0) * cu
-        relax_p = nh_om_p * ((fl[q] + fl[o]) - feq_p2)
-        relax_m = nh_om_m * ((fl[q] - fl[o]) - feq_m2)
+        relax_p = nh_om_p * (pair_sum[n] - feq_p2)
+        relax_m = nh_om_m * (pair_dif[n] - feq_m2)
         if forced:
             cf = _dot_c(cx, cy, cz, fx, fy, fz)
             s_p = w * (dt(9.0) * cu * cf - dt(3.0) * uf)

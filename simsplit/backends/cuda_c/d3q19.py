@@ -93,11 +93,18 @@ def _module(device: int, block_x: int = source.BLOCK_X,
                               name_expressions=list(names or source.name_expressions("d3q19.cu")))
 
 
+def default_block(storage: Any) -> int:
+    """Threads per block of the untuned two-lattice launch for populations stored as
+    ``storage``: source.D3Q19_FP16_BLOCK_X for fp16, source.BLOCK_X otherwise."""
+    return source.D3Q19_FP16_BLOCK_X if np.dtype(storage) == np.float16 else source.BLOCK_X
+
+
 def _kernel(device: int, block_x: int, name: str) -> Any:
     """Kernel ``name`` for blocks of ``block_x`` threads: from the full module at the default
-    size, else from a module of that one kernel (an autotuner's candidate: compiling the 80
-    others for it would take most of the tuning time)."""
-    if block_x == source.BLOCK_X:
+    size (or at the fp16 default, a smaller launch of the same build), else from a module of
+    that one kernel (an autotuner's candidate: compiling the 80 others for it would take most
+    of the tuning time)."""
+    if block_x in (source.BLOCK_X, source.D3Q19_FP16_BLOCK_X):
         return _module(device).get_function(name)
     return _module(device, block_x, (name,)).get_function(name)
 
@@ -171,7 +178,7 @@ class D3Q19Kernels:
             check_pair_alignment(f_src, f_dst)
         variant = (dt, st, bool(store_macro), p.forced, wide_offsets(f_src))
         kern, block_x = self._tuned.get((*variant, f_src.shape),
-                                        (self._collide[variant], source.BLOCK_X))
+                                        (self._collide[variant], default_block(st)))
         with self._dev:
             kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
@@ -210,9 +217,9 @@ class D3Q19Kernels:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 
             block = tuner.choose(self.gpu_name, name, src_hash, (nx, ny, nz), time_block,
-                                 source.BLOCK_X)
+                                 default_block(st))
             key = (*variant, f_src.shape)
-            if block != source.BLOCK_X:
+            if block != default_block(st):
                 with self._dev:
                     kern = _kernel(self.device, block, name)
                     _ = kern.num_regs  # load now: a launch inside a graph capture must not load

@@ -76,6 +76,8 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
         src_m = one - mul(half, om_m)
         fl = cuda.local.array(19, dtype=dt)
+        pair_sum = cuda.local.array(9, dtype=dt)
+        pair_dif = cuda.local.array(9, dtype=dt)
         k = k0 + cuda.blockIdx.z
         while k < k1:
             if (flags[k, j, i] & SOLID) == 0:
@@ -91,18 +93,31 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                         if kind == LID:
                             v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
                         fl[q] = v
-                r = dt(0.0)
+                # moments from the pairs' sums and differences, as on the CPU
+                r = fl[0]
                 jx = dt(0.0)
                 jy = dt(0.0)
                 jz = dt(0.0)
-                for q in range(19):  # the zero components left out, as on the CPU
-                    r += fl[q]
+                has_x = has_y = has_z = False
+                for n in range(9):
+                    q = _PAIRS[n]
+                    o = _OPP[q]
+                    d = fl[q] - fl[o]
+                    pair_sum[n] = fl[q] + fl[o]
+                    pair_dif[n] = d
+                    r += pair_sum[n]
                     if _CX[q] != 0:
-                        jx += mul(dt(_CX[q]), fl[q])
+                        t = mul(dt(_CX[q]), d)
+                        jx = jx + t if has_x else t
+                        has_x = True
                     if _CY[q] != 0:
-                        jy += mul(dt(_CY[q]), fl[q])
+                        t = mul(dt(_CY[q]), d)
+                        jy = jy + t if has_y else t
+                        has_y = True
                     if _CZ[q] != 0:
-                        jz += mul(dt(_CZ[q]), fl[q])
+                        t = mul(dt(_CZ[q]), d)
+                        jz = jz + t if has_z else t
+                        has_z = True
                 inv = one / r
                 if forced:
                     ux = mul(jx + mul(half, fx), inv)
@@ -139,8 +154,8 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                     cu = dot_c(cx, cy, cz, ux, uy, uz)
                     feq_p2 = mul(mul(w2, r), one + mul(mul(dt(4.5), cu), cu) - usq)
                     feq_m2 = mul(mul(mul(w2, r), dt(3.0)), cu)
-                    relax_p = mul(nh_om_p, (fl[q] + fl[o]) - feq_p2)
-                    relax_m = mul(nh_om_m, (fl[q] - fl[o]) - feq_m2)
+                    relax_p = mul(nh_om_p, pair_sum[n] - feq_p2)
+                    relax_m = mul(nh_om_m, pair_dif[n] - feq_m2)
                     if forced:
                         cf = dot_c(cx, cy, cz, fx, fy, fz)
                         s_p = mul(w, mul(mul(dt(9.0), cu), cf) - mul(dt(3.0), uf))

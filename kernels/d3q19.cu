@@ -326,6 +326,23 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
          ? (sizeof(P) == 4 ? SIMSPLIT_D3Q19_MIN_BLOCKS : 768 / SIMSPLIT_BLOCK_X) \
          : 1)
 
+// Whether the one-cell pull kernel issues a cell's 19 loads before its own flag has arrived
+// (dropping a solid cell's values afterwards) rather than waiting for the flag first: the wait
+// is a whole memory latency per warp before any population is asked for. With fp16 storage,
+// short of bytes in flight, speculating ran 1-1.7 % faster on an H200; float32 storage, held
+// by the DRAM bandwidth, ran 0.4 % slower (docs/tune_d3q19_h200_2026-12-03_l2.log). The cost:
+// a solid cell's loads are issued for nothing, bandwidth in proportion to the solid fraction.
+// SIMSPLIT_D3Q19_SPECULATE 0 / 1 forces either for every storage (tuning).
+template <typename S>
+__device__ __forceinline__ constexpr bool speculative_pull()
+{
+#ifdef SIMSPLIT_D3Q19_SPECULATE
+    return SIMSPLIT_D3Q19_SPECULATE != 0;
+#else
+    return sizeof(S) == 2;
+#endif
+}
+
 namespace {
 
 // The whole update of fluid cell (i, j, k) with scalar accesses: the one-cell kernel's body.
@@ -342,6 +359,7 @@ __device__ __forceinline__ void update_cell_3d(
     T fl[L::Q];
     const lbm::flag_t near_wall = pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer,
                                           plane, per_x, per_y, deltas);
+    if (speculative_pull<S>() && (own & FLAG_SOLID)) return;
     if (near_wall)
         bounce_back_3d(fl, f_src, flags, cell, i, j, k, nx, ny, pitch, layer, plane, per_x,
                        per_y, lid_u);
@@ -451,7 +469,7 @@ d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                                                   layer, plane, om_p, om_m, lid_u, fx, fy, fz,
                                                   periodic_x != 0, periodic_y != 0);
     } else {
-        if (own & FLAG_SOLID) return;
+        if (!speculative_pull<S>() && (own & FLAG_SOLID)) return;
         const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
         update_cell_3d<T, S, STORE_MACRO, FORCED, P>(f_src, f_dst, flags, rho_out, ux_out, uy_out,
                                                   uz_out, own, i, j, k, nx, ny, pitch, layer,

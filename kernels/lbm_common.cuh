@@ -33,15 +33,53 @@ __device__ __forceinline__ int source_column(int i, int dx, int nx, bool periodi
     return s < 1 ? nx : (s > nx ? 1 : s);
 }
 
+// Read-only loads that ask the L2 to fetch BYTES (64, 128 or 256) around a miss rather than
+// the missing sectors alone (PTX .L2::<n>B prefetch size): fp16 populations always (a warp's
+// 2-byte loads ask for 64 B per population, and the neighbouring warps' rows arrive with them:
+// 1.4-2.6 % faster on an H200), other types under SIMSPLIT_L2_FETCH_BYTES (tuning; float32
+// ran 0.5 % slower with 256 B: docs/tune_d3q19_h200_2026-12-03_l2.log).
+#if defined(SIMSPLIT_HOST_EMULATION)
+#define SIMSPLIT_LD_L2(bytes, type, reg, v, p) v = __ldg(p)
+#else
+#define SIMSPLIT_STRINGIFY_(x) #x
+#define SIMSPLIT_STRINGIFY(x) SIMSPLIT_STRINGIFY_(x)
+#define SIMSPLIT_LD_L2(bytes, type, reg, v, p)                                                \
+    asm("ld.global.nc.L2::" SIMSPLIT_STRINGIFY(bytes) "B." type " %0, [%1];" : "=" reg(v)  \
+        : "l"(p))
+#endif
+#ifndef SIMSPLIT_FP16_L2_FETCH_BYTES
+#define SIMSPLIT_FP16_L2_FETCH_BYTES 256
+#endif
+
+template <typename T>
+__device__ __forceinline__ T load_l2_fetch(const T* p)
+{
+    return __ldg(p);
+}
+#ifdef SIMSPLIT_L2_FETCH_BYTES
+__device__ __forceinline__ float load_l2_fetch(const float* p)
+{
+    float v;
+    SIMSPLIT_LD_L2(SIMSPLIT_L2_FETCH_BYTES, "f32", "f", v, p);
+    return v;
+}
+__device__ __forceinline__ double load_l2_fetch(const double* p)
+{
+    double v;
+    SIMSPLIT_LD_L2(SIMSPLIT_L2_FETCH_BYTES, "f64", "d", v, p);
+    return v;
+}
+#endif
+
 // Population traffic: every value is read once and written once per step, so the variants
 // that tell the caches so (evict-first loads/stores) are selectable for tuning.
 template <typename T>
 __device__ __forceinline__ T load_population(const T* p)
 {
-#ifdef SIMSPLIT_STREAMING_LOADS
+#if defined(SIMSPLIT_STREAMING_LOADS)
     return __ldcs(p);
 #else
-    return __ldg(p);
+    return load_l2_fetch(p);
 #endif
 }
 
@@ -113,7 +151,14 @@ __device__ __forceinline__ unsigned short half_from(double v)
 
 __device__ __forceinline__ half16 load_population(const half16* p)
 {
-    return half16{load_population(reinterpret_cast<const unsigned short*>(p))};
+    const unsigned short* bits = reinterpret_cast<const unsigned short*>(p);
+#if defined(SIMSPLIT_STREAMING_LOADS) || SIMSPLIT_FP16_L2_FETCH_BYTES == 0
+    return half16{load_population(bits)};
+#else
+    unsigned short v;
+    SIMSPLIT_LD_L2(SIMSPLIT_FP16_L2_FETCH_BYTES, "u16", "h", v, bits);
+    return half16{v};
+#endif
 }
 
 __device__ __forceinline__ void store_population(half16* p, half16 v)

@@ -83,7 +83,7 @@ if has bigcube; then
 fi
 if has tune3d; then
     note "D3Q19 launch variants, 512^3 (issue 7) ${TUNE3D_ARGS:-}"
-    timeout 300 python3 scripts/tune_d3q19.py --n 512 --steps 20 ${TUNE3D_ARGS:-} 2>&1 | quiet \
+    timeout 420 python3 scripts/tune_d3q19.py --n 512 --steps 20 ${TUNE3D_ARGS:-} 2>&1 | quiet \
         | tee "$OUT/tune-d3q19.log"
 fi
 if has inst3d; then

@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 
+from simsplit.backends import layout  # noqa: E402
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
 from simsplit.backends.cuda_c import source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
@@ -45,15 +46,28 @@ VARIANTS = [(128, 1, "", 1), (128, 8, "", 1), (128, 10, "", 1), (256, 1, "", 1),
             (128, 4, "", 2), (128, 6, "", 2), (128, 8, "", 2),
             (256, 5, "stcs", 1), (256, 5, "ldcs,stcs", 1), (256, 1, "stcs", 2),
             (256, 5, "wide", 1), (128, 10, "wide", 1), (64, 20, "", 1), (64, 20, "wide", 1),
-            (128, 12, "", 1), (64, 24, "", 1), (256, 6, "", 1)]
+            (128, 12, "", 1), (64, 24, "", 1), (256, 6, "", 1),
+            (256, 5, "l2f256", 1), (128, 10, "l2f256", 1), (64, 20, "l2f256", 1),
+            (256, 5, "l2f128", 1), (64, 20, "l2f128", 1),
+            (256, 5, "spec", 1), (64, 20, "nospec", 1), (128, 10, "nospec", 1),
+            (64, 20, "nol2f", 1), (128, 10, "nol2f", 1), (64, 20, "nospec,nol2f", 1)]
 #: "wide": the kernel with 64-bit element offsets (kernels/d3q19.cu population_at), which the
 #: launcher takes for arrays beyond 2^32 elements; the others have 32-bit ones (2026-12-03
 #: 02:19 UTC, before they were the production choice, as a build flag: 0.6-2.6 % faster);
 #: (the pull offsets from uniform registers, now production, and as a kernel parameter were
 #: measured as "upull" / "pparam" builds: docs/tune_d3q19_h200_2026-12-03_offsets.log; the 40-
 #: register builds (128/12, 64/24, 256/6) were no faster)
+#: "l2f128" / "l2f256": population loads that ask the L2 for 128 / 256 B around a miss
+#: (lbm_common.cuh load_l2_fetch; fp16 loads ask for 256 B unless "nol2f"); "spec" / "nospec":
+#: every cell's loads issued before its flag is known, or after (d3q19.cu speculative_pull; the
+#: production choice speculates for fp16 storage only). A bulk L2 prefetch of the sources one or
+#: two planes ahead (cp.async.bulk.prefetch, one per population and block) ran 3-30 % slower in
+#: both storages (docs/tune_d3q19_h200_2026-12-03_l2.log) and is gone
 EXTRA_DEFINES = {"nbflags": "SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS", "stcs": "SIMSPLIT_STREAMING_STORES",
-                 "ldcs": "SIMSPLIT_STREAMING_LOADS", "wide": None}
+                 "ldcs": "SIMSPLIT_STREAMING_LOADS", "wide": None,
+                 "l2f128": "SIMSPLIT_L2_FETCH_BYTES=128", "l2f256": "SIMSPLIT_L2_FETCH_BYTES=256",
+                 "spec": "SIMSPLIT_D3Q19_SPECULATE=1", "nospec": "SIMSPLIT_D3Q19_SPECULATE=0",
+                 "nol2f": "SIMSPLIT_FP16_L2_FETCH_BYTES=0"}
 
 
 def build(block: int, min_blocks: int, extras: str, storage: str,
@@ -115,11 +129,15 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None,
                     help="folder with an earlier d3q19.cu and lbm_common.cuh: each variant is "
                          "also timed on those sources")
+    ap.add_argument("--align", type=int, default=layout.ALIGN,
+                    help="row pitch granule in elements (layout.ALIGN) of the arrays timed")
     args = ap.parse_args()
+    layout.ALIGN = args.align
     variants = VARIANTS if args.variants is None else [VARIANTS[i] for i in args.variants]
     n, steps = args.n, args.steps
     bw = copy_bandwidth()
-    print(f"copy bandwidth {bw / 1e12:.3f} TB/s; grid {n}^3, {steps} steps, padded rows")
+    print(f"copy bandwidth {bw / 1e12:.3f} TB/s; grid {n}^3, {steps} steps, rows padded to "
+          f"{args.align} elements")
     print(f"{'storage':>8} {'block':>5} {'minblk':>6} {'extras':>12} {'cells':>5} {'regs':>4} "
           f"{'MLUPS':>8} {'%copy':>6}")
     macro = [cupy.zeros((n, n, n), cupy.float32) for _ in range(4)]

@@ -110,6 +110,8 @@ def test_compiles_to_ptx(tmp_path: Path, name: str, define: str | None) -> None:
     ptx = (tmp_path / "out.ptx").read_text()
     entries = re.findall(r"\.entry\s+(\w+)", ptx)
     assert len(entries) == len(exprs)
+    if any("lbm::half16" in e for e in exprs):  # fp16 loads ask the L2 for 256 B (lbm_common)
+        assert "ld.global.nc.L2::256B.u16" in ptx
     # --fmad=false: no contracted multiply-adds, so results round as on the CPU; the one
     # fused operation is lbm_common.cuh's exact_product_add (fp16 coding, exact products):
     # built with two roundings instead, no fma may remain
@@ -663,6 +665,17 @@ def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, p
     """The CUDA C D3Q19 kernel, fp16 storage included, reproduces the CPU kernel bit for bit:
     walls, the lid, Guo force or none, TRT, periodic x and y, two partial plane ranges."""
     _check_d3q19_against_cpu(emulated_3d, precision, storage, periodic, padded, forced=forced)
+
+
+@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("periodic", [False, True])
+def test_emulated_d3q19_solid_cells_match_cpu(emulated_3d, precision, storage,
+                                              periodic) -> None:
+    """Solid cells inside the domain, one cell per thread: fp16 storage pulls speculatively
+    (a solid cell's loads are issued before its flag is known, d3q19.cu speculative_pull), and
+    a solid cell must still be left unwritten, its fluid neighbours bounced back as on the CPU."""
+    _check_d3q19_against_cpu(emulated_3d, precision, storage, periodic, True, obstacles=True,
+                             forced=False)
 
 
 @pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)

@@ -36,9 +36,9 @@ BLOCK_X = 256
 D3Q19_CELLS_X = 1
 #: threads per block of the D3Q19 two-lattice kernel with fp16 storage, launched from the same
 #: build as the others (__launch_bounds__ caps blocks, it does not fix them; 48 registers, so
-#: the same resident warps): 64 ran 4 % faster than 256 on an H200, where float32 storage
-#: ran 1 % slower (docs/tune_d3q19_h200_2026-12-03_offsets.log)
-D3Q19_FP16_BLOCK_X = 64
+#: the same resident warps): 64 and 128 ran 1.5-4 % faster than 256 on an H200, where float32
+#: storage ran 0.5-1 % slower (docs/tune_d3q19_h200_2026-12-03_offsets.log, _l2.log)
+D3Q19_FP16_BLOCK_X = 128
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels

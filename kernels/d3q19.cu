@@ -326,12 +326,14 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
          ? (sizeof(P) == 4 ? SIMSPLIT_D3Q19_MIN_BLOCKS : 768 / SIMSPLIT_BLOCK_X) \
          : 1)
 
-// Whether the one-cell pull kernel issues a cell's 19 loads before its own flag has arrived
-// (dropping a solid cell's values afterwards) rather than waiting for the flag first: the wait
-// is a whole memory latency per warp before any population is asked for. With fp16 storage,
-// short of bytes in flight, speculating ran 1-1.7 % faster on an H200; float32 storage, held
-// by the DRAM bandwidth, ran 0.4 % slower (docs/tune_d3q19_h200_2026-12-03_l2.log). The cost:
-// a solid cell's loads are issued for nothing, bandwidth in proportion to the solid fraction.
+// Whether the one-cell pull kernel and the in-place kernel issue a cell's 19 loads before its
+// own flag has arrived (dropping a solid cell's values afterwards) rather than waiting for the
+// flag first: the wait is a whole memory latency per warp before any population is asked for.
+// With fp16 storage, short of bytes in flight, speculating ran 2-4 % faster on an H200 (pull
+// kernel; with the L2 fetch hint the in-place kernel gained 17 %); float32 storage, held by
+// the DRAM bandwidth, ran 0.3 % slower (docs/tune_d3q19_h200_2026-12-03_l2.log,
+// docs/bench_d3q19_h200_2026-12-03_aa.log). The cost: a solid cell's loads are issued for
+// nothing, bandwidth in proportion to the solid fraction.
 // SIMSPLIT_D3Q19_SPECULATE 0 / 1 forces either for every storage (tuning).
 template <typename S>
 __device__ __forceinline__ constexpr bool speculative_pull()
@@ -501,7 +503,7 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
     const P plane = P(plane64);
     const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);
     const lbm::flag_t own = flags[cell];
-    if (own & FLAG_SOLID) return;
+    if (!speculative_pull<S>() && (own & FLAG_SOLID)) return;
     const bool per_x = periodic_x != 0, per_y = periodic_y != 0;
 
     T fl[L::Q];
@@ -509,15 +511,16 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
 #pragma unroll
         for (int q = 0; q < L::Q; ++q)
             fl[q] = lbm::decode<L, T>(
-                *population_at(
+                lbm::load_in_place(population_at(
                     f, L::opp(q), plane,
-                    source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y)),
+                    source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y))),
                 L::opp(q));
     } else {  // the previous odd step streamed q into the own slot q
 #pragma unroll
         for (int q = 0; q < L::Q; ++q)
-            fl[q] = lbm::decode<L, T>(*population_at(f, q, plane, cell), q);
+            fl[q] = lbm::decode<L, T>(lbm::load_in_place(population_at(f, q, plane, cell)), q);
     }
+    if (speculative_pull<S>() && (own & FLAG_SOLID)) return;  // a solid cell is never written
     if (own & FLAG_NEAR_WALL) {
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
@@ -528,8 +531,11 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
                 // own post-collision opp q: the own slot q after an even step; after an odd
                 // step it went, raw, into the solid source's slot opp q
                 const T own_opp =
-                    odd ? lbm::decode<L, T>(*population_at(f, q, plane, cell), q)
-                        : lbm::decode<L, T>(*population_at(f, L::opp(q), plane, src), L::opp(q));
+                    odd ? lbm::decode<L, T>(lbm::load_in_place(population_at(f, q, plane, cell)),
+                                            q)
+                        : lbm::decode<L, T>(
+                              lbm::load_in_place(population_at(f, L::opp(q), plane, src)),
+                              L::opp(q));
                 fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
             }
         }

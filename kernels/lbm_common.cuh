@@ -161,6 +161,29 @@ __device__ __forceinline__ half16 load_population(const half16* p)
 #endif
 }
 
+// A population of an array the kernel also writes (the in-place AA kernel: every slot is read
+// and then written by one thread only): plain loads, not the read-only path; fp16 asks the L2
+// for the same fetch size as load_population.
+template <typename S>
+__device__ __forceinline__ S load_in_place(const S* p)
+{
+    return *p;
+}
+
+__device__ __forceinline__ half16 load_in_place(const half16* p)
+{
+#if defined(SIMSPLIT_HOST_EMULATION) || SIMSPLIT_FP16_L2_FETCH_BYTES == 0
+    return *p;
+#else
+    unsigned short v;
+    asm volatile("ld.global.L2::" SIMSPLIT_STRINGIFY(SIMSPLIT_FP16_L2_FETCH_BYTES) "B.u16 %0, [%1];"
+                 : "=h"(v)
+                 : "l"(p)
+                 : "memory");
+    return half16{v};
+#endif
+}
+
 __device__ __forceinline__ void store_population(half16* p, half16 v)
 {
     store_population(reinterpret_cast<unsigned short*>(p), v.bits);

@@ -16,7 +16,7 @@ from numba import cuda
 from simsplit.backends.base import BackendUnavailable
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
 from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
-from simsplit.fluid.flags import LID, SOLID
+from simsplit.fluid.flags import LID, NEAR_WALL, SOLID
 from simsplit.fluid.lattice import D3Q19
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
@@ -80,19 +80,23 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         pair_dif = cuda.local.array(9, dtype=dt)
         k = k0 + cuda.blockIdx.z
         while k < k1:
-            if (flags[k, j, i] & SOLID) == 0:
+            own = flags[k, j, i]
+            if (own & SOLID) == 0:
                 for q in range(19):
-                    sk = k - _CZ[q]
                     sj = wrap(j - _CY[q], ny, periodic_y)
                     si = wrap(i - _CX[q], nx, periodic_x)
-                    kind = flags[sk, sj, si]
-                    if (kind & SOLID) == 0:
-                        fl[q] = f_src[q, sk, sj, si]
-                    else:
-                        v = f_src[_OPP[q], k, j, i]
-                        if kind == LID:
-                            v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
-                        fl[q] = v
+                    fl[q] = f_src[q, k - _CZ[q], sj, si]
+                if own & NEAR_WALL:  # only cells next to a wall read their sources' flags
+                    for q in range(19):
+                        sk = k - _CZ[q]
+                        sj = wrap(j - _CY[q], ny, periodic_y)
+                        si = wrap(i - _CX[q], nx, periodic_x)
+                        kind = flags[sk, sj, si]
+                        if (kind & SOLID) != 0:
+                            v = f_src[_OPP[q], k, j, i]
+                            if kind == LID:
+                                v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
+                            fl[q] = v
                 # moments from the pairs' sums and differences, as on the CPU
                 r = fl[0]
                 jx = dt(0.0)

@@ -98,16 +98,34 @@ def test_no_hand_copied_tables() -> None:
             assert not re.search(r"\b(4\.0?\s*/\s*9|1\.0?\s*/\s*36|1\.0?\s*/\s*9)\b", text), path
 
 
+_BUILDS: dict[tuple[str, str | None], tuple[subprocess.CompletedProcess, str]] = {}
+
+
+def _build(tmp_path_factory, name: str, define: str | None
+           ) -> tuple[subprocess.CompletedProcess, str]:
+    """One nvcc run per kernel file and variant, shared by the PTX and the register tests:
+    a cubin with the ptxas report (``-Xptxas -v``) and the PTX it was made from (``--keep``).
+    The front end is most of the time, so building once saves a third of these tests."""
+    key = (name, define)
+    if key not in _BUILDS:
+        out = tmp_path_factory.mktemp("build")
+        res = _nvcc(out, name, *([define] if define else []), "-cubin", "-Xptxas", "-v",
+                    "--keep", "--keep-dir", str(out), "-o", "out.cubin",
+                    exprs=_expressions(name, define))
+        ptx = out / f"{Path(name).stem}.ptx"
+        _BUILDS[key] = (res, ptx.read_text() if ptx.exists() else "")
+    return _BUILDS[key]
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
                                           *VARIANTS])
-def test_compiles_to_ptx(tmp_path: Path, name: str, define: str | None) -> None:
+def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str,
+                         define: str | None) -> None:
     exprs = _expressions(name, define)
-    res = _nvcc(tmp_path, name, *([define] if define else []), "--ptx", "-o", "out.ptx",
-                exprs=exprs)
+    res, ptx = _build(tmp_path_factory, name, define)
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
-    ptx = (tmp_path / "out.ptx").read_text()
     entries = re.findall(r"\.entry\s+(\w+)", ptx)
     assert len(entries) == len(exprs)
     if any("lbm::half16" in e for e in exprs):  # fp16 loads ask the L2 for 256 B (lbm_common)
@@ -126,10 +144,10 @@ def test_compiles_to_ptx(tmp_path: Path, name: str, define: str | None) -> None:
 @needs_nvcc
 @pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
                                           *VARIANTS])
-def test_registers_and_no_spills(tmp_path: Path, name: str, define: str | None, capsys) -> None:
+def test_registers_and_no_spills(tmp_path_factory, name: str, define: str | None,
+                                 capsys) -> None:
     exprs = _expressions(name, define)
-    res = _nvcc(tmp_path, name, *([define] if define else []), "-cubin", "-Xptxas", "-v", "-o",
-                "out.cubin", exprs=exprs)
+    res, _ = _build(tmp_path_factory, name, define)
     assert res.returncode == 0, res.stderr
     report, kernel = [], None
     for line in res.stderr.splitlines():

@@ -89,8 +89,8 @@ compare() {  # reference dir, then dirs compared bit for bit with it
         python3 scripts/compare_outputs.py "$OUT/$ref" "$OUT/$d" 2>&1 | tee -a "$OUT/bitwise.log"
     done
 }
-fluid_set() {  # label, case, shape, steps: 1 GPU, NGPU GPUs in one process, NGPU ranks
-    local label=$1 case=$2 shape=$3 steps=$4
+fluid_set() {  # label, case, shape, weak shape (NGPU times the grid), steps
+    local label=$1 case=$2 shape=$3 weak=$4 steps=$5
     note "$label: 1 GPU, $NGPU GPUs ($PEER), $NGPU ranks ($RANKS), $steps steps"
     run "$label-one" "$case" "$shape" "$steps" python3 -m simsplit run --subdomains 1
     run "$label-$PEER" "$case" "$shape" "$steps" python3 -m simsplit run --subdomains $NGPU \
@@ -98,21 +98,14 @@ fluid_set() {  # label, case, shape, steps: 1 GPU, NGPU GPUs in one process, NGP
     run "$label-$RANKS" "$case" "$shape" "$steps" "${MPIEXEC[@]}" -n $NGPU python3 -m simsplit \
         run --transport $RANKS
     compare "$label-one" "$label-$PEER" "$label-$RANKS"
+    note "$label weak scaling over $RANKS: $shape per rank"
+    run "$label-weak-$RANKS" "$case" "$weak" "$steps" "${MPIEXEC[@]}" -n $NGPU python3 -m simsplit \
+        run --transport $RANKS
+    rm -f "$OUT/$label"*/fields.h5
 }
-if has nccl2d; then
-    fluid_set d2q9 cases/cavity.yaml "[$G2,$G2]" $STEPS2
-    note "weak scaling over $RANKS: ${G2}^2 per rank"
-    run "d2q9-weak-$RANKS" cases/cavity.yaml "[$G2,$((G2 * NGPU))]" $STEPS2 \
-        "${MPIEXEC[@]}" -n $NGPU python3 -m simsplit run --transport $RANKS
-    rm -f "$OUT"/d2q9*/fields.h5
-fi
-if has nccl3d; then
-    fluid_set d3q19 cases/cavity3d.yaml "[$G3,$G3,$G3]" $STEPS3
-    note "weak scaling over $RANKS: ${G3}^3 per rank"
-    run "d3q19-weak-$RANKS" cases/cavity3d.yaml "[$G3,$G3,$((G3 * NGPU))]" $STEPS3 \
-        "${MPIEXEC[@]}" -n $NGPU python3 -m simsplit run --transport $RANKS
-    rm -f "$OUT"/d3q19*/fields.h5
-fi
+has nccl2d && fluid_set d2q9 cases/cavity.yaml "[$G2,$G2]" "[$G2,$((G2 * NGPU))]" $STEPS2
+has nccl3d && fluid_set d3q19 cases/cavity3d.yaml "[$G3,$G3,$G3]" "[$G3,$G3,$((G3 * NGPU))]" \
+    $STEPS3
 if has nccl8; then
     note "D3Q19 over $RANKS at 1, 2, 4, 8 ranks (issue 9)"
     for n in 1 2 4 8; do

@@ -44,8 +44,8 @@ __device__ __forceinline__ T dot_c(int q, T a, T b, T c)
     return s;
 }
 
-// TRT relaxation of the pair (q, opp q), sum = f_q + f_opp and dif = f_q - f_opp (computed
-// with the moments); out(q, value) stores a post-collision population
+// TRT relaxation of the pair (q, opp q), sum = f_q + f_opp and dif = f_q - f_opp; out(q,
+// value) stores a post-collision population
 // (at once: the kernels keep no post-collision array, which would cost registers). Without a
 // body force (FORCED false) the Guo source terms are left out, as in the CPU kernels.
 //
@@ -89,28 +89,26 @@ __device__ __forceinline__ void collide_3d(const T* fl, int i, int j, int k, int
 {
     using L = D3Q19;
     const T one = T(1.0), half = T(0.5);
-    // moments from the pairs' sums and differences, which the relaxation needs anyway: one
-    // add or subtract per pair and component instead of one per population; each momentum
-    // component starts from its first nonzero term (the CPU and Numba kernels do the same)
-    T sum[L::Q], dif[L::Q];  // at the pairs' first directions q < opp q
+    // moments from the pairs' sums and differences: one add or subtract per pair and
+    // component instead of one per population; each momentum component starts from its first
+    // nonzero term (the CPU and Numba kernels do the same)
     T r = fl[0], jx = T(0.0), jy = T(0.0), jz = T(0.0);
     bool has_x = false, has_y = false, has_z = false;
 #pragma unroll
     for (int q = 1; q < L::Q; ++q) {
         if (q < L::opp(q)) {
-            sum[q] = fl[q] + fl[L::opp(q)];
-            dif[q] = fl[q] - fl[L::opp(q)];
-            r += sum[q];
+            const T dif = fl[q] - fl[L::opp(q)];
+            r += fl[q] + fl[L::opp(q)];
             if (L::cx(q)) {
-                jx = has_x ? jx + T(L::cx(q)) * dif[q] : T(L::cx(q)) * dif[q];
+                jx = has_x ? jx + T(L::cx(q)) * dif : T(L::cx(q)) * dif;
                 has_x = true;
             }
             if (L::cy(q)) {
-                jy = has_y ? jy + T(L::cy(q)) * dif[q] : T(L::cy(q)) * dif[q];
+                jy = has_y ? jy + T(L::cy(q)) * dif : T(L::cy(q)) * dif;
                 has_y = true;
             }
             if (L::cz(q)) {
-                jz = has_z ? jz + T(L::cz(q)) * dif[q] : T(L::cz(q)) * dif[q];
+                jz = has_z ? jz + T(L::cz(q)) * dif : T(L::cz(q)) * dif;
                 has_z = true;
             }
         }
@@ -141,7 +139,7 @@ __device__ __forceinline__ void collide_3d(const T* fl, int i, int j, int k, int
 #pragma unroll
     for (int q = 1; q < L::Q; ++q) {
         if (q < L::opp(q)) {
-            // the same sum and difference again (same bits), not kept from the moments: kept,
+            // the pair's sum and difference again (same bits), not kept from the moments: kept,
             // 18 more live values spill at the 48 registers asked for
             T a = fl[q], b = fl[L::opp(q)];
             lbm::opaque(a);

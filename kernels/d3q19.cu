@@ -557,3 +557,203 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
                                            uz_out, om_p, om_m, fx, fy, fz, out);
     }
 }
+
+// --- two time steps per sweep: temporal blocking through shared memory --------------------
+// The two-lattice kernel moves every population through DRAM once per step, 153 B per float32
+// update, and runs at 98 % of the speed of those bytes alone (scripts/stream_copy_d3q19.py):
+// fewer bytes, not fewer instructions, is what is left. d3q19_stream_collide_two_steps does
+// steps t + 1 and t + 2 in one sweep, f_src (step t) -> f_dst (step t + 2), with the step t + 1
+// populations kept on chip. A block owns a TX x TY column of cells in x-y and walks up a run of
+// planes: for each plane kk it first updates (kk's step t + 1) the (TX + 2) x (TY + 2) cells
+// of its column and the ring of cells around it, into shared memory; then it updates the
+// column's cells of plane kk - 1 to step t + 2, pulling step t + 1 from shared memory (planes
+// kk - 2 .. kk), and stores them. A step t + 1 value thus never goes to DRAM; what the first
+// step reads for the ring cells is also read by the neighbouring columns' blocks (mostly from
+// the L2, which the blocks of a wave share).
+//
+// Each update is the same function of the same 19 values as in d3q19_stream_collide (pull_3d,
+// bounce_back_3d, collide_3d; a step t + 1 value goes through the storage encoding on its way
+// into shared memory, as it would through DRAM), so two steps here give the bits of two launches
+// of that kernel. Planes [k0, k1) of f_dst are written; the first step reads planes k0 - 2 ..
+// k1 + 1 of f_src, so ghost planes must hold what does not change between the two steps: solid
+// walls or the lid (the launcher refuses slabs with halo faces: their ghosts change every step).
+// The ring cells of periodic x and y stand for the opposite interior cells.
+//
+// Threads: one per cell of the (TX + 2) x (TY + 2) footprint in the first step, the first
+// TX * TY of them one per column cell in the second. Shared memory: RING planes of 19
+// populations of the footprint, in the storage type; with four, one barrier per plane suffices
+// (the first step of plane kk + 1 writes the slot of plane kk - 3, which the second step of
+// plane kk - 1 does not read).
+//
+// TX, TY, RING and the resident blocks per SM asked of the register allocator come from the
+// generated header (simsplit.backends.cuda_c.source.D3Q19_FUSED_*: the launcher's grid and
+// shared memory follow the same values); -D options override them for tuning.
+static_assert(SIMSPLIT_D3Q19_FUSED_RING == 3 || SIMSPLIT_D3Q19_FUSED_RING == 4,
+              "SIMSPLIT_D3Q19_FUSED_RING must be 3 or 4");
+
+namespace {
+namespace fused {
+
+constexpr int TX = SIMSPLIT_D3Q19_FUSED_TX, TY = SIMSPLIT_D3Q19_FUSED_TY;
+constexpr int RX = TX + 2, RY = TY + 2;  // the footprint: the column and a ring of one cell
+constexpr int THREADS = RX * RY;
+constexpr int RING = SIMSPLIT_D3Q19_FUSED_RING;
+
+// Element of shared memory holding population q of footprint cell (lx, ly) of ring slot s.
+__device__ __forceinline__ int slot_index(int s, int q, int lx, int ly)
+{
+    return ((s * D3Q19::Q + q) * RY + ly) * RX + lx;
+}
+
+__device__ __forceinline__ int slot_of(int k)
+{
+    return k % RING;  // k >= 0
+}
+
+// Interior cell a footprint position g (0 .. n + 1 and beyond) stands for: periodic axes wrap
+// the ghost positions to the opposite interior cells; otherwise g itself.
+__device__ __forceinline__ int footprint_cell(int g, int n, bool periodic)
+{
+    if (!periodic) return g;
+    return g == 0 ? n : (g == n + 1 ? 1 : g);
+}
+
+// The block's threads: on a GPU each thread runs its own index; the host emulation of the
+// tests runs every index in turn, and a barrier is then a no-op.
+struct gpu_team {
+    template <typename F> __device__ __forceinline__ void each(F&& f) const
+    {
+        f(int(threadIdx.x));
+    }
+    __device__ __forceinline__ void sync() const { __syncthreads(); }
+};
+
+// What every thread of a sweep needs: the arrays, the grid, the parameters.
+template <typename T, typename S, typename P> struct sweep_args {
+    const S* __restrict__ f_src;
+    S* __restrict__ f_dst;
+    const lbm::flag_t* __restrict__ flags;
+    T* __restrict__ rho_out;
+    T* __restrict__ ux_out;
+    T* __restrict__ uy_out;
+    T* __restrict__ uz_out;
+    int nx, ny, nz;
+    lbm::offset_t pitch, layer;
+    P plane;
+    T om_p, om_m, lid_u, fx, fy, fz;
+    bool per_x, per_y;
+};
+
+// Step t + 1 of footprint cell t (thread index) of plane kk into ring slot kk, columns from
+// i0 - 1 and rows from j0 - 1; solid cells and cells past the array are left alone (a pull
+// from a solid cell becomes a bounce-back in the second step, without reading it).
+template <typename T, typename S, bool FORCED, typename P>
+__device__ __forceinline__ void first_step(const sweep_args<T, S, P>& a, S* ring, int t, int kk,
+                                           int i0, int j0, const pull_deltas<P>& deltas)
+{
+    using L = D3Q19;
+    const int lx = t % RX, ly = t / RX;
+    const int i = footprint_cell(i0 - 1 + lx, a.nx, a.per_x);
+    const int j = footprint_cell(j0 - 1 + ly, a.ny, a.per_y);
+    if (i > a.nx + 1 || j > a.ny + 1) return;
+    const lbm::offset_t cell = cell_offset_3d(i, j, kk, a.pitch, a.layer);
+    const lbm::flag_t own = a.flags[cell];
+    if (own & FLAG_SOLID) return;  // ghost cells of walls included: only interior cells pass
+    T fl[L::Q];
+    const lbm::flag_t near_wall = pull_3d(fl, a.f_src, a.flags, own, i, j, kk, a.nx, a.ny,
+                                          a.pitch, a.layer, a.plane, a.per_x, a.per_y, deltas);
+    if (near_wall)
+        bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch, a.layer,
+                       a.plane, a.per_x, a.per_y, a.lid_u);
+    const int s = slot_of(kk);
+    auto out = [&](int q, T v) { ring[slot_index(s, q, lx, ly)] = lbm::encode<L, T, S>(v, q); };
+    collide_3d<T, false, FORCED>(fl, i, j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
+                                 a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
+}
+
+// Step t + 2 of column cell t (thread index, t < TX * TY) of plane kb from the ring, into f_dst.
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
+__device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const S* ring, int t,
+                                            int kb, int i0, int j0)
+{
+    using L = D3Q19;
+    const int lx = t % TX + 1, ly = t / TX + 1;
+    const int i = i0 + lx - 1, j = j0 + ly - 1;
+    if (i > a.nx || j > a.ny) return;
+    const lbm::offset_t cell = cell_offset_3d(i, j, kb, a.pitch, a.layer);
+    const lbm::flag_t own = a.flags[cell];
+    if (own & FLAG_SOLID) return;
+    T fl[L::Q];
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q)
+        fl[q] = lbm::decode<L, T>(
+            ring[slot_index(slot_of(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))], q);
+    if (own & FLAG_NEAR_WALL) {
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) {
+            const lbm::flag_t kind = __ldg(a.flags + source_cell_3d(q, i, j, kb, a.nx, a.ny,
+                                                                   a.pitch, a.layer, a.per_x,
+                                                                   a.per_y));
+            if (kind & FLAG_SOLID) {
+                const T own_opp = lbm::decode<L, T>(
+                    ring[slot_index(slot_of(kb), L::opp(q), lx, ly)], L::opp(q));
+                fl[q] = lbm::bounce_back<L>(q, kind, own_opp, a.lid_u);
+            }
+        }
+    }
+    auto out = [&](int q, T v) {
+        lbm::store_population<L>(population_at(a.f_dst, q, a.plane, cell), q, v);
+    };
+    collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, kb, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
+                                       a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
+}
+
+// One block's sweep: column (bx, by), planes [za, zb) of f_dst to step t + 2.
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
+__device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
+                                      int bx, int by, int za, int zb)
+{
+    const int i0 = bx * TX + 1, j0 = by * TY + 1;
+    const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
+    for (int kk = za - 1; kk <= zb; ++kk) {
+        if (kk >= 1 && kk <= a.nz)
+            team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
+        team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
+        if (kk - 1 >= za)
+            team.each([&](int t) {
+                if (t < TX * TY) second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
+            });
+        if (RING == 3) team.sync();  // the next first step overwrites the slot just read
+    }
+}
+
+}  // namespace fused
+}  // namespace
+
+// Steps t + 1 and t + 2 of planes [k0, k1): f_src (step t) -> f_dst (step t + 2). Grid: x-y
+// columns of fused::TX x fused::TY cells (blockIdx.x, blockIdx.y) times runs of `run_planes`
+// planes (blockIdx.z); fused::THREADS threads; RING * 19 * THREADS stored elements of dynamic
+// shared memory. rho/u (if STORE_MACRO) are those of step t + 2.
+// (double arithmetic asks for one resident block: at two it spilled with float storage)
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
+__global__ void __launch_bounds__(fused::THREADS,
+                                  sizeof(T) == 4 ? SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS : 1)
+d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_dst,
+                               const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
+                               T* __restrict__ ux_out, T* __restrict__ uy_out,
+                               T* __restrict__ uz_out, int nx, int ny, int nz,
+                               lbm::index_t pitch64, lbm::index_t layer64, lbm::index_t plane64,
+                               int k0, int k1, int run_planes, T om_p, T om_m, T lid_u, T fx,
+                               T fy, T fz, int periodic_x, int periodic_y)
+{
+    extern __shared__ __align__(16) unsigned char fused_ring_bytes[];
+    const int za = k0 + int(blockIdx.z) * run_planes;
+    const int zb = za + run_planes < k1 ? za + run_planes : k1;
+    const fused::sweep_args<T, S, P> a{f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out,
+                                       nx, ny, nz, lbm::offset_t(pitch64),
+                                       lbm::offset_t(layer64), P(plane64), om_p, om_m, lid_u,
+                                       fx, fy, fz, periodic_x != 0, periodic_y != 0};
+    fused::sweep<T, S, STORE_MACRO, FORCED, P>(fused::gpu_team{}, a,
+                                               reinterpret_cast<S*>(fused_ring_bytes),
+                                               int(blockIdx.x), int(blockIdx.y), za, zb);
+}

@@ -6,6 +6,8 @@
 #   timing   device-event timing breakdown, 2 slabs of 4096^2, overlap on/off (issue 4)
 #   d3q19    D3Q19 512^3 float32: two-lattice, fp16 storage, in-place AA (issue 7)
 #   bigcube  the largest in-place (AA) cubes: 1024^3 float32, 1280^3 fp16 (issue 7)
+#   twostep  the two-step (temporally blocked) D3Q19 kernel: bitwise check and speed of each
+#            column size at 512^3, float32 and fp16 (issue 7; TWOSTEP_ARGS), its DRAM bytes (ncu)
 #   tune3d   D3Q19 launch variants at 512^3, float32 and fp16 storage (issue 7; TUNE3D_ARGS)
 #   inst3d   D3Q19 instructions executed per cell (Nsight Compute; TUNE3D_ARGS)
 #   d3q19tuned  D3Q19 512^3 bench with --autotune, float32 and fp16
@@ -64,8 +66,9 @@ if has timing; then
 fi
 if has d3q19; then
     note "D3Q19 512^3 float32 (issue 7)"
-    for variant in "--storage float32" "--storage float16" "--streaming aa" \
-            "--storage float16 --streaming aa"; do
+    for variant in "--storage float32" "--storage float16" \
+            "--storage float32 --temporal-blocking off" "--storage float16 --temporal-blocking off" \
+            "--streaming aa" "--storage float16 --streaming aa"; do
         echo "-- $variant"
         timeout 120 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
             --repeats 3 --no-graph $variant 2>&1 | quiet | tail -4 | tee -a "$OUT/bench-d3q19.log"
@@ -80,6 +83,18 @@ if has bigcube; then
             --no-graph --streaming aa $2 $3 2>&1 | quiet | tail -4 | tee -a "$OUT/bench-bigcube.log"
         nvidia-smi --query-gpu=memory.total --format=csv,noheader
     done
+fi
+if has twostep; then
+    note "D3Q19 two steps per sweep, column variants at 512^3 (issue 7) ${TWOSTEP_ARGS:-}"
+    timeout 300 python3 scripts/tune_d3q19_two_steps.py --n 512 ${TWOSTEP_ARGS:-} 2>&1 | quiet \
+        | tee "$OUT/two-steps-d3q19.log"
+    if command -v ncu >/dev/null; then
+        note "DRAM bytes per cell update, one-step and two-step sweeps, 256^3 float32 (ncu)"
+        timeout 120 ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+            -k regex:d3q19_stream_collide python3 scripts/tune_d3q19_two_steps.py --n 512 \
+            --variants ${NCU_VARIANT:-0} --runs ${NCU_RUN:-128} --once 2>&1 | grep -E "d3q19_stream|dram__|duration" \
+            | tee "$OUT/two-steps-ncu.log"
+    fi
 fi
 if has tune3d; then
     note "D3Q19 launch variants, 512^3 (issue 7) ${TUNE3D_ARGS:-}"

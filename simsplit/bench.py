@@ -32,10 +32,12 @@ GRAPH_STEPS = 32
 
 
 def bytes_per_cell_update(precision: str | np.dtype, q: int = Q,
-                          storage: str | np.dtype | None = None) -> int:
+                          storage: str | np.dtype | None = None, steps_per_sweep: int = 1) -> int:
     """DRAM bytes of one cell update of a ``q``-population lattice: populations read and
-    written once in their storage type (default: ``precision``), plus one flag byte."""
-    return 2 * q * np.dtype(storage or precision).itemsize + 1
+    written once per sweep in their storage type (default: ``precision``), plus one flag byte.
+    A sweep of two steps (D3Q19 run.temporal_blocking) moves them once per two updates; the
+    first step's extra reads for the ring around each column are counted as L2 hits."""
+    return 2 * q * np.dtype(storage or precision).itemsize // steps_per_sweep + 1
 
 
 def _lattice_q(grid: Sequence[int]) -> int:
@@ -77,13 +79,13 @@ def measure_copy_bandwidth(backend: Backend | str, nbytes: int | None = None,
 def _case(backend: str, nx: int, ny: int, subdomains: int, precision: str,
           overlap: bool = True, nz: int | None = None,
           storage: str | None = None, streaming: str | None = None,
-          devices: list[int] | None = None) -> dict[str, Any]:
+          devices: list[int] | None = None, temporal_blocking: bool = True) -> dict[str, Any]:
     """The benchmark cavity: ``nx`` x ``ny`` (D2Q9) or ``nx`` x ``ny`` x ``nz`` (D3Q19)."""
     from simsplit.case import validate_case
 
     shape = [nx, ny] if nz is None else [nx, ny, nz]
     run: dict[str, Any] = {"backend": backend, "precision": precision, "overlap": overlap,
-                           "devices": devices}
+                           "devices": devices, "temporal_blocking": temporal_blocking}
     if storage is not None:
         run["storage"] = storage
     if streaming is not None:
@@ -104,11 +106,13 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
                 repeats: int, graph: bool, overlap: bool = True,
                 tuner: Any = None, nz: int | None = None,
                 storage: str | None = None, streaming: str | None = None,
-                devices: list[int] | None = None) -> dict[str, Any]:
+                devices: list[int] | None = None,
+                temporal_blocking: bool = True) -> dict[str, Any]:
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel import ParallelContext
 
-    case = _case(name, nx, ny, subdomains, precision, overlap, nz, storage, streaming, devices)
+    case = _case(name, nx, ny, subdomains, precision, overlap, nz, storage, streaming, devices,
+                 temporal_blocking)
     cells = nx * ny * (nz or 1)
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(name, run["devices"], run["transport"]))
@@ -120,10 +124,13 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
     seconds = _median_seconds(lambda: solver.step(steps), solver.synchronize, repeats)
     row: dict[str, Any] = {"steps_per_s": steps / seconds, "mlups": cells * steps / seconds / 1e6,
                            "population_bytes": sum(_population_bytes(b)
-                                                   for b in solver.blocks.values())}
+                                                   for b in solver.blocks.values()),
+                           "steps_per_sweep": 2 if solver._pairs_allowed() else 1}
     backend = solver.blocks[min(solver.blocks)].backend
     if graph and backend.is_device and hasattr(backend, "capture"):
-        chunk = min(GRAPH_STEPS, max(2, steps - steps % 2))
+        # a multiple of four steps: an even number of buffer swaps also when steps go two
+        # per sweep (one swap each), so each replay leaves the buffers as it found them
+        chunk = min(GRAPH_STEPS, max(4, steps - steps % 4))
         try:
             replay = backend.capture(lambda: solver.step(chunk))
         except Exception as exc:  # e.g. slabs on several GPUs: keep the direct timing
@@ -148,7 +155,8 @@ def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int
               precision: str, *, repeats: int = 5, graph: bool = True,
               overlap: bool = True, tuner: Any = None,
               storage: str | None = None, streaming: str | None = None,
-              devices: list[int] | None = None) -> list[dict[str, Any]]:
+              devices: list[int] | None = None,
+              temporal_blocking: bool = True) -> list[dict[str, Any]]:
     """Time ``steps`` solver steps per backend and grid (median of ``repeats`` after a warm-up).
 
     One row per (backend, grid) with ``mlups``, ``steps_per_s``, ``copy_bandwidth`` (B/s),
@@ -157,7 +165,7 @@ def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int
     With a :class:`simsplit.autotune.Autotuner` the kernels are tuned first. ``storage`` is the
     population storage type of 3D grids (``run.storage``; default ``precision``), ``streaming``
     their streaming scheme (``run.streaming``: two-lattice or aa); ``devices`` the GPUs slabs
-    go to (``run.devices``; default all).
+    go to (``run.devices``; default all); ``temporal_blocking`` as ``run.temporal_blocking``.
     """
     rows = []
     for requested in backends:
@@ -181,9 +189,14 @@ def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int
                                    "copy_bandwidth": bandwidth}
             try:
                 row.update(_bench_grid(name, nx, ny, subdomains, steps, precision, repeats,
-                                       graph, overlap, tuner, nz, st, sm, devices))
+                                       graph, overlap, tuner, nz, st, sm, devices,
+                                       temporal_blocking))
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"
+            if row.get("steps_per_sweep", 1) > 1:
+                per_cell = bytes_per_cell_update(precision, _lattice_q(grid), st,
+                                                 row["steps_per_sweep"])
+                row["bytes_per_cell_update"] = per_cell
             for key in ("", "graph_"):
                 if f"{key}mlups" in row:
                     moved = row[f"{key}mlups"] * 1e6 * per_cell
@@ -223,6 +236,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append("%copy: MLUPS x B/cell (bytes per cell update: populations read + written "
                      "in their storage type, flag byte) / copy bandwidth (read + write) of the "
                      "same backend")
+    if any(r.get("steps_per_sweep", 1) > 1 for r in rows):
+        lines.append("B/cell of D3Q19 on one slab: two steps per sweep (run.temporal_blocking), "
+                     "populations read and written once per two updates")
     for name, bw in bandwidths.items():
         lines.append(f"copy bandwidth {name}: {bw / 1e12:.3f} TB/s")
     return "\n".join(lines)
@@ -246,6 +262,8 @@ def add_storage_argument(parser: argparse.ArgumentParser) -> None:
                         help="D3Q19 population storage (run.storage; default: --precision)")
     parser.add_argument("--streaming", default=None, choices=["two-lattice", "aa"],
                         help="D3Q19 streaming (run.streaming; aa: one array, in place)")
+    parser.add_argument("--temporal-blocking", default="on", choices=["on", "off"],
+                        help="D3Q19 two steps per sweep on one slab (run.temporal_blocking)")
 
 
 def _population_bytes(block: Any) -> int:
@@ -267,7 +285,8 @@ def main_from_args(args: argparse.Namespace) -> int:
                      overlap=getattr(args, "overlap", "on") == "on", tuner=tuner,
                      storage=getattr(args, "storage", None),
                      streaming=getattr(args, "streaming", None),
-                     devices=getattr(args, "devices", None))
+                     devices=getattr(args, "devices", None),
+                     temporal_blocking=getattr(args, "temporal_blocking", "on") == "on")
     print(format_table(rows))
     if tuner is not None:
         from simsplit.autotune import format_table as autotune_table

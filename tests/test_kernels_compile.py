@@ -247,8 +247,13 @@ _EMULATION_PRELUDE = """
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
 struct simsplit_dim3 { unsigned x = 0, y = 0, z = 0; };
 static simsplit_dim3 blockIdx, threadIdx, blockDim, gridDim;
+// a block's threads run one phase after another (kernels say so through a team, d3q19.cu
+// fused::gpu_team): a barrier has nothing left to wait for
+static void __syncthreads() {}
 template <typename T> static T __ldg(const T* p) { return *p; }
 // 2-element vectors (the D3Q19 pair kernel): CUDA's vector types and byte permute; a vector
 // load or store at an address not aligned to its size, which would fault on a GPU, is counted
@@ -527,6 +532,67 @@ static void halo3(const void* src, void* dst, int pack, long long plane, long lo
     double fz, int px, int py, int odd, int wide) { \
     collide3_aa<T, S>(f, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \
                       fx, fy, fz, px, py, odd, wide); }
+#include <cstring>
+#include <vector>
+// d3q19_stream_collide_two_steps: each block's sweep run by a team whose threads take each
+// phase in turn; the ring starts as NaN bits, so a slot read before it is written shows
+struct host_team {
+    template <typename F> void each(F&& f) const {
+        for (int t = 0; t < fused::THREADS; ++t) {
+            threadIdx = {unsigned(t), 0, 0};
+            f(t);
+        }
+    }
+    void sync() const {}
+};
+template <typename T, typename S, bool STORE, bool FORCED>
+static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
+                          int ny, int nz, long long pitch, long long layer, long long plane,
+                          int k0, int k1, int run, double op, double om, double lid, double fx,
+                          double fy, double fz, int px, int py) {
+    using P = lbm::offset_t;
+    const fused::sweep_args<T, S, P> a{s, d, fl, rr, uu, vv, ww, nx, ny, nz, P(pitch),
+                                       P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
+                                       T(fz), px != 0, py != 0};
+    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
+    blockDim = {unsigned(fused::THREADS), 1, 1};
+    for (int za = k0; za < k1; za += run)
+        for (int by = 0; by * fused::TY < ny; ++by)
+            for (int bx = 0; bx * fused::TX < nx; ++bx) {
+                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
+                fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring.data(), bx, by, za,
+                                                     za + run < k1 ? za + run : k1);
+            }
+}
+template <typename T, typename S>
+static void two_steps(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
+                      void* w, int nx, int ny, int nz, long long pitch, long long layer,
+                      long long plane, int k0, int k1, int run, double op, double om,
+                      double lid, double fx, double fy, double fz, int px, int py, int store) {
+    auto s = static_cast<const S*>(fs);
+    auto d = static_cast<S*>(fd);
+    auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
+         ww = static_cast<T*>(w);
+    const bool forced = fx != 0 || fy != 0 || fz != 0;
+#define SIMSPLIT_EMU_TWO(ST, F) two_steps_run<T, S, ST, F>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, \
+        pitch, layer, plane, k0, k1, run, op, om, lid, fx, fy, fz, px, py)
+    if (store && forced) SIMSPLIT_EMU_TWO(true, true);
+    else if (store) SIMSPLIT_EMU_TWO(true, false);
+    else if (forced) SIMSPLIT_EMU_TWO(false, true);
+    else SIMSPLIT_EMU_TWO(false, false);
+#undef SIMSPLIT_EMU_TWO
+}
+#define TWO3(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \
+    void* r, void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, \
+    long long layer, long long plane, int k0, int k1, int run, double op, double om, \
+    double lid, double fx, double fy, double fz, int px, int py, int store) { \
+    two_steps<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, run, op, \
+                    om, lid, fx, fy, fz, px, py, store); }
+TWO3(float, float, two3_float32_float32)
+TWO3(float, lbm::half16, two3_float32_float16)
+TWO3(double, double, two3_float64_float64)
+TWO3(double, float, two3_float64_float32)
+TWO3(double, lbm::half16, two3_float64_float16)
 COLLIDE3_AA(float, float, aa3_float32_float32)
 COLLIDE3_AA(float, lbm::half16, aa3_float32_float16)
 COLLIDE3_AA(double, double, aa3_float64_float64)
@@ -837,3 +903,81 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
         np.testing.assert_array_equal(f_emu.view(np.uint8), f_cpu.view(np.uint8))
         for got, want in zip(macro, cpu_macro, strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.fixture(scope="module")
+def emulated_3d_small_tiles(tmp_path_factory):
+    """The two-step kernel with 4 x 3 columns, so that small grids span several in x and y."""
+    return _emulation_3d(tmp_path_factory, 1, "SIMSPLIT_D3Q19_FUSED_TX=4",
+                         "SIMSPLIT_D3Q19_FUSED_TY=3")
+
+
+def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, forced,
+                                 runs, nx=13, ny=5, nz=7) -> None:
+    """The emulated two-step (temporally blocked) kernel against two CPU steps, bit for bit:
+    populations of every interior cell (solid ones left unwritten by both) and rho/u, in two
+    launches of partial plane ranges, each cut into runs of ``runs`` planes."""
+    import ctypes
+
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.backends.cpu.d3q19 import raw_view
+    from simsplit.backends.layout import field_strides
+    from simsplit.fluid import flags as fl
+    from simsplit.fluid.block import D3Q19Block, Face
+    from simsplit.fluid.lattice import D3Q19
+    from simsplit.fluid.params import D3Q19Params
+
+    force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)
+    block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
+                       storage)
+    rng = np.random.default_rng(29)
+    dev = 0.05 * rng.standard_normal((19, nz, ny, nx)) * 10.0 ** rng.uniform(-9, 0, (1, nz, ny, nx))
+    block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev))
+    flags = block.flags.copy()
+    if obstacles:  # (k, j, i), 1-based: beside column edges of 4 x 3 and 32 x 8 columns
+        for cell in ((2, 2, 4), (3, 3, 5), (3, 3, 6), (4, 1, 1), (5, 4, nx), (nz, ny, 9)):
+            flags[cell] = fl.WALL
+        inner = (slice(1, -1),) * 3
+        flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
+    f0 = block.f_src.copy()
+    f1, f2 = np.zeros_like(f0), np.zeros_like(f0)
+    cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    block.kernels.stream_collide(f0, f1, flags, *cpu_macro, (1, nz + 1), params, False)
+    block.kernels.stream_collide(f1, f2, flags, *cpu_macro, (1, nz + 1), params, True)
+    src, dst, pflags = (_padded_copy(a) for a in (f0, np.zeros_like(f0), flags))
+    macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    fn = getattr(lib, f"two3_{precision}_{storage}")
+    c_int, c_dbl = ctypes.c_int, ctypes.c_double
+    strides = [ctypes.c_longlong(v) for v in field_strides(src, pflags, dst)]
+    for planes in ((1, 3), (3, nz + 1)):
+        fn(_data(raw_view(src)), _data(raw_view(dst)), _data(pflags), *(_ptr(a) for a in macro),
+           c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
+           c_int(runs), c_dbl(params.omega_plus), c_dbl(params.omega_minus),
+           c_dbl(params.lid_velocity), c_dbl(params.force_x), c_dbl(params.force_y),
+           c_dbl(params.force_z), c_int(int(periodic)), c_int(int(periodic)), c_int(1))
+    interior = (slice(None), *(slice(1, -1),) * 3)
+    assert not np.array_equal(f2[interior].view(np.uint8), f1[interior].view(np.uint8))
+    np.testing.assert_array_equal(dst[interior].view(np.uint8), f2[interior].view(np.uint8))
+    for got, want in zip(macro, cpu_macro, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("obstacles", [False, True])
+def test_emulated_d3q19_two_steps_match_cpu(emulated_3d_small_tiles, precision, storage,
+                                            periodic, obstacles) -> None:
+    """Two steps in one sweep (kernels/d3q19.cu d3q19_stream_collide_two_steps) give the bits
+    of two CPU steps: columns of 4 x 3 cells (13 x 5 cells: partial columns at both ends),
+    runs of 2 planes, walls, the lid, obstacles at column edges, periodic x and y wrapping
+    through the ring cells, fp16 storage rounding the step t + 1 values as DRAM would."""
+    _check_two_steps_against_cpu(emulated_3d_small_tiles, precision, storage, periodic,
+                                 obstacles, forced=not obstacles, runs=2)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_emulated_d3q19_two_steps_production_tiles(emulated_3d, periodic) -> None:
+    """The production column size (one column covers the small grid) and whole-range runs."""
+    _check_two_steps_against_cpu(emulated_3d, "float32", "float32", periodic, True, True,
+                                 runs=64)

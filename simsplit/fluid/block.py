@@ -159,6 +159,21 @@ class SlabBlock:
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro)
 
+    # --- two steps per sweep (temporal blocking) ---------------------------------------------
+    def fuses_two_steps(self) -> bool:
+        """Whether this block can take two steps in one sweep: its kernel set has a two-step
+        kernel that takes these arrays, and no face is a halo (a ghost layer that changes every
+        step: the sweep's first step would need the neighbour's next values)."""
+        return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
+                and not self.halo_faces() and self.kernels.two_steps_fit(self.f_src))
+
+    def stream_collide_two_steps(self, store_macro: bool = False) -> None:
+        """Steps t + 1 and t + 2 of every layer, ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps`
+        must hold): the same bits as two :meth:`stream_collide` with a :meth:`swap` between."""
+        self.kernels.stream_collide_two_steps(self.f_src, self.f_dst, self.flags, self.rho,
+                                              *self.u, (1, self.layers + 1), self.params,
+                                              store_macro)
+
     # --- in-place (AA) streaming -------------------------------------------------------------
     def _aa_adopt(self, arr: Any) -> None:
         """Take ``arr`` as the one population array, in the state before an odd step."""

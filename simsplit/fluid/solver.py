@@ -33,7 +33,8 @@ from simsplit.transport import finish_exchange, start_exchange
 
 #: smallest slab: the overlap scheme updates the two face rows apart from the interior
 MIN_SLAB_ROWS = 2
-#: steps recorded in one CUDA graph; even, so every buffer swap is undone by the next
+#: steps recorded in one CUDA graph; a multiple of four, so that every buffer swap is undone by
+#: the next also when steps go two per sweep (one swap per two steps)
 GRAPH_STEPS = 32
 #: physical bounds in lattice units: density near 1, speed below the lattice speed of sound
 RHO_BOUNDS = (0.5, 1.5)
@@ -245,15 +246,35 @@ class FluidSolver:
             graph.replay()
             n -= GRAPH_STEPS
             self.steps_done += GRAPH_STEPS
-        for s in range(n):
+        pairs, done = self._pairs_allowed(), 0
+        while done < n:
+            k = 2 if pairs and n - done >= 2 else 1
             self.context.check_fault(self.steps_done + 1)
-            self._advance(overlap, last=s == n - 1)
+            self._advance(overlap, last=done + k == n, steps=k)
             self.slab_clock.lap()
-            self.steps_done += 1
+            self.steps_done += k
+            done += k
         # after an overlapped step the ghosts of f_src already hold the neighbours' new rows
         self._fresh_src = [b.f_src for b in self.blocks.values()] if overlap else None
 
-    def _advance(self, overlap: bool, last: bool) -> None:
+    def _pairs_allowed(self) -> bool:
+        """Whether steps go two per sweep (run.temporal_blocking): every block can
+        (SlabBlock.fuses_two_steps: one slab, no halo face) and nothing has to see each step
+        (fault injection, per-slab clocks, the throttle)."""
+        return (bool(self.case["run"].get("temporal_blocking", True))
+                and not self.context.has_fault and not self.slab_clock.running
+                and self.slab_clock.throttle is None
+                and all(b.fuses_two_steps() for b in self.blocks.values()))
+
+    def _advance(self, overlap: bool, last: bool, steps: int = 1) -> None:
+        """``steps`` (1, or 2 where :meth:`_pairs_allowed`) time steps of every block."""
+        if steps == 2:  # no halo face anywhere: nothing to exchange
+            with self.timer.phase("compute"):
+                for blk in self.blocks.values():
+                    blk.stream_collide_two_steps(store_macro=last)
+            for blk in self.blocks.values():
+                blk.swap()
+            return
         if overlap:
             self._step_overlapped(last)
             return
@@ -293,8 +314,9 @@ class FluidSolver:
         graphs = self.__dict__.setdefault("_graphs", {})
         if key not in graphs:
             def record() -> None:
-                for _ in range(GRAPH_STEPS):
-                    self._advance(overlap, last=False)
+                k = 2 if self._pairs_allowed() else 1  # GRAPH_STEPS / 2 even: swaps undone
+                for _ in range(GRAPH_STEPS // k):
+                    self._advance(overlap, last=False, steps=k)
 
             buffers = [(b.f_src, b.f_dst) for b in self.blocks.values()]
             try:

@@ -128,13 +128,20 @@ class D3Q19Kernels:
                              for v in variants}
             self._collide_aa = {v: module.get_function(source.d3q19_aa_name(*v))
                                 for v in variants}
+            self._two_steps = {}
+            for dt, st in source.D3Q19_STORAGE:
+                shared = source.d3q19_two_steps_launch(1, 1, 1, np.dtype(st).itemsize)[2]
+                for s, forced in itertools.product((False, True), repeat=2):
+                    kern = module.get_function(source.d3q19_two_steps_name(dt, st, s, forced))
+                    kern.max_dynamic_shared_size_bytes = shared  # beyond the default 48 KB
+                    self._two_steps[(dt, st, s, forced)] = kern
             self._pack = {st: module.get_function(source.pack_name(_NAME, st))
                           for st in storages}
             self._unpack = {st: module.get_function(source.unpack_name(_NAME, st))
                             for st in storages}
             # load every kernel now: a first launch inside a graph capture must not load modules
             kernels = [*self._collide.values(), *self._collide_aa.values(),
-                       *self._pack.values(), *self._unpack.values()]
+                       *self._two_steps.values(), *self._pack.values(), *self._unpack.values()]
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
@@ -153,8 +160,9 @@ class D3Q19Kernels:
                                   np.int32(bool(p.periodic_x)), np.int32(bool(p.periodic_y)))
         return self._scalars[key]
 
-    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro) -> None:
+    @staticmethod
+    def _check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers) -> tuple[int, int]:
+        """Planes ``(k0, k1)`` of a two-lattice update, after checking the arrays agree."""
         k0, k1 = int(layers[0]), int(layers[1])
         q, d, h, w = f_src.shape
         nz, ny, nx = d - 2, h - 2, w - 2
@@ -164,8 +172,6 @@ class D3Q19Kernels:
                              f"flags {flags.shape}, rho {rho.shape}")
         if not 1 <= k0 <= k1 <= nz + 1:
             raise ValueError(f"planes {layers} outside the interior planes [1, {nz + 1})")
-        if k0 == k1:
-            return
         dt, st = rho.dtype, f_src.dtype
         if f_dst.dtype != st or any(a.dtype != dt for a in (ux, uy, uz)):
             raise TypeError("f_src/f_dst must share the storage dtype, rho/u the arithmetic one")
@@ -173,6 +179,15 @@ class D3Q19Kernels:
             raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
+        return k0, k1
+
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
+                       store_macro) -> None:
+        k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
+        if k0 == k1:
+            return
+        nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
+        dt, st = rho.dtype, f_src.dtype
         check_launch_device(self.device)
         if source.D3Q19_CELLS_X == 2:
             check_pair_alignment(f_src, f_dst)
@@ -183,12 +198,43 @@ class D3Q19Kernels:
             kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
 
+    # --- two steps per sweep (temporal blocking) ---------------------------------------------
+    def two_steps_fit(self, f: Any) -> bool:
+        """Whether the two-step kernel takes population arrays like ``f`` (32-bit element
+        offsets only: arrays of at most 2^32 elements)."""
+        return not wide_offsets(f)
+
+    def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
+                                 store_macro) -> None:
+        """Steps t + 1 and t + 2 of planes ``layers`` in one sweep, f_src (step t) -> f_dst
+        (step t + 2), the step t + 1 populations kept in shared memory (kernels/d3q19.cu
+        d3q19_stream_collide_two_steps): the bits of two :meth:`stream_collide` calls, with
+        about half the DRAM traffic. It reads planes ``k0 - 2 .. k1 + 1`` of ``f_src``, so the
+        ghost planes must stay what they are between the two steps (walls or the lid; a slab
+        with halo faces steps one at a time). rho/u, if stored, are step t + 2's."""
+        k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
+        if not self.two_steps_fit(f_src):
+            raise ValueError(f"the two-step D3Q19 kernel takes arrays of at most "
+                             f"{source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape})")
+        if k0 == k1:
+            return
+        nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
+        check_launch_device(self.device)
+        kern = self._two_steps[(rho.dtype, f_src.dtype, bool(store_macro), p.forced)]
+        grid, threads, shared = source.d3q19_two_steps_launch(nx, ny, k1 - k0, f_src.itemsize)
+        args = self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
+                                  np.int32(source.D3Q19_FUSED_RUN_PLANES))
+        with self._dev:
+            kern(grid, (threads,), args, shared_mem=shared)
+
     def _collide_args(self, f_src, f_dst, flags, macro, k0: int, k1: int,
-                      p: D3Q19Params) -> tuple[Any, ...]:
+                      p: D3Q19Params, *after_planes: Any) -> tuple[Any, ...]:
+        """Arguments of the two-lattice kernels; ``after_planes``: those the two-step kernel
+        takes after k0, k1 (its run length)."""
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         return (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny), np.int32(nz),
                 *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(k0), np.int32(k1),
-                *self._params(p, macro[0].dtype))
+                *after_planes, *self._params(p, macro[0].dtype))
 
     # --- launch-configuration autotuning ---------------------------------------------------
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D3Q19Params,

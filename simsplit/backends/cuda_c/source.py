@@ -39,6 +39,18 @@ D3Q19_CELLS_X = 1
 #: the same resident warps): 64 and 128 ran 1.5-4 % faster than 256 on an H200, where float32
 #: storage ran 0.5-1 % slower (docs/tune_d3q19_h200_2026-12-03_offsets.log, _l2.log)
 D3Q19_FP16_BLOCK_X = 128
+#: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
+#: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
+#: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
+#: and planes per block's run along z. They become the generated header's
+#: SIMSPLIT_D3Q19_FUSED_* (a -D option overrides them) and the launcher's grid and shared
+#: memory. 32 x 8, a ring of 3, runs of 64: 29,940 MLUPS at 512^3 float32 on an H200, the
+#: fastest of 12 shapes (docs/tune_d3q19_two_steps_h200_2026-12-03.log; a ring of 4, 101 KB
+#: of shared memory per block, left less L1 and ran 23 % slower; runs of 512 planes, 16 %)
+D3Q19_FUSED_TILE = (32, 8)
+D3Q19_FUSED_RING = 3
+D3Q19_FUSED_MIN_BLOCKS = 2
+D3Q19_FUSED_RUN_PLANES = 64
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels
@@ -105,6 +117,18 @@ def generated_header() -> str:
         "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
         "#ifndef SIMSPLIT_D3Q19_CELLS_X  // cells per thread of d3q19_stream_collide",
         f"#define SIMSPLIT_D3Q19_CELLS_X {D3Q19_CELLS_X}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_FUSED_TX",
+        f"#define SIMSPLIT_D3Q19_FUSED_TX {D3Q19_FUSED_TILE[0]}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_FUSED_TY",
+        f"#define SIMSPLIT_D3Q19_FUSED_TY {D3Q19_FUSED_TILE[1]}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_FUSED_RING",
+        f"#define SIMSPLIT_D3Q19_FUSED_RING {D3Q19_FUSED_RING}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS",
+        f"#define SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS {D3Q19_FUSED_MIN_BLOCKS}",
         "#endif",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
@@ -233,6 +257,24 @@ def d3q19_aa_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro:
         "d3q19_stream_collide<", "d3q19_stream_collide_aa<")
 
 
+def d3q19_two_steps_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
+                         forced: bool) -> str:
+    """Two-step (temporally blocked) D3Q19 stream-collide, as
+    :func:`d3q19_stream_collide_name`; 32-bit element offsets only."""
+    return d3q19_stream_collide_name(dtype, storage, store_macro, forced, False).replace(
+        "d3q19_stream_collide<", "d3q19_stream_collide_two_steps<")
+
+
+def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
+                           itemsize: int) -> tuple[tuple[int, int, int], int, int]:
+    """(grid, threads per block, dynamic shared bytes) of the two-step kernel for ``planes``
+    planes of an ``nx`` x ``ny`` grid with populations of ``itemsize`` bytes."""
+    tx, ty = D3Q19_FUSED_TILE
+    threads = (tx + 2) * (ty + 2)
+    grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_FUSED_RUN_PLANES))
+    return grid, threads, D3Q19_FUSED_RING * D3Q19.q * threads * itemsize
+
+
 def pack_name(lattice: str, dtype: np.dtype | type) -> str:
     """Halo pack of populations stored as ``dtype`` (float16 only for D3Q19)."""
     return f"lbm_pack<{lattice}, {_storage_ctype(dtype)}>"
@@ -253,6 +295,8 @@ def name_expressions(name: str) -> list[str]:
             for forced, wide in itertools.product((False, True), repeat=2):
                 out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
                 out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
+            out += [d3q19_two_steps_name(dt, st, s, forced)
+                    for forced, s in itertools.product((False, True), repeat=2)]
         for st in STORAGE_CTYPES:
             out += [pack_name(lattice, st), unpack_name(lattice, st)]
         return out

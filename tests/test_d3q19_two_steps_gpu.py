@@ -1,0 +1,138 @@
+"""Two steps per sweep on a real GPU (kernels/d3q19.cu d3q19_stream_collide_two_steps).
+
+The kernel against two launches of the one-step kernel, bit for bit: random populations,
+obstacles, periodic x and y, several runs along z, a partial plane range. Whole runs with
+run.temporal_blocking on against off and against the CPU backend, bit for bit, CUDA graphs
+included. The host emulation (test_kernels_compile.py) checks the index math without a GPU but
+runs a block's threads one phase after another: only a GPU tests the barriers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.test_gpu import _gpu_param
+
+pytestmark = pytest.mark.gpu
+CUPY = _gpu_param("cupy")
+
+
+def _random_fields(precision: str, storage: str, periodic: bool, forced: bool,
+                   shape: tuple[int, int, int]) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(params, populations, flags) of a cavity block with random populations and 3 % solid
+    cells inside, on the host."""
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.fluid import flags as fl
+    from simsplit.fluid.block import D3Q19Block, Face
+    from simsplit.fluid.lattice import D3Q19
+    from simsplit.fluid.params import D3Q19Params
+
+    nx, ny, nz = shape
+    force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)
+    block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, precision,
+                       storage)
+    rng = np.random.default_rng(11)
+    block.set_populations(D3Q19.w[:, None, None, None]
+                          * (1 + 0.05 * rng.standard_normal((19, nz, ny, nx))))
+    flags = block.flags.copy()
+    inner = (slice(1, -1),) * 3
+    flags[inner][rng.random((nz, ny, nx)) < 0.03] = fl.WALL
+    flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
+    return params, block.f_src, flags
+
+
+@pytest.mark.parametrize("backend", [CUPY])
+@pytest.mark.parametrize("precision, storage", [("float32", "float32"), ("float32", "float16"),
+                                                ("float64", "float64")])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_two_step_kernel_matches_two_launches(backend: str, precision: str, storage: str,
+                                              periodic: bool) -> None:
+    import cupy
+
+    from simsplit.backends.cuda_c import source
+    from simsplit.backends.cuda_c.d3q19 import D3Q19Kernels
+    from simsplit.backends.layout import padded_empty
+
+    nx, ny, nz = 45, 21, 2 * source.D3Q19_FUSED_RUN_PLANES + 30  # three runs along z
+    params, f_host, flags_host = _random_fields(precision, storage, periodic, not periodic,
+                                                (nx, ny, nz))
+
+    def dev(a: np.ndarray) -> Any:
+        out = padded_empty(cupy, a.shape, a.dtype)
+        out[...] = cupy.asarray(a)
+        return out
+
+    kernels = D3Q19Kernels(0)
+    f0, flags = dev(f_host), dev(flags_host)
+    f1, f2, two, part = (dev(f_host) for _ in range(4))
+    one_macro = [cupy.zeros((nz, ny, nx), precision) for _ in range(4)]
+    two_macro = [cupy.zeros((nz, ny, nx), precision) for _ in range(4)]
+    part_macro = [cupy.zeros((nz, ny, nx), precision) for _ in range(4)]
+    kernels.stream_collide(f0, f1, flags, *one_macro, (1, nz + 1), params, False)
+    kernels.stream_collide(f1, f2, flags, *one_macro, (1, nz + 1), params, True)
+    kernels.stream_collide_two_steps(f0, two, flags, *two_macro, (1, nz + 1), params, True)
+    k0, k1 = 5, nz - 3  # a partial range: its first step also updates planes k0 - 1 and k1
+    kernels.stream_collide_two_steps(f0, part, flags, *part_macro, (k0, k1), params, True)
+    want = cupy.asnumpy(f2)
+    assert want.tobytes() != f_host.tobytes()
+    assert cupy.asnumpy(two).tobytes() == want.tobytes()
+    planes = (slice(None), slice(k0, k1))
+    assert cupy.asnumpy(part)[planes].tobytes() == want[planes].tobytes()
+    for got, got_part, ref in zip(two_macro, part_macro, one_macro, strict=True):
+        ref_host = cupy.asnumpy(ref)
+        np.testing.assert_array_equal(cupy.asnumpy(got), ref_host)
+        np.testing.assert_array_equal(cupy.asnumpy(got_part)[k0 - 1:k1 - 1],
+                                      ref_host[k0 - 1:k1 - 1])
+
+
+def _solver(backend: str, storage: str, flow: str, blocking: bool) -> Any:
+    """A 40 x 24 x 30 cavity (or a forced channel periodic in x and y between z walls) on one
+    slab, float32 arithmetic."""
+    from simsplit.case import validate_case
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel import ParallelContext
+
+    fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
+    bounds = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
+    if flow == "channel":
+        fluid = {"reynolds": None, "viscosity": 0.05, "collision": "bgk",
+                 "body_force": [1e-6, 2e-7, 0.0]}
+        bounds = {"x": "periodic", "y": "periodic", "z": "wall", "lid": False}
+    case = validate_case({
+        "physics": "fluid", "fluid": fluid,
+        "domain": {"shape": [40, 24, 30], "boundaries": bounds},
+        "decomposition": {"subdomains": 1},
+        "run": {"backend": backend, "precision": "float32", "storage": storage,
+                "temporal_blocking": blocking, "transport": "auto",
+                "devices": None if backend == "cpu" else [0]},
+        "output": {"dir": None},
+    })
+    run = case["run"]
+    return FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
+
+
+@pytest.mark.parametrize("backend", [CUPY])
+@pytest.mark.parametrize("storage", ["float32", "float16"])
+@pytest.mark.parametrize("flow", ["cavity", "channel"])
+def test_temporal_blocking_bitwise(backend: str, storage: str, flow: str) -> None:
+    """Paired steps (1, 2, 7 and 70 steps: odd counts, CUDA graphs) end where one-step sweeps
+    on the GPU and the CPU do."""
+    from simsplit.fluid.state import raw_populations
+
+    on, off = _solver(backend, storage, flow, True), _solver(backend, storage, flow, False)
+    cpu = _solver("cpu", storage, flow, True)
+    assert all(b.fuses_two_steps() for b in on.blocks.values())
+    assert on._pairs_allowed() and not off._pairs_allowed()
+    for steps in (1, 2, 7, 70):
+        runs = []
+        for solver in (on, off, cpu):
+            solver.step(steps)
+            runs.append((raw_populations(solver), solver.velocity(), solver.density()))
+        for other in runs[1:]:
+            for a, b in zip(runs[0], other, strict=True):
+                np.testing.assert_array_equal(a, b)
+    assert np.abs(runs[0][1]).max() > (1e-3 if flow == "cavity" else 1e-5)

@@ -40,7 +40,8 @@ def two_step_cpu(monkeypatch):
 
     monkeypatch.setattr(D3Q19Kernels, "stream_collide_two_steps", stream_collide_two_steps,
                         raising=False)
-    monkeypatch.setattr(D3Q19Kernels, "two_steps_fit", lambda self, f: True, raising=False)
+    monkeypatch.setattr(D3Q19Kernels, "two_steps_fit", lambda self, f, dtype: True,
+                        raising=False)
     return calls
 
 

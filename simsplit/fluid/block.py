@@ -161,11 +161,13 @@ class SlabBlock:
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def fuses_two_steps(self) -> bool:
-        """Whether this block can take two steps in one sweep: its kernel set has a two-step
-        kernel that takes these arrays, and no face is a halo (a ghost layer that changes every
-        step: the sweep's first step would need the neighbour's next values)."""
+        """Whether this block takes two steps in one sweep: its kernel set has a two-step
+        kernel that takes these arrays and gains from it (``two_steps_fit``), and no face is a
+        halo (a ghost layer that changes every step: the sweep's first step would need the
+        neighbour's next values)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
-                and not self.halo_faces() and self.kernels.two_steps_fit(self.f_src))
+                and not self.halo_faces()
+                and self.kernels.two_steps_fit(self.f_src, self.dtype))
 
     def stream_collide_two_steps(self, store_macro: bool = False) -> None:
         """Steps t + 1 and t + 2 of every layer, ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps`

@@ -199,10 +199,12 @@ class D3Q19Kernels:
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
-    def two_steps_fit(self, f: Any) -> bool:
-        """Whether the two-step kernel takes population arrays like ``f`` (32-bit element
-        offsets only: arrays of at most 2^32 elements)."""
-        return not wide_offsets(f)
+    def two_steps_fit(self, f: Any, dtype: Any) -> bool:
+        """Whether two steps per sweep suit population arrays like ``f`` with arithmetic in
+        ``dtype``: the kernel takes them (32-bit element offsets: at most 2^32 elements) and
+        ran faster than one-step sweeps for that storage (``source.D3Q19_FUSED_PAIRS``)."""
+        return ((np.dtype(dtype), f.dtype) in source.D3Q19_FUSED_PAIRS
+                and not wide_offsets(f))
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                                  store_macro) -> None:
@@ -213,7 +215,7 @@ class D3Q19Kernels:
         ghost planes must stay what they are between the two steps (walls or the lid; a slab
         with halo faces steps one at a time). rho/u, if stored, are step t + 2's."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
-        if not self.two_steps_fit(f_src):
+        if wide_offsets(f_src):
             raise ValueError(f"the two-step D3Q19 kernel takes arrays of at most "
                              f"{source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape})")
         if k0 == k1:

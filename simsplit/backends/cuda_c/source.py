@@ -44,13 +44,18 @@ D3Q19_FP16_BLOCK_X = 128
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
 #: and planes per block's run along z. They become the generated header's
 #: SIMSPLIT_D3Q19_FUSED_* (a -D option overrides them) and the launcher's grid and shared
-#: memory. 32 x 8, a ring of 3, runs of 64: 29,940 MLUPS at 512^3 float32 on an H200, the
-#: fastest of 12 shapes (docs/tune_d3q19_two_steps_h200_2026-12-03.log; a ring of 4, 101 KB
+#: memory. 32 x 8, a ring of 3, runs of 32: 30,608 MLUPS at 512^3 float32 on an H200, the
+#: fastest of 23 shapes (docs/tune_d3q19_two_steps_h200_2026-12-03*.log; a ring of 4, 101 KB
 #: of shared memory per block, left less L1 and ran 23 % slower; runs of 512 planes, 16 %)
 D3Q19_FUSED_TILE = (32, 8)
 D3Q19_FUSED_RING = 3
 D3Q19_FUSED_MIN_BLOCKS = 2
-D3Q19_FUSED_RUN_PLANES = 64
+D3Q19_FUSED_RUN_PLANES = 32
+#: (arithmetic, storage) pairs the solver takes two steps per sweep for: where it measured
+#: faster than one-step sweeps. float32: 29,722 against 24,531 MLUPS at 512^3 on an H200; fp16
+#: storage ran slower (33,424 against 41,203: its one-step kernel moves half the bytes and is
+#: not bandwidth-bound), double was not measured (docs/d3q19.md)
+D3Q19_FUSED_PAIRS = ((np.dtype(np.float32), np.dtype(np.float32)),)
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels

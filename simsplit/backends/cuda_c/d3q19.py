@@ -129,7 +129,7 @@ class D3Q19Kernels:
             self._collide_aa = {v: module.get_function(source.d3q19_aa_name(*v))
                                 for v in variants}
             self._two_steps = {}
-            for dt, st in source.D3Q19_STORAGE:
+            for dt, st in source.D3Q19_FUSED_PAIRS:
                 shared = source.d3q19_two_steps_launch(1, 1, 1, np.dtype(st).itemsize)[2]
                 for s, forced in itertools.product((False, True), repeat=2):
                     kern = module.get_function(source.d3q19_two_steps_name(dt, st, s, forced))
@@ -220,6 +220,10 @@ class D3Q19Kernels:
                              f"{source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape})")
         if k0 == k1:
             return
+        if (rho.dtype, f_src.dtype) not in source.D3Q19_FUSED_PAIRS:
+            raise TypeError(f"the two-step D3Q19 kernel is built for "
+                            f"{source.D3Q19_FUSED_PAIRS} (arithmetic, storage), not "
+                            f"{(rho.dtype, f_src.dtype)}")
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         check_launch_device(self.device)
         kern = self._two_steps[(rho.dtype, f_src.dtype, bool(store_macro), p.forced)]

@@ -125,7 +125,7 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
     row: dict[str, Any] = {"steps_per_s": steps / seconds, "mlups": cells * steps / seconds / 1e6,
                            "population_bytes": sum(_population_bytes(b)
                                                    for b in solver.blocks.values()),
-                           "steps_per_sweep": 2 if solver._pairs_allowed() else 1}
+                           "steps_per_sweep": solver.steps_per_sweep}
     backend = solver.blocks[min(solver.blocks)].backend
     if graph and backend.is_device and hasattr(backend, "capture"):
         # a multiple of four steps: an even number of buffer swaps also when steps go two

@@ -21,6 +21,8 @@ def summary_lines(sim: Simulation, summary: RunSummary) -> list[str]:
         lines.append(f"throughput   {summary.cell_updates_per_second:.3g} atom-steps/s")
     elif summary.cell_updates_per_second:
         lines.append(f"throughput   {summary.mlups:.1f} MLUPS")
+    if getattr(sim.solver, "steps_per_sweep", 1) > 1:
+        lines.append("sweeps       two time steps per kernel sweep (run.temporal_blocking)")
     if summary.residual is not None:
         lines.append(f"residual     {summary.residual:.3e}")
     if "balance" in summary.extra:

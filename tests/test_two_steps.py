@@ -24,9 +24,8 @@ class _Calls:
     stored = 0
 
 
-@pytest.fixture
-def two_step_cpu(monkeypatch):
-    """The CPU D3Q19 kernel set with a two-step entry point: two CPU steps, counted."""
+def _install_stand_in(monkeypatch) -> _Calls:
+    """Give the CPU D3Q19 kernel set a two-step entry point: two CPU steps, counted."""
     calls = _Calls()
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
@@ -43,6 +42,11 @@ def two_step_cpu(monkeypatch):
     monkeypatch.setattr(D3Q19Kernels, "two_steps_fit", lambda self, f, dtype: True,
                         raising=False)
     return calls
+
+
+@pytest.fixture
+def two_step_cpu(monkeypatch) -> _Calls:
+    return _install_stand_in(monkeypatch)
 
 
 def _cavity(subdomains: int = 1, **over: Any) -> dict[str, Any]:
@@ -96,3 +100,15 @@ def test_cpu_kernels_have_no_two_step_path() -> None:
     """Without the stand-in the CPU backend steps one at a time (its kernel set has none)."""
     sim = Simulation(_cavity())
     assert not any(b.fuses_two_steps() for b in sim.solver.blocks.values())
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_run_summary_names_the_sweep(monkeypatch, paired: bool) -> None:
+    """The end-of-run summary says when steps went two per sweep."""
+    from simsplit.report import summary_lines
+
+    if paired:
+        _install_stand_in(monkeypatch)
+    sim = Simulation(_cavity(run__steps=4))
+    lines = summary_lines(sim, sim.run(output=False))
+    assert any(line.startswith("sweeps") for line in lines) == paired

@@ -266,6 +266,11 @@ class FluidSolver:
                 and self.slab_clock.throttle is None
                 and all(b.fuses_two_steps() for b in self.blocks.values()))
 
+    @property
+    def steps_per_sweep(self) -> int:
+        """Time steps each kernel sweep takes now: 2 where :meth:`_pairs_allowed`, else 1."""
+        return 2 if self._pairs_allowed() else 1
+
     def _advance(self, overlap: bool, last: bool, steps: int = 1) -> None:
         """``steps`` (1, or 2 where :meth:`_pairs_allowed`) time steps of every block."""
         if steps == 2:  # no halo face anywhere: nothing to exchange

@@ -36,7 +36,8 @@ def bytes_per_cell_update(precision: str | np.dtype, q: int = Q,
     """DRAM bytes of one cell update of a ``q``-population lattice: populations read and
     written once per sweep in their storage type (default: ``precision``), plus one flag byte.
     A sweep of two steps (D3Q19 run.temporal_blocking) moves them once per two updates; the
-    first step's extra reads for the ring around each column are counted as L2 hits."""
+    first step's extra reads for the ring around each column are left out (Nsight Compute: 85 B
+    per float32 update at 512^3 on an H200, against the 77 counted here)."""
     return 2 * q * np.dtype(storage or precision).itemsize // steps_per_sweep + 1
 
 

@@ -61,9 +61,9 @@ FLUID_RUN_PROPERTIES = {
     },
     "temporal_blocking": {
         "type": "boolean", "default": True,
-        "description": "D3Q19 two-lattice on cupy: take two steps per sweep where a slab has no "
-                       "halo face (one slab, z not periodic), the intermediate populations kept "
-                       "in shared memory: about 60 % of the DRAM traffic, the same results bit for "
+        "description": "D3Q19 two-lattice float32 on cupy: take two steps per sweep where a slab "
+                       "has no halo face (one slab, z not periodic), the intermediate populations "
+                       "kept in shared memory: 55 % of the DRAM traffic, the same results bit for "
                        "bit (docs/d3q19.md). false: one step per sweep (for measurement).",
     },
 }

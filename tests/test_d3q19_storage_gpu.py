@@ -11,26 +11,32 @@ from tests.test_gpu import _gpu_param
 pytestmark = pytest.mark.gpu
 
 
+#: the forced channel: periodic along x and z, walls in y
+CHANNEL = {"x": "periodic", "y": "wall", "z": "periodic", "lid": False}
+
+
 def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float16",
-            streaming: str = "two-lattice") -> object:
-    """A 40x24x30 D3Q19 lid-driven cavity (or a forced channel), float32 arithmetic."""
+            streaming: str = "two-lattice", *, bounds: dict | None = None,
+            force: tuple[float, float, float] = (1e-6, 0.0, 2e-7), **run: object) -> object:
+    """A 40x24x30 D3Q19 lid-driven cavity (or a forced channel, ``CHANNEL`` unless ``bounds``
+    says otherwise), float32 arithmetic; ``run``: further run keys."""
     from simsplit.case import validate_case
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel import ParallelContext
 
     fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
-    bounds = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
     if channel:
         fluid = {"reynolds": None, "viscosity": 0.05, "collision": "bgk",
-                 "body_force": [1e-6, 0.0, 2e-7]}
-        bounds = {"x": "periodic", "y": "wall", "z": "periodic", "lid": False}
+                 "body_force": list(force)}
+    cavity = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
     case = validate_case({
         "physics": "fluid", "fluid": fluid,
-        "domain": {"shape": [40, 24, 30], "boundaries": bounds},
+        "domain": {"shape": [40, 24, 30],
+                   "boundaries": bounds or (CHANNEL if channel else cavity)},
         "decomposition": {"subdomains": subdomains},
         "run": {"backend": backend, "precision": "float32", "storage": storage,
                 "streaming": streaming, "transport": "auto",
-                "devices": None if backend == "cpu" else [0]},
+                "devices": None if backend == "cpu" else [0], **run},
         "output": {"dir": None},
     })
     run = case["run"]

@@ -92,29 +92,14 @@ def test_two_step_kernel_matches_two_launches(backend: str, precision: str, stor
 
 
 def _solver(backend: str, storage: str, flow: str, blocking: bool) -> Any:
-    """A 40 x 24 x 30 cavity (or a forced channel periodic in x and y between z walls) on one
-    slab, float32 arithmetic."""
-    from simsplit.case import validate_case
-    from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    """A 40 x 24 x 30 cavity (or a forced channel periodic in x and y between z walls: one
+    slab without halo faces) on one slab, float32 arithmetic."""
+    from tests.test_d3q19_storage_gpu import _solver as storage_solver
 
-    fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
-    bounds = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
-    if flow == "channel":
-        fluid = {"reynolds": None, "viscosity": 0.05, "collision": "bgk",
-                 "body_force": [1e-6, 2e-7, 0.0]}
-        bounds = {"x": "periodic", "y": "periodic", "z": "wall", "lid": False}
-    case = validate_case({
-        "physics": "fluid", "fluid": fluid,
-        "domain": {"shape": [40, 24, 30], "boundaries": bounds},
-        "decomposition": {"subdomains": 1},
-        "run": {"backend": backend, "precision": "float32", "storage": storage,
-                "temporal_blocking": blocking, "transport": "auto",
-                "devices": None if backend == "cpu" else [0]},
-        "output": {"dir": None},
-    })
-    run = case["run"]
-    return FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
+    channel = flow == "channel"
+    bounds = {"x": "periodic", "y": "periodic", "z": "wall", "lid": False} if channel else None
+    return storage_solver(backend, 1, channel, storage, bounds=bounds, force=(1e-6, 2e-7, 0.0),
+                          temporal_blocking=blocking)
 
 
 @pytest.mark.parametrize("backend", [CUPY])

@@ -264,7 +264,27 @@ __device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_sr
     return near_wall;
 }
 
-// Near a wall (rare and warp-coherent): the pulls from solid sources become bounce-back.
+// Near a wall (rare and warp-coherent): the pulls from solid sources become bounce-back of the
+// cell's own post-collision opp q, own_opp(q, src) (src: the solid source cell's offset); every
+// kernel keeps that value somewhere else (f_src, the in-place array's slots, shared memory).
+template <typename T, typename OwnOpp>
+__device__ __forceinline__ void bounce_back_solid_sources(T* fl,
+                                                          const lbm::flag_t* __restrict__ flags,
+                                                          int i, int j, int k, int nx, int ny,
+                                                          lbm::offset_t pitch,
+                                                          lbm::offset_t layer, bool per_x,
+                                                          bool per_y, T lid_u, OwnOpp own_opp)
+{
+    using L = D3Q19;
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        const lbm::offset_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+        const lbm::flag_t kind = __ldg(flags + src);
+        if (kind & FLAG_SOLID) fl[q] = lbm::bounce_back<L>(q, kind, own_opp(q, src), lid_u);
+    }
+}
+
+// The two-lattice kernels' bounce-back: the own opp q from f_src.
 template <typename T, typename S, typename P>
 __device__ __forceinline__ void bounce_back_3d(T* fl, const S* __restrict__ f_src,
                                                const lbm::flag_t* __restrict__ flags,
@@ -274,16 +294,12 @@ __device__ __forceinline__ void bounce_back_3d(T* fl, const S* __restrict__ f_sr
                                                T lid_u)
 {
     using L = D3Q19;
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        const lbm::flag_t kind =
-            __ldg(flags + source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y));
-        if (kind & FLAG_SOLID) {
-            const T own_opp = lbm::decode<L, T>(
-                lbm::read_only(population_at(f_src, L::opp(q), plane, cell)), L::opp(q));
-            fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
-        }
-    }
+    bounce_back_solid_sources(fl, flags, i, j, k, nx, ny, pitch, layer, per_x, per_y, lid_u,
+                              [&](int q, lbm::offset_t) {
+                                  return lbm::decode<L, T>(lbm::read_only(population_at(
+                                                               f_src, L::opp(q), plane, cell)),
+                                                           L::opp(q));
+                              });
 }
 
 }  // namespace
@@ -520,23 +536,17 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
     }
     if (speculative_pull<S>() && (own & FLAG_SOLID)) return;  // a solid cell is never written
     if (own & FLAG_NEAR_WALL) {
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q) {
-            const lbm::offset_t src =
-                source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
-            const lbm::flag_t kind = __ldg(flags + src);
-            if (kind & FLAG_SOLID) {
-                // own post-collision opp q: the own slot q after an even step; after an odd
-                // step it went, raw, into the solid source's slot opp q
-                const T own_opp =
-                    odd ? lbm::decode<L, T>(lbm::load_in_place(population_at(f, q, plane, cell)),
-                                            q)
-                        : lbm::decode<L, T>(
-                              lbm::load_in_place(population_at(f, L::opp(q), plane, src)),
-                              L::opp(q));
-                fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
-            }
-        }
+        // own post-collision opp q: the own slot q after an even step; after an odd step it
+        // went, raw, into the solid source's slot opp q
+        bounce_back_solid_sources(
+            fl, flags, i, j, k, nx, ny, pitch, layer, per_x, per_y, lid_u,
+            [&](int q, lbm::offset_t src) {
+                return odd ? lbm::decode<L, T>(
+                                 lbm::load_in_place(population_at(f, q, plane, cell)), q)
+                           : lbm::decode<L, T>(
+                                 lbm::load_in_place(population_at(f, L::opp(q), plane, src)),
+                                 L::opp(q));
+            });
     }
     // every load is done: the stores may go as the values come
     if (odd) {
@@ -689,19 +699,13 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
     for (int q = 0; q < L::Q; ++q)
         fl[q] = lbm::decode<L, T>(
             ring[slot_index(slot_of(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))], q);
-    if (own & FLAG_NEAR_WALL) {
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q) {
-            const lbm::flag_t kind = __ldg(a.flags + source_cell_3d(q, i, j, kb, a.nx, a.ny,
-                                                                   a.pitch, a.layer, a.per_x,
-                                                                   a.per_y));
-            if (kind & FLAG_SOLID) {
-                const T own_opp = lbm::decode<L, T>(
-                    ring[slot_index(slot_of(kb), L::opp(q), lx, ly)], L::opp(q));
-                fl[q] = lbm::bounce_back<L>(q, kind, own_opp, a.lid_u);
-            }
-        }
-    }
+    if (own & FLAG_NEAR_WALL)  // the own opp q of step t + 1 is in the ring
+        bounce_back_solid_sources(fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer, a.per_x,
+                                  a.per_y, a.lid_u, [&](int q, lbm::offset_t) {
+                                      return lbm::decode<L, T>(
+                                          ring[slot_index(slot_of(kb), L::opp(q), lx, ly)],
+                                          L::opp(q));
+                                  });
     auto out = [&](int q, T v) {
         lbm::store_population<L>(population_at(a.f_dst, q, a.plane, cell), q, v);
     };

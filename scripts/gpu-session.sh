@@ -19,7 +19,7 @@
 #   monitor  60-second monitored cavity run (issue 10)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # the device machine runs as root
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # for the scripts; pytest sets its own
 OUT=${OUT:-./gpu-out}
 STAGES=${STAGES:-"tests d2q9 timing d3q19 fp16acc md monitor"}
 mkdir -p "$OUT"

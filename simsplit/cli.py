@@ -214,7 +214,8 @@ def _print_devices(sim: Any) -> None:
     from simsplit.monitor import device_lines
 
     n = int(sim.case["decomposition"]["subdomains"])
-    lines = device_lines(sorted({ctx.device_of(k) for k in ctx.local_slabs(n)}))
+    backends = {ctx.device_of(k): ctx.backend_for(k) for k in ctx.local_slabs(n)}
+    lines = device_lines(sorted(backends), lambda d: backends[d].device_properties())
     comm = getattr(ctx, "comm", None)
     if comm is not None:
         host = socket.gethostname()

@@ -8,11 +8,14 @@ CPU-only runs never load it.
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
 from typing import Any
 
 import numpy as np
+
+from simsplit.backends.base import GPU_INSTALL_HINT, BackendUnavailable
 
 
 # --- CUDA helpers for transports ------------------------------------------------------------------
@@ -21,10 +24,8 @@ def cupy_module() -> Any:
     try:
         import cupy
     except ImportError as exc:  # pragma: no cover - GPU machines only
-        from simsplit.backends import BackendUnavailable
-
         raise BackendUnavailable(
-            f"GPU transports need CuPy (pip install cupy-cuda13x): {exc}") from None
+            f"GPU transports need CuPy ({GPU_INSTALL_HINT}): {exc}") from None
     return cupy
 
 
@@ -115,7 +116,7 @@ def _gpus() -> tuple[list[dict[str, Any]], list[list[bool]], str]:
     try:
         import cupy
     except ImportError:
-        return [], [], "no GPU support here: CuPy is not installed (pip install cupy-cuda13x)"
+        return [], [], f"no GPU support here: CuPy is not installed ({GPU_INSTALL_HINT})"
     try:
         n = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:  # no driver or no device: the message says which
@@ -244,6 +245,9 @@ def device_report() -> str:
     """Human-readable inventory: GPUs, peer access, NVLink, NCCL, MPI."""
     gpus, peer, reason = _gpus()
     lines = []
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        lines.append("Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM=1): --backend numba-cuda "
+                     "runs the GPU kernels on the host, one thread at a time")
     if not gpus:
         lines.append(f"GPUs: none ({reason}); runs use the cpu backend")
     else:

@@ -336,20 +336,22 @@ def _merge(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def device_lines(devices: Sequence[int],
-                 properties: Callable[[int], Mapping[str, Any]] | None = None,
+                 properties: Callable[[int], Mapping[str, Any] | None],
                  env: Mapping[str, str] | None = None) -> list[str]:
-    """One line per used GPU: id, model and memory (models may differ between cards)."""
-    if properties is None:
-        import cupy
+    """One line per used GPU: id, model and memory (models may differ between cards).
 
-        properties = cupy.cuda.runtime.getDeviceProperties
+    ``properties(d)`` is :meth:`Backend.device_properties` of the backend on GPU ``d``: None
+    means the backend simulates the GPU on the host (Numba's CUDA simulator).
+    """
     env = os.environ if env is None else env
     lines = []
     for d in devices:
         p = properties(d)
-        name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
-        lines.append(f"GPU {d}: {name}, {p['totalGlobalMem'] / 2**30:.1f} GiB, "
-                     f"compute capability {p['major']}.{p['minor']}")
+        if p is None:
+            lines.append(f"GPU {d}: simulated on the host (Numba's CUDA simulator)")
+            continue
+        lines.append(f"GPU {d}: {p['name']}, {p['total_memory'] / 2**30:.1f} GiB, "
+                     f"compute capability {p['compute_capability']}")
     if "CUDA_VISIBLE_DEVICES" in env:
         lines.append(f"(GPU ids count the visible devices: CUDA_VISIBLE_DEVICES="
                      f"{env['CUDA_VISIBLE_DEVICES']})")

@@ -7,7 +7,6 @@ is refused with the numbers and the smallest number of GPUs that would hold it.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 #: fraction of free memory a run may plan to use (allocator slack, compiled modules, halos)
@@ -40,51 +39,36 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     return out
 
 
-def host_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-
-
-def gpu_free(device: int) -> tuple[int, int]:
-    import cupy
-
-    with cupy.cuda.Device(device):
-        return cupy.cuda.runtime.memGetInfo()
-
-
 def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def check_memory(case: dict[str, Any], backend: str, devices: list[int]) -> None:
-    """Raise :class:`InsufficientMemory` when the case cannot fit where it is to run."""
+def check_memory(case: dict[str, Any], context: Any) -> None:
+    """Raise :class:`InsufficientMemory` when this process's slabs cannot fit where they run.
+
+    Each backend says what is free where its arrays live (GPU memory, or host memory for the
+    CPU backend and the CUDA simulator), so no device library is imported here.
+    """
     if case["physics"] != "fluid":
         return
     per_slab = fluid_bytes(case)
     total = sum(per_slab)
-    if backend == "cpu":
-        avail = host_available()
-        if total > USABLE_FRACTION * avail:
-            raise InsufficientMemory(
-                f"the case needs {_gib(total)} of host memory, {_gib(avail)} is available: "
-                "use a smaller domain.shape, run.precision: float32, or more hosts under mpiexec")
-        return
     need: dict[int, int] = {}
-    for k, b in enumerate(per_slab):
-        dev = devices[k % len(devices)]
-        need[dev] = need.get(dev, 0) + b
+    backends: dict[int, Any] = {}
+    for k in context.local_slabs(len(per_slab)):
+        dev = context.device_of(k)
+        need[dev] = need.get(dev, 0) + per_slab[k]
+        backends[dev] = context.backend_for(k)
+    free = {dev: backend.memory_free() for dev, backend in backends.items()}
     for dev, b in need.items():
-        free, _ = gpu_free(dev)
-        if b > USABLE_FRACTION * free:
-            fit = min(free for free, _ in (gpu_free(d) for d in need))
-            gpus = math.ceil(total / (USABLE_FRACTION * fit))
+        if b <= USABLE_FRACTION * free[dev]:
+            continue
+        if not backends[dev].is_device:
             raise InsufficientMemory(
-                f"GPU {dev} would need {_gib(b)} but has {_gib(free)} free "
-                f"(whole case: {_gib(total)}); it fits on at least {gpus} GPUs of this size "
-                "with as many subdomains, or use run.precision: float32")
+                f"the case needs {_gib(b)} of host memory, {_gib(free[dev])} is available: "
+                "use a smaller domain.shape, run.precision: float32, or more hosts under mpiexec")
+        gpus = math.ceil(total / (USABLE_FRACTION * min(free.values())))
+        raise InsufficientMemory(
+            f"GPU {dev} would need {_gib(b)} but has {_gib(free[dev])} free "
+            f"(whole case: {_gib(total)}); it fits on at least {gpus} GPUs of this size "
+            "with as many subdomains, or use run.precision: float32")

@@ -79,7 +79,7 @@ class Simulation:
         self.physics = case["physics"]
         from simsplit.preflight import check_memory
 
-        check_memory(case, self.context.backend_name, self.context.devices)
+        check_memory(case, self.context)
         if self.physics == "fluid":
             from simsplit.fluid.solver import FluidSolver
 

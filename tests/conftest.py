@@ -51,6 +51,27 @@ def run_in_cuda_simulator(test_file: str, timeout: float = 900) -> None:
     assert " passed" in res.stdout and "skipped" in res.stdout  # the launcher skips itself
 
 
+def find_nvcc() -> str | None:
+    """nvcc from the ``nvidia-cuda-nvcc`` wheel the test extras install (the same compiler on
+    every machine), else nvcc on PATH."""
+    import importlib.util
+
+    for package in ("nvidia.cu13", "nvidia.cuda_nvcc"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except ModuleNotFoundError:
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            cand = Path(root) / "bin" / "nvcc"
+            if cand.exists():
+                return str(cand)
+    return shutil.which("nvcc")
+
+
+#: C++ compiler for the tests that run the CUDA C kernels as host code
+CXX = shutil.which("g++") or shutil.which("c++")
+
+
 def find_mpiexec() -> str | None:
     """mpiexec on PATH, else beside this interpreter (the ``mpich`` wheel puts it there)."""
     found = shutil.which("mpiexec")
@@ -71,6 +92,8 @@ def mpi_env(**extra: str) -> dict[str, str]:
     env.update(OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"):
         env.pop(var, None)  # a pytest started under mpiexec must not leak its world
+    if os.geteuid() == 0:  # Open MPI refuses root without both (containers, GPU machines)
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.update(extra)
     return env
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 
 from simsplit import autotune as at
+from tests.conftest import CXX
 
 TIMES = {64: 3.0, 128: 2.0, 256: 1.0, 512: 1.5}
 
@@ -95,7 +95,6 @@ def test_variant_source_sets_block_size() -> None:
 
 
 # --- bitwise identity across block sizes: the CUDA C source run as host C++ -------------------
-CXX = shutil.which("g++") or shutil.which("c++")
 BLOCKS = (64, 128, 512)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,8 +18,9 @@ import pytest
 
 from simsplit.backends.cuda_c import source
 from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from tests.conftest import CXX, find_nvcc
 
-NVCC = shutil.which("nvcc")
+NVCC = find_nvcc()
 ARCH = "sm_90"
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 #: compile variants checked besides the production build: the D3Q19 pull kernel with the other
@@ -333,7 +333,6 @@ COLLIDE(float, collide_float) COLLIDE(double, collide_double)
 HALO(float, halo_float) HALO(double, halo_double)
 """
 
-CXX = shutil.which("g++") or shutil.which("c++")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ from simsplit.backends.cuda_c import source
 from simsplit.md import MDSolver
 from simsplit.md import solver as md_solver
 from simsplit.md.reference import lj_case
+from tests.conftest import CXX, find_nvcc
 
-NVCC = shutil.which("nvcc")
-CXX = shutil.which("g++") or shutil.which("c++")
+NVCC = find_nvcc()
 ARCH = "sm_90"
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 

@@ -120,12 +120,14 @@ def test_cuda_ids_map_to_nvml_handles() -> None:
 
 
 def test_device_lines_mixed_models() -> None:
-    props = {0: {"name": b"NVIDIA H200", "totalGlobalMem": 141 * 2**30, "major": 9, "minor": 0},
-             1: {"name": "NVIDIA L4", "totalGlobalMem": 24 * 2**30, "major": 8, "minor": 9}}
-    lines = mon.device_lines([0, 1], props.__getitem__, env={"CUDA_VISIBLE_DEVICES": "4,5"})
+    props = {0: {"name": "NVIDIA H200", "total_memory": 141 * 2**30, "compute_capability": "9.0"},
+             1: {"name": "NVIDIA L4", "total_memory": 24 * 2**30, "compute_capability": "8.9"},
+             2: None}
+    lines = mon.device_lines([0, 1, 2], props.__getitem__, env={"CUDA_VISIBLE_DEVICES": "4,5"})
     assert lines[0] == "GPU 0: NVIDIA H200, 141.0 GiB, compute capability 9.0"
     assert lines[1].startswith("GPU 1: NVIDIA L4, 24.0 GiB")
-    assert "CUDA_VISIBLE_DEVICES=4,5" in lines[2]
+    assert lines[2] == "GPU 2: simulated on the host (Numba's CUDA simulator)"
+    assert "CUDA_VISIBLE_DEVICES=4,5" in lines[3]
 
 
 def test_cpu_backend_is_a_noop_with_one_note(capsys) -> None:

@@ -6,6 +6,7 @@ arrays it allocated through the same backend. It never imports a device library 
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from typing import Any, Callable, ContextManager, Protocol
@@ -30,6 +31,22 @@ class DirectReplay:
 
 class BackendUnavailable(RuntimeError):
     """The backend's library or device is missing on this machine."""
+
+
+#: how a user gets the GPU backends' libraries (CuPy, NVML) in one step
+GPU_INSTALL_HINT = 'pip install "simsplit[gpu]"'
+
+
+def host_memory_available() -> int:
+    """Bytes of host memory the kernel says a new allocation can take without swapping."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
 class Backend(ABC):
@@ -109,6 +126,15 @@ class Backend(ABC):
     def activate(self) -> ContextManager[Any]:
         """Context in which allocations and launches go to ``self.device``."""
         return nullcontext()
+
+    def device_properties(self) -> dict[str, Any] | None:
+        """The GPU this backend runs on as ``name``, ``total_memory`` (bytes) and
+        ``compute_capability`` ("9.0"); None where there is no GPU (CPU, the CUDA simulator)."""
+        return None
+
+    def memory_free(self) -> int:
+        """Bytes free where this backend's arrays live (host memory unless overridden)."""
+        return host_memory_available()
 
     def describe(self) -> str:
         return self.name

@@ -470,7 +470,7 @@ class FluidSolver:
         same, and ranks' slabs change by at most what the faster ones can take."""
         short = 0.0
         if self.context.on_gpu:
-            from simsplit.preflight import USABLE_FRACTION, fluid_bytes, gpu_free
+            from simsplit.preflight import USABLE_FRACTION, fluid_bytes
 
             def slab_bytes(w: list[float]) -> list[int]:
                 dec = {**self.case["decomposition"], "weights": w}
@@ -478,10 +478,12 @@ class FluidSolver:
 
             new, old = slab_bytes(weights), slab_bytes([float(n) for n in self.slab_layers()])
             grow: dict[int, int] = {}
+            free: dict[int, int] = {}
             for k in self.blocks:
                 dev = self.context.device_of(k)
                 grow[dev] = grow.get(dev, 0) + new[k] - old[k]
-            short = float(any(g > USABLE_FRACTION * gpu_free(d)[0] for d, g in grow.items()))
+                free[dev] = self.context.backend_for(k).memory_free()
+            short = float(any(g > USABLE_FRACTION * free[d] for d, g in grow.items()))
         return self.transport.allreduce_max(short) == 0.0
 
     def resplit(self, weights: list[float]) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simsplit.backends.base import Backend, BackendUnavailable
+from simsplit.backends.base import GPU_INSTALL_HINT, Backend, BackendUnavailable
 from simsplit.backends.cuda_c.graph import CudaGraphReplay, capture_graph, check_launch_device
 from simsplit.errors import as_cuda_error
 
@@ -17,7 +17,8 @@ def _cupy() -> Any:
         import cupy
     except ImportError as exc:
         raise BackendUnavailable(
-            f"backend 'cupy' needs CuPy (pip install cupy-cuda13x): {exc}") from None
+            f"backend 'cupy' needs CuPy, which is not installed ({GPU_INSTALL_HINT}, "
+            f"for CUDA 13 drivers): {exc}") from None
     return cupy
 
 
@@ -127,6 +128,16 @@ class CupyBackend(Backend):
     # --- execution -----------------------------------------------------------------------------
     def synchronize(self) -> None:
         self._dev.synchronize()
+
+    def device_properties(self) -> dict[str, Any] | None:
+        p = self._cp.cuda.runtime.getDeviceProperties(self.device)
+        name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+        return {"name": name, "total_memory": int(p["totalGlobalMem"]),
+                "compute_capability": f"{p['major']}.{p['minor']}"}
+
+    def memory_free(self) -> int:
+        with self._dev:
+            return int(self._cp.cuda.runtime.memGetInfo()[0])
 
     def activate(self) -> Any:
         return self._cp.cuda.Device(self.device)

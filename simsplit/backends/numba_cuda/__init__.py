@@ -110,6 +110,22 @@ class NumbaCudaBackend(Backend):
     def activate(self) -> Any:
         return cuda.gpus[self.device]
 
+    def device_properties(self) -> dict[str, Any] | None:
+        if SIMULATOR:
+            return None
+        with self.activate():
+            dev = cuda.get_current_device()
+            total = int(cuda.current_context().get_memory_info().total)
+        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+        major, minor = dev.compute_capability
+        return {"name": name, "total_memory": total, "compute_capability": f"{major}.{minor}"}
+
+    def memory_free(self) -> int:
+        if SIMULATOR:  # the simulator's device arrays are host arrays
+            return super().memory_free()
+        with self.activate():
+            return int(cuda.current_context().get_memory_info().free)
+
     def describe(self) -> str:
         import numba_cuda
 

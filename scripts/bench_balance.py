@@ -54,7 +54,7 @@ def make_case(shape: list[int], factor: float, balance: dict[str, int] | None) -
 
 def worker(config: dict[str, Any]) -> None:
     """One rank: warm up (and balance), then time ``steps`` steps."""
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     sim = Simulation(make_case(config["shape"], config["factor"], config["balance"]))
     solver = sim.solver

@@ -52,7 +52,7 @@ compile_rc=$?
 
 note "benchmark: 8192x8192 float32, 1 subdomain"
 : >"$OUT/bench.log"
-timeout 100 "$PY" -m simsplit.bench --backend cupy --backend numba-cuda --grid 8192x8192 \
+timeout 100 "$PY" -m simsplit.cli.bench --backend cupy --backend numba-cuda --grid 8192x8192 \
     --subdomains 1 --steps 100 --repeats 5 --precision float32 2>&1 | tee -a "$OUT/bench.log"
 big_rc=$?
 note "benchmark: cost of splitting, cupy float32: 4096x8192 on 1 slab vs 2 slabs of 4096x4096"
@@ -70,7 +70,7 @@ timeout 30 "$PY" -m simsplit devices 2>&1 | tail -15
 note "MD benchmark (quick)"
 timeout 100 "$PY" scripts/bench_md_gpu.py --quick 2>&1 | tee "$OUT/bench-md.log" | tail -15
 note "benchmark: 128x128 float32, 2 subdomains (steps/s; graph = CUDA-graph replay)"
-timeout 45 "$PY" -m simsplit.bench --backend cupy --backend numba-cuda --grid 128x128 \
+timeout 45 "$PY" -m simsplit.cli.bench --backend cupy --backend numba-cuda --grid 128x128 \
     --subdomains 2 --steps 2000 --repeats 3 --precision float32 2>&1 | grep -v Warn \
     | tee -a "$OUT/bench.log"
 small_rc=$?

@@ -16,7 +16,7 @@ import cupy
 import numpy as np
 
 from simsplit.backends.cuda_c import source
-from simsplit.fluid.lattice import D2Q9_W
+from simsplit.numerics.lattice import D2Q9_W
 
 
 def copy_bandwidth(n_bytes: int = 1 << 31) -> float:

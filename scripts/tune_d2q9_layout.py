@@ -22,7 +22,7 @@ from tune_d2q9 import build, copy_bandwidth, timed_launches  # noqa: E402
 
 from simsplit.backends.cuda_c import source  # noqa: E402
 from simsplit.backends.layout import element_strides, padded_empty  # noqa: E402
-from simsplit.fluid.lattice import D2Q9_W  # noqa: E402
+from simsplit.numerics.lattice import D2Q9_W  # noqa: E402
 
 VARIANTS = Path(__file__).resolve().parent / "tune" / "d2q9_variants.cu"
 NAMES = {(c, t): f"d2q9_variant<{c}, {t}>" for c in (1, 2) for t in ("int", "long long")}

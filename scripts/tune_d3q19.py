@@ -29,7 +29,7 @@ from simsplit.backends.cpu import CPUBackend  # noqa: E402
 from simsplit.backends.cuda_c import source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
 from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
-from simsplit.fluid.params import D3Q19Params  # noqa: E402
+from simsplit.numerics.lbm_params import D3Q19Params  # noqa: E402
 
 CTYPE = {"float32": "float", "float16": "lbm::half16"}
 STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}

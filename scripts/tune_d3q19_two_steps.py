@@ -28,10 +28,10 @@ from tune_d3q19 import fields  # noqa: E402
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
 from simsplit.backends.cuda_c import source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
-from simsplit.fluid import flags as fl  # noqa: E402
 from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
-from simsplit.fluid.lattice import D3Q19  # noqa: E402
-from simsplit.fluid.params import D3Q19Params  # noqa: E402
+from simsplit.numerics import flags as fl  # noqa: E402
+from simsplit.numerics.lattice import D3Q19  # noqa: E402
+from simsplit.numerics.lbm_params import D3Q19Params  # noqa: E402
 
 STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}
 #: (TX, TY, ring planes, resident blocks per SM asked for, shared-memory carveout in percent

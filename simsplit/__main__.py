@@ -1,5 +1,5 @@
 """``python -m simsplit``: the command line."""
 
-from simsplit.cli import entry
+from simsplit.cli.commands import entry
 
 entry()

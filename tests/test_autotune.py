@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simsplit import autotune as at
+from simsplit.backends.cuda_c import source
+from simsplit.gpu import autotune as at
 from tests.conftest import CXX
 
 TIMES = {64: 3.0, 128: 2.0, 256: 1.0, 512: 1.5}
@@ -90,7 +91,7 @@ def test_cache_dir_env(tmp_path: Path) -> None:
 
 
 def test_variant_source_sets_block_size() -> None:
-    src = at.variant_source("d2q9.cu", 512)
+    src = source.variant_source("d2q9.cu", 512)
     assert "#define SIMSPLIT_BLOCK_X 512" in src and "#define SIMSPLIT_BLOCK_X 128" not in src
 
 
@@ -109,7 +110,7 @@ def variants(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("variants")
     procs = {}
     for b in BLOCKS:  # built in parallel: CI has two cores
-        (tmp / f"emu{b}.cpp").write_text(_EMULATION_PRELUDE + at.variant_source("d2q9.cu", b)
+        (tmp / f"emu{b}.cpp").write_text(_EMULATION_PRELUDE + source.variant_source("d2q9.cu", b)
                                          + _EMULATION_LAUNCHERS)
         procs[b] = subprocess.Popen([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC",
                                      "-shared", "-o", str(tmp / f"emu{b}.so"),
@@ -124,7 +125,7 @@ def variants(tmp_path_factory):
 def test_block_size_never_changes_results(variants, dtype) -> None:
     """Every block size gives the same populations and fields, bit for bit (nx = 150 leaves a
     partial block for each size)."""
-    from simsplit.fluid.params import D2Q9Params
+    from simsplit.numerics.lbm_params import D2Q9Params
     from tests.test_kernels_compile import _emulated_collide
 
     nx, ny = 150, 9
@@ -160,7 +161,7 @@ def test_d3q19_block_variant_matches_cpu(tmp_path_factory) -> None:
 
     if CXX is None:
         pytest.skip("no host C++ compiler")
-    code = at.variant_source("d3q19.cu", 128)
+    code = source.variant_source("d3q19.cu", 128)
     assert "#define SIMSPLIT_BLOCK_X 128" in code
     tmp = tmp_path_factory.mktemp("variant3d")
     (tmp / "emu3.cpp").write_text(_EMULATION_PRELUDE

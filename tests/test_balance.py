@@ -23,7 +23,7 @@ from simsplit.decomp.balance import (
     step_time,
 )
 from simsplit.decomp.balancer import LoadBalancer
-from simsplit.simulation import Simulation
+from simsplit.run.simulation import Simulation
 from tests.conftest import fluid_case, mpirun, needs_mpiexec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,7 +230,7 @@ def test_unthrottled_balance_reports_without_changing_results():
 
 
 def test_run_ending_before_the_measurement_reports_the_split():
-    from simsplit.report import balance_lines
+    from simsplit.run.report import balance_lines
 
     sim = _run(steps=20, decomposition__balance=BALANCE, run__debug_throttle=THROTTLE)
     report = sim.solver.balance_report()
@@ -240,7 +240,7 @@ def test_run_ending_before_the_measurement_reports_the_split():
 
 
 def test_cli_reports_the_split(tmp_path, capsys):
-    from simsplit.cli import main
+    from simsplit.cli.commands import main
 
     out = tmp_path / "out"
     args = ["run", str(ROOT / "cases" / "cavity.yaml"), "--quiet", "--backend", "cpu",
@@ -287,7 +287,7 @@ def test_md_refuses_balance():
 DRIVER = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
     from tests.conftest import fluid_case
 
     case = fluid_case(96, 128, 2, run__steps=40, decomposition__balance=json.loads(sys.argv[1]),

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from simsplit import Simulation, load_case
-from simsplit.checkpoint import list_checkpoints
 from simsplit.io.fields import read_snapshot
+from simsplit.run.checkpoint import list_checkpoints
 from tests.conftest import ROOT
 
 CAVITY = ROOT / "cases" / "cavity.yaml"
@@ -90,7 +90,7 @@ def test_corrupt_checkpoint_falls_back(tmp_path, reference):
 
 
 def test_flipped_byte_is_caught_by_checksum(tmp_path):
-    from simsplit.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+    from simsplit.run.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 
     case = load_case(CAVITY)
     arr = np.arange(4096, dtype=np.float64)
@@ -163,7 +163,7 @@ def test_unstable_case_diverges_with_exit_3_and_restartable_checkpoint(tmp_path)
     assert "--restart" in msg
     ckpts = list_checkpoints(out / "checkpoints")
     assert ckpts
-    from simsplit.checkpoint import read_checkpoint
+    from simsplit.run.checkpoint import read_checkpoint
 
     attrs, arrays = read_checkpoint(ckpts[0])
     assert np.isfinite(arrays["populations"]).all()
@@ -191,7 +191,7 @@ def md_reference() -> np.ndarray:
 
 
 def _final_positions(out: Path) -> np.ndarray:
-    from simsplit.checkpoint import read_checkpoint
+    from simsplit.run.checkpoint import read_checkpoint
 
     attrs, arrays = read_checkpoint(list_checkpoints(out / "checkpoints")[0])
     assert int(attrs["step"]) == MD_STEPS

@@ -95,8 +95,8 @@ def test_aa_overlap_and_fp16(overlap: bool) -> None:
 
 
 def test_aa_checkpoint_at_odd_step_restarts_bitwise(tmp_path) -> None:
-    from simsplit.checkpoint import read_checkpoint, write_checkpoint
     from simsplit.fluid.state import load_state, save_state
+    from simsplit.run.checkpoint import read_checkpoint, write_checkpoint
 
     whole = _sim("two-lattice", 1, "cavity")
     whole.step(50)
@@ -132,11 +132,11 @@ def test_aa_refused_for_2d_and_numba_cuda() -> None:
     with pytest.raises(CaseError, match="run.streaming") as info:
         validate_case(fluid_case(8, 8, run__streaming="aa"))
     assert "\n" not in str(info.value)
-    from simsplit.backends.base import BackendUnavailable
     from simsplit.backends.cpu import CPUBackend
     from simsplit.backends.numba_cuda.d3q19 import D3Q19Kernels
+    from simsplit.errors import BackendUnavailable
     from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.params import D3Q19Params
+    from simsplit.numerics.lbm_params import D3Q19Params
 
     assert not hasattr(D3Q19Kernels, "stream_collide_aa")
     backend = CPUBackend()

@@ -41,7 +41,7 @@ def test_aa_cupy_equals_cpu_two_lattice(backend, storage, channel, subdomains) -
 
 @pytest.mark.parametrize("backend", [_gpu_param("numba-cuda")])
 def test_aa_refused_on_numba_cuda(backend: str) -> None:
-    from simsplit.backends.base import BackendUnavailable
+    from simsplit.errors import BackendUnavailable
 
     with pytest.raises(BackendUnavailable, match="run.streaming"):
         _solver(backend, 1, False, "aa", "float32")

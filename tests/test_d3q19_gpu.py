@@ -14,7 +14,7 @@ def _run(backend: str, precision: str, subdomains: int, channel: bool,
          steps: int = 300) -> tuple[np.ndarray, np.ndarray]:
     from simsplit.case import validate_case
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
     bounds = {"x": "wall", "y": "wall", "z": "wall", "lid": True}

@@ -35,8 +35,8 @@ def _rel_err(a: np.ndarray, b: np.ndarray) -> float:
 def test_stream_collide_and_halos_match_cpu(dtype, collision, periodic) -> None:
     from simsplit.backends import get_backend
     from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.lattice import D3Q19
-    from simsplit.fluid.params import D3Q19Params
+    from simsplit.numerics.lattice import D3Q19
+    from simsplit.numerics.lbm_params import D3Q19Params
 
     om_p = 1.0 / 0.8
     om_m = om_p if collision == "bgk" else 1.0 / (0.1875 / (0.8 - 0.5) + 0.5)
@@ -66,7 +66,7 @@ def test_stream_collide_and_halos_match_cpu(dtype, collision, periodic) -> None:
 def test_solver_split_identity_on_simulator() -> None:
     from simsplit.case import validate_case
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     def run(backend: str, n: int) -> np.ndarray:
         case = validate_case({

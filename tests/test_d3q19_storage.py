@@ -16,8 +16,8 @@ import pytest
 from simsplit import Simulation
 from simsplit.backends.cpu.d3q19 import half_from, half_to_float
 from simsplit.case import CaseError, validate_case
-from simsplit.fluid.lattice import D3Q19
-from simsplit.fluid.params import FP16_SCALE, population_storage
+from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.storage import FP16_SCALE, population_storage
 from tests.conftest import fluid_case
 
 #: max |u_fp16 - u_fp32| / U_lid on the cavity centreline (twice that over the field). The
@@ -107,8 +107,8 @@ def test_storage_defaults_to_precision() -> None:
 
 
 def test_numba_cuda_refuses_narrow_storage() -> None:
-    from simsplit.backends.base import BackendUnavailable
     from simsplit.backends.numba_cuda.d3q19 import D3Q19Kernels
+    from simsplit.errors import BackendUnavailable
 
     with pytest.raises(BackendUnavailable, match="run.storage: float16") as info:
         D3Q19Kernels.check_storage(population_storage("float16", "float32"))
@@ -145,8 +145,8 @@ def test_fp16_bitwise_identical_across_splits(flow: str, one_thread) -> None:
 
 
 def test_fp16_checkpoint_restart_is_bitwise(tmp_path, one_thread) -> None:
-    from simsplit.checkpoint import read_checkpoint, write_checkpoint
     from simsplit.fluid.state import load_state, raw_populations, save_state
+    from simsplit.run.checkpoint import read_checkpoint, write_checkpoint
 
     over = {"run__precision": "float32", "run__storage": "float16"}
     whole = Simulation(case3d((9, 6, 10), 2, **over))
@@ -169,7 +169,7 @@ def test_fp16_checkpoint_restart_is_bitwise(tmp_path, one_thread) -> None:
 
 
 def test_checkpoint_identity_includes_storage() -> None:
-    from simsplit.checkpoint import case_identity
+    from simsplit.run.checkpoint import case_identity
 
     def ident(storage: str) -> str:
         return case_identity(validate_case(case3d((8, 8, 8), run__precision="float32",
@@ -226,7 +226,7 @@ def test_fp16_cost_wide_cavity_against_2d(one_thread) -> None:
 
 # --- simsplit bench --storage ---------------------------------------------------------------
 def test_bench_counts_storage_bytes() -> None:
-    from simsplit import bench
+    from simsplit.cli import bench
 
     assert bench.bytes_per_cell_update("float32", 19, "float16") == 2 * 19 * 2 + 1
     assert bench.bytes_per_cell_update("float32", 19) == 2 * 19 * 4 + 1

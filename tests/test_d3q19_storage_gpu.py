@@ -22,7 +22,7 @@ def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float1
     says otherwise), float32 arithmetic; ``run``: further run keys."""
     from simsplit.case import validate_case
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     fluid = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
     if channel:
@@ -71,7 +71,7 @@ def test_fp16_cupy_bitwise_identical_across_splits(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", [_gpu_param("numba-cuda")])
 def test_fp16_refused_on_numba_cuda(backend: str) -> None:
-    from simsplit.backends.base import BackendUnavailable
+    from simsplit.errors import BackendUnavailable
 
     with pytest.raises(BackendUnavailable, match="run.storage"):
         _solver(backend, 1, False)

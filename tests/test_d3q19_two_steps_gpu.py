@@ -25,10 +25,10 @@ def _random_fields(precision: str, storage: str, periodic: bool, forced: bool,
     """(params, populations, flags) of a cavity block with random populations and 3 % solid
     cells inside, on the host."""
     from simsplit.backends.cpu import CPUBackend
-    from simsplit.fluid import flags as fl
     from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.lattice import D3Q19
-    from simsplit.fluid.params import D3Q19Params
+    from simsplit.numerics import flags as fl
+    from simsplit.numerics.lattice import D3Q19
+    from simsplit.numerics.lbm_params import D3Q19Params
 
     nx, ny, nz = shape
     force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)

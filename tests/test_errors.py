@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simsplit import errors
+from simsplit.gpu import cuda_errors as errors
 from tests.conftest import ROOT, fluid_case
 
 CAVITY = str(ROOT / "cases" / "cavity.yaml")
@@ -89,8 +89,8 @@ def test_bad_launch_spec() -> None:
 
 def test_exit_code_4_through_cli(monkeypatch, tmp_path, capsys) -> None:
     """A launch failing at step 3 in slab 1 ends the CLI with one line and exit code 4."""
-    from simsplit import cli
     from simsplit.backends.cpu import d2q9
+    from simsplit.cli import commands as cli
 
     real = d2q9.D2Q9Kernels.stream_collide
 
@@ -116,8 +116,8 @@ def test_exit_code_4_through_cli(monkeypatch, tmp_path, capsys) -> None:
 
 def test_debug_halo_check_stops_on_nan() -> None:
     """run.debug: a NaN arriving in a halo stops the run naming the step and receiving slab."""
-    from simsplit.health import DivergenceError
-    from simsplit.simulation import Simulation
+    from simsplit.errors import DivergenceError
+    from simsplit.run.simulation import Simulation
 
     sim = Simulation(fluid_case(16, 16, 2, run__debug=True, run__steps=4))
     blk = sim.solver.blocks[0]

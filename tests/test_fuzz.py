@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simsplit.cli import main
+from simsplit.cli.commands import main
 
 NUMBERS = st.one_of(st.integers(-3, 300), st.floats(-1, 2e4),
                     st.sampled_from([0, 0.5, 0.2, 0.2000001, 1e-9, 1e9, 0.1875, float("nan"),

@@ -64,7 +64,7 @@ def _case(backend: str, precision: str, subdomains: int = 1, shape=(64, 48), cha
 
 def _solver(case: dict) -> Any:
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     run = case["run"]
     return FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))

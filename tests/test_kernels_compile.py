@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from simsplit.backends.cuda_c import source
-from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 from tests.conftest import CXX, find_nvcc
 
 NVCC = find_nvcc()
@@ -397,7 +397,7 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded
     """Same arithmetic, same indexing: the CUDA C stream-collide reproduces the CPU kernel."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
-    from simsplit.fluid.params import D2Q9Params
+    from simsplit.numerics.lbm_params import D2Q9Params
 
     om_p = 1.0 / 0.7
     params = D2Q9Params(om_p, 1.0 / 1.1 if trt else om_p, 0.07, 3e-5, -2e-5, periodic)
@@ -642,7 +642,7 @@ def emulated_3d_pairs(tmp_path_factory):
 
 def test_d3q19_instantiations_cover_storage() -> None:
     """Every run.storage choice has its kernel (and halo kernels for its storage type)."""
-    from simsplit.fluid.params import STORAGE_CHOICES
+    from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = source.name_expressions("d3q19.cu")
     ctype = {"float16": "lbm::half16", "float32": "float", "float64": "double"}
@@ -689,10 +689,10 @@ def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
     ``obstacles``: solid interior cells, some first and some second of an x-pair; ``forced``:
     a body force (else the kernels without the Guo terms)."""
     from simsplit.backends.cpu import CPUBackend
-    from simsplit.fluid import flags as fl
     from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.lattice import D3Q19
-    from simsplit.fluid.params import D3Q19Params
+    from simsplit.numerics import flags as fl
+    from simsplit.numerics.lattice import D3Q19
+    from simsplit.numerics.lbm_params import D3Q19Params
 
     ny, nz = 5, 6
     force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
@@ -862,9 +862,9 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
     from simsplit.backends.cpu import CPUBackend
     from simsplit.backends.cpu.d3q19 import raw_view
     from simsplit.backends.layout import field_strides
-    from simsplit.fluid import flags as fl
     from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.params import D3Q19Params
+    from simsplit.numerics import flags as fl
+    from simsplit.numerics.lbm_params import D3Q19Params
 
     nx, ny, nz = 13, 5, 6
     force = (0.0, 0.0, 0.0) if padded else (3e-5, -2e-5, 1e-5)
@@ -922,10 +922,10 @@ def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, f
     from simsplit.backends.cpu import CPUBackend
     from simsplit.backends.cpu.d3q19 import raw_view
     from simsplit.backends.layout import field_strides
-    from simsplit.fluid import flags as fl
     from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.lattice import D3Q19
-    from simsplit.fluid.params import D3Q19Params
+    from simsplit.numerics import flags as fl
+    from simsplit.numerics.lattice import D3Q19
+    from simsplit.numerics.lbm_params import D3Q19Params
 
     force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)

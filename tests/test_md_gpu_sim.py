@@ -149,8 +149,7 @@ def test_two_kernel_sets_copy_ghosts_and_match_cpu(mode, monkeypatch) -> None:
     Numba peer copy and stages through the set's own scratch)."""
     from simsplit.backends import get_backend
     from simsplit.backends.numba_cuda.md import NumbaMDKernels
-    from simsplit.md import MDSolver
-    from simsplit.md import solver as md_solver
+    from simsplit.md import MDSolver, host_kernels
     from simsplit.md.reference import lj_case
 
     activate = get_backend("numba-cuda").activate
@@ -166,7 +165,7 @@ def test_two_kernel_sets_copy_ghosts_and_match_cpu(mode, monkeypatch) -> None:
                 self.sets[slab] = type("B", (), {"md": NumbaMDKernels(activate)})()
             return self.sets[slab]
 
-    monkeypatch.setenv(md_solver.TRANSFER_ENV, mode)
+    monkeypatch.setenv(host_kernels.TRANSFER_ENV, mode)
     kw = {"potential": SHORT, "neighbor": {"skin": 0.1}}
     case = lj_case(cells=(4, 4, 4), subdomains=2, **kw)
     case["run"]["backend"] = "numba-cuda"

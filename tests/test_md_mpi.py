@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simsplit.case import load_case
-from simsplit.simulation import Simulation
+from simsplit.run.simulation import Simulation
 from tests.conftest import mpirun, needs_mpiexec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ DRIVER = textwrap.dedent("""
     import json, sys
     import numpy as np
     from simsplit.case import load_case
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     sim = Simulation(load_case(sys.argv[1], json.loads(sys.argv[2])))
     md = sim.solver
@@ -72,8 +72,8 @@ def test_md_mpi_bitwise_identical_to_one_process(tmp_path, ranks):
 def test_md_cli_under_mpiexec_writes_once_matches_and_restarts(tmp_path):
     import h5py
 
-    from simsplit.checkpoint import load_latest
-    from simsplit.output import CHECKPOINT_DIR
+    from simsplit.run.checkpoint import load_latest
+    from simsplit.run.output import CHECKPOINT_DIR
 
     out = tmp_path / "two"
     args = ["-m", "simsplit", "run", str(CASE), "--backend", "cpu", "--set", "md.thermo_every=50",

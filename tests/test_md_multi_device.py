@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import simsplit.parallel as parallel
-from simsplit.md import MDSolver
-from simsplit.md import solver as md_solver
+from simsplit.md import MDSolver, host_kernels
 from simsplit.md.reference import lj_case
+from simsplit.parallel import context as parallel
 from tests.conftest import mpirun, needs_mpiexec
 from tests.test_md_kernels_compile import EmulatedMDKernels, emulated_lib  # noqa: F401
 
@@ -40,7 +39,7 @@ class FakeBackend:
 
 @pytest.fixture
 def fake_gpus(emulated_lib, monkeypatch) -> list[FakeBackend]:  # noqa: F811
-    """``get_backend`` of :mod:`simsplit.parallel` returns emulated kernel sets; the list
+    """``get_backend`` of :mod:`simsplit.parallel.context` returns emulated kernel sets; the list
     records every backend made (one per device a context uses)."""
     made: list[FakeBackend] = []
 
@@ -50,7 +49,7 @@ def fake_gpus(emulated_lib, monkeypatch) -> list[FakeBackend]:  # noqa: F811
         return made[-1]
 
     monkeypatch.setattr(parallel, "get_backend", get_backend)
-    monkeypatch.delenv(md_solver.TRANSFER_ENV, raising=False)
+    monkeypatch.delenv(host_kernels.TRANSFER_ENV, raising=False)
     return made
 
 
@@ -104,7 +103,7 @@ def test_forced_cross_device_path_on_one_device(fake_gpus, reference, monkeypatc
                                                 subdomains) -> None:
     """``SIMSPLIT_MD_TRANSFER`` sends slabs that share a device through the copy path (the
     one-GPU check of the multi-GPU code)."""
-    monkeypatch.setenv(md_solver.TRANSFER_ENV, mode)
+    monkeypatch.setenv(host_kernels.TRANSFER_ENV, mode)
     s = _gpu_run(subdomains, [0] * subdomains)
     assert len(fake_gpus) == 1 and len(s.kernel_sets) == 1
     assert s.stats()["ghost_transfer"] == [mode]
@@ -123,10 +122,10 @@ def test_restart_onto_another_device_mapping(fake_gpus, reference) -> None:
 
 
 def test_transfer_mode_is_checked(monkeypatch) -> None:
-    assert md_solver.ghost_transfer_mode("") == "auto"
-    monkeypatch.setenv(md_solver.TRANSFER_ENV, "staged")
-    assert md_solver.ghost_transfer_mode() == "staged"
-    monkeypatch.setenv(md_solver.TRANSFER_ENV, "nvlink")
+    assert host_kernels.ghost_transfer_mode("") == "auto"
+    monkeypatch.setenv(host_kernels.TRANSFER_ENV, "staged")
+    assert host_kernels.ghost_transfer_mode() == "staged"
+    monkeypatch.setenv(host_kernels.TRANSFER_ENV, "nvlink")
     with pytest.raises(ValueError, match="SIMSPLIT_MD_TRANSFER='nvlink'"):
         MDSolver(lj_case(cells=(4, 4, 4)))
 
@@ -135,7 +134,7 @@ def test_transfer_mode_is_checked(monkeypatch) -> None:
 DRIVER = textwrap.dedent("""
     import ctypes, json, sys
     import numpy as np
-    import simsplit.parallel as parallel
+    from simsplit.parallel import context as parallel
     from simsplit.md import MDSolver
     from simsplit.md.reference import lj_case
     from tests.test_md_kernels_compile import EmulatedMDKernels

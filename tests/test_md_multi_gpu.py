@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simsplit.md import MDSolver
-from simsplit.md import solver as md_solver
+from simsplit.md import MDSolver, host_kernels
 from simsplit.md.reference import lj_case
 from tests.conftest import mpirun, needs_mpiexec
 from tests.test_md_gpu import BACKENDS, CELLS, _solver, _unavailable
@@ -36,7 +35,7 @@ def _same(a: Any, b: Any) -> None:
 
 
 def _placed(backend: str, subdomains: int, devices: list[int]) -> MDSolver:
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     case = lj_case(cells=CELLS, subdomains=subdomains)
     case["run"].update(backend=backend, devices=devices)
@@ -62,7 +61,7 @@ def _reference(cache: dict[str, Any], backend: str) -> MDSolver:
 @pytest.mark.parametrize("subdomains", [2, 3])
 def test_one_gpu_cross_device_path_bitwise(backend, mode, links, subdomains, one_slab,
                                            monkeypatch) -> None:
-    monkeypatch.setenv(md_solver.TRANSFER_ENV, mode)
+    monkeypatch.setenv(host_kernels.TRANSFER_ENV, mode)
     s = _placed(backend, subdomains, [0] * subdomains)
     assert s.kernels.is_device and len(s.kernel_sets) == 1
     assert s.stats()["ghost_transfer"] == [links]
@@ -78,7 +77,7 @@ def test_slabs_on_two_gpus_bitwise(backend, one_slab, monkeypatch) -> None:
 
     if gpu_count() < 2:
         pytest.skip("needs two GPUs")
-    monkeypatch.delenv(md_solver.TRANSFER_ENV, raising=False)
+    monkeypatch.delenv(host_kernels.TRANSFER_ENV, raising=False)
     s = _placed(backend, 3, [0, 1])
     assert len(s.kernel_sets) == 2
     print(backend, s.stats()["ghost_transfer"])
@@ -96,7 +95,7 @@ def _gpu_overrides() -> list[str]:
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks) -> None:
     from simsplit.case import load_case
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     if _unavailable("cupy"):
         pytest.skip(_unavailable("cupy") or "")
@@ -127,9 +126,9 @@ def test_cupy_cli_under_mpiexec(tmp_path) -> None:
     """``mpiexec -n 2 python -m simsplit run cases/lj_tiny.yaml --backend cupy``: one report,
     and the checkpoint equals one process on the GPU."""
     from simsplit.case import load_case
-    from simsplit.checkpoint import load_latest
-    from simsplit.output import CHECKPOINT_DIR
-    from simsplit.simulation import Simulation
+    from simsplit.run.checkpoint import load_latest
+    from simsplit.run.output import CHECKPOINT_DIR
+    from simsplit.run.simulation import Simulation
 
     if _unavailable("cupy"):
         pytest.skip(_unavailable("cupy") or "")

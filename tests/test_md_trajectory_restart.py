@@ -10,7 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from simsplit.checkpoint import list_checkpoints
+from simsplit.run.checkpoint import list_checkpoints
 from tests.conftest import ROOT
 
 LJ_TINY = ROOT / "cases" / "lj_tiny.yaml"

@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from simsplit import monitor as mon
+from simsplit.gpu import monitor as mon
 from tests.conftest import fluid_case
 
 
@@ -131,7 +131,7 @@ def test_device_lines_mixed_models() -> None:
 
 
 def test_cpu_backend_is_a_noop_with_one_note(capsys) -> None:
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     sim = Simulation(fluid_case(16, 16, run__steps=4))
     assert sim.enable_monitor(0.01) is None
@@ -143,7 +143,7 @@ def test_cpu_backend_is_a_noop_with_one_note(capsys) -> None:
 
 def test_attached_to_a_run_writes_files(tmp_path) -> None:
     """With a GPU context (faked), the run's end stops the thread and writes the series."""
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     sim = Simulation(fluid_case(16, 16, 2, run__steps=40, output__dir=str(tmp_path / "out"),
                                 output__plots=False))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simsplit.case import load_case
-from simsplit.simulation import Simulation
+from simsplit.run.simulation import Simulation
 from tests.conftest import mpirun, needs_mpiexec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ DRIVER = textwrap.dedent("""
     import json, sys
     import numpy as np
     from simsplit.case import load_case
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     overrides, random_init, out = json.loads(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
     sim = Simulation(load_case(sys.argv[4], overrides))
@@ -50,7 +50,7 @@ DRIVER = textwrap.dedent("""
 
 INIT = textwrap.dedent("""
     def initial_populations(sim):
-        from simsplit.fluid.lattice import equilibrium
+        from simsplit.numerics.lattice import equilibrium
         s = sim.solver.setup
         rng = np.random.default_rng(7)
         shape = (s.ny, s.nx)
@@ -104,7 +104,7 @@ def _h5_fields(path: Path) -> dict[str, np.ndarray]:
 
 @needs_mpiexec
 def test_cli_under_mpiexec_writes_once_and_matches(tmp_path):
-    from simsplit.cli import main
+    from simsplit.cli.commands import main
 
     args = ["run", str(CASE), "--quiet", "--set", "domain.shape=[32,32]", "--steps", "50",
             "--backend", "cpu", "--set", "output.plots=false"]

@@ -61,7 +61,7 @@ def _fluid_case(nx: int, ny: int, subdomains: int, precision: str,
 @pytest.mark.parametrize("force", [(0.0, 0.0), (2e-5, -1e-5)])
 def test_stream_collide_matches_cpu(dtype, collision, periodic, top, force) -> None:
     from simsplit.fluid.block import D2Q9Block, Face
-    from simsplit.fluid.params import D2Q9Params
+    from simsplit.numerics.lbm_params import D2Q9Params
 
     om_p = 1.0 / 0.8
     om_m = om_p if collision == "bgk" else 1.0 / (0.1875 / (0.8 - 0.5) + 0.5)
@@ -115,7 +115,7 @@ def test_pack_unpack_match_cpu(dtype, direction) -> None:
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_split_identity_and_cpu_agreement(precision) -> None:
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     runs = {}
     for backend, subdomains in (("numba-cuda", 1), ("numba-cuda", 2), ("numba-cuda", 3),
@@ -138,7 +138,7 @@ def test_split_identity_and_cpu_agreement(precision) -> None:
 @in_child
 def test_periodic_channel_with_force() -> None:
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     pops = {}
     for backend in ("numba-cuda", "cpu"):
@@ -171,7 +171,7 @@ def test_reductions_and_copy() -> None:
 @in_child
 def test_capture_replays_the_same_steps() -> None:
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     solvers = []
     for _ in range(2):

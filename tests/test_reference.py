@@ -5,14 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simsplit.fluid.reference import (
-    available_reynolds,
-    centreline_u,
-    compare_profile,
-    compare_to_ghia,
-    ghia_u_centreline,
-    lagrange4_interp,
-)
+from simsplit.fluid.reference import available_reynolds, compare_to_ghia, ghia_u_centreline
+from simsplit.numerics.profiles import centreline_u, compare_profile, lagrange4_interp
 
 
 def _field_from_profile(u_of_y, ny: int, nx: int) -> np.ndarray:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from simsplit.case import load_case
-from simsplit.simulation import Simulation
-from simsplit.timing import PHASES, PhaseTimer, TimingBreakdown
+from simsplit.gpu.timing import PHASES, PhaseTimer, TimingBreakdown
+from simsplit.run.simulation import Simulation
 
 CASE = Path(__file__).resolve().parents[1] / "cases" / "cavity.yaml"
 

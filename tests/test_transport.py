@@ -7,20 +7,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simsplit.backends import BackendUnavailable
 from simsplit.case import CaseError, load_case
 from simsplit.decomp.slabs import HIGH, LOW, SlabDecomposition
-from simsplit.fluid.lattice import equilibrium
-from simsplit.parallel import MPIContext, ParallelContext, launched_world_size, make_context
-from simsplit.simulation import Simulation
+from simsplit.errors import BackendUnavailable
+from simsplit.numerics.lattice import equilibrium
+from simsplit.parallel.context import MPIContext, ParallelContext, launched_world_size, make_context
+from simsplit.run.simulation import Simulation
 from simsplit.transport import (
     TRANSPORT_CHOICES,
-    LocalTransport,
     NonBlockingTransport,
     finish_exchange,
     link_tag,
     start_exchange,
 )
+from simsplit.transport.local import LocalTransport
 
 CASE = Path(__file__).resolve().parents[1] / "cases" / "cavity.yaml"
 

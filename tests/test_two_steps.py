@@ -105,7 +105,7 @@ def test_cpu_kernels_have_no_two_step_path() -> None:
 @pytest.mark.parametrize("paired", [True, False])
 def test_run_summary_names_the_sweep(monkeypatch, paired: bool) -> None:
     """The end-of-run summary says when steps went two per sweep."""
-    from simsplit.report import summary_lines
+    from simsplit.run.report import summary_lines
 
     if paired:
         _install_stand_in(monkeypatch)

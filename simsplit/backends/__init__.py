@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 import os
 
-from simsplit.backends.base import Backend, BackendUnavailable
+from simsplit.backends.base import Backend
+from simsplit.errors import BackendUnavailable
 
 #: case-file name -> (module, class)
 BACKENDS: dict[str, tuple[str, str]] = {

@@ -29,12 +29,9 @@ class DirectReplay:
         self._fn()
 
 
-class BackendUnavailable(RuntimeError):
-    """The backend's library or device is missing on this machine."""
-
-
-#: how a user gets the GPU backends' libraries (CuPy, NVML) in one step
-GPU_INSTALL_HINT = 'pip install "simsplit[gpu]"'
+#: fraction of :meth:`Backend.memory_free` a run may plan to use (allocator slack, compiled
+#: modules, halos)
+USABLE_MEMORY_FRACTION = 0.9
 
 
 def host_memory_available() -> int:
@@ -120,7 +117,8 @@ class Backend(ABC):
         return DirectReplay(fn)
 
     def clock(self) -> Any:
-        """A :class:`simsplit.timing.DeviceClock` for this device, or None (host timers only)."""
+        """A :class:`simsplit.gpu.timing.DeviceClock` for this device, or None (host timers
+        only)."""
         return None
 
     def activate(self) -> ContextManager[Any]:

@@ -11,17 +11,16 @@ import difflib
 import math
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from simsplit.case.schema import case_schema
-
-
-class CaseError(ValueError):
-    """A case file or override that cannot be run; the message is one line."""
+from simsplit.errors import CaseError
+from simsplit.fluid.validate import check_fluid_case
+from simsplit.md.schema import check_md_case
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -227,9 +226,9 @@ def _validate(case: Any) -> dict[str, Any]:
         raise CaseError(f"{other}: section does not apply to physics '{physics}'")
     _check_decomposition(case)
     if physics == "fluid":
-        _check_fluid(case)
+        _check_physics(check_fluid_case, case)
     else:
-        _check_md(case)
+        _check_physics(check_md_case, case)
     return case
 
 
@@ -241,57 +240,12 @@ def _check_decomposition(case: dict[str, Any]) -> None:
                         f"({dec['subdomains']}, from decomposition.subdomains)")
 
 
-def _check_fluid(case: dict[str, Any]) -> None:
-    from simsplit.fluid.params import MAX_BODY_FORCE, MAX_LID_VELOCITY, UnstableSetup
-    from simsplit.fluid.solver import MIN_SLAB_ROWS, setup_from_case
-
-    if "domain" not in case:
-        raise CaseError("domain: required section is missing (expected domain.shape: [nx, ny])")
-    from simsplit.fluid.schema import check_dimensions, split_axis
-
+def _check_physics(check: Callable[[dict[str, Any]], None], case: dict[str, Any]) -> None:
+    """Run a physics package's own checks of its section; its ValueError becomes a CaseError."""
     try:
-        check_dimensions(case)
-    except ValueError as exc:
-        raise CaseError(str(exc)) from None
-    fluid, bounds = case["fluid"], case["domain"]["boundaries"]
-    axis = split_axis(case)  # the lid is the wall at the far end of the split axis
-    has_re = fluid.get("reynolds") is not None
-    has_nu = fluid.get("viscosity") is not None
-    if has_re == has_nu:
-        raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
-    if bounds["lid"] and bounds.get(axis, "wall") == "periodic":
-        raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
-    if has_re and not bounds["lid"]:
-        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true); "
-                        "give fluid.viscosity instead")
-    if has_re and fluid["lid_velocity"] <= 0:
-        raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: "
-                        "must be > 0 to define a Reynolds number")
-    if fluid["lid_velocity"] > MAX_LID_VELOCITY:
-        raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: expected "
-                        f"<= {MAX_LID_VELOCITY} lattice units (Mach number too high)")
-    force = fluid["body_force"]
-    if max(abs(f) for f in force) > MAX_BODY_FORCE:
-        raise CaseError(f"fluid.body_force: {force!r} is not allowed: expected components of "
-                        f"at most {MAX_BODY_FORCE} in magnitude (lattice units per step)")
-    ny = case["domain"]["shape"][-1]
-    n = case["decomposition"]["subdomains"]
-    if ny < n * MIN_SLAB_ROWS:
-        raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of n{axis} = {ny} "
-                        f"{'rows' if axis == 'y' else 'layers'} "
-                        f"is too small to split into {n} slabs of at least {MIN_SLAB_ROWS} rows")
-    try:
-        setup_from_case(case)
-    except UnstableSetup as exc:
-        key = "fluid.viscosity" if has_nu else "fluid.reynolds"
-        raise CaseError(f"{key}: {exc}") from None
-
-
-def _check_md(case: dict[str, Any]) -> None:
-    from simsplit.md.schema import check_md_case
-
-    try:
-        check_md_case(case)
+        check(case)
+    except CaseError:
+        raise
     except ValueError as exc:
         raise CaseError(str(exc)) from None
 

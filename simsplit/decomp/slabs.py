@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 LOW, HIGH = 0, 1  #: face indices along the split axis
+#: smallest fluid slab: the overlap scheme updates the two face rows apart from the interior
+MIN_SLAB_ROWS = 2
 
 
 class DecompositionError(ValueError):

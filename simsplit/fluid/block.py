@@ -16,9 +16,10 @@ import numpy as np
 
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
-from simsplit.fluid import flags as fl
-from simsplit.fluid.lattice import D2Q9, D3Q19, Lattice
-from simsplit.fluid.params import D2Q9Params, D3Q19Params, population_storage
+from simsplit.numerics import flags as fl
+from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
+from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
+from simsplit.numerics.storage import population_storage
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
 
@@ -36,7 +37,7 @@ class SlabBlock:
     ``(ny, nx)`` in 3D. Arrays: ``f[q, layer, *cross]`` with one ghost cell all round.
     ``dtype`` is the arithmetic type (and that of rho, u); populations and halo buffers are held
     in ``storage`` (default ``dtype``; a narrower one in the shifted encoding of
-    :class:`simsplit.fluid.params.PopulationStorage`). ``streaming="aa"`` keeps one population
+    :class:`simsplit.numerics.storage.PopulationStorage`). ``streaming="aa"`` keeps one population
     array, updated in place (docs/d3q19.md): ``f_src`` and ``f_dst`` are then two view objects
     of it, and which one is ``f_src`` is the parity of the next step, so ``swap()`` and
     everything keyed on the identity of ``f_src`` (graphs, ghost freshness) stay right.
@@ -54,7 +55,7 @@ class SlabBlock:
             getattr(self.kernels, "check_storage", lambda st: None)(self.storage)
         self.aa = streaming == "aa"
         if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
-            from simsplit.backends.base import BackendUnavailable
+            from simsplit.errors import BackendUnavailable
 
             raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "
                                      "(allowed: two-lattice); use backend cupy or cpu")

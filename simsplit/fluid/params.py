@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-from simsplit.fluid.lattice import CS2
+from simsplit.numerics.lattice import CS2
 
 #: TRT magic parameter that puts halfway bounce-back walls exactly halfway for Poiseuille flow
 DEFAULT_TRT_MAGIC = 3.0 / 16.0
@@ -30,128 +26,8 @@ MAX_LID_VISCOUS = 0.06
 WARN_LID_VISCOUS = 0.02
 
 
-#: fp16 population storage keeps (f_q - w_q) * FP16_SCALE. A power of two (exact); 2^10 keeps
-#: deviations down to 6e-8 in fp16's normal range (full 11-bit relative precision) and leaves
-#: room for |f_q - w_q| up to 64 before overflow (physical runs stay below 1).
-FP16_SCALE = 1024.0
-#: population storage types per arithmetic precision (run.storage, no wider than run.precision)
-STORAGE_CHOICES = {"float32": ("float16", "float32"), "float64": ("float16", "float32", "float64")}
-
-
-@dataclass(frozen=True)
-class PopulationStorage:
-    """How populations are held in memory: ``dtype`` for storage, ``arith`` for arithmetic.
-
-    Equal types store ``f_q``. A narrower storage type holds the shifted encoding
-    ``(f_q - w_q) * scale`` (the deviation from the rest equilibrium at unit density), rounded
-    once to nearest even; the kernels (``lbm_common.cuh``, ``backends/cpu/d3q19.py``) decode
-    and encode with exactly the operations of :meth:`decode` and :meth:`encode`.
-    """
-
-    dtype: np.dtype
-    arith: np.dtype
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
-        object.__setattr__(self, "arith", np.dtype(self.arith))
-        if self.dtype.itemsize > self.arith.itemsize:
-            raise ValueError(f"storage {self.dtype} is wider than the arithmetic {self.arith}")
-
-    @property
-    def shifted(self) -> bool:
-        return self.dtype != self.arith
-
-    @property
-    def scale(self) -> float:
-        return FP16_SCALE if self.dtype == np.float16 else 1.0
-
-    def _weights(self, w: np.ndarray, ndim: int) -> np.ndarray:
-        return np.asarray(w, np.float64).astype(self.arith).reshape((-1,) + (1,) * (ndim - 1))
-
-    def encode(self, f: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Populations ``f[q, ...]`` (any float type: rounded to ``arith`` first) -> storage."""
-        x = np.asarray(f).astype(self.arith)
-        if not self.shifted:
-            return x
-        t = self.arith.type
-        return ((x - self._weights(w, x.ndim)) * t(self.scale)).astype(self.dtype)
-
-    def decode(self, raw: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Stored populations ``raw[q, ...]`` -> ``f`` in the arithmetic type."""
-        if not self.shifted:
-            return np.array(raw, dtype=self.arith)
-        t = self.arith.type
-        x = np.asarray(raw).astype(self.arith)
-        return x * t(1.0 / self.scale) + self._weights(w, x.ndim)
-
-    def rest(self, w: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Stored fluid at rest with unit density (``f = w``) on ``shape`` per population."""
-        out = np.empty((len(w), *shape), self.dtype)
-        out[...] = self.encode(np.asarray(w, np.float64).reshape((-1,) + (1,) * len(shape)), w)
-        return out
-
-
-def population_storage(storage: Any, arith: Any) -> PopulationStorage:
-    """``storage`` (None: same as ``arith``) for arithmetic type ``arith``."""
-    return PopulationStorage(np.dtype(arith if storage is None else storage), np.dtype(arith))
-
-
 class UnstableSetup(ValueError):
     """The parameters would give an unstable or meaningless lattice Boltzmann run."""
-
-
-class _Rates:
-    omega_plus: float
-
-    @property
-    def tau(self) -> float:
-        return 1.0 / self.omega_plus
-
-    @property
-    def viscosity(self) -> float:
-        return CS2 * (self.tau - 0.5)
-
-
-@dataclass(frozen=True)
-class D2Q9Params(_Rates):
-    """Everything a stream-collide kernel needs besides arrays; identical on every slab."""
-
-    omega_plus: float
-    omega_minus: float
-    lid_velocity: float
-    force_x: float
-    force_y: float
-    periodic_x: bool
-
-    @property
-    def periodic(self) -> tuple[bool, ...]:
-        """Periodicity of the in-slab axes in array order (x)."""
-        return (bool(self.periodic_x),)
-
-
-@dataclass(frozen=True)
-class D3Q19Params(_Rates):
-    """D3Q19 kernel parameters; the split axis is z, so x and y may be periodic in-slab."""
-
-    omega_plus: float
-    omega_minus: float
-    lid_velocity: float
-    force_x: float
-    force_y: float
-    force_z: float
-    periodic_x: bool
-    periodic_y: bool
-
-    @property
-    def periodic(self) -> tuple[bool, ...]:
-        """Periodicity of the in-slab axes in array order (y, x)."""
-        return (bool(self.periodic_y), bool(self.periodic_x))
-
-    @property
-    def forced(self) -> bool:
-        """A body force acts: every backend's kernel adds the Guo source terms only then (they
-        cost a tenth of the D3Q19 kernel's instructions)."""
-        return bool(self.force_x or self.force_y or self.force_z)
 
 
 def relaxation_rates(viscosity: float, collision: str, magic: float) -> tuple[float, float]:

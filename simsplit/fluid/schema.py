@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simsplit.fluid.params import DEFAULT_TRT_MAGIC, STORAGE_CHOICES
+from simsplit.fluid.params import DEFAULT_TRT_MAGIC
+from simsplit.numerics.storage import STORAGE_CHOICES
 
 _NUMBER = {"type": "number"}
 

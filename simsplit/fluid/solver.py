@@ -8,31 +8,29 @@ know which device or transport it runs on, and the blocks do not know there are 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from simsplit.backends.base import USABLE_MEMORY_FRACTION
 from simsplit.decomp.balance import BalanceError, BalanceSettings
 from simsplit.decomp.balancer import LoadBalancer
-from simsplit.decomp.slabs import HIGH, LOW, DecompositionError, SlabDecomposition
-from simsplit.fluid.block import Face, SlabBlock, make_block
-from simsplit.fluid.lattice import Lattice, lattice_for
-from simsplit.fluid.params import (
-    D2Q9Params,
-    D3Q19Params,
-    check_stability,
-    relaxation_rates,
+from simsplit.decomp.placement import Placement
+from simsplit.decomp.slabs import (
+    HIGH,
+    LOW,
+    MIN_SLAB_ROWS,
+    DecompositionError,
+    SlabDecomposition,
 )
-from simsplit.health import DivergenceError
-from simsplit.parallel import ParallelContext
-from simsplit.timing import PhaseTimer, SlabClock
-from simsplit.transport import finish_exchange, start_exchange
+from simsplit.errors import CaseError, DivergenceError
+from simsplit.fluid.block import Face, SlabBlock, make_block
+from simsplit.fluid.setup import fluid_bytes, setup_from_case, throttle_from_case
+from simsplit.fluid.state import load_state, save_state
+from simsplit.gpu.timing import PhaseTimer, SlabClock
+from simsplit.transport.base import finish_exchange, start_exchange
 
-#: smallest slab: the overlap scheme updates the two face rows apart from the interior
-MIN_SLAB_ROWS = 2
 #: steps recorded in one CUDA graph; a multiple of four, so that every buffer swap is undone by
 #: the next also when steps go two per sweep (one swap per two steps)
 GRAPH_STEPS = 32
@@ -41,102 +39,10 @@ RHO_BOUNDS = (0.5, 1.5)
 MAX_SPEED = 3**-0.5
 
 
-@dataclass
-class FluidSetup:
-    shape: tuple[int, ...]  #: cells (nx, ny) or (nx, ny, nz)
-    params: D2Q9Params | D3Q19Params
-    lid: bool
-    periodic_split: bool  #: periodic along the split axis (y in 2D, z in 3D)
-    dtype: np.dtype
-    storage: np.dtype | None = None  #: population storage (run.storage; None: dtype)
-    streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
-
-    @property
-    def dim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def lattice(self) -> Lattice:
-        return lattice_for(self.dim)
-
-    @property
-    def nx(self) -> int:
-        return self.shape[0]
-
-    @property
-    def ny(self) -> int:
-        return self.shape[1]
-
-    @property
-    def nz(self) -> int:
-        return self.shape[2] if self.dim == 3 else 1
-
-    @property
-    def split_size(self) -> int:
-        return self.shape[-1]
-
-    @property
-    def grid(self) -> tuple[int, ...]:
-        """Grid shape in array order: (ny, nx) or (nz, ny, nx)."""
-        return tuple(reversed(self.shape))
-
-    @property
-    def velocity_scale(self) -> float:
-        """Velocities are reported in units of the lid speed (lattice units without a lid)."""
-        return self.params.lid_velocity if self.lid and self.params.lid_velocity else 1.0
-
-
-def setup_from_case(case: dict[str, Any]) -> FluidSetup:
-    from simsplit.fluid.schema import check_dimensions
-
-    fluid, domain = case["fluid"], case["domain"]
-    check_dimensions(case)
-    shape = tuple(int(n) for n in domain["shape"])
-    nx = shape[0]
-    bounds = domain["boundaries"]
-    lid = bool(bounds["lid"])
-    u_lid = float(fluid["lid_velocity"]) if lid else 0.0
-    if fluid.get("viscosity") is not None:
-        nu = float(fluid["viscosity"])
-    else:
-        nu = u_lid * nx / float(fluid["reynolds"])
-    om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
-    check_stability(1.0 / om_p, u_lid)
-    force = tuple(float(v) for v in fluid["body_force"])
-    periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
-    params: D2Q9Params | D3Q19Params
-    if len(shape) == 2:
-        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"])
-    else:
-        params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"])
-    dtype = np.dtype(case["run"]["precision"])
-    storage = np.dtype(case["run"].get("storage") or dtype)
-    return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
-                      case["run"].get("streaming", "two-lattice"))
-
-
-def _case_error(message: str) -> Exception:
-    from simsplit.case import CaseError
-
-    return CaseError(message)
-
-
-def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int
-                       ) -> tuple[int, float] | None:
-    """``run.debug_throttle`` as ``(slab, factor)`` (a testing aid), None when not set."""
-    if not section:
-        return None
-    slab, factor = int(section["slab"]), float(section["factor"])
-    if slab >= n_slabs:
-        raise _case_error(f"run.debug_throttle.slab: {slab} is not allowed: expected a slab "
-                          f"index below {n_slabs} (the number of slabs)")
-    return slab, factor
-
-
 class FluidSolver:
     """All slabs of one lattice Boltzmann run that live in this process, and their time loop."""
 
-    def __init__(self, case: dict[str, Any], context: ParallelContext) -> None:
+    def __init__(self, case: dict[str, Any], context: Placement) -> None:
         self.case, self.context = case, context
         self.setup = setup_from_case(case)
         dec = case["decomposition"]
@@ -153,7 +59,7 @@ class FluidSolver:
         try:
             settings = BalanceSettings.from_case(dec.get("balance"))
         except BalanceError as exc:
-            raise _case_error(str(exc)) from None
+            raise CaseError(str(exc)) from None
         self.balancer = LoadBalancer(settings) if settings is not None else None
 
     def _decompose(self, weights: list[float] | None) -> SlabDecomposition:
@@ -181,7 +87,7 @@ class FluidSolver:
     # --- time loop ------------------------------------------------------------------------------
     @cached_property
     def timer(self) -> PhaseTimer:
-        """Seconds spent per phase of the time loop (see :mod:`simsplit.timing`)."""
+        """Seconds spent per phase of the time loop (see :mod:`simsplit.gpu.timing`)."""
         on_device = any(b.backend.is_device for b in self.blocks.values())
         mode = self.case["run"].get("timing")
         if mode == "device":
@@ -470,7 +376,6 @@ class FluidSolver:
         same, and ranks' slabs change by at most what the faster ones can take."""
         short = 0.0
         if self.context.on_gpu:
-            from simsplit.preflight import USABLE_FRACTION, fluid_bytes
 
             def slab_bytes(w: list[float]) -> list[int]:
                 dec = {**self.case["decomposition"], "weights": w}
@@ -483,14 +388,12 @@ class FluidSolver:
                 dev = self.context.device_of(k)
                 grow[dev] = grow.get(dev, 0) + new[k] - old[k]
                 free[dev] = self.context.backend_for(k).memory_free()
-            short = float(any(g > USABLE_FRACTION * free[d] for d, g in grow.items()))
+            short = float(any(g > USABLE_MEMORY_FRACTION * free[d] for d, g in grow.items()))
         return self.transport.allreduce_max(short) == 0.0
 
     def resplit(self, weights: list[float]) -> None:
         """Move slab boundaries to ``weights``: gather the global state, rebuild this process's
         blocks and scatter it back (collective). Results stay bitwise the same."""
-        from simsplit.fluid.state import load_state, save_state
-
         state = save_state(self)
         self.blocks, self._fresh_src = {}, None  # free the old arrays before allocating anew
         for name in ("_halo_keys", "_row_plan", "_graphs"):

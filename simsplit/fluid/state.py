@@ -9,15 +9,29 @@ encoding again would not give back every value.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from simsplit.fluid.solver import FluidSolver
+from simsplit.fluid.block import SlabBlock
+from simsplit.fluid.setup import FluidSetup
+from simsplit.transport.base import Transport
 
 
-def save_state(solver: FluidSolver) -> dict[str, np.ndarray]:
+class FluidSolverState(Protocol):
+    """What saving and restoring reads and sets of a :class:`~simsplit.fluid.solver.FluidSolver`
+    (the solver imports this module, so it is named by this protocol, not imported)."""
+
+    setup: FluidSetup
+    blocks: dict[int, SlabBlock]
+    transport: Transport
+    steps_done: int
+    _u_prev: dict[int, tuple[Any, ...]] | None
+
+    def _gather(self, pick: Callable[[SlabBlock], np.ndarray]) -> np.ndarray: ...
+
+
+def save_state(solver: FluidSolverState) -> dict[str, np.ndarray]:
     """Global arrays describing the run now (collective under MPI)."""
     def host(name):
         return lambda b: b.backend.to_host(getattr(b, name))
@@ -34,22 +48,22 @@ def save_state(solver: FluidSolver) -> dict[str, np.ndarray]:
     return state
 
 
-def raw_populations(solver: FluidSolver) -> np.ndarray:
+def raw_populations(solver: FluidSolverState) -> np.ndarray:
     """Global populations ``(q, *grid)`` as stored (storage type and encoding)."""
     pieces = solver.transport.gather(
         {k: np.moveaxis(b.raw_populations(), 0, 1) for k, b in solver.blocks.items()})
     return np.moveaxis(np.concatenate([p for _, p in sorted(pieces.items())], axis=0), 1, 0)
 
 
-def _velocity_names(solver: FluidSolver) -> tuple[str, ...]:
+def _velocity_names(solver: FluidSolverState) -> tuple[str, ...]:
     return ("ux", "uy", "uz")[:solver.setup.dim]
 
 
-def _key(solver: FluidSolver, block) -> int:
+def _key(solver: FluidSolverState, block) -> int:
     return next(k for k, b in solver.blocks.items() if b is block)
 
 
-def load_state(solver: FluidSolver, state: dict[str, np.ndarray], step: int) -> None:
+def load_state(solver: FluidSolverState, state: dict[str, np.ndarray], step: int) -> None:
     """Scatter a global state onto this solver's slabs and set its step counter."""
     f = state["populations"]
     expect = (solver.setup.lattice.q, *solver.setup.grid)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -25,6 +24,8 @@ from typing import Any, Self
 import h5py
 import numpy as np
 import yaml
+
+from simsplit.version import __version__
 
 H5_NAME = "fields.h5"
 XMF_NAME = "fields.xmf"
@@ -35,15 +36,7 @@ _NUMBER_TYPES = {"f": "Float", "i": "Int", "u": "UInt"}
 
 
 def _simsplit_version() -> str:
-    import simsplit
-
-    version = getattr(simsplit, "__version__", None)
-    if version:
-        return str(version)
-    try:
-        return metadata.version("simsplit")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simsplit.fluid.reference import centreline_u, compare_profile
+from simsplit.numerics.profiles import centreline_u, compare_profile
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

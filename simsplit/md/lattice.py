@@ -102,3 +102,12 @@ def read_positions(path: str | Path) -> tuple[np.ndarray, np.ndarray | None, np.
     if suffix in (".h5", ".hdf5", ".h5md"):
         return read_h5(path)
     raise ValueError(f"md.init_file: unknown file type '{suffix}' (use .xyz, .h5 or .hdf5)")
+
+
+def wrap_into_box(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    img = np.floor(pos / box).astype(np.int64)
+    pos = pos - img * box
+    over = pos >= box
+    pos[over] -= np.broadcast_to(box, pos.shape)[over]
+    img[over] += 1
+    return np.maximum(pos, 0.0), img

@@ -13,8 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simsplit.transport import NonBlockingTransport, link_tag
-from simsplit.transport.base import Key, Link
+from simsplit.transport.base import Key, Link, NonBlockingTransport, link_tag
 
 
 class MPICollectives:
@@ -123,7 +122,7 @@ class MPITransport(MPICollectives, NonBlockingTransport):
     def _build(self, bufs: list[Any]) -> _Plan:
         from mpi4py.util.dtlib import from_numpy_dtype
 
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         n_send = len(self._send_links)
         plan = _Plan(list(bufs), [], [])
@@ -204,12 +203,12 @@ class MPITransport(MPICollectives, NonBlockingTransport):
 
     @staticmethod
     def _download(dbuf: Any, host: np.ndarray, stream: Any) -> None:
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         dv.copy_async(dv.host_pointer(host), dv.device_pointer(dbuf), host.nbytes, stream)
 
     @staticmethod
     def _upload(host: np.ndarray, dbuf: Any, stream: Any) -> None:
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         dv.copy_async(dv.device_pointer(dbuf), dv.host_pointer(host), host.nbytes, stream)

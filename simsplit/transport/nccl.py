@@ -12,8 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simsplit.transport import NonBlockingTransport
-from simsplit.transport.base import Key, Link, Transport
+from simsplit.transport.base import Key, Link, NonBlockingTransport, Transport
 from simsplit.transport.mpi import MPICollectives
 
 
@@ -36,12 +35,12 @@ class NcclTransport(MPICollectives, NonBlockingTransport):
     def __init__(self, links: Sequence[Link], local_slabs: Sequence[int], n_slabs: int,
                  comm: Any, owner: Sequence[int], device: int) -> None:
         NonBlockingTransport.__init__(self, links, local_slabs, n_slabs)
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         cp = dv.cupy_module()
         nccl = dv.nccl_module()
         if nccl is None:
-            from simsplit.backends import BackendUnavailable
+            from simsplit.errors import BackendUnavailable
 
             raise BackendUnavailable("run.transport: nccl needs libnccl "
                                      "(pip install nvidia-nccl-cu13), or use transport: mpi")
@@ -69,7 +68,7 @@ class NcclTransport(MPICollectives, NonBlockingTransport):
         return f"nccl ({self.size} ranks)"
 
     def start(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]) -> Any:
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         nccl, st, dev, me = self._nccl, self._streams, self.device, self._me
         packed = st.record(st.current(dev), dev)

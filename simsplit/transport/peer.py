@@ -12,8 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simsplit.transport import NonBlockingTransport
-from simsplit.transport.base import Key, Link
+from simsplit.transport.base import Key, Link, NonBlockingTransport
 
 
 @dataclass
@@ -34,7 +33,7 @@ class PeerTransport(NonBlockingTransport):
 
     def __init__(self, links: Sequence[Link], local_slabs: Sequence[int], n_slabs: int) -> None:
         super().__init__(links, local_slabs, n_slabs)
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         self._streams = dv.DeviceStreams()
         self._cp = self._streams.cp
@@ -66,7 +65,7 @@ class PeerTransport(NonBlockingTransport):
 
     def _plan_for(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]
                   ) -> tuple[list[Any], list[_Copy], list[int]]:
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         bufs = [x for s, sf, d, df in self.links for x in (send[(s, sf)], recv[(d, df)])]
         if self._plan is not None and all(a is b for a, b in zip(self._plan[0], bufs, strict=True)):
@@ -93,7 +92,7 @@ class PeerTransport(NonBlockingTransport):
         return self._plan
 
     def start(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]) -> Any:
-        from simsplit import devices as dv
+        from simsplit.gpu import devices as dv
 
         _, copies, devs = self._plan_for(send, recv)
         st, rt = self._streams, self._cp.cuda.runtime

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from simsplit.fluid.flags import LID, NEAR_WALL, SOLID
-from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])

@@ -6,7 +6,7 @@ fields ``(nz, ny, nx)`` for the interior only. Planes ``k`` are along the split 
 may be periodic within a slab (their ghost cells are then never read).
 
 Arithmetic runs in the type of the macroscopic fields; populations may be stored narrower
-(``run.storage``) in the shifted encoding of :class:`simsplit.fluid.params.PopulationStorage`.
+(``run.storage``) in the shifted encoding of :class:`simsplit.numerics.storage.PopulationStorage`.
 Numba's CPU target has no float16, so fp16 arrays reach the kernels as uint16 views of their
 bits and are converted here, rounding to nearest even exactly as the GPU's ``cvt.rn.f16``.
 """
@@ -21,9 +21,9 @@ from numba import types
 from numba.extending import overload
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
-from simsplit.fluid.flags import LID, NEAR_WALL, SOLID
-from simsplit.fluid.lattice import D3Q19
-from simsplit.fluid.params import FP16_SCALE
+from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
+from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.storage import FP16_SCALE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
 _CY = tuple(int(c) for c in D3Q19.c[:, 1])

@@ -7,9 +7,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simsplit.backends.base import GPU_INSTALL_HINT, Backend, BackendUnavailable
+from simsplit.backends.base import Backend
 from simsplit.backends.cuda_c.graph import CudaGraphReplay, capture_graph, check_launch_device
-from simsplit.errors import as_cuda_error
+from simsplit.errors import GPU_INSTALL_HINT, BackendUnavailable
+from simsplit.gpu.cuda_errors import as_cuda_error
 
 
 def _cupy() -> Any:

@@ -13,12 +13,13 @@ from typing import Any
 import cupy
 import numpy as np
 
-from simsplit import autotune, errors
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.graph import _capturing, check_launch_device
 from simsplit.backends.layout import element_strides, field_strides
-from simsplit.fluid.lattice import UP, Q
-from simsplit.fluid.params import D2Q9Params
+from simsplit.gpu import autotune
+from simsplit.gpu import cuda_errors as errors
+from simsplit.numerics.lattice import UP, Q
+from simsplit.numerics.lbm_params import D2Q9Params
 
 _N_CROSS = len(UP)
 
@@ -44,7 +45,7 @@ def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
     """The compiled ``d2q9.cu`` for one device and block size; compiled once per process, cached
     on disk by CuPy (the key covers the complete source, generated header included)."""
     code = (source.kernel_source("d2q9.cu") if block_x == source.BLOCK_X
-            else autotune.variant_source("d2q9.cu", block_x))
+            else source.variant_source("d2q9.cu", block_x))
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
                               name_expressions=source.name_expressions("d2q9.cu"))

@@ -24,13 +24,13 @@ from typing import Any
 import cupy
 import numpy as np
 
-from simsplit import autotune
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides
-from simsplit.fluid.lattice import D3Q19
-from simsplit.fluid.params import D3Q19Params
+from simsplit.gpu import autotune
+from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.lbm_params import D3Q19Params
 
 _NAME = "D3Q19"
 _N_CROSS = len(D3Q19.up)
@@ -87,7 +87,7 @@ def _module(device: int, block_x: int = source.BLOCK_X,
     """``d3q19.cu`` compiled for one device and block size (once per process; CuPy caches it
     on disk): every kernel, or only ``names``."""
     code = (source.kernel_source("d3q19.cu") if block_x == source.BLOCK_X
-            else autotune.variant_source("d3q19.cu", block_x))
+            else source.variant_source("d3q19.cu", block_x))
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
                               name_expressions=list(names or source.name_expressions("d3q19.cu")))

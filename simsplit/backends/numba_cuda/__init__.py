@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from simsplit.backends.base import Backend, BackendUnavailable
+from simsplit.backends.base import Backend
 from simsplit.backends.numba_cuda import d2q9
 from simsplit.backends.numba_cuda.d2q9 import SIMULATOR
+from simsplit.errors import BackendUnavailable
 
 
 def _cupy_or_none() -> Any:

@@ -20,8 +20,8 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
-from simsplit.fluid.flags import LID, SOLID
-from simsplit.fluid.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
+from simsplit.numerics.flags import LID, SOLID
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
 

@@ -13,11 +13,11 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 from numba import cuda
 
-from simsplit.backends.base import BackendUnavailable
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
 from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
-from simsplit.fluid.flags import LID, NEAR_WALL, SOLID
-from simsplit.fluid.lattice import D3Q19
+from simsplit.errors import BackendUnavailable
+from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
+from simsplit.numerics.lattice import D3Q19
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
 _CY = tuple(int(c) for c in D3Q19.c[:, 1])

@@ -7,20 +7,20 @@ of operations (snapshot writers, plots, checkpoints) that fire every N steps and
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from simsplit.case import load_case, validate_case
-from simsplit.errors import TRACKER
-from simsplit.parallel import ParallelContext, make_context
+from simsplit.gpu.cuda_errors import TRACKER
+from simsplit.parallel.context import ParallelContext, make_context
+from simsplit.run.operations import Operation, RunSummary
 
 
 def _refuse_fluid_only(case: Mapping[str, Any]) -> None:
     """Load balance and its test throttle exist for the fluid solver only."""
-    from simsplit.case import CaseError
+    from simsplit.errors import CaseError
 
     for section, key in (("decomposition", "balance"), ("run", "debug_throttle")):
         if case[section].get(key):
@@ -36,31 +36,6 @@ class Interrupted(RuntimeError):
         self.signum, self.steps_done = signum, steps_done
 
 
-@dataclass
-class Operation:
-    """Something done to a simulation every ``every`` steps (0: only at the end)."""
-
-    name: str
-    every: int
-    action: Callable[[Simulation], None]
-    at_end: bool = True
-
-
-@dataclass
-class RunSummary:
-    steps: int
-    wall_seconds: float
-    converged: bool
-    residual: float | None
-    cell_updates_per_second: float
-    reason: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def mlups(self) -> float:
-        return self.cell_updates_per_second / 1e6
-
-
 class Simulation:
     """A validated case, its solver and its operations.
 
@@ -74,10 +49,14 @@ class Simulation:
         else:
             case = validate_case(dict(case))
         self.context = context or make_context(case)
-        self.case: dict[str, Any] = self.context.prepare_case(case)
+        prepared = self.context.prepare_case(case)
+        if prepared is not case:  # e.g. one slab per MPI rank: the changed case is checked anew
+            prepared = validate_case(prepared,
+                                     source=f"case under mpiexec -n {self.context.size}")
+        self.case: dict[str, Any] = prepared
         case = self.case
         self.physics = case["physics"]
-        from simsplit.preflight import check_memory
+        from simsplit.run.preflight import check_memory
 
         check_memory(case, self.context)
         if self.physics == "fluid":
@@ -97,13 +76,13 @@ class Simulation:
         #: GPU monitor (:meth:`enable_monitor`) and its end-of-run summary
         self.monitor: Any = None
         self.monitor_summary: dict[str, Any] | None = None
-        from simsplit.errors import attach_error_context
+        from simsplit.gpu.cuda_errors import attach_error_context
 
         attach_error_context(self)
-        #: launch configurations chosen by ``run.autotune`` (see :mod:`simsplit.autotune`)
+        #: launch configurations chosen by ``run.autotune`` (see :mod:`simsplit.gpu.autotune`)
         self.autotune_results: list[Any] = []
         if case["run"].get("autotune") and self.context.on_gpu:
-            from simsplit.autotune import tune_solver
+            from simsplit.gpu.autotune import tune_solver
 
             self.autotune_results = tune_solver(self.solver)
 
@@ -122,19 +101,19 @@ class Simulation:
     def enable_monitor(self, interval: float = 1.0, sampler: Any = None) -> Any:
         """Sample the used GPUs every ``interval`` s until the run ends (see :mod:`.monitor`).
 
-        Returns the :class:`~simsplit.monitor.GpuMonitor`, or None on the cpu backend.
+        Returns the :class:`~simsplit.gpu.monitor.GpuMonitor`, or None on the cpu backend.
         """
-        from simsplit.monitor import attach_monitor
+        from simsplit.run.monitoring import attach_monitor
 
         return attach_monitor(self, interval, sampler)
 
     def run(self, progress: bool = False, output: bool = True) -> RunSummary:
         """Run to ``run.steps`` or, for the fluid, until the steady-state tolerance is met."""
         if output:
-            from simsplit.output import attach_output
+            from simsplit.run.output import attach_output
 
             attach_output(self)
-        from simsplit.progress import RunProgress
+        from simsplit.run.progress import RunProgress
 
         run = self.case["run"]
         total, tol = int(run["steps"]), float(run["tolerance"])
@@ -170,7 +149,7 @@ class Simulation:
             self._finish("interrupted", {"signal": exc.signum})
             raise
         except Exception as exc:
-            from simsplit.health import DivergenceError
+            from simsplit.errors import DivergenceError
 
             self._finish("diverged" if isinstance(exc, DivergenceError) else "failed",
                          {"error": str(exc)})
@@ -212,8 +191,8 @@ class Simulation:
 
     def restart(self, source: str | Path) -> Path:
         """Continue from the newest intact checkpoint at ``source`` (a file or a directory)."""
-        from simsplit.checkpoint import load_latest
-        from simsplit.state import restore_state
+        from simsplit.run.checkpoint import load_latest
+        from simsplit.run.state import restore_state
 
         path, attrs, arrays = load_latest(Path(source), self.case)
         restore_state(self, arrays, int(attrs["step"]))

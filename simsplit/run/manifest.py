@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simsplit import __version__
+from simsplit.version import __version__
 
 NAME = "run.json"
 

@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 import yaml
 
-from simsplit import __version__
+from simsplit.version import __version__
 
 FORMAT = "simsplit-checkpoint"
 FORMAT_VERSION = 1

@@ -6,15 +6,14 @@ state saved on N slabs or ranks restores onto M.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from simsplit.simulation import Simulation
+from simsplit.run.operations import RunningSimulation
 
 
-def capture_state(sim: Simulation) -> dict[str, np.ndarray]:
+def capture_state(sim: RunningSimulation) -> dict[str, np.ndarray]:
     """Global state arrays (collective under MPI: every rank must call it)."""
     if sim.physics == "fluid":
         from simsplit.fluid.state import save_state
@@ -24,7 +23,7 @@ def capture_state(sim: Simulation) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in state.items()}
 
 
-def restore_state(sim: Simulation, arrays: dict[str, Any], step: int) -> None:
+def restore_state(sim: RunningSimulation, arrays: dict[str, Any], step: int) -> None:
     if sim.physics == "fluid":
         from simsplit.fluid.state import load_state
 

@@ -1,12 +1,13 @@
 """Launch-configuration autotuning: the fastest threads-per-block for each kernel and grid.
 
 The CUDA C kernels are compiled with ``__launch_bounds__(SIMSPLIT_BLOCK_X)``, so each block size
-is its own compiled module (:func:`variant_source`). :class:`Autotuner` times the candidates
-(:data:`CANDIDATES`) once, keeps the fastest and caches the choice in a JSON file keyed by GPU
-model, kernel name, kernel source hash and grid shape; a changed kernel source, another GPU or
-another grid is tuned afresh. Every cell is computed by one thread independently of the others,
-so the block size changes speed only, never a result (``tests/test_autotune.py`` checks this bit
-for bit). Off by default: ``run.autotune: true`` or ``simsplit bench --autotune``.
+is its own compiled module (``variant_source`` of :mod:`simsplit.backends.cuda_c.source`).
+:class:`Autotuner` times the candidates (:data:`CANDIDATES`) once, keeps the fastest and caches
+the choice in a JSON file keyed by GPU model, kernel name, kernel source hash and grid shape; a
+changed kernel source, another GPU or another grid is tuned afresh. Every cell is computed by
+one thread independently of the others, so the block size changes speed only, never a result
+(``tests/test_autotune.py`` checks this bit for bit). Off by default: ``run.autotune: true`` or
+``simsplit bench --autotune``.
 """
 
 from __future__ import annotations
@@ -41,18 +42,6 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
 def source_hash(text: str) -> str:
     """Short hash of a kernel's complete source: the cache's notion of kernel version."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def variant_source(name: str, block_x: int) -> str:
-    """Source of kernel file ``name`` compiled for ``block_x`` threads per block along i."""
-    from simsplit.backends.cuda_c import source
-
-    default = f"#define SIMSPLIT_BLOCK_X {source.BLOCK_X}"
-    header = source.generated_header()
-    if default not in header:
-        raise RuntimeError("generated header lacks the SIMSPLIT_BLOCK_X definition")
-    header = header.replace(default, f"#define SIMSPLIT_BLOCK_X {int(block_x)}")
-    return source.expand_includes(name, {source.GENERATED_HEADER: header})
 
 
 def launch_seconds(launch: Callable[[], None], repeats: int = 3) -> float:
@@ -175,7 +164,7 @@ class Autotuner:
                 seconds[block] = statistics.median(time_block(block)
                                                    for _ in range(self.repeats))
             except Exception as exc:
-                from simsplit.errors import classify
+                from simsplit.gpu.cuda_errors import classify
 
                 if classify(exc) in ("illegal address", "launch failure"):
                     raise  # the context is lost: no later launch could work either

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from simsplit.simulation import RunSummary, Simulation
+from simsplit.run.operations import RunningSimulation, RunSummary
 
 
-def summary_lines(sim: Simulation, summary: RunSummary) -> list[str]:
+def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     case = sim.case
     lines = [
         f"physics      {case['physics']}",
@@ -64,7 +61,7 @@ def balance_lines(report: dict) -> list[str]:
     return lines
 
 
-def _ghia_lines(sim: Simulation) -> list[str]:
+def _ghia_lines(sim: RunningSimulation) -> list[str]:
     from simsplit.fluid.reference import compare_to_ghia
 
     re = sim.case["fluid"].get("reynolds")
@@ -75,5 +72,5 @@ def _ghia_lines(sim: Simulation) -> list[str]:
     return [f"Ghia 1982    max |u - u_Ghia| on x = 0.5: {cmp['max_abs_error']:.4f} (Re = {re})"]
 
 
-def print_summary(sim: Simulation, summary: RunSummary) -> None:
+def print_summary(sim: RunningSimulation, summary: RunSummary) -> None:
     print("\n".join(summary_lines(sim, summary)))

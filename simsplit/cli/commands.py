@@ -13,14 +13,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from simsplit.backends import BackendUnavailable
-from simsplit.case import CaseError
-from simsplit.checkpoint import CheckpointError
-from simsplit.errors import EXIT_CUDA, CudaKernelError, as_cuda_error
-from simsplit.health import DivergenceError
-from simsplit.manifest import OutputExists
-from simsplit.preflight import InsufficientMemory
-from simsplit.simulation import Interrupted
+from simsplit.errors import BackendUnavailable, CaseError, DivergenceError
+from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
+from simsplit.run.checkpoint import CheckpointError
+from simsplit.run.manifest import OutputExists
+from simsplit.run.preflight import InsufficientMemory
+from simsplit.run.simulation import Interrupted
 
 #: errors that mean the input cannot run as given: one line, exit code 2
 BAD_INPUT = (CaseError, BackendUnavailable, InsufficientMemory, CheckpointError, OutputExists)
@@ -101,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--subdomains", type=int, default=1)
     bench.add_argument("--steps", type=int, default=200)
     bench.add_argument("--precision", default="float32", choices=["float32", "float64"])
-    from simsplit.bench import add_storage_argument
+    from simsplit.cli.bench import add_storage_argument
 
     add_storage_argument(bench)
     bench.add_argument("--repeats", type=int, default=5)
@@ -154,19 +152,19 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from simsplit.case import load_case
-    from simsplit.simulation import Simulation
+    from simsplit.run.simulation import Simulation
 
     case = load_case(args.case, _overrides(args))
     out_dir = case["output"]["dir"]
     if args.restart == "auto" and not out_dir:
         raise CaseError("--restart auto: needs output.dir (or --output) to find checkpoints")
     sim = Simulation(case)  # validates placement too; writes nothing yet
-    from simsplit.manifest import check_output_dir, clear_output
+    from simsplit.run.manifest import check_output_dir, clear_output
 
     if out_dir and sim.context.rank == 0:  # one rank decides, or others would see its files
         check_output_dir(Path(out_dir), args.overwrite, args.restart is not None)
     if args.restart is not None:
-        from simsplit.output import CHECKPOINT_DIR
+        from simsplit.run.output import CHECKPOINT_DIR
 
         source = Path(out_dir) / CHECKPOINT_DIR if args.restart == "auto" else args.restart
         path = sim.restart(source)
@@ -188,11 +186,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         u, rho = sim.velocity(), sim.density()
         sim.velocity, sim.density = (lambda: u), (lambda: rho)  # type: ignore[method-assign]
     if sim.context.rank == 0:
-        from simsplit.report import print_summary
+        from simsplit.run.report import print_summary
 
         print_summary(sim, summary)
         if sim.monitor_summary is not None:
-            from simsplit.monitor import summary_lines
+            from simsplit.gpu.monitor import summary_lines
 
             print("\n".join(summary_lines(sim.monitor_summary)))
         timing = summary.extra.get("timing")
@@ -211,7 +209,7 @@ def _print_devices(sim: Any) -> None:
         return
     import socket
 
-    from simsplit.monitor import device_lines
+    from simsplit.gpu.monitor import device_lines
 
     n = int(sim.case["decomposition"]["subdomains"])
     backends = {ctx.device_of(k): ctx.backend_for(k) for k in ctx.local_slabs(n)}
@@ -237,8 +235,8 @@ def _install_stop_handlers(sim: Any) -> None:
 
 
 def _restart_hint(sim: Any) -> str:
-    from simsplit.checkpoint import list_checkpoints
-    from simsplit.output import CHECKPOINT_DIR
+    from simsplit.run.checkpoint import list_checkpoints
+    from simsplit.run.output import CHECKPOINT_DIR
 
     out_dir = sim.case["output"]["dir"]
     ckpts = list_checkpoints(Path(out_dir) / CHECKPOINT_DIR) if out_dir else []
@@ -254,28 +252,28 @@ def _restart_hint(sim: Any) -> str:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from simsplit.devices import device_report
+    from simsplit.gpu.devices import device_report
 
     print(device_report())
     return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from simsplit.bench import main_from_args
+    from simsplit.cli.bench import main_from_args
 
     return main_from_args(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    import simsplit.errors
+    import simsplit.gpu.cuda_errors
 
-    simsplit.errors.COMMAND_ARGS = list(sys.argv[1:] if argv is None else argv)
+    simsplit.gpu.cuda_errors.COMMAND_ARGS = list(sys.argv[1:] if argv is None else argv)
     warnings.showwarning = lambda msg, cat, *a, **k: print(f"simsplit: warning: {msg}",
                                                            file=sys.stderr)
     handlers = {"run": _cmd_run, "validate": _cmd_validate, "bench": _cmd_bench,
                 "devices": _cmd_devices}
-    from simsplit.parallel import launched_world_size
+    from simsplit.parallel.context import launched_world_size
 
     if args.command == "run" and launched_world_size() > 1:
         return _run_mpi(handlers[args.command], args)

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
-from simsplit import __version__
-
-if TYPE_CHECKING:
-    from simsplit.simulation import Simulation
+from simsplit.run.operations import Operation, RunningSimulation
+from simsplit.version import __version__
 
 
 def case_yaml(case: dict) -> str:
     return yaml.safe_dump(case, sort_keys=False)
 
 
-def attach_output(sim: Simulation) -> None:
+def attach_output(sim: RunningSimulation) -> None:
     """Attach the writers a case asks for; nothing when ``output.dir`` is null."""
     out = sim.case["output"]
     if not out["dir"] or getattr(sim, "_output_attached", False):
@@ -31,15 +28,16 @@ def attach_output(sim: Simulation) -> None:
     if sim.physics == "fluid":
         _attach_fluid(sim, directory, out)
     else:
-        sim.solver.attach_output(sim, directory, out)
+        finish = sim.solver.open_output(directory, out)
+        sim.attach(Operation("h5md", 0, lambda _: finish(), at_end=True))
     _attach_checkpoints(sim, directory / CHECKPOINT_DIR, out)
 
 
 CHECKPOINT_DIR = "checkpoints"
 
 
-def _attach_manifest(sim: Simulation, directory: Path) -> None:
-    from simsplit.manifest import Manifest
+def _attach_manifest(sim: RunningSimulation, directory: Path) -> None:
+    from simsplit.run.manifest import Manifest
 
     ctx = sim.context
     info = {
@@ -59,14 +57,13 @@ def _attach_manifest(sim: Simulation, directory: Path) -> None:
     sim.on_finish.append(lambda status, extra: manifest.update(status=status, **extra))
 
 
-def _attach_checkpoints(sim: Simulation, directory: Path, out: dict) -> None:
+def _attach_checkpoints(sim: RunningSimulation, directory: Path, out: dict) -> None:
     """Checkpoints every ``output.checkpoint_every`` steps (and at the start), at the end and on
     a stop signal; a diverged run keeps its last good one."""
-    from simsplit.checkpoint import checkpoint_path, write_checkpoint
-    from simsplit.simulation import Operation
-    from simsplit.state import capture_state
+    from simsplit.run.checkpoint import checkpoint_path, write_checkpoint
+    from simsplit.run.state import capture_state
 
-    def save(s: Simulation) -> None:
+    def save(s: RunningSimulation) -> None:
         arrays = capture_state(s)  # collective under MPI
         if s.context.rank == 0 and not checkpoint_path(directory, s.steps_done).exists():
             write_checkpoint(directory, s.steps_done, s.case, arrays,
@@ -82,13 +79,13 @@ def _attach_checkpoints(sim: Simulation, directory: Path, out: dict) -> None:
     sim.on_finish.insert(0, on_finish)  # before run.json records the stop
 
 
-def _attach_fluid(sim: Simulation, directory: Path, out: dict) -> None:
+def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
     from simsplit.io.fields import FieldWriter
 
     setup = sim.solver.setup
     state = {"writer": None, "last": -1}
 
-    def snapshot(s: Simulation) -> None:
+    def snapshot(s: RunningSimulation) -> None:
         if s.steps_done == state["last"]:
             return
         state["last"] = s.steps_done
@@ -104,7 +101,7 @@ def _attach_fluid(sim: Simulation, directory: Path, out: dict) -> None:
             return  # written before an interruption; a restart reproduces it bit for bit
         state["writer"].write(s.steps_done, float(s.steps_done), {"density": rho, "velocity": u})
 
-    def plot(s: Simulation) -> None:
+    def plot(s: RunningSimulation) -> None:
         u = s.velocity()
         if s.context.rank != 0 or not out["plots"]:
             return
@@ -125,12 +122,11 @@ def _attach_fluid(sim: Simulation, directory: Path, out: dict) -> None:
         plot = plot_cavity if setup.dim == 2 else plot_cavity_midplane
         plot(u, directory / "velocity.png", re, ref, title=title)
 
-    def close(s: Simulation) -> None:
+    def close(s: RunningSimulation) -> None:
         if state["writer"] is not None:
             state["writer"].close()
             state["writer"] = None
 
-    from simsplit.simulation import Operation
 
     sim.attach(Operation("snapshot", out["every"], snapshot))
     sim.attach(Operation("plot", 0, plot))

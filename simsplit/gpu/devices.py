@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from simsplit.backends.base import GPU_INSTALL_HINT, BackendUnavailable
+from simsplit.errors import GPU_INSTALL_HINT, BackendUnavailable
 
 
 # --- CUDA helpers for transports ------------------------------------------------------------------

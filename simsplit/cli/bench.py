@@ -9,7 +9,7 @@ second), is the fraction of the memory system the kernels use. Device backends a
 replaying CUDA graphs of several steps (``backend.capture``), which removes Python's launch
 overhead on small grids.
 
-``python -m simsplit.bench --backend cupy --grid 8192x8192`` (or ``simsplit bench``).
+``python -m simsplit.cli.bench --backend cupy --grid 8192x8192`` (or ``simsplit bench``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from simsplit.backends import Backend, get_backend, resolve_backend_name
 from simsplit.backends.base import DirectReplay
-from simsplit.fluid.lattice import D3Q19, Q
+from simsplit.numerics.lattice import D3Q19, Q
 
 #: steps recorded in one graph: even (buffers end where they began), long enough to amortise
 #: the replay call, short enough to capture quickly
@@ -110,7 +110,7 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
                 devices: list[int] | None = None,
                 temporal_blocking: bool = True) -> dict[str, Any]:
     from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel import ParallelContext
+    from simsplit.parallel.context import ParallelContext
 
     case = _case(name, nx, ny, subdomains, precision, overlap, nz, storage, streaming, devices,
                  temporal_blocking)
@@ -118,7 +118,7 @@ def _bench_grid(name: str, nx: int, ny: int, subdomains: int, steps: int, precis
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(name, run["devices"], run["transport"]))
     if tuner is not None:  # time block sizes first; the rows below then use the tuned ones
-        from simsplit.autotune import tune_solver
+        from simsplit.gpu.autotune import tune_solver
 
         tune_solver(solver, tuner)
     solver.step(min(steps, 20))  # warm-up: compilation, first touch
@@ -163,7 +163,7 @@ def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int
     One row per (backend, grid) with ``mlups``, ``steps_per_s``, ``copy_bandwidth`` (B/s),
     ``bytes_per_cell_update``, ``bandwidth_fraction`` and, for device backends, the same for
     CUDA-graph replay (``graph_*``). A failing backend or grid gives a row with ``error``.
-    With a :class:`simsplit.autotune.Autotuner` the kernels are tuned first. ``storage`` is the
+    With a :class:`simsplit.gpu.autotune.Autotuner` the kernels are tuned first. ``storage`` is the
     population storage type of 3D grids (``run.storage``; default ``precision``), ``streaming``
     their streaming scheme (``run.streaming``: two-lattice or aa); ``devices`` the GPUs slabs
     go to (``run.devices``; default all); ``temporal_blocking`` as ``run.temporal_blocking``.
@@ -277,7 +277,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     grids = [g if isinstance(g, tuple) else _parse_grid(g) for g in (args.grid or ["1024x1024"])]
     tuner = None
     if getattr(args, "autotune", False):
-        from simsplit.autotune import Autotuner
+        from simsplit.gpu.autotune import Autotuner
 
         tuner = Autotuner()
     rows = run_bench(list(args.backend or ["auto"]), grids, args.subdomains, args.steps,
@@ -290,7 +290,7 @@ def main_from_args(args: argparse.Namespace) -> int:
                      temporal_blocking=getattr(args, "temporal_blocking", "on") == "on")
     print(format_table(rows))
     if tuner is not None:
-        from simsplit.autotune import format_table as autotune_table
+        from simsplit.gpu.autotune import format_table as autotune_table
 
         print(f"\nautotune (cache {tuner.cache.path}):")
         print(autotune_table(tuner.results))
@@ -298,7 +298,8 @@ def main_from_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m simsplit.bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m simsplit.cli.bench",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--backend", action="append", help="backend(s) to measure (repeatable)")
     p.add_argument("--grid", action="append", type=_parse_grid, help="NXxNY (repeatable)")
     p.add_argument("--subdomains", type=int, default=1)

@@ -1,0 +1,120 @@
+"""A fluid case turned into what the solver and its kernels run on: grid, kernel parameters,
+storage and streaming (:class:`FluidSetup`), the test throttle, and the memory it will take."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simsplit.decomp.slabs import MIN_SLAB_ROWS, split_extent
+from simsplit.errors import CaseError
+from simsplit.fluid.params import check_stability, relaxation_rates
+from simsplit.fluid.schema import check_dimensions
+from simsplit.numerics.lattice import Lattice, lattice_for
+from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
+
+
+@dataclass
+class FluidSetup:
+    shape: tuple[int, ...]  #: cells (nx, ny) or (nx, ny, nz)
+    params: D2Q9Params | D3Q19Params
+    lid: bool
+    periodic_split: bool  #: periodic along the split axis (y in 2D, z in 3D)
+    dtype: np.dtype
+    storage: np.dtype | None = None  #: population storage (run.storage; None: dtype)
+    streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
+
+    @property
+    def dim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def lattice(self) -> Lattice:
+        return lattice_for(self.dim)
+
+    @property
+    def nx(self) -> int:
+        return self.shape[0]
+
+    @property
+    def ny(self) -> int:
+        return self.shape[1]
+
+    @property
+    def nz(self) -> int:
+        return self.shape[2] if self.dim == 3 else 1
+
+    @property
+    def split_size(self) -> int:
+        return self.shape[-1]
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Grid shape in array order: (ny, nx) or (nz, ny, nx)."""
+        return tuple(reversed(self.shape))
+
+    @property
+    def velocity_scale(self) -> float:
+        """Velocities are reported in units of the lid speed (lattice units without a lid)."""
+        return self.params.lid_velocity if self.lid and self.params.lid_velocity else 1.0
+
+
+def setup_from_case(case: dict[str, Any]) -> FluidSetup:
+    fluid, domain = case["fluid"], case["domain"]
+    check_dimensions(case)
+    shape = tuple(int(n) for n in domain["shape"])
+    nx = shape[0]
+    bounds = domain["boundaries"]
+    lid = bool(bounds["lid"])
+    u_lid = float(fluid["lid_velocity"]) if lid else 0.0
+    if fluid.get("viscosity") is not None:
+        nu = float(fluid["viscosity"])
+    else:
+        nu = u_lid * nx / float(fluid["reynolds"])
+    om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
+    check_stability(1.0 / om_p, u_lid)
+    force = tuple(float(v) for v in fluid["body_force"])
+    periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
+    params: D2Q9Params | D3Q19Params
+    if len(shape) == 2:
+        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"])
+    else:
+        params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"])
+    dtype = np.dtype(case["run"]["precision"])
+    storage = np.dtype(case["run"].get("storage") or dtype)
+    return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
+                      case["run"].get("streaming", "two-lattice"))
+
+
+def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int
+                       ) -> tuple[int, float] | None:
+    """``run.debug_throttle`` as ``(slab, factor)`` (a testing aid), None when not set."""
+    if not section:
+        return None
+    slab, factor = int(section["slab"]), float(section["factor"])
+    if slab >= n_slabs:
+        raise CaseError(f"run.debug_throttle.slab: {slab} is not allowed: expected a slab "
+                          f"index below {n_slabs} (the number of slabs)")
+    return slab, factor
+
+
+def fluid_bytes(case: dict[str, Any]) -> list[int]:
+    """Bytes per slab of a lattice Boltzmann case: two population lattices, flags, macroscopic
+    fields (D2Q9 in 2D, D3Q19 in 3D; slabs along the last axis)."""
+    shape = case["domain"]["shape"]
+    *cross, ny = shape
+    q = lattice_for(len(shape)).q
+    layer = math.prod(n + 2 for n in cross)  # cells of one layer, ghosts included
+    inner = math.prod(cross)
+    item = 4 if case["run"]["precision"] == "float32" else 8
+    dec = case["decomposition"]
+    n = int(dec["subdomains"])
+    out = []
+    for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
+        cells = (b - a + 2) * layer
+        out.append(cells * (2 * q * item + 1) + (2 + len(shape)) * (b - a) * inner * item)
+    return out

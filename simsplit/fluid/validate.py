@@ -1,0 +1,57 @@
+"""The fluid physics' own checks of a case, beyond its schema: one Reynolds number or
+viscosity, a lid where one is needed, lattice speeds and forces in range, a grid large enough
+for its slabs, a stable relaxation time. The case loader calls them; they raise
+:class:`~simsplit.errors.CaseError` naming the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simsplit.decomp.slabs import MIN_SLAB_ROWS
+from simsplit.errors import CaseError
+from simsplit.fluid.params import MAX_BODY_FORCE, MAX_LID_VELOCITY, UnstableSetup
+from simsplit.fluid.schema import check_dimensions, split_axis
+from simsplit.fluid.setup import setup_from_case
+
+
+def check_fluid_case(case: dict[str, Any]) -> None:
+    """Refuse a fluid case that cannot run, with a :class:`CaseError` naming the key."""
+    if "domain" not in case:
+        raise CaseError("domain: required section is missing (expected domain.shape: [nx, ny])")
+    try:
+        check_dimensions(case)
+    except ValueError as exc:
+        raise CaseError(str(exc)) from None
+    fluid, bounds = case["fluid"], case["domain"]["boundaries"]
+    axis = split_axis(case)  # the lid is the wall at the far end of the split axis
+    has_re = fluid.get("reynolds") is not None
+    has_nu = fluid.get("viscosity") is not None
+    if has_re == has_nu:
+        raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
+    if bounds["lid"] and bounds.get(axis, "wall") == "periodic":
+        raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
+    if has_re and not bounds["lid"]:
+        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true); "
+                        "give fluid.viscosity instead")
+    if has_re and fluid["lid_velocity"] <= 0:
+        raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: "
+                        "must be > 0 to define a Reynolds number")
+    if fluid["lid_velocity"] > MAX_LID_VELOCITY:
+        raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: expected "
+                        f"<= {MAX_LID_VELOCITY} lattice units (Mach number too high)")
+    force = fluid["body_force"]
+    if max(abs(f) for f in force) > MAX_BODY_FORCE:
+        raise CaseError(f"fluid.body_force: {force!r} is not allowed: expected components of "
+                        f"at most {MAX_BODY_FORCE} in magnitude (lattice units per step)")
+    ny = case["domain"]["shape"][-1]
+    n = case["decomposition"]["subdomains"]
+    if ny < n * MIN_SLAB_ROWS:
+        raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of n{axis} = {ny} "
+                        f"{'rows' if axis == 'y' else 'layers'} "
+                        f"is too small to split into {n} slabs of at least {MIN_SLAB_ROWS} rows")
+    try:
+        setup_from_case(case)
+    except UnstableSetup as exc:
+        key = "fluid.viscosity" if has_nu else "fluid.reynolds"
+        raise CaseError(f"{key}: {exc}") from None

@@ -30,17 +30,23 @@ def _install_stand_in(monkeypatch) -> _Calls:
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                                  store_macro) -> None:
+        # as the CUDA kernel: step t + 1 on planes k0 - 1 .. k1 that exist (on depth-2 arrays
+        # that includes the inner ghost planes), then step t + 2 on [k0, k1)
         calls.sweeps += 1
         calls.stored += bool(store_macro)
+        nz = f_src.shape[1] - 2
+        first = (max(1, layers[0] - 1), min(nz, layers[1]) + 1)
         mid = np.empty_like(f_src)
         scratch = [np.empty_like(a) for a in (rho, ux, uy, uz)]
-        self.stream_collide(f_src, mid, flags, *scratch, layers, p, False)
+        self.stream_collide(f_src, mid, flags, *scratch, first, p, False)
         self.stream_collide(mid, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro)
 
     monkeypatch.setattr(D3Q19Kernels, "stream_collide_two_steps", stream_collide_two_steps,
                         raising=False)
     monkeypatch.setattr(D3Q19Kernels, "two_steps_fit", lambda self, f, dtype: True,
                         raising=False)
+    monkeypatch.setattr(D3Q19Kernels, "two_steps_fit_shape",
+                        lambda self, shape, storage, dtype: True, raising=False)
     return calls
 
 
@@ -74,26 +80,86 @@ def test_paired_steps_match_single_steps(two_step_cpu, chunks: list[int]) -> Non
     assert np.abs(single.velocity()).max() > 1e-3
 
 
-@pytest.mark.parametrize("over", [{"run__temporal_blocking": False},
-                                  {"domain__boundaries": {"x": "wall", "y": "wall",
-                                                          "z": "periodic", "lid": False},
-                                   "fluid__reynolds": None, "fluid__viscosity": 0.05},
-                                  {"run__streaming": "aa"}])
+@pytest.mark.parametrize("over", [{"run__temporal_blocking": False}, {"run__streaming": "aa"},
+                                  {"run__temporal_blocking": False,
+                                   "decomposition__subdomains": 2}])
 def test_no_pairs_where_not_allowed(two_step_cpu, over: dict[str, Any]) -> None:
-    """Off by the case; periodic z (the one slab's ghost planes are halos); in-place streaming."""
+    """Off by the case (one slab or several: no second ghost plane then); in-place
+    streaming."""
     Simulation(_cavity(**over)).step(6)
     assert two_step_cpu.sweeps == 0
 
 
-def test_no_pairs_across_slabs(two_step_cpu) -> None:
-    """Two slabs: each has a halo face, whose ghosts change every step."""
-    split, whole = Simulation(_cavity(2)), Simulation(_cavity(1))
-    split.step(6)
-    assert two_step_cpu.sweeps == 0
-    whole.step(6)
-    assert two_step_cpu.sweeps == 3
-    for a, b in zip(_fields(split), _fields(whole), strict=True):
+_CHANNEL = {"domain__boundaries": {"x": "wall", "y": "periodic", "z": "periodic", "lid": False},
+            "fluid__reynolds": None, "fluid__viscosity": 0.05,
+            "fluid__body_force": [0.0, 1e-5, 2e-5]}
+
+
+@pytest.mark.parametrize("over", [{}, _CHANNEL], ids=["cavity", "periodic-z-channel"])
+@pytest.mark.parametrize("split", [(1, None), (2, None), (3, None), (4, None), (2, [1, 3]),
+                                   (4, [1, 1, 2, 4])])
+@pytest.mark.parametrize("chunks", [[2], [5], [3, 4, 1], [40, 3]])
+def test_pairs_across_slabs_bitwise(two_step_cpu, over, split, chunks) -> None:
+    """Slabs on one device cross their halo faces two steps per sweep (two ghost planes,
+    filled by the neighbours' sweeps) and end bit for bit where one slab stepping singly does,
+    whatever the split, the weights and the step counts; one slab periodic in z too (its
+    ghost planes are its own far planes)."""
+    n, weights = split
+    paired = Simulation(_cavity(n, decomposition__weights=weights, **over))
+    assert all(b.depth == (2 if b.halo_faces() else 1) for b in paired.solver.blocks.values())
+    single = Simulation(_cavity(1, run__temporal_blocking=False, **over))
+    for steps in chunks:
+        paired.step(steps)
+        single.step(steps)
+        for a, b in zip(_fields(paired), _fields(single), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert two_step_cpu.sweeps == n * sum(c // 2 for c in chunks)
+    assert paired.solver.steps_per_sweep == 2
+
+
+def test_pairs_across_slabs_then_single_steps(two_step_cpu) -> None:
+    """Pairs, single steps with and without overlap, a restart of the populations on another
+    split: the ghost planes are refilled wherever they went stale."""
+    paired = Simulation(_cavity(3))
+    single = Simulation(_cavity(1, run__temporal_blocking=False))
+    for sim in (paired, single):
+        sim.step(4)
+        sim.solver.case["run"]["overlap"] = False
+        sim.step(3)
+        sim.solver.case["run"]["overlap"] = True
+        sim.step(1)
+        sim.step(6)
+    for a, b in zip(_fields(paired), _fields(single), strict=True):
         np.testing.assert_array_equal(a, b)
+    from simsplit.run.state import capture_state, restore_state
+
+    state = capture_state(paired)
+    other = Simulation(_cavity(2))
+    restore_state(other, state, paired.steps_done)
+    for sim in (other, single):
+        sim.step(6)
+    for a, b in zip(_fields(other), _fields(single), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_depth_two_keeps_the_usual_views(two_step_cpu) -> None:
+    """Depth-2 blocks show f, flags, rho and u in the shapes of depth 1; the extra ghost plane
+    of a halo face is fluid with the side walls, that of a wall face is wall."""
+    from simsplit.numerics import flags as fl
+
+    deep = Simulation(_cavity(2)).solver.blocks
+    flat = Simulation(_cavity(2, run__temporal_blocking=False)).solver.blocks
+    for k in deep:
+        a, b = deep[k], flat[k]
+        assert (a.depth, b.depth) == (2, 1)
+        for x, y in ((a.f_src, b.f_src), (a.flags, b.flags), (a.rho, b.rho), (a.u[0], b.u[0])):
+            assert x.shape == y.shape
+        inner = (slice(1, -1),) * 3  # NEAR_WALL marks on the real planes are unchanged
+        np.testing.assert_array_equal(a.flags[inner], b.flags[inner])
+        outer = a._deep["flags"][0 if k == 1 else -1]
+        assert outer[1:-1, 1:-1].max() == fl.FLUID and outer[0, 0] == fl.WALL
+        wall = a._deep["flags"][-1 if k == 1 else 0]
+        assert (wall & fl.SOLID).all()
 
 
 def test_cpu_kernels_have_no_two_step_path() -> None:

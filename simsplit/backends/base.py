@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Protocol
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Iterator, Protocol
 
 import numpy as np
 
@@ -120,6 +120,16 @@ class Backend(ABC):
         """A :class:`simsplit.gpu.timing.DeviceClock` for this device, or None (host timers
         only)."""
         return None
+
+    def reserve_lanes(self, n: int) -> None:
+        """Make what :meth:`lanes` needs for ``n`` lanes now (before a graph capture)."""
+
+    @contextmanager
+    def lanes(self, n: int) -> Iterator[list[ContextManager[Any]]]:
+        """``n`` contexts in which work is queued independently of each other's (one stream
+        each on a GPU), after everything queued so far; work queued after the ``with`` block
+        waits for all of it. Where the backend runs work in order (CPU), plain contexts."""
+        yield [nullcontext() for _ in range(n)]
 
     def activate(self) -> ContextManager[Any]:
         """Context in which allocations and launches go to ``self.device``."""

@@ -238,8 +238,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
                      "in their storage type, flag byte) / copy bandwidth (read + write) of the "
                      "same backend")
     if any(r.get("steps_per_sweep", 1) > 1 for r in rows):
-        lines.append("B/cell of D3Q19 on one slab: two steps per sweep (run.temporal_blocking), "
-                     "populations read and written once per two updates")
+        lines.append("B/cell of D3Q19 two steps per sweep (run.temporal_blocking; slabs on one "
+                     "GPU too): populations read and written once per two updates, ghost planes "
+                     "and their copies left out")
     for name, bw in bandwidths.items():
         lines.append(f"copy bandwidth {name}: {bw / 1e12:.3f} TB/s")
     return "\n".join(lines)
@@ -264,7 +265,8 @@ def add_storage_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--streaming", default=None, choices=["two-lattice", "aa"],
                         help="D3Q19 streaming (run.streaming; aa: one array, in place)")
     parser.add_argument("--temporal-blocking", default="on", choices=["on", "off"],
-                        help="D3Q19 two steps per sweep on one slab (run.temporal_blocking)")
+                        help="D3Q19 two steps per sweep, also across the halo faces of slabs "
+                             "on one GPU (run.temporal_blocking)")
 
 
 def _population_bytes(block: Any) -> int:

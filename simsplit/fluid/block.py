@@ -45,7 +45,8 @@ class SlabBlock:
 
     def __init__(self, backend: Backend, lattice: Lattice, cross: tuple[int, ...], layers: int,
                  layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any,
-                 storage: Any = None, streaming: str = "two-lattice") -> None:
+                 storage: Any = None, streaming: str = "two-lattice",
+                 ghost_depth: int = 1) -> None:
         self.backend, self.lattice, self.cross = backend, lattice, tuple(cross)
         self.layers, self.layer0 = layers, layer0
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
@@ -60,17 +61,30 @@ class SlabBlock:
             raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "
                                      "(allowed: two-lattice); use backend cupy or cpu")
         shape = (layers + 2, *(n + 2 for n in self.cross))
-        interior = (layers, *self.cross)
+        #: ghost planes per face: 2 where halo faces are crossed two steps per sweep (the arrays
+        #: then have one more plane at each end, and f_src, f_dst, flags, rho, u are views of
+        #: the usual shape into them), else 1
+        self.depth = 2 if ghost_depth == 2 and self._deep_pairs_fit(shape) else 1
+        extra = self.depth - 1
+        deep = (layers + 2 * self.depth, *shape[1:])
         with backend.activate():
             # fluid at rest with unit density: the equilibrium is the lattice weights
-            self.f_src = self._rest_field(shape)
+            self.f_src = self._rest_field(deep)
             # rest populations are the same in the standard and both AA layouts
-            self.f_dst = self._rest_field(shape) if not self.aa else None
+            self.f_dst = self._rest_field(deep) if not self.aa else None
             if self.aa:
                 self._aa_adopt(self.f_src)
             self.flags = self._field(self._make_flags())
-            self.rho = backend.asarray(np.ones(interior, self.dtype))
-            self.u = tuple(backend.zeros(interior, self.dtype) for _ in range(lattice.dim))
+            self.rho = backend.asarray(np.ones((layers + 2 * extra, *self.cross), self.dtype))
+            self.u = tuple(backend.zeros((layers + 2 * extra, *self.cross), self.dtype)
+                           for _ in range(lattice.dim))
+            if extra:
+                self._deep = {"f": (self.f_src, self.f_dst), "flags": self.flags,
+                              "macro": (self.rho, *self.u)}
+                self.f_src, self.f_dst = (a[:, 1:-1] for a in (self.f_src, self.f_dst))
+                self.flags = self.flags[1:-1]
+                self.rho, self.u = self.rho[1:-1], tuple(u[1:-1] for u in self.u)
+                self._views = (self.f_src, self.f_dst)
             halo = (len(lattice.up), math.prod(shape[1:]))
             self.send = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
             self.recv = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
@@ -104,9 +118,19 @@ class SlabBlock:
             return self.backend.field(host)
         return self.backend.asarray(host)
 
+    def _deep_pairs_fit(self, shape: tuple[int, ...]) -> bool:
+        """Whether a second ghost plane per face lets this block cross its halo faces two
+        steps per sweep: it has halo faces and a two-step kernel that takes the deeper arrays."""
+        if self.aa or not self.halo_faces():
+            return False
+        fit = getattr(self.kernels, "two_steps_fit_shape", None)
+        deep = (self.lattice.q, shape[0] + 2, *shape[1:])
+        return fit is not None and fit(deep, self.storage.dtype, self.dtype)
+
     # --- set-up ----------------------------------------------------------------------------
     def _make_flags(self) -> np.ndarray:
-        shape = (self.layers + 2, *(n + 2 for n in self.cross))
+        g = self.depth
+        shape = (self.layers + 2 * g, *(n + 2 for n in self.cross))
         flags = np.full(shape, fl.FLUID, dtype=np.uint8)
         walls = [ax for ax, p in enumerate(self.params.periodic, start=1) if not p]
 
@@ -119,13 +143,16 @@ class SlabBlock:
                     arr[tuple(idx)] = fl.WALL
 
         ghost_faces(flags, 0)
-        for face, layer in ((LOW, 0), (HIGH, self.layers + 1)):
+        # a halo face's ghost planes hold the neighbour's planes: fluid, with its side walls;
+        # a second ghost plane (depth 2) then gets NEAR_WALL below as the neighbour's plane has
+        for face, planes in ((LOW, range(g)), (HIGH, range(self.layers + g, shape[0]))):
             kind = self.faces[face]
-            if kind is Face.WALL:
-                flags[layer] = fl.WALL
-            elif kind is Face.LID:
-                flags[layer] = fl.LID
-                ghost_faces(flags[layer], 1)  # the lid's edges beyond side walls do not move
+            for layer in planes:
+                if kind is Face.WALL:
+                    flags[layer] = fl.WALL
+                elif kind is Face.LID:
+                    flags[layer] = fl.LID
+                    ghost_faces(flags[layer], 1)  # the lid's edges beyond side walls stay put
         inner = (slice(1, -1),) * flags.ndim
         flags[inner] |= self._near_wall(flags)
         return flags
@@ -163,19 +190,41 @@ class SlabBlock:
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def fuses_two_steps(self) -> bool:
         """Whether this block takes two steps in one sweep: its kernel set has a two-step
-        kernel that takes these arrays and gains from it (``two_steps_fit``), and no face is a
-        halo (a ghost layer that changes every step: the sweep's first step would need the
-        neighbour's next values)."""
+        kernel that takes these arrays and gains from it (``two_steps_fit``), and every halo
+        face has two ghost planes (``depth`` 2: the sweep recomputes the neighbour's first step
+        on the inner one, from the neighbour's two planes at step t)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
-                and not self.halo_faces()
+                and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype))
 
     def stream_collide_two_steps(self, store_macro: bool = False) -> None:
         """Steps t + 1 and t + 2 of every layer, ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps`
-        must hold): the same bits as two :meth:`stream_collide` with a :meth:`swap` between."""
-        self.kernels.stream_collide_two_steps(self.f_src, self.f_dst, self.flags, self.rho,
-                                              *self.u, (1, self.layers + 1), self.params,
-                                              store_macro)
+        must hold; with depth 2 the ghost planes of ``f_src`` must hold the neighbours' planes
+        at step t, :meth:`deep_boundary`): the same bits as two :meth:`stream_collide` with a
+        :meth:`swap` and a halo exchange between."""
+        if self.depth == 1:
+            self.kernels.stream_collide_two_steps(self.f_src, self.f_dst, self.flags, self.rho,
+                                                  *self.u, (1, self.layers + 1), self.params,
+                                                  store_macro)
+            return
+        self.kernels.stream_collide_two_steps(
+            self.deep_array(self.f_src), self.deep_array(self.f_dst), self._deep["flags"],
+            *self._deep["macro"], (2, self.layers + 2), self.params, store_macro)
+
+    def deep_array(self, view: Any) -> Any:
+        """The depth-2 population array behind ``f_src`` or ``f_dst`` (``depth`` 2 only)."""
+        return self._deep["f"][0 if view is self._views[0] else 1]
+
+    def deep_boundary(self, face: int, view: Any) -> Any:
+        """The two planes next to ``face`` of the population array behind ``view``, in the
+        order the neighbour's ghost planes hold them (``depth`` 2 only)."""
+        deep, n = self.deep_array(view), self.layers
+        return deep[:, 2:4] if face == LOW else deep[:, n:n + 2]
+
+    def deep_ghosts(self, face: int, view: Any) -> Any:
+        """The two ghost planes beyond ``face`` of the population array behind ``view``."""
+        deep, n = self.deep_array(view), self.layers
+        return deep[:, 0:2] if face == LOW else deep[:, n + 2:n + 4]
 
     # --- in-place (AA) streaming -------------------------------------------------------------
     def _aa_adopt(self, arr: Any) -> None:
@@ -274,6 +323,9 @@ class SlabBlock:
             return
         full[self._interior()] = raw
         with self.backend.activate():
+            if self.depth == 2:  # in place: the views and their depth-2 arrays stay paired
+                self.f_src[...] = self.backend.asarray(full.astype(self.storage.dtype))
+                return
             self.f_src = self._field(full.astype(self.storage.dtype))
 
     def nbytes_per_cell_update(self) -> int:
@@ -295,18 +347,21 @@ class D3Q19Block(SlabBlock):
 
     def __init__(self, backend: Backend, nx: int, ny: int, nz: int, layer0: int,
                  faces: tuple[Face, Face], params: D3Q19Params, dtype: Any,
-                 storage: Any = None, streaming: str = "two-lattice") -> None:
+                 storage: Any = None, streaming: str = "two-lattice",
+                 ghost_depth: int = 1) -> None:
         super().__init__(backend, D3Q19, (ny, nx), nz, layer0, faces, params, dtype, storage,
-                         streaming)
+                         streaming, ghost_depth)
         self.nx, self.ny, self.nz = nx, ny, nz
 
 
 def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layers: int,
                layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any,
-               storage: Any = None, streaming: str = "two-lattice") -> SlabBlock:
+               storage: Any = None, streaming: str = "two-lattice",
+               ghost_depth: int = 1) -> SlabBlock:
     """The block class of ``lattice`` for a slab (``cross`` in array order); ``storage``
     (population storage type, D3Q19 only) defaults to ``dtype``; ``streaming`` is
-    ``two-lattice`` or (D3Q19 only) ``aa``."""
+    ``two-lattice`` or (D3Q19 only) ``aa``; ``ghost_depth`` 2 asks for two ghost planes at
+    halo faces (D3Q19, where the kernel set sweeps two steps through them)."""
     if lattice is D2Q9:
         if streaming != "two-lattice":
             raise ValueError(f"run.streaming: {streaming!r} is not allowed for D2Q9 (allowed: "
@@ -317,7 +372,14 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
         return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype)
     if lattice is D3Q19:
         return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
-                          storage, streaming)
+                          storage, streaming, ghost_depth)
     raise ValueError(f"no block for lattice {lattice.name}")
 
 
+def copy_boundary_planes(src: SlabBlock, face: int, dst: SlabBlock, dface: int,
+                         after: bool) -> None:
+    """``src``'s two planes next to ``face`` into ``dst``'s two ghost planes beyond ``dface``
+    (depth-2 blocks on one device): of f_dst after a sweep (``after``), else of f_src."""
+    a = src.f_dst if after else src.f_src
+    b = dst.f_dst if after else dst.f_src
+    dst.deep_ghosts(dface, b)[...] = src.deep_boundary(face, a)

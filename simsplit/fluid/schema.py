@@ -62,10 +62,12 @@ FLUID_RUN_PROPERTIES = {
     },
     "temporal_blocking": {
         "type": "boolean", "default": True,
-        "description": "D3Q19 two-lattice float32 on cupy: take two steps per sweep where a slab "
-                       "has no halo face (one slab, z not periodic), the intermediate populations "
-                       "kept in shared memory: 55 % of the DRAM traffic, the same results bit for "
-                       "bit (docs/d3q19.md). false: one step per sweep (for measurement).",
+        "description": "D3Q19 two-lattice float32 on cupy: take two steps per sweep, the "
+                       "intermediate populations kept in shared memory: 55 % of the DRAM "
+                       "traffic, the same results bit for bit (docs/d3q19.md). Slabs on one GPU "
+                       "of one process cross their halo faces this way too (two ghost planes, "
+                       "filled by the neighbours' sweeps); slabs on several GPUs or ranks step "
+                       "one at a time. false: one step per sweep (for measurement).",
     },
 }
 

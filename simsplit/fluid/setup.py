@@ -113,8 +113,12 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     item = 4 if case["run"]["precision"] == "float32" else 8
     dec = case["decomposition"]
     n = int(dec["subdomains"])
+    # slabs that cross halo faces two steps per sweep hold a second ghost plane per face
+    # (D3Q19 on one GPU, SlabBlock.depth); counted wherever they might
+    deep = 2 if len(shape) == 3 and case["run"].get("temporal_blocking", True) else 0
     out = []
     for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
-        cells = (b - a + 2) * layer
-        out.append(cells * (2 * q * item + 1) + (2 + len(shape)) * (b - a) * inner * item)
+        cells = (b - a + 2 + deep) * layer
+        out.append(cells * (2 * q * item + 1)
+                   + (2 + len(shape)) * (b - a + deep) * inner * item)
     return out

@@ -25,7 +25,7 @@ from simsplit.decomp.slabs import (
     SlabDecomposition,
 )
 from simsplit.errors import CaseError, DivergenceError
-from simsplit.fluid.block import Face, SlabBlock, make_block
+from simsplit.fluid.block import Face, SlabBlock, copy_boundary_planes, make_block
 from simsplit.fluid.setup import fluid_bytes, setup_from_case, throttle_from_case
 from simsplit.fluid.state import load_state, save_state
 from simsplit.gpu.timing import PhaseTimer, SlabClock
@@ -52,7 +52,10 @@ class FluidSolver:
         self.blocks: dict[int, SlabBlock] = {}
         self._build_blocks()
         self.steps_done = 0
+        #: f_src arrays whose ghost planes hold the neighbours' current planes: the inner one
+        #: (after an overlapped step or a pair), both (after a pair, depth-2 blocks)
         self._fresh_src: list[Any] | None = None
+        self._fresh_deep: list[Any] | None = None
         self._u_prev: dict[int, tuple[Any, Any]] | None = None
         #: per-slab update seconds for load balancing; also applies the test throttle
         self.slab_clock = SlabClock(throttle_from_case(case["run"].get("debug_throttle"), n))
@@ -72,12 +75,22 @@ class FluidSolver:
 
     def _build_blocks(self) -> None:
         s = self.setup
+        depth = 2 if self._halos_stay_on_one_device() else 1
         for k in self.context.local_slabs(len(self.decomposition)):
             slab = self.decomposition.slabs[k]
             faces = tuple(self._face_kind(slab.neighbours[f], f) for f in (LOW, HIGH))
             self.blocks[k] = make_block(self.context.backend_for(k), s.lattice, s.grid[1:],
                                         slab.size, slab.start, faces, s.params, s.dtype,
-                                        s.storage, s.streaming)
+                                        s.storage, s.streaming, ghost_depth=depth)
+
+    def _halos_stay_on_one_device(self) -> bool:
+        """Every slab lives in this process on one device: the sweeps can then fill each
+        other's ghost planes directly, which two steps per sweep across halo faces need."""
+        n = len(self.decomposition)
+        local = self.context.local_slabs(n)
+        return (self.context.size == 1 and len(local) == n
+                and len({self.context.device_of(k) for k in local}) == 1
+                and bool(self.case["run"].get("temporal_blocking", True)))
 
     def _face_kind(self, neighbour: int | None, face: int) -> Face:
         if neighbour is not None:
@@ -145,14 +158,20 @@ class FluidSolver:
 
     def _step_chunk(self, n: int) -> None:
         overlap = bool(self.case["run"].get("overlap", True))
-        if overlap and not self._ghosts_current():
+        pairs = self._pairs_allowed()
+        if pairs and n >= 2 and self._halo_keys:
+            if not self._ghosts_current(self._fresh_deep):
+                self._fill_deep_ghosts(after_sweep=False)
+        elif overlap and not self._ghosts_current(self._fresh_src):
             self.exchange_halos()
         graph = self._graph(overlap) if n > GRAPH_STEPS else None
+        paired = False
         while graph is not None and n > GRAPH_STEPS:  # the last step stays out: it stores macros
             graph.replay()
             n -= GRAPH_STEPS
             self.steps_done += GRAPH_STEPS
-        pairs, done = self._pairs_allowed(), 0
+            paired = pairs
+        done = 0
         while done < n:
             k = 2 if pairs and n - done >= 2 else 1
             self.context.check_fault(self.steps_done + 1)
@@ -160,13 +179,18 @@ class FluidSolver:
             self.slab_clock.lap()
             self.steps_done += k
             done += k
-        # after an overlapped step the ghosts of f_src already hold the neighbours' new rows
-        self._fresh_src = [b.f_src for b in self.blocks.values()] if overlap else None
+            paired = k == 2
+        # after an overlapped step the ghosts of f_src already hold the neighbours' new rows;
+        # after a pair, both ghost planes of depth-2 blocks do
+        fresh = [b.f_src for b in self.blocks.values()]
+        self._fresh_src = fresh if overlap or paired else None
+        self._fresh_deep = fresh if paired else None
 
     def _pairs_allowed(self) -> bool:
         """Whether steps go two per sweep (run.temporal_blocking): every block can
-        (SlabBlock.fuses_two_steps: one slab, no halo face) and nothing has to see each step
-        (fault injection, per-slab clocks, the throttle)."""
+        (SlabBlock.fuses_two_steps: no halo face, or two ghost planes at each, which the
+        blocks get when every slab is on one device of this process) and nothing has to see
+        each step (fault injection, per-slab clocks, the throttle)."""
         return (bool(self.case["run"].get("temporal_blocking", True))
                 and not self.context.has_fault and not self.slab_clock.running
                 and self.slab_clock.throttle is None
@@ -179,12 +203,8 @@ class FluidSolver:
 
     def _advance(self, overlap: bool, last: bool, steps: int = 1) -> None:
         """``steps`` (1, or 2 where :meth:`_pairs_allowed`) time steps of every block."""
-        if steps == 2:  # no halo face anywhere: nothing to exchange
-            with self.timer.phase("compute"):
-                for blk in self.blocks.values():
-                    blk.stream_collide_two_steps(store_macro=last)
-            for blk in self.blocks.values():
-                blk.swap()
+        if steps == 2:
+            self._advance_pair(last)
             return
         if overlap:
             self._step_overlapped(last)
@@ -195,6 +215,45 @@ class FluidSolver:
                 self._compute(k, blk, None, last)
         for blk in self.blocks.values():
             blk.swap()
+
+    def _advance_pair(self, last: bool) -> None:
+        """Two steps of every block in one sweep each. With halo faces (depth-2 blocks on one
+        device) each slab sweeps on a lane of its own and then copies its two boundary planes
+        of step t + 2 into its neighbours' ghost planes; no sweep writes or reads the ghost
+        planes of f_dst, so the copies need not wait for the neighbours' sweeps."""
+        blocks = list(self.blocks.items())
+        if not self._halo_keys:
+            with self.timer.phase("compute"):
+                for _, blk in blocks:
+                    blk.stream_collide_two_steps(store_macro=last)
+        else:
+            outgoing = self._links_from
+            backend = blocks[0][1].backend
+            with self.timer.phase("compute"), backend.lanes(len(blocks)) as lanes:
+                for (k, blk), lane in zip(blocks, lanes, strict=True):
+                    with lane:
+                        blk.stream_collide_two_steps(store_macro=last)
+                        for face, dst, dface in outgoing[k]:
+                            copy_boundary_planes(blk, face, self.blocks[dst], dface, after=True)
+        for _, blk in blocks:
+            blk.swap()
+
+    @cached_property
+    def _links_from(self) -> dict[int, list[tuple[int, int, int]]]:
+        """Per slab of this process: (face, neighbour slab, its face) of each halo link."""
+        out: dict[int, list[tuple[int, int, int]]] = {k: [] for k in self.blocks}
+        for src, face, dst, dface in self.decomposition.links():
+            if src in out:
+                out[src].append((face, dst, dface))
+        return out
+
+    def _fill_deep_ghosts(self, after_sweep: bool) -> None:
+        """Both ghost planes of every halo face from the neighbours' planes (depth 2)."""
+        with self.timer.phase("exchange"):
+            for k, links in self._links_from.items():
+                for face, dst, dface in links:
+                    copy_boundary_planes(self.blocks[k], face, self.blocks[dst], dface,
+                                      after=after_sweep)
 
     def _compute(self, k: int, blk: SlabBlock, rows: tuple[int, int] | None,
                  last: bool) -> None:
@@ -221,6 +280,7 @@ class FluidSolver:
         backend = next(iter(backends.values()))
         if not backend.has_graphs:
             return None
+        backend.reserve_lanes(len(self.blocks))  # streams are made outside the capture
         key = (overlap, tuple(id(b.f_src) for b in self.blocks.values()))
         graphs = self.__dict__.setdefault("_graphs", {})
         if key not in graphs:
@@ -240,8 +300,7 @@ class FluidSolver:
                 graphs[key] = None
         return graphs[key]
 
-    def _ghosts_current(self) -> bool:
-        fresh = self._fresh_src
+    def _ghosts_current(self, fresh: list[Any] | None) -> bool:
         return fresh is not None and len(fresh) == len(self.blocks) and all(
             a is b.f_src for a, b in zip(fresh, self.blocks.values(), strict=True))
 
@@ -395,8 +454,8 @@ class FluidSolver:
         """Move slab boundaries to ``weights``: gather the global state, rebuild this process's
         blocks and scatter it back (collective). Results stay bitwise the same."""
         state = save_state(self)
-        self.blocks, self._fresh_src = {}, None  # free the old arrays before allocating anew
-        for name in ("_halo_keys", "_row_plan", "_graphs"):
+        self.blocks, self._fresh_src, self._fresh_deep = {}, None, None  # free before allocating
+        for name in ("_halo_keys", "_row_plan", "_graphs", "_links_from"):
             self.__dict__.pop(name, None)
         self.decomposition = self._decompose(weights)
         self._build_blocks()
@@ -435,7 +494,7 @@ class FluidSolver:
         f = self.setup.lattice.equilibrium(rho, *np.moveaxis(np.asarray(u, np.float64), -1, 0))
         for blk in self.blocks.values():
             blk.set_populations(f[:, blk.layer0:blk.layer0 + blk.layers])
-        self._fresh_src = None
+        self._fresh_src = self._fresh_deep = None
 
     def mlups_cells(self) -> int:
         return int(np.prod(self.setup.shape))

@@ -27,6 +27,8 @@ class FluidSolverState(Protocol):
     transport: Transport
     steps_done: int
     _u_prev: dict[int, tuple[Any, ...]] | None
+    _fresh_src: list[Any] | None
+    _fresh_deep: list[Any] | None
 
     def _gather(self, pick: Callable[[SlabBlock], np.ndarray]) -> np.ndarray: ...
 
@@ -87,3 +89,4 @@ def load_state(solver: FluidSolverState, state: dict[str, np.ndarray], step: int
                 solver._u_prev[k] = tuple(be.asarray(state[n + "_prev"][rows].astype(blk.dtype))
                                           for n in names)
     solver.steps_done = int(step)
+    solver._fresh_src = solver._fresh_deep = None  # populations written in place (depth 2)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -40,6 +41,10 @@ class CupyBackend(Backend):
                                      f"({count} visible)")
         super().__init__(device)
         self._dev = cp.cuda.Device(device)
+        with self._dev:
+            #: streams (with their end events) that :meth:`lanes` hands out, made on first use
+            self._lanes: list[tuple[Any, Any]] = []
+            self._fork_event = cp.cuda.Event(block=False, disable_timing=True)
         from simsplit.backends.cuda_c.d2q9 import D2Q9Kernels
 
         self.d2q9 = D2Q9Kernels(device)
@@ -142,6 +147,32 @@ class CupyBackend(Backend):
 
     def activate(self) -> Any:
         return self._cp.cuda.Device(self.device)
+
+    def reserve_lanes(self, n: int) -> None:
+        cp = self._cp
+        with self._dev:
+            while len(self._lanes) < n:
+                self._lanes.append((cp.cuda.Stream(non_blocking=True),
+                                    cp.cuda.Event(block=False, disable_timing=True)))
+
+    @contextmanager
+    def lanes(self, n: int) -> Iterator[list[Any]]:
+        """``n`` streams of this device (made once, reused): each waits for the work queued so
+        far on the current stream; the current stream waits for all of them at the end. Events
+        order them, so a CUDA graph capture records the fork and the join."""
+        cp = self._cp
+        self.reserve_lanes(n)
+        with self._dev:
+            main = cp.cuda.get_current_stream()
+            fork = self._fork_event
+            fork.record(main)
+            streams = [stream for stream, _ in self._lanes[:n]]
+            for stream in streams:
+                stream.wait_event(fork)
+            yield streams
+            for stream, done in self._lanes[:n]:
+                done.record(stream)
+                main.wait_event(done)
 
     def clock(self) -> CupyClock:
         return CupyClock(self._cp, self.device)

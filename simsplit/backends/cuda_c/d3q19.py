@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from typing import Any
 
 import cupy
@@ -27,7 +28,7 @@ import numpy as np
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options
 from simsplit.backends.cuda_c.graph import check_launch_device
-from simsplit.backends.layout import element_strides, field_strides
+from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.lbm_params import D3Q19Params
@@ -206,15 +207,23 @@ class D3Q19Kernels:
         return ((np.dtype(dtype), f.dtype) in source.D3Q19_FUSED_PAIRS
                 and not wide_offsets(f))
 
+    def two_steps_fit_shape(self, shape: tuple[int, ...], storage: Any, dtype: Any) -> bool:
+        """:meth:`two_steps_fit` for padded population arrays of ``shape`` (populations first)
+        in ``storage`` that are not allocated yet: a block decides its ghost depth with it."""
+        plane = math.prod(shape[1:-1]) * padded_pitch(shape[-1])
+        return ((np.dtype(dtype), np.dtype(storage)) in source.D3Q19_FUSED_PAIRS
+                and plane <= MAX_PLANE and not source.d3q19_wide_offsets(D3Q19.q * plane))
+
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                                  store_macro) -> None:
         """Steps t + 1 and t + 2 of planes ``layers`` in one sweep, f_src (step t) -> f_dst
         (step t + 2), the step t + 1 populations kept in shared memory (kernels/d3q19.cu
         d3q19_stream_collide_two_steps): the bits of two :meth:`stream_collide` calls, with
         55 % of their DRAM traffic (float32, 512^3, H200). It reads planes ``k0 - 2 .. k1 + 1``
-        of ``f_src``, so the ghost planes must stay what they are between the two steps (walls
-        or the lid; a slab with halo faces steps one at a time). rho/u, if stored, are step
-        t + 2's."""
+        of ``f_src`` and computes step t + 1 on planes ``k0 - 1 .. k1`` that exist: a slab
+        with halo faces holds two ghost planes there (the neighbour's two planes at step t), so
+        step t + 1 of its inner ghost plane is recomputed here, as the neighbour computes it.
+        rho/u, if stored, are step t + 2's."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if wide_offsets(f_src):
             raise ValueError(f"the two-step D3Q19 kernel takes arrays of at most "

@@ -161,7 +161,7 @@ class FluidSolver:
         pairs = self._pairs_allowed()
         if pairs and n >= 2 and self._halo_keys:
             if not self._ghosts_current(self._fresh_deep):
-                self._fill_deep_ghosts(after_sweep=False)
+                self._fill_deep_ghosts()
         elif overlap and not self._ghosts_current(self._fresh_src):
             self.exchange_halos()
         graph = self._graph(overlap) if n > GRAPH_STEPS else None
@@ -247,13 +247,13 @@ class FluidSolver:
                 out[src].append((face, dst, dface))
         return out
 
-    def _fill_deep_ghosts(self, after_sweep: bool) -> None:
-        """Both ghost planes of every halo face from the neighbours' planes (depth 2)."""
+    def _fill_deep_ghosts(self) -> None:
+        """Both ghost planes of every halo face of f_src from the neighbours' f_src (depth 2)."""
         with self.timer.phase("exchange"):
             for k, links in self._links_from.items():
                 for face, dst, dface in links:
                     copy_boundary_planes(self.blocks[k], face, self.blocks[dst], dface,
-                                      after=after_sweep)
+                                         after=False)
 
     def _compute(self, k: int, blk: SlabBlock, rows: tuple[int, int] | None,
                  last: bool) -> None:

@@ -27,6 +27,8 @@ class FluidSetup:
     dtype: np.dtype
     storage: np.dtype | None = None  #: population storage (run.storage; None: dtype)
     streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
+    #: what the case checks warn about (accuracy, stability); the solver does not repeat them
+    advisories: tuple[str, ...] = ()
 
     @property
     def dim(self) -> int:
@@ -76,7 +78,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     else:
         nu = u_lid * nx / float(fluid["reynolds"])
     om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
-    check_stability(1.0 / om_p, u_lid)
+    advisories = tuple(check_stability(1.0 / om_p, u_lid))
     force = tuple(float(v) for v in fluid["body_force"])
     periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
     params: D2Q9Params | D3Q19Params
@@ -87,7 +89,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     dtype = np.dtype(case["run"]["precision"])
     storage = np.dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
-                      case["run"].get("streaming", "two-lattice"))
+                      case["run"].get("streaming", "two-lattice"), advisories)
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

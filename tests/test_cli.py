@@ -166,3 +166,54 @@ def test_compile_notice_only_when_numba_compiles(tmp_path: Path, case, extra):
     quiet = _run_with_numba_cache(tmp_path / "cold-again", tmp_path, case, *extra, "--steps",
                                   "2", "--backend", "cpu", "--quiet")
     assert quiet.returncode == 0 and COMPILE_NOTICE not in quiet.stderr, quiet.stderr
+
+
+def _xdmf_times(directory: Path) -> list[float]:
+    import xml.etree.ElementTree as ET
+
+    series = ET.parse(directory / "fields.xmf").getroot().find("Domain/Grid")
+    return [float(grid.find("Time").get("Value")) for grid in series.findall("Grid")]
+
+
+def test_snapshots_start_at_step_0_with_time_in_lid_units_and_survive_a_restart(run_cli,
+                                                                                 tmp_path: Path):
+    """output.every > 0: the series starts at t = 0; a snapshot's time is step x U / nx (the
+    cavity's L / U with L = nx cells), named in the file; a restart appends, no step twice."""
+    from simsplit.io.fields import list_snapshots, read_snapshot
+
+    common = ["run", CAVITY, "--set", "domain.shape=[48, 48]", "--set", "run.tolerance=0",
+              "--set", "output.every=100", "--set", "output.checkpoint_every=100",
+              "--set", "output.plots=false", "--output", "out", "--quiet"]
+    first = run_cli(*common, "--steps", "300")
+    assert first.returncode == 0, first.stderr
+    again = run_cli(*common, "--steps", "500", "--restart", "auto")
+    assert again.returncode == 0, again.stderr
+    out = tmp_path / "out"
+    steps = [0, 100, 200, 300, 400, 500]
+    assert list_snapshots(out) == [(n, n * 0.1 / 48) for n in steps]
+    assert _xdmf_times(out) == [n * 0.1 / 48 for n in steps]
+    attrs = read_snapshot(out, 0)["attrs"]
+    assert attrs["time_unit"].startswith("L / U") and attrs["velocity_unit"] == "lid speed U"
+    assert np.all(read_snapshot(out, 0)["fields"]["velocity"] == 0.0)  # the fluid at rest
+
+
+def test_channel_case_reaches_the_parabola(run_cli, tmp_path: Path):
+    """cases/channel.yaml runs to steady state; the summary gives its error against the
+    analytic profile, profile.png plots it, and times are lattice time steps."""
+    import re
+
+    from simsplit.io.fields import read_snapshot
+
+    res = run_cli("run", str(ROOT / "cases" / "channel.yaml"), "--output", "out", "--quiet",
+                  "--backend", "cpu")
+    assert res.returncode == 0, res.stderr
+    assert "steady state" in res.stdout, res.stdout
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("Poiseuille"))
+    assert "u_x(y) against g / (2 nu) y (H - y)" in line
+    error = float(re.search(r"L2 error ([0-9.e+-]+);", line).group(1))
+    assert error < 1e-8, line
+    out = tmp_path / "out"
+    assert (out / "profile.png").stat().st_size > 0 and not (out / "velocity.png").exists()
+    snap = read_snapshot(out)
+    assert snap["time"] == float(snap["step"])
+    assert snap["attrs"]["time_unit"] == "lattice time steps (t = step)"

@@ -60,9 +60,31 @@ class FluidSetup:
         return tuple(reversed(self.shape))
 
     @property
+    def in_lid_units(self) -> bool:
+        """Results are reported in lid units (a moving lid sets the scales), else in lattice
+        units."""
+        return self.lid and self.params.lid_velocity > 0
+
+    @property
     def velocity_scale(self) -> float:
         """Velocities are reported in units of the lid speed (lattice units without a lid)."""
-        return self.params.lid_velocity if self.lid and self.params.lid_velocity else 1.0
+        return self.params.lid_velocity if self.in_lid_units else 1.0
+
+    @property
+    def time_step(self) -> float:
+        """One time step in the reported unit of time: U / L in lid units (L = nx cells, the
+        length of the Reynolds number), 1 in lattice units."""
+        return self.params.lid_velocity / self.nx if self.in_lid_units else 1.0
+
+    @property
+    def units(self) -> dict[str, str]:
+        """What reported times, velocities and positions are measured in, in words."""
+        where = "each axis from 0 to 1 (cell centres at (i + 0.5) / n)"
+        if self.in_lid_units:
+            return {"time": "L / U (L: nx cells, U: fluid.lid_velocity; t = step U / nx)",
+                    "velocity": "lid speed U", "length": where}
+        return {"time": "lattice time steps (t = step)",
+                "velocity": "lattice units (cells per time step)", "length": where}
 
 
 def setup_from_case(case: dict[str, Any]) -> FluidSetup:

@@ -153,7 +153,7 @@ __device__ __forceinline__ void collide_3d(const T* fl, int i, int j, int k, int
 // In-plane offsets are 32-bit (lbm::offset_t): a population plane of any array that fits in
 // GPU memory holds fewer than 2^32 cells (the launcher checks), and 64-bit index math cost
 // about a third of the instructions per cell, which bound the kernel (Nsight Compute,
-// docs/ncu_d3q19_h200_2026-12-03.log); population_at below forms the address.
+// benchmarks/logs/ncu_d3q19_h200_2026-12-03.log); population_at below forms the address.
 
 // Offset to the column i + d, d in {-1, 0, 1} (1-based interior i); periodic x wraps to the
 // opposite interior column (its ghost columns are never read). The same for rows, scaled.
@@ -242,8 +242,9 @@ __device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_sr
     // cells whose sources do not wrap (all but the periodic rows' ends) address population q
     // as cell + deltas.d[q], the delta the same for every thread (uniform registers): 0.6
     // fewer warp instructions per cell than the general path below, fp16 1.5 % faster (H200,
-    // docs/tune_d3q19_h200_2026-12-03_offsets.log; deltas as a kernel parameter, 0.3 fewer
-    // again, were no faster). Not with 64-bit offsets: their 19 deltas spill at 48 registers.
+    // benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log; deltas as a kernel parameter,
+    // 0.3 fewer again, were no faster). Not with 64-bit offsets: their 19 deltas spill at 48
+    // registers.
     const bool wraps = (per_x && (i == 1 || i == nx)) || (per_y && (j == 1 || j == ny));
     if (sizeof(P) == sizeof(lbm::offset_t) && !wraps) {
         const P cell = P(cell_offset_3d(i, j, k, pitch, layer));
@@ -319,13 +320,15 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
 // Resident blocks per SM asked of the register allocator for float arithmetic: at one block
 // NVRTC gave the kernel 84 registers (37.5 % occupancy at 256 threads) and it reached 62 % of
 // the copy bandwidth at 512^3; five blocks cap it at 48 registers without spills: 86 % in
-// float32, 51 % in fp16 (H200, scripts/tune_d3q19.py, docs/tune_d3q19_h200_2026-12-02.log).
+// float32, 51 % in fp16 (H200, scripts/tune_d3q19.py,
+// benchmarks/logs/tune_d3q19_h200_2026-12-02.log).
 // Double arithmetic, the variant that also stores rho and u (the last step of a chunk) and
 // the in-place kernel would spill at 48 registers: they keep one block. Two cells per thread
 // hold two cells' populations: 109 (fp16) and 127 (float) registers at one block (ptxas
 // sm_90), which already leaves two blocks of 256 resident; three blocks (80 registers) spill
 // (docs/d3q19.md), so one block; on an H200 it ran slower than one cell at any block count
-// (docs/tune_d3q19_pairs_h200_2026-12-03.log): the kernels are instruction-issue bound.
+// (benchmarks/logs/tune_d3q19_pairs_h200_2026-12-03.log): the kernels are instruction-issue
+// bound.
 #ifndef SIMSPLIT_D3Q19_MIN_BLOCKS
 #if SIMSPLIT_D3Q19_CELLS_X == 1
 #define SIMSPLIT_D3Q19_MIN_BLOCKS (1280 / SIMSPLIT_BLOCK_X)
@@ -345,9 +348,9 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
 // flag first: the wait is a whole memory latency per warp before any population is asked for.
 // With fp16 storage, short of bytes in flight, speculating ran 2-4 % faster on an H200 (pull
 // kernel; with the L2 fetch hint the in-place kernel gained 17 %); float32 storage, held by
-// the DRAM bandwidth, ran 0.3 % slower (docs/tune_d3q19_h200_2026-12-03_l2.log,
-// docs/bench_d3q19_h200_2026-12-03_aa.log). The cost: a solid cell's loads are issued for
-// nothing, bandwidth in proportion to the solid fraction.
+// the DRAM bandwidth, ran 0.3 % slower (benchmarks/logs/tune_d3q19_h200_2026-12-03_l2.log,
+// benchmarks/logs/bench_d3q19_h200_2026-12-03_aa.log). The cost: a solid cell's loads are
+// issued for nothing, bandwidth in proportion to the solid fraction.
 // SIMSPLIT_D3Q19_SPECULATE 0 / 1 forces either for every storage (tuning).
 template <typename S>
 __device__ __forceinline__ constexpr bool speculative_pull()

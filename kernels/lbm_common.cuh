@@ -37,7 +37,7 @@ __device__ __forceinline__ int source_column(int i, int dx, int nx, bool periodi
 // the missing sectors alone (PTX .L2::<n>B prefetch size): fp16 populations always (a warp's
 // 2-byte loads ask for 64 B per population, and the neighbouring warps' rows arrive with them:
 // 1.4-2.6 % faster on an H200), other types under SIMSPLIT_L2_FETCH_BYTES (tuning; float32
-// ran 0.5 % slower with 256 B: docs/tune_d3q19_h200_2026-12-03_l2.log).
+// ran 0.5 % slower with 256 B: benchmarks/logs/tune_d3q19_h200_2026-12-03_l2.log).
 #if defined(SIMSPLIT_HOST_EMULATION)
 #define SIMSPLIT_LD_L2(bytes, type, reg, v, p) v = __ldg(p)
 #else

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check, run from the repository root on a CUDA machine (the H200 of the device tool):
 # environment report, the GPU tests, the kernel compile tests, then the benchmarks.
-# Logs go to $OUT (default ./gpu-out): gpu-tests.log, bench.log. Takes about 2-5 minutes;
+# Logs go to $OUT (default ./gpu-out): gpu-tests.log, bench.log (keep the ones BENCHMARKS.md
+# cites in benchmarks/logs/). Takes about 2-5 minutes;
 # every stage has a time limit so the whole stays under 8 minutes.
 set -uo pipefail
 export PYTHONUNBUFFERED=1

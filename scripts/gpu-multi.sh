@@ -15,7 +15,8 @@
 #            (the largest grid for one GPU), final fields compared across rank counts
 # DRY=1 runs every stage on the CPU backend at toy sizes (transports local/mpi instead of
 # peer/nccl): a check of the commands themselves on a machine without GPUs.
-# Raw output in $OUT (copy it into docs/ afterwards).
+# Raw output in $OUT; copy the logs worth keeping into benchmarks/logs/ afterwards (named
+# <what>_<gpu>_<date>.log, as the ones there).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # the device machine runs as root

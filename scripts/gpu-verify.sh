@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Short GPU verification (about 4 minutes): the GPU test set, the 8192^2 benchmark, the CUDA
-# error-context demo, autotuning, and a monitored 3D cavity. Logs under $OUT (./gpu-out).
+# error-context demo, autotuning, and a monitored 3D cavity. Logs under $OUT (./gpu-out;
+# the ones BENCHMARKS.md cites go to benchmarks/logs/).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 OUT=${OUT:-./gpu-out}

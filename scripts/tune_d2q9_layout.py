@@ -111,7 +111,7 @@ def main() -> None:
         print(f"production kernel ({source.BLOCK_X} threads), {layout} rows: {mlups:.0f} MLUPS = "
               f"{100 * mlups * 1e6 * 73 / bw:.1f}% of copy bandwidth, {ok}", flush=True)
         if layout == "packed":
-            continue  # the variants on packed rows: docs/tune_d2q9_h200_2026-12-02.log
+            continue  # the variants on packed rows: benchmarks/logs/tune_d2q9_h200_2026-12-02.log
         print(f"{'block':>5} {'cells':>5} {'index':>9} {'layout':>8} {'MLUPS':>8} {'%copy':>6} "
               "check")
         for block in (128, 256, 512):

@@ -35,7 +35,7 @@ CTYPE = {"float32": "float", "float16": "lbm::half16"}
 STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}
 #: (threads per block, resident blocks per SM asked for, extras, cells per thread); extras:
 #: "nbflags" (every cell reads its sources' flags), "stcs" / "ldcs" (streaming, evict-first
-#: stores / loads). The 2026-12-02 19:35 run (docs/tune_d3q19_h200_2026-12-02.log) found
+#: stores / loads). The 2026-12-02 19:35 run (benchmarks/logs/tune_d3q19_h200_2026-12-02.log) found
 #: neighbour flags slower and 84 registers (37.5 % occupancy) at one block; the one-cell
 #: variants ask the allocator for 50-62.5 %. Two cells per thread take 109 (fp16) to 127
 #: (float32) registers at one block (ptxas sm_90: two blocks of 256 resident) and spill from
@@ -55,14 +55,15 @@ VARIANTS = [(128, 1, "", 1), (128, 8, "", 1), (128, 10, "", 1), (256, 1, "", 1),
 #: launcher takes for arrays beyond 2^32 elements; the others have 32-bit ones (2026-12-03
 #: 02:19 UTC, before they were the production choice, as a build flag: 0.6-2.6 % faster);
 #: (the pull offsets from uniform registers, now production, and as a kernel parameter were
-#: measured as "upull" / "pparam" builds: docs/tune_d3q19_h200_2026-12-03_offsets.log; the 40-
-#: register builds (128/12, 64/24, 256/6) were no faster)
+#: measured as "upull" / "pparam" builds:
+#: benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log; the 40-register builds (128/12,
+#: 64/24, 256/6) were no faster)
 #: "l2f128" / "l2f256": population loads that ask the L2 for 128 / 256 B around a miss
 #: (lbm_common.cuh load_l2_fetch; fp16 loads ask for 256 B unless "nol2f"); "spec" / "nospec":
 #: every cell's loads issued before its flag is known, or after (d3q19.cu speculative_pull; the
 #: production choice speculates for fp16 storage only). A bulk L2 prefetch of the sources one or
 #: two planes ahead (cp.async.bulk.prefetch, one per population and block) ran 3-30 % slower in
-#: both storages (docs/tune_d3q19_h200_2026-12-03_l2.log) and is gone
+#: both storages (benchmarks/logs/tune_d3q19_h200_2026-12-03_l2.log) and is gone
 EXTRA_DEFINES = {"nbflags": "SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS", "stcs": "SIMSPLIT_STREAMING_STORES",
                  "ldcs": "SIMSPLIT_STREAMING_LOADS", "wide": None,
                  "l2f128": "SIMSPLIT_L2_FETCH_BYTES=128", "l2f256": "SIMSPLIT_L2_FETCH_BYTES=256",

@@ -36,8 +36,8 @@ from simsplit.numerics.lbm_params import D3Q19Params  # noqa: E402
 STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}
 #: (TX, TY, ring planes, resident blocks per SM asked for, shared-memory carveout in percent
 #: of the maximum, -1: the driver's choice). 0-11: the first round (2026-12-03 09:03 UTC,
-#: docs/tune_d3q19_two_steps_h200_2026-12-03.log): a ring of 3 ran faster than 4 (less shared
-#: memory, more L1 left), runs of 64 planes faster than 128 or 512. 12-23: the second
+#: benchmarks/logs/tune_d3q19_two_steps_h200_2026-12-03.log): a ring of 3 ran faster than 4
+#: (less shared memory, more L1 left), runs of 64 planes faster than 128 or 512. 12-23: the second
 #: (09:32 UTC, `..._round2.log`): 32 x 8 with a ring of 3 and runs of 32 fastest (30,608
 #: MLUPS); a forced carveout (72, 86, 100 %) slower than the driver's choice
 VARIANTS = [(32, 8, 4, 2, -1), (32, 8, 3, 2, -1), (32, 4, 4, 3, -1), (16, 16, 4, 2, -1),

@@ -1,4 +1,5 @@
-"""The errors every layer may raise: bad input, a missing device library, a diverging run.
+"""The errors every layer may raise: bad input, a missing device library, a diverging run;
+and the warning about a case that runs but may go wrong.
 
 A leaf module (it imports nothing of simsplit), so that physics, backends and the run around
 them can all raise these without importing each other; the command line maps them to exit codes.
@@ -9,6 +10,11 @@ from __future__ import annotations
 
 class CaseError(ValueError):
     """A case file or override that cannot be run; the message is one line."""
+
+
+class CaseWarning(UserWarning):
+    """A case that runs but may be inaccurate or unstable; the message is one line naming the
+    key."""
 
 
 class BackendUnavailable(RuntimeError):

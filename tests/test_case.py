@@ -1,6 +1,7 @@
 """Case files: schema errors name the key, the value and what is allowed; overrides work."""
 
 import copy
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from simsplit.case import CaseError, apply_overrides, load_case, validate_case
 from tests.conftest import ROOT, fluid_case
 
 CAVITY = ROOT / "cases" / "cavity.yaml"
+LJ_TINY = ROOT / "cases" / "lj_tiny.yaml"
 
 
 def test_shipped_cases_are_valid():
@@ -74,6 +76,53 @@ def test_errors_name_key_value_and_allowed(override, expected):
     msg = str(info.value)
     assert expected in msg
     assert "\n" not in msg and msg.startswith(str(CAVITY))
+
+
+SHAPE_ALLOWED = "expected 2 entries [nx, ny] (D2Q9) or 3 entries [nx, ny, nz] (D3Q19)"
+
+
+@pytest.mark.parametrize(
+    "case_file, override, expected",
+    [
+        (CAVITY, {"domain.shape": [4, 4, 4, 4]}, f"domain.shape: [4, 4, 4, 4] is not allowed: "
+                                                 f"{SHAPE_ALLOWED}"),
+        (CAVITY, {"domain.shape": [16]}, f"domain.shape: [16] is not allowed: {SHAPE_ALLOWED}"),
+        (CAVITY, {"domain.shape": 16}, f"domain.shape: 16 is not allowed: {SHAPE_ALLOWED}"),
+        (CAVITY, {"domain.shape": [16, 1]},
+         "domain.shape[1]: 1 is not allowed: expected an integer >= 2 and <= 1048576"),
+        (CAVITY, {"fluid.body_force": [0, 0, 0, 0]},
+         "expected 2 numbers [fx, fy] for a 2D grid or 3 numbers [fx, fy, fz] for a 3D grid"),
+        (CAVITY, {"decomposition.weights": []},
+         "decomposition.weights: [] is not allowed: expected a list of at least 1 number "
+         "(each > 0), or null"),
+        (CAVITY, {"run.devices": [0, 0]},
+         "expected a list of at least 1 integer (each >= 0, no repeats), or null"),
+        (LJ_TINY, {"md.lattice.cells": [4, 4]},
+         "md.lattice.cells: [4, 4] is not allowed: expected a list of 3 integers (each >= 1)"),
+        (LJ_TINY, {"md.box": [4, 4]},
+         "md.box: [4, 4] is not allowed: expected a list of 3 numbers (each > 0), or null"),
+    ],
+)
+def test_array_errors_say_how_many_entries_are_allowed(case_file, override, expected):
+    with pytest.raises(CaseError) as info:
+        load_case(case_file, override)
+    assert expected in str(info.value)
+    assert "at least 2 items" not in str(info.value)
+
+
+def test_solver_does_not_repeat_the_case_warnings():
+    """The case checks warn; building the solver from the checked case says nothing more."""
+    from simsplit import Simulation
+    from simsplit.errors import CaseWarning
+
+    with pytest.warns(CaseWarning, match="fluid.reynolds: relaxation time tau = 0.50384"):
+        case = load_case(CAVITY, {"fluid.reynolds": 5000, "domain.shape": [64, 64],
+                                  "run.backend": "cpu"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Simulation(case)  # validates the case again (one warning), then sets up the solver
+    stability = [w for w in caught if "stability limit" in str(w.message)]
+    assert len(stability) == 1 and stability[0].category is CaseWarning
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path):

@@ -52,7 +52,8 @@ def test_two_step_kernel_matches_two_launches(backend: str, precision: str, stor
                                               periodic: bool) -> None:
     """The pairs the kernel is built for (source.D3Q19_FUSED_PAIRS; the host emulation checks
     every storage pair). fp16 and double were checked here too before they were left out of
-    the build (H200, 2026-12-03 09:48 UTC, docs/gpu_tests_d3q19_h200_2026-12-03_two_steps.log)."""
+    the build (H200, 2026-12-03 09:48 UTC,
+    benchmarks/logs/gpu_tests_d3q19_h200_2026-12-03_two_steps.log)."""
     import cupy
 
     from simsplit.backends.cuda_c import source

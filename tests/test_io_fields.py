@@ -239,3 +239,19 @@ def test_bad_grid_arguments(tmp_path):
         FieldWriter(tmp_path, (4, 4), spacing=(0.1,))
     with pytest.raises(ValueError):
         FieldWriter(tmp_path, (4, 4), spacing=(0.1, 0.0))
+
+
+def test_time_unit_in_file_attrs_and_xdmf_and_kept_on_append(tmp_path):
+    shape = (3, 4)
+    unit = "L / U (L: nx cells, U: fluid.lid_velocity; t = step U / nx)"
+    with FieldWriter(tmp_path, shape, time_unit=unit) as writer:
+        writer.write(0, 0.0, {"density": np.ones(shape)})
+        writer.write(100, 0.25, {"density": np.ones(shape)})
+    with FieldWriter(tmp_path, shape, append=True) as writer:  # a restart names no unit
+        assert writer.time_unit == unit
+        writer.write(200, 0.5, {"density": np.ones(shape)})
+    _check_xmf(tmp_path, [(0, 0.0), (100, 0.25), (200, 0.5)], shape)
+    series = ET.parse(tmp_path / "fields.xmf").getroot().find("Domain/Grid")
+    (info,) = series.findall("Information")
+    assert (info.get("Name"), info.get("Value")) == ("time_unit", unit)
+    assert read_snapshot(tmp_path)["attrs"]["time_unit"] == unit

@@ -122,6 +122,18 @@ def test_cli_under_mpiexec_writes_once_and_matches(tmp_path):
 
 
 @needs_mpiexec
+def test_case_warning_once_under_mpiexec():
+    """Every rank validates the same case (and once more for its own slab): one warning line."""
+    proc = mpirun(2, ["-m", "simsplit", "run", str(CASE), "--quiet", "--backend", "cpu",
+                      "--set", "fluid.reynolds=5000", "--set", "domain.shape=[64,64]",
+                      "--steps", "10", "--set", "output.dir=null"], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "warning" in ln]
+    assert len(warnings) == 1, proc.stderr
+    assert warnings[0].startswith("simsplit: warning: fluid.reynolds: relaxation time tau")
+
+
+@needs_mpiexec
 @pytest.mark.parametrize("mode", ["raise", "kill"])
 def test_failing_rank_ends_the_job(mode):
     spec = "1:20" if mode == "raise" else "1:20:kill"

@@ -111,3 +111,34 @@ def test_import_does_not_touch_matplotlib():
         os.environ, PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def _titles(fig) -> list[str]:
+    return [fig._suptitle.get_text()] + [ax.get_title() for ax in fig.axes]
+
+
+def test_3d_midplane_plot_names_its_plane():
+    from simsplit.io.plots import MIDPLANE, _midplane_figure
+
+    velocity = np.zeros((8, 6, 10, 3))
+    velocity[..., 0] = np.linspace(0.0, 1.0, 8)[:, None, None]
+    fig = _midplane_figure(velocity, 100, None, "D3Q19 TRT, 10x6x8, step 5")
+    titles = _titles(fig)
+    assert MIDPLANE == "mid-plane y = 0.5"
+    assert MIDPLANE in titles[0] and MIDPLANE in titles[1]  # figure and map
+    assert "x = y = 0.5" in " ".join(titles)
+    assert fig.axes[0].get_ylabel() == "z"
+    flat = _titles(_cavity_figure(_vortex(16, 16), 100, None, "D2Q9"))
+    assert not any("mid-plane" in t for t in flat)
+
+
+def test_channel_profile_plot_reports_l2_error(tmp_path):
+    from simsplit.io.plots import plot_channel_profile
+
+    s = np.arange(16) + 0.5
+    exact = 1e-3 * s * (16 - s)
+    measured = exact * 1.01
+    path = plot_channel_profile(s, measured, exact, tmp_path / "profile.png", ("x", "y"))
+    _check_png(path)
+    nan = plot_channel_profile(s, np.full(16, np.nan), exact, tmp_path / "nan.png")
+    assert nan.stat().st_size > 0  # a diverged run is still plotted

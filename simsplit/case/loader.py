@@ -128,28 +128,59 @@ def _schema_at(schema: dict[str, Any], path: Iterable[Any]) -> dict[str, Any]:
     return schema
 
 
+#: what a schema key's own ``x-expected`` text does not say, in words: one value of a type
+_TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string",
+               "boolean": "true or false", "array": "a list", "object": "a section",
+               "null": "null"}
+_PLURAL_NAMES = {"integer": "integers", "number": "numbers", "string": "strings",
+                 "boolean": "booleans"}
+
+
 def _describe_allowed(schema: dict[str, Any]) -> str:
+    """What a value of ``schema`` may be, in words (a key's ``x-expected`` text if it has one)."""
+    if "x-expected" in schema:
+        return schema["x-expected"]
     if "enum" in schema:
         return "one of " + ", ".join(_yaml_repr(v) for v in schema["enum"])
-    types = schema.get("type")
-    parts = []
-    if types:
-        types = types if isinstance(types, list) else [types]
-        names = {"integer": "an integer", "number": "a number", "string": "a string",
-                 "boolean": "true or false", "array": "a list", "object": "a section",
-                 "null": "null"}
-        parts.append(" or ".join(names.get(t, t) for t in types))
-    for key, text in (("minimum", ">= {}"), ("exclusiveMinimum", "> {}"),
-                      ("maximum", "<= {}"), ("exclusiveMaximum", "< {}")):
-        if key in schema:
-            parts.append(text.format(schema[key]))
-    if "minItems" in schema and schema.get("minItems") == schema.get("maxItems"):
-        parts.append(f"with {schema['minItems']} items")
-    elif "minItems" in schema:
-        parts.append(f"with at least {schema['minItems']} items")
+    types = schema.get("type") or []
+    types = types if isinstance(types, list) else [types]
+    if "array" in types:
+        others = [_TYPE_NAMES.get(t, t) for t in types if t != "array"]
+        return ", or ".join([_describe_list(schema), *others])
+    parts = [" or ".join(_TYPE_NAMES.get(t, t) for t in types)] if types else []
+    parts += [" and ".join(_bounds(schema))] if _bounds(schema) else []
     if "minLength" in schema:
         parts.append("not empty")
     return " ".join(parts) or "a valid value"
+
+
+def _bounds(schema: dict[str, Any]) -> list[str]:
+    return [text.format(schema[key]) for key, text in (
+        ("minimum", ">= {}"), ("exclusiveMinimum", "> {}"),
+        ("maximum", "<= {}"), ("exclusiveMaximum", "< {}")) if key in schema]
+
+
+def _describe_list(schema: dict[str, Any]) -> str:
+    """``a list of 3 integers (each >= 1)``, ``a list of 2 or 3 numbers``, ..."""
+    items = schema.get("items", {})
+    low, high = schema.get("minItems"), schema.get("maxItems")
+    if low is not None and low == high:
+        count = str(low)
+    elif low is not None and high is not None:
+        count = f"{low} or {high}" if high == low + 1 else f"{low} to {high}"
+    elif low is not None:
+        count = f"at least {low}"
+    elif high is not None:
+        count = f"at most {high}"
+    else:
+        count = ""
+    noun = _PLURAL_NAMES.get(items.get("type"), "items")
+    if count == "1" or count.endswith(" 1"):
+        noun = noun[:-1]
+    text = " ".join(filter(None, ("a list of", count, noun)))
+    terms = [f"each {' and '.join(_bounds(items))}"] if _bounds(items) else []
+    terms += ["no repeats"] if schema.get("uniqueItems") else []
+    return f"{text} ({', '.join(terms)})" if terms else text
 
 
 def _format_error(err: ValidationError, root: dict[str, Any]) -> str:

@@ -9,16 +9,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from simsplit.cli.notices import announce_kernel_compiles, print_warnings_once
 from simsplit.errors import BackendUnavailable, CaseError, DivergenceError
 from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
 from simsplit.run.checkpoint import CheckpointError
 from simsplit.run.manifest import OutputExists
 from simsplit.run.preflight import InsufficientMemory
 from simsplit.run.simulation import Interrupted
+from simsplit.version import __version__
 
 #: errors that mean the input cannot run as given: one line, exit code 2
 BAD_INPUT = (CaseError, BackendUnavailable, InsufficientMemory, CheckpointError, OutputExists)
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="simsplit", description="Domain-decomposed lattice Boltzmann and molecular "
         "dynamics on CPUs and GPUs.", epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"simsplit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def case_args(sp: argparse.ArgumentParser) -> None:
@@ -269,8 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import simsplit.gpu.cuda_errors
 
     simsplit.gpu.cuda_errors.COMMAND_ARGS = list(sys.argv[1:] if argv is None else argv)
-    warnings.showwarning = lambda msg, cat, *a, **k: print(f"simsplit: warning: {msg}",
-                                                           file=sys.stderr)
+    print_warnings_once()
+    announce_kernel_compiles(args.command in ("run", "bench") and not getattr(args, "quiet", False))
     handlers = {"run": _cmd_run, "validate": _cmd_validate, "bench": _cmd_bench,
                 "devices": _cmd_devices}
     from simsplit.parallel.context import launched_world_size
@@ -324,6 +326,9 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    print_warnings_once(rank)
+    if rank != 0:
+        announce_kernel_compiles(False)
 
     def die(exc: BaseException) -> None:
         if isinstance(exc, BAD_INPUT):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 from simsplit.numerics.lattice import CS2
 
 #: TRT magic parameter that puts halfway bounce-back walls exactly halfway for Poiseuille flow
@@ -45,8 +43,10 @@ def relaxation_rates(viscosity: float, collision: str, magic: float) -> tuple[fl
     return omega_plus, 1.0 / tau_minus
 
 
-def check_stability(tau: float, lid_velocity: float) -> None:
-    """Refuse tau <= 0.5 outright; warn where accuracy degrades."""
+def check_stability(tau: float, lid_velocity: float) -> list[str]:
+    """Refuse tau <= 0.5 outright (:class:`UnstableSetup`); return what to warn about where
+    accuracy degrades (the case checks warn, once, not every setup of the solver)."""
+    advisories = []
     if tau <= 0.5:
         raise UnstableSetup(f"relaxation time tau = {tau:.6g} must exceed 0.5")
     if abs(lid_velocity) > MAX_LID_VELOCITY:
@@ -69,10 +69,9 @@ def check_stability(tau: float, lid_velocity: float) -> None:
                "it) or use fewer cells")
         if corner > MAX_LID_VISCOUS:
             raise UnstableSetup(f"{text}, beyond the {MAX_LID_VISCOUS:g} limit: {fix}")
-        warnings.warn(f"{text}: {fix}", stacklevel=3)
+        advisories.append(f"{text}: {fix}")
     if tau < 0.51 or cell_re > WARN_CELL_REYNOLDS:
-        warnings.warn(
+        advisories.append(
             f"relaxation time tau = {tau:.6g} (cell Reynolds number {cell_re:.3g}) is close to "
-            "the stability limit: refine the grid or lower the Reynolds number",
-            stacklevel=3,
-        )
+            "the stability limit: refine the grid or lower the Reynolds number")
+    return advisories

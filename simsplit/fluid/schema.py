@@ -39,6 +39,8 @@ FLUID_SCHEMA = {
         "body_force": {
             "type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 3,
             "default": [0.0, 0.0],
+            "x-expected": "2 numbers [fx, fy] for a 2D grid or 3 numbers [fx, fy, fz] for a 3D "
+                          "grid",
             "description": "Uniform body force [fx, fy] ([fx, fy, fz] in 3D) per unit volume, "
                            "lattice units (Guo).",
         },
@@ -80,6 +82,8 @@ DOMAIN_SCHEMA = {
         "shape": {
             "type": "array", "items": {"type": "integer", "minimum": 2, "maximum": 1 << 20},
             "minItems": 2, "maxItems": 3,
+            "x-expected": "2 entries [nx, ny] (D2Q9) or 3 entries [nx, ny, nz] (D3Q19), "
+                          "cell counts of at least 2",
             "description": "Cells [nx, ny] (D2Q9) or [nx, ny, nz] (D3Q19); slabs are cut along "
                            "the last axis.",
         },

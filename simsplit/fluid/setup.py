@@ -27,6 +27,8 @@ class FluidSetup:
     dtype: np.dtype
     storage: np.dtype | None = None  #: population storage (run.storage; None: dtype)
     streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
+    #: what the case checks warn about (accuracy, stability); the solver does not repeat them
+    advisories: tuple[str, ...] = ()
 
     @property
     def dim(self) -> int:
@@ -58,9 +60,31 @@ class FluidSetup:
         return tuple(reversed(self.shape))
 
     @property
+    def in_lid_units(self) -> bool:
+        """Results are reported in lid units (a moving lid sets the scales), else in lattice
+        units."""
+        return self.lid and self.params.lid_velocity > 0
+
+    @property
     def velocity_scale(self) -> float:
         """Velocities are reported in units of the lid speed (lattice units without a lid)."""
-        return self.params.lid_velocity if self.lid and self.params.lid_velocity else 1.0
+        return self.params.lid_velocity if self.in_lid_units else 1.0
+
+    @property
+    def time_step(self) -> float:
+        """One time step in the reported unit of time: U / L in lid units (L = nx cells, the
+        length of the Reynolds number), 1 in lattice units."""
+        return self.params.lid_velocity / self.nx if self.in_lid_units else 1.0
+
+    @property
+    def units(self) -> dict[str, str]:
+        """What reported times, velocities and positions are measured in, in words."""
+        where = "each axis from 0 to 1 (cell centres at (i + 0.5) / n)"
+        if self.in_lid_units:
+            return {"time": "L / U (L: nx cells, U: fluid.lid_velocity; t = step U / nx)",
+                    "velocity": "lid speed U", "length": where}
+        return {"time": "lattice time steps (t = step)",
+                "velocity": "lattice units (cells per time step)", "length": where}
 
 
 def setup_from_case(case: dict[str, Any]) -> FluidSetup:
@@ -76,7 +100,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     else:
         nu = u_lid * nx / float(fluid["reynolds"])
     om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
-    check_stability(1.0 / om_p, u_lid)
+    advisories = tuple(check_stability(1.0 / om_p, u_lid))
     force = tuple(float(v) for v in fluid["body_force"])
     periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
     params: D2Q9Params | D3Q19Params
@@ -87,7 +111,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     dtype = np.dtype(case["run"]["precision"])
     storage = np.dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
-                      case["run"].get("streaming", "two-lattice"))
+                      case["run"].get("streaming", "two-lattice"), advisories)
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

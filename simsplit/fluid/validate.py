@@ -1,15 +1,17 @@
 """The fluid physics' own checks of a case, beyond its schema: one Reynolds number or
 viscosity, a lid where one is needed, lattice speeds and forces in range, a grid large enough
 for its slabs, a stable relaxation time. The case loader calls them; they raise
-:class:`~simsplit.errors.CaseError` naming the key.
+:class:`~simsplit.errors.CaseError` naming the key, and warn with a
+:class:`~simsplit.errors.CaseWarning` about a case that runs close to a stability limit.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from simsplit.decomp.slabs import MIN_SLAB_ROWS
-from simsplit.errors import CaseError
+from simsplit.errors import CaseError, CaseWarning
 from simsplit.fluid.params import MAX_BODY_FORCE, MAX_LID_VELOCITY, UnstableSetup
 from simsplit.fluid.schema import check_dimensions, split_axis
 from simsplit.fluid.setup import setup_from_case
@@ -50,8 +52,10 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of n{axis} = {ny} "
                         f"{'rows' if axis == 'y' else 'layers'} "
                         f"is too small to split into {n} slabs of at least {MIN_SLAB_ROWS} rows")
+    key = "fluid.viscosity" if has_nu else "fluid.reynolds"
     try:
-        setup_from_case(case)
+        setup = setup_from_case(case)
     except UnstableSetup as exc:
-        key = "fluid.viscosity" if has_nu else "fluid.reynolds"
         raise CaseError(f"{key}: {exc}") from None
+    for text in setup.advisories:
+        warnings.warn(CaseWarning(f"{key}: {text}"), stacklevel=2)

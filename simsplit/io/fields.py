@@ -3,8 +3,9 @@
 Layout of ``fields.h5``::
 
     /                       attrs: format, format_version, simsplit_version, shape, spacing,
-                            origin, plus the user's ``attrs`` (e.g. the case as YAML text)
-    /snapshots/000001000/   attrs: step, time
+                            origin, time_unit (when given), plus the user's ``attrs`` (e.g.
+                            the case as YAML text)
+    /snapshots/000001000/   attrs: step, time (in time_unit)
         density             (nz, ny, nx), dtype as given; 2D grids have nz = 1
         velocity            (nz, ny, nx, 3); a 2-component vector is stored zero-padded to 3
                             components with the dataset attr ``n_components = 2``
@@ -69,6 +70,10 @@ class FieldWriter:
     is in the same order and defaults to a unit square/cube (``1 / n`` per axis). Values sit at
     cell centres: array index ``[j, i]`` is at ``((i + 0.5) dx, (j + 0.5) dy)``.
 
+    Time: each snapshot has its step and its time, in ``time_unit`` (a free text, e.g.
+    "lattice time steps"), which the file's attrs and an XDMF ``Information`` element of the
+    time series name; XDMF ``Time`` values, which ParaView shows, are these times.
+
     XDMF mapping: every snapshot is a ``3DCoRectMesh`` whose *nodes* are the cell centres
     (Origin = half a cell, attributes ``Center="Node"``), so ParaView shows exactly the stored
     values without resampling. 2D grids are written as one layer of a 3DCoRectMesh
@@ -99,6 +104,7 @@ class FieldWriter:
         *,
         keep_open: bool = True,
         append: bool = False,
+        time_unit: str | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.shape = tuple(int(n) for n in shape)
@@ -127,6 +133,9 @@ class FieldWriter:
             self._file.create_group("snapshots")
         if attrs and append:
             self._set_user_attrs(attrs)
+        if time_unit is not None:
+            self._file.attrs["time_unit"] = time_unit
+        self.time_unit: str | None = _plain(self._file.attrs.get("time_unit"))
         self._file.flush()
         self._write_xmf()
         if not keep_open:
@@ -264,7 +273,7 @@ class FieldWriter:
             )
 
     def _write_xmf(self) -> None:
-        tree = _build_xmf(self._snapshots, self.shape, self.origin, self.spacing)
+        tree = _build_xmf(self._snapshots, self.shape, self.origin, self.spacing, self.time_unit)
         tmp = self.xmf_path.with_name(self.xmf_path.name + ".tmp")
         tree.write(tmp, encoding="utf-8", xml_declaration=True)
         os.replace(tmp, self.xmf_path)
@@ -307,6 +316,7 @@ def _build_xmf(
     shape: tuple[int, ...],
     origin: tuple[float, ...],
     spacing: tuple[float, ...],
+    time_unit: str | None = None,
 ) -> ET.ElementTree:
     if len(shape) == 2:
         # one layer at z = 0; its dz only matters to ParaView's bounding box
@@ -321,6 +331,8 @@ def _build_xmf(
     series = ET.SubElement(
         domain, "Grid", Name="fields", GridType="Collection", CollectionType="Temporal"
     )
+    if time_unit is not None:
+        ET.SubElement(series, "Information", Name="time_unit", Value=time_unit)
     for snap in snapshots:
         grid = ET.SubElement(series, "Grid", Name=f"step_{snap.step:09d}", GridType="Uniform")
         ET.SubElement(grid, "Time", Value=repr(snap.time))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -79,6 +80,19 @@ def _attach_checkpoints(sim: RunningSimulation, directory: Path, out: dict) -> N
     sim.on_finish.insert(0, on_finish)  # before run.json records the stop
 
 
+def _plot_channel(sim: RunningSimulation, velocity: Any, channel: Any, path: Path) -> None:
+    """The velocity profile across a channel against its parabola (``profile.png``)."""
+    from simsplit.fluid.poiseuille import measured_profile
+    from simsplit.io.plots import plot_channel_profile
+
+    setup = sim.solver.setup
+    cells = "x".join(str(n) for n in setup.shape)
+    collision = sim.case["fluid"]["collision"].upper()
+    title = f"{setup.lattice.name} {collision} channel, {cells}, step {sim.steps_done}"
+    plot_channel_profile(channel.positions, measured_profile(velocity, channel), channel.exact(),
+                         path, channel.names, title)
+
+
 def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
     from simsplit.io.fields import FieldWriter
 
@@ -93,17 +107,27 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         if s.context.rank != 0:
             return
         if state["writer"] is None:
-            attrs = {"case": case_yaml(s.case), "simsplit_version": __version__}
+            units = setup.units
+            attrs = {"case": case_yaml(s.case), "simsplit_version": __version__,
+                     "velocity_unit": units["velocity"], "length_unit": units["length"]}
             state["writer"] = FieldWriter(directory, setup.grid,
                                           tuple(1.0 / n for n in setup.grid), attrs,
-                                          append=s.restarted_from is not None)
+                                          append=s.restarted_from is not None,
+                                          time_unit=units["time"])
         if s.steps_done in state["writer"].steps:
             return  # written before an interruption; a restart reproduces it bit for bit
-        state["writer"].write(s.steps_done, float(s.steps_done), {"density": rho, "velocity": u})
+        state["writer"].write(s.steps_done, s.steps_done * setup.time_step,
+                              {"density": rho, "velocity": u})
 
     def plot(s: RunningSimulation) -> None:
         u = s.velocity()
         if s.context.rank != 0 or not out["plots"]:
+            return
+        from simsplit.fluid.poiseuille import channel_of
+
+        channel = channel_of(s.case)
+        if channel is not None:
+            _plot_channel(s, u, channel, directory / "profile.png")
             return
         from simsplit.fluid.reference import ghia_u_centreline
         from simsplit.io.plots import plot_cavity, plot_cavity_midplane
@@ -127,7 +151,8 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
             state["writer"].close()
             state["writer"] = None
 
-
     sim.attach(Operation("snapshot", out["every"], snapshot))
+    if out["every"] > 0 and sim.steps_done % out["every"] == 0:
+        snapshot(sim)  # the series starts where the run does (step 0, or a restart on the grid)
     sim.attach(Operation("plot", 0, plot))
     sim.attach(Operation("close", 0, close))

@@ -31,6 +31,8 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
         lines.append(f"timing       {timing}")
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
         lines += _ghia_lines(sim)
+    elif case["physics"] == "fluid":
+        lines += _poiseuille_lines(sim)
     if case["output"]["dir"]:
         lines.append(f"output       {case['output']['dir']}")
     return lines
@@ -70,6 +72,19 @@ def _ghia_lines(sim: RunningSimulation) -> list[str]:
     except (TypeError, ValueError):
         return []
     return [f"Ghia 1982    max |u - u_Ghia| on x = 0.5: {cmp['max_abs_error']:.4f} (Re = {re})"]
+
+
+def _poiseuille_lines(sim: RunningSimulation) -> list[str]:
+    from simsplit.fluid.poiseuille import channel_of, compare_to_poiseuille
+
+    channel = channel_of(sim.case)
+    if channel is None:
+        return []
+    cmp = compare_to_poiseuille(sim.velocity(), channel)
+    flow, wall = channel.names
+    return [f"Poiseuille   u_{flow}({wall}) against g / (2 nu) {wall} (H - {wall}): L2 error "
+            f"{cmp['l2_error']:.2e}; u_max {cmp['u_max_measured']:.6f} (analytic "
+            f"{cmp['u_max']:.6f}, lattice units)"]
 
 
 def print_summary(sim: RunningSimulation, summary: RunSummary) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 
@@ -127,9 +128,10 @@ class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro):
-        _stream_collide(f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1],
-                        p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
-                        p.periodic_x, store_macro)
+        args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
+                p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro)
+        announce_compile(_stream_collide, args)
+        _stream_collide(*args)
 
     def pack(self, f, row, direction, buf):
         _pack(f, row, _HALO_DIRS[direction], buf)

@@ -21,6 +21,7 @@ from numba import types
 from numba.extending import overload
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
+from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.storage import FP16_SCALE
@@ -341,17 +342,19 @@ class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro):
-        _stream_collide(raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0],
-                        layers[1],
-                        p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
-                        p.force_z, p.periodic_x, p.periodic_y, store_macro, p.forced)
+        args = (raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
+                p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
+                p.periodic_x, p.periodic_y, store_macro, p.forced)
+        announce_compile(_stream_collide, args)
+        _stream_collide(*args)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""
-        _stream_collide_aa(raw_view(f), flags, rho, ux, uy, uz, layers[0], layers[1],
-                           p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
-                           p.force_z, p.periodic_x, p.periodic_y, store_macro, bool(odd),
-                           p.forced)
+        args = (raw_view(f), flags, rho, ux, uy, uz, layers[0], layers[1], p.omega_plus,
+                p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x,
+                p.periodic_y, store_macro, bool(odd), p.forced)
+        announce_compile(_stream_collide_aa, args)
+        _stream_collide_aa(*args)
 
     def pack(self, f, layer, direction, buf):
         _pack(_layers(raw_view(f)), layer, _HALO_DIRS[direction], raw_view(buf))

@@ -26,18 +26,19 @@ from simsplit.numerics.storage import FP16_SCALE, STORAGE_CHOICES
 #: name under which kernels include the generated header
 GENERATED_HEADER = "simsplit_generated.cuh"
 #: threads per block along i (the contiguous axis); every kernel's ``__launch_bounds__``.
-#: 256 measured fastest for D2Q9 on an H200 (docs/tune_d2q9_h200_2026-12-02.log)
+#: 256 measured fastest for D2Q9 on an H200 (benchmarks/logs/tune_d2q9_h200_2026-12-02.log)
 BLOCK_X = 256
 #: cells along x per thread of the D3Q19 two-lattice pull kernel (kernels/d3q19.cu): 1, or 2
 #: (two adjacent cells, populations moved as 2-element vectors; needs rows aligned as
 #: simsplit.backends.layout pads them). The production choice, in this one place: it becomes
 #: the generated header's SIMSPLIT_D3Q19_CELLS_X (a -D option overrides it) and the launcher's
-#: grid. 1: two cells ran 14-19 % slower on an H200 (docs/tune_d3q19_pairs_h200_2026-12-03.log)
+#: grid. 1: two cells ran 14-19 % slower on an H200
+#: (benchmarks/logs/tune_d3q19_pairs_h200_2026-12-03.log)
 D3Q19_CELLS_X = 1
 #: threads per block of the D3Q19 two-lattice kernel with fp16 storage, launched from the same
 #: build as the others (__launch_bounds__ caps blocks, it does not fix them; 48 registers, so
 #: the same resident warps): 64 and 128 ran 1.5-4 % faster than 256 on an H200, where float32
-#: storage ran 0.5-1 % slower (docs/tune_d3q19_h200_2026-12-03_offsets.log, _l2.log)
+#: storage ran 0.5-1 % slower (benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log, _l2.log)
 D3Q19_FP16_BLOCK_X = 128
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds

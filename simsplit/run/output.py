@@ -128,6 +128,6 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
             state["writer"] = None
 
 
-    sim.attach(Operation("snapshot", out["every"], snapshot))
+    sim.attach(Operation("snapshot", out["every"] or 0, snapshot))  # null: the final state
     sim.attach(Operation("plot", 0, plot))
     sim.attach(Operation("close", 0, close))

@@ -29,7 +29,7 @@ def final_arrays(directory: Path) -> dict[str, np.ndarray]:
         raise SystemExit(f"{directory}: neither fields.h5 nor an .h5md trajectory")
     out = {}
     with h5py.File(trajectories[-1]) as h5:
-        for name, group in h5["particles/all"].items():
+        for name, group in h5["particles/trajectory"].items():
             if isinstance(group, h5py.Group) and "value" in group:
                 step = int(group["step"][-1])
                 out[f"step {step} {name}"] = group["value"][-1]

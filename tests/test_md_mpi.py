@@ -92,12 +92,18 @@ def test_md_cli_under_mpiexec_writes_once_matches_and_restarts(tmp_path):
     assert np.array_equal(arrays["velocities"], one.velocities())
     with h5py.File(out / "trajectory.h5md") as fh:
         obs = {k: fh["observables"][k]["value"][()] for k in fh["observables"]}
-        last = fh["particles/all/position/value"][-1]
+        obs_steps = fh["observables/pressure/step"][()]
+        last = fh["particles/trajectory/position/value"][-1]
     assert np.array_equal(last, one.positions())
     thermo = one.thermo()
     assert len(thermo) == 5
-    assert np.array_equal(obs["pressure"], [r["press"] for r in thermo])
-    assert np.array_equal(obs["total_energy"], [r["etotal"] for r in thermo])
+    at_thermo = np.searchsorted(obs_steps, [r["step"] for r in thermo])
+    assert np.array_equal(obs["pressure"][at_thermo], [r["press"] for r in thermo])
+    assert np.array_equal(obs["total_energy"][at_thermo], [r["etotal"] for r in thermo])
+    table = np.genfromtxt(out / "thermo.csv", delimiter=",", names=True)  # rank 0 wrote it once
+    assert table["Step"].tolist() == [r["step"] for r in thermo]
+    assert np.array_equal(table["Press"], [r["press"] for r in thermo])
+    assert proc.stdout.count("PotEng") == 1  # one thermo table, rank 0's
 
     # restart the 2-rank checkpoint on 3 ranks: still the one-process trajectory
     proc = mpirun(3, args + ["--steps", "300", "--restart", "auto", "--quiet"], timeout=90)

@@ -44,7 +44,7 @@ def test_restart_continues_the_trajectory_bit_for_bit(tmp_path):
     _run(run, 400, "--restart", "auto")
     want, got = _contents(ref / "trajectory.h5md"), _contents(run / "trajectory.h5md")
     assert want.keys() == got.keys()
-    steps = got["particles/all/position/step"]
+    steps = got["particles/trajectory/position/step"]
     assert steps.tolist() == list(range(0, 401, 50))  # frames 250 and 300 not doubled
     for name in want:
         assert np.array_equal(want[name], got[name]), name

@@ -119,8 +119,13 @@ OUTPUT_SCHEMA = {
     "properties": {
         "dir": {"type": ["string", "null"], "minLength": 1, "default": None,
                 "description": "Output directory (null writes nothing)."},
-        "every": {"type": "integer", "minimum": 0, "default": 0,
-                  "description": "Steps between snapshots (0: only the final state)."},
+        "every": {"type": ["integer", "null"], "minimum": 0, "default": None,
+                  "description": "Steps between snapshots (fluid) or trajectory frames (md); "
+                                 "0: only the final state. null: fluid writes only the final "
+                                 "state; md writes about 100 frames over the run (every 1, 2 "
+                                 "or 5 x 10^k steps, the smallest giving at most 100 intervals "
+                                 "of md.steps or run.steps), fewer where 100 would pass "
+                                 "512 MiB."},
         "plots": {"type": "boolean", "default": True,
                   "description": "Write PNG plots at the end."},
         "checkpoint_every": {

@@ -1,22 +1,68 @@
-"""What an MD run shows: global arrays in atom-id order gathered from the slabs, thermo records,
-the H5MD trajectory, counters, and the checkpointable state (and restoring it).
+"""What an MD run shows: global arrays in atom-id order gathered from the slabs, thermo records
+(the console table and ``thermo.csv``), the H5MD trajectory, counters, and the checkpointable
+state (and restoring it).
 
 A part of :class:`~simsplit.md.solver.MDSolver` (which inherits it); gathers are collective
-under MPI.
+under MPI, printing and files are rank 0's.
 """
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from simsplit.md.lattice import wrap_into_box
-from simsplit.md.thermo import format_row, thermo_record
+from simsplit.md.thermo import COLUMNS, csv_row, format_row, header, thermo_record
 
 TRAJECTORY_NAME = "trajectory.h5md"
+THERMO_NAME = "thermo.csv"
+
+#: output.every null: about this many frames over the run ...
+DEFAULT_FRAMES = 100
+#: ... and fewer where they would take more bytes than this
+DEFAULT_TRAJECTORY_BYTES = 512 * 2**20
+
+#: H5MD observables (one value per frame) and the thermo keys they hold
+FRAME_OBSERVABLES = {"temperature": "temp", "potential_energy": "pe",
+                     "kinetic_energy": "ke", "total_energy": "etotal", "pressure": "press"}
+
+#: Attributes of the trajectory's datasets. Values are in reduced LJ units (``lj_unit``).
+#: MDAnalysis' H5MD reader refuses a file without ``unit`` attributes it knows (by default it
+#: converts to Angstrom and ps, and knows no reduced units), so ``unit`` names its own base
+#: units: it then converts nothing and reads the numbers as written (1 sigma as 1 Angstrom).
+#: The file's /parameters say the same; see simsplit/md/NOTES.md.
+LJ_UNITS = {
+    "length": {"unit": "A", "lj_unit": "sigma"},
+    "velocity": {"unit": "A ps-1", "lj_unit": "sigma tau-1"},
+    "time": {"unit": "ps", "lj_unit": "tau"},
+    "temperature": {"lj_unit": "epsilon k_B-1"},
+    "potential_energy": {"lj_unit": "epsilon per atom"},
+    "kinetic_energy": {"lj_unit": "epsilon per atom"},
+    "total_energy": {"lj_unit": "epsilon per atom"},
+    "pressure": {"lj_unit": "epsilon sigma-3"},
+}
+UNITS_NOTE = ("reduced Lennard-Jones units: length sigma, time tau = sigma sqrt(m / epsilon), "
+              "energy epsilon; the 'unit' attributes (A, ps) are MDAnalysis' base units, so "
+              "that it reads these numbers unchanged; they do not mean that sigma is 1 A")
+
+
+def default_frame_interval(steps: int, frame_bytes: int) -> int:
+    """Steps between frames when ``output.every`` is null: the smallest 1, 2 or 5 x 10^k that
+    gives at most :data:`DEFAULT_FRAMES` intervals over ``steps`` and a trajectory of at
+    most :data:`DEFAULT_TRAJECTORY_BYTES`."""
+    frames = max(1, min(DEFAULT_FRAMES, DEFAULT_TRAJECTORY_BYTES // max(frame_bytes, 1)))
+    least = max(1, math.ceil(steps / frames))
+    decade = 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * decade >= least:
+                return mantissa * decade
+        decade *= 10
 
 
 class Observables:
@@ -40,55 +86,121 @@ class Observables:
             out[self.slab_ids(s)[: s.n_own]] = arr[: s.n_own]
         return out
 
-    def _record_thermo(self) -> None:
+    def _thermo_now(self) -> dict[str, Any]:
+        """The thermo record of the current state (collective under MPI)."""
         pe = self._gather([s.pe for s in self.slabs])
         vir = self._gather([s.vir for s in self.slabs])
         mv2 = self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
                             for s in self.slabs])
-        rec = thermo_record(self.steps_done, pe, vir, mv2, self.volume)
+        return thermo_record(self.steps_done, pe, vir, mv2, self.volume)
+
+    def _record_thermo(self) -> None:
+        rec = self._thermo_now()
         self._thermo.append(rec)
-        if self._writer is not None:  # before the file opens, records wait in self._thermo
-            self._write_observables(rec)
+        rate = self._interval_rate(rec["step"])
+        if self._thermo_log is not None:  # before it opens, records wait in self._thermo
+            self._thermo_log.write(csv_row(rec, rate))
         if self._echo:
-            print(format_row(rec))
+            print(format_row(rec, rate))
             sys.stdout.flush()
 
-    def _write_observables(self, rec: dict[str, Any]) -> None:
-        self._writer.write_observables(rec["step"], rec["step"] * self.dt, {
-            "temperature": rec["temp"], "potential_energy": rec["pe"],
-            "kinetic_energy": rec["ke"], "total_energy": rec["etotal"],
-            "pressure": rec["press"]})
+    def _interval_rate(self, step: int) -> float | None:
+        """Atom-steps per second since the previous thermo row of this run (None: no
+        interval yet, e.g. the first row, or a solver whose run has not started)."""
+        if self._rate_mark is None:
+            return None
+        now = time.perf_counter()
+        (since, then), self._rate_mark = self._rate_mark, (step, now)
+        if step <= since or now <= then:
+            return None
+        return (step - since) * self.n_atoms / (now - then)
+
+    def start_thermo(self, echo: bool) -> bool:
+        """Begin a run's thermo table: rates count from now, and with ``echo`` rank 0 prints
+        the header and each row as it comes (this step's row first, if it has one). Returns
+        whether this process prints."""
+        self._rate_mark = (self.steps_done, time.perf_counter())
+        self._echo = echo and self.rank == 0
+        if self._echo:
+            print(header())
+            if self._thermo and self._thermo[-1]["step"] == self.steps_done:
+                print(format_row(self._thermo[-1]))
+            sys.stdout.flush()
+        return self._echo
+
+    def stop_thermo(self) -> None:
+        """End the printing that :meth:`start_thermo` began."""
+        self._echo = False
+
+    def _open_outputs(self) -> None:
+        """At the first step of a run, never at construction (a refused run must leave its
+        output directory untouched): thermo.csv with the rows recorded so far, and this
+        step's frame when one is due."""
+        if self.output_dir is None:
+            return
+        if self.rank == 0 and self._thermo_log is None:
+            from simsplit.io.csv_log import CSVLog
+
+            self._thermo_log = CSVLog(self.output_dir / THERMO_NAME, COLUMNS,
+                                      resume_step=self._resume_step)
+            for rec in self._thermo:
+                self._thermo_log.write(csv_row(rec))
+        if self.output_every > 0 and self.steps_done % self.output_every == 0:
+            self._write_frame()
 
     def _open_writer(self) -> Any:
-        # opened at the first write of a run, never at construction: a refused run must leave
-        # its output directory untouched
         if self._writer is None:
             from simsplit.io.h5md import H5MDWriter
 
             assert self.output_dir is not None
             self._writer = H5MDWriter(self.output_dir / TRAJECTORY_NAME, self.n_atoms,
                                       self.box, dtype=self.dtype,
-                                      resume_step=self._resume_step)
-            for rec in self._thermo:  # recorded before the file existed (step 0 at least)
-                self._write_observables(rec)
+                                      resume_step=self._resume_step, units=LJ_UNITS,
+                                      parameters=self._model_parameters())
         return self._writer
 
+    def _model_parameters(self) -> dict[str, Any]:
+        md = self.case["md"]
+        pot = md["potential"]
+        return {"unit_system": "lj", "units": UNITS_NOTE, "epsilon": float(pot["epsilon"]),
+                "sigma": float(pot["sigma"]), "cutoff": float(pot["cutoff"]),
+                "mass": float(md["mass"]), "timestep": float(md["timestep"])}
+
     def _write_frame(self) -> None:
+        """This step's positions, velocities and images, and its thermo values as H5MD
+        observables: one per frame, which is how MDAnalysis reads observables."""
         if self._last_frame == self.steps_done:
             return
         self._last_frame = self.steps_done
+        last = self._thermo[-1] if self._thermo else None
+        rec = last if last is not None and last["step"] == self.steps_done \
+            else self._thermo_now()
         x, v, img = self.positions(), self.velocities(), self.images()  # collective
         if self.rank != 0:
             return
-        self._open_writer().write_frame(self.steps_done, self.steps_done * self.dt, x, v,
-                                        img.astype(np.int32))
+        writer = self._open_writer()
+        t = self.steps_done * self.dt
+        writer.write_frame(self.steps_done, t, x, v, img.astype(np.int32))
+        writer.write_observables(self.steps_done, t, {
+            name: rec[key] for name, key in FRAME_OBSERVABLES.items()})
+        writer.flush()  # a run killed later (SIGKILL, node failure) keeps a readable file
+
+    def _frame_interval(self, every: int | None) -> int:
+        """``output.every``, or its default where it is null (see
+        :func:`default_frame_interval`)."""
+        if every is not None:
+            return int(every)
+        md, run = self.case["md"], self.case["run"]
+        steps = int(md["steps"] if md.get("steps") is not None else run["steps"])
+        frame_bytes = self.n_atoms * 3 * (2 * np.dtype(self.dtype).itemsize + 4)
+        return default_frame_interval(steps, frame_bytes)
 
     def open_output(self, directory: Path, out: dict[str, Any]) -> Callable[[], None]:
-        """Hook for :func:`simsplit.run.output.attach_output`: frames and thermo go to
-        ``<dir>/trajectory.h5md`` from :meth:`step`; returns what the run calls at its end
-        (the final frame, then closing the file)."""
+        """Hook for :func:`simsplit.run.output.attach_output`: frames go to
+        ``<dir>/trajectory.h5md`` and thermo rows to ``<dir>/thermo.csv`` from :meth:`step`;
+        returns what the run calls at its end (the final frame, then closing the files)."""
         self.output_dir = Path(directory)
-        self.output_every = int(out.get("every") or 0)
+        self.output_every = self._frame_interval(out.get("every"))
 
         def finish() -> None:
             self._write_frame()
@@ -97,11 +209,14 @@ class Observables:
         return finish
 
     def close(self) -> None:
-        """Close the trajectory file, if one is open (call once, at the very end)."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-            self._resume_step = self.steps_done  # a later run continues the same file
+        """Close the trajectory and thermo files, if open (call once, at the very end)."""
+        if self._thermo_log is None and self._writer is None:
+            return
+        for f in (self._thermo_log, self._writer):
+            if f is not None:
+                f.close()
+        self._thermo_log = self._writer = None
+        self._resume_step = self.steps_done  # a later run continues the same files
 
     def thermo(self) -> list[dict[str, Any]]:
         """Thermo records so far: dicts with step, temp, pe, ke, etotal, press (per atom)."""
@@ -210,4 +325,4 @@ class Observables:
                 s.f = s.kernels.to_device(f[self.slab_ids(s)[: s.n_own]].astype(self.dtype))
         if self.steps_done % self.thermo_every == 0:
             self._record_thermo()
-        self._frame_pending = True  # this step's frame, if due and not in the file already
+        self._outputs_pending = True  # this step's frame, if due and not in the file already

@@ -100,7 +100,7 @@ _CASE_DEFAULTS: dict[str, Any] = {
     "physics": "md",
     "run": {"steps": 100, "backend": "cpu", "precision": "float64"},
     "decomposition": {"subdomains": 1, "weights": None},
-    "output": {"dir": None, "every": 0},
+    "output": {"dir": None, "every": None},
 }
 
 

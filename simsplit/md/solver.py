@@ -31,7 +31,6 @@ order. Only rank 0 prints and writes files.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,6 @@ from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
 from simsplit.md.observables import Observables
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
-from simsplit.md.thermo import format_row, header
 from simsplit.md.velocities import maxwell_boltzmann
 
 #: neighbour-search cells per cutoff + skin
@@ -60,6 +58,9 @@ MAX_BATCH = 64
 
 class MDSolver(NeighbourRebuilds, Observables):
     """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
+
+    #: what a progress display calls the throughput (work items per step: atoms)
+    rate_unit = "Matom-steps/s"
 
     def __init__(self, case: dict[str, Any], backend_name: str | Any = "cpu") -> None:
         case = fill_md_defaults(case)
@@ -149,17 +150,20 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._kick_pending = False
         self._thermo: list[dict[str, Any]] = []
         self._resume_step: int | None = None
-        self._frame_pending = False
+        self._outputs_pending = False
         #: batches: displacement-flag reads of batched stepping (see :meth:`_step_batch`)
         self._stats = {"rebuilds": 0, "migrations": 0, "capacity_growths": 0, "batches": 0}
         #: wall seconds per phase of step(): force, neighbor (rebuilds), comm, integrate
         self._timers = {"force": 0.0, "neighbor": 0.0, "comm": 0.0, "integrate": 0.0}
+        #: print thermo rows as they come (see :meth:`start_thermo`)
         self._echo = False
+        #: (step, wall clock) of the previous thermo row of the running run
+        self._rate_mark: tuple[int, float] | None = None
         self._last_run: dict[str, float] = {}
         out = case["output"]
         self.output_dir = None if out.get("dir") is None else Path(out["dir"])
-        self.output_every = int(out.get("every") or 0)
         self._writer: Any = None
+        self._thermo_log: Any = None
         self._last_frame = -1
 
         if vel is None:
@@ -168,11 +172,12 @@ class MDSolver(NeighbourRebuilds, Observables):
         x, img = wrap_into_box(pos, self.box)
         self._distribute(x, vel, img)
         self._compute_forces(self.steps_done)
+        self.output_every = self._frame_interval(out.get("every"))
         if self.steps_done % self.thermo_every == 0:
             self._record_thermo()
-        # the first frame waits for the first step() call: constructing a solver (which the
+        # the files wait for the first step() call: constructing a solver (which the
         # command line does before it checks the output directory) writes no file
-        self._frame_pending = True
+        self._outputs_pending = True
 
     # --- setup ------------------------------------------------------------------------------
     def _assign_kernels(self, name: str) -> None:
@@ -228,11 +233,11 @@ class MDSolver(NeighbourRebuilds, Observables):
         observed. One slab on a GPU runs in batches (:meth:`_step_batch`), everything else a
         step at a time; both give the same bits.
         """
-        if self._frame_pending:
-            self._frame_pending = False
-            if (self.output_dir is not None and self.output_every > 0
-                    and self.steps_done % self.output_every == 0):
-                self._write_frame()
+        if self._rate_mark is None:
+            self._rate_mark = (self.steps_done, time.perf_counter())
+        if self._outputs_pending:
+            self._outputs_pending = False
+            self._open_outputs()
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
                    and self.skin > 0)
         end = self.steps_done + int(n)
@@ -378,18 +383,12 @@ class MDSolver(NeighbourRebuilds, Observables):
         thermo lines and the loop time. Returns the thermo records."""
         md = self.case["md"]
         steps = int(md["steps"] if md.get("steps") is not None else self.case["run"]["steps"])
-        progress = progress and self.rank == 0
-        self._echo = progress
-        if progress:
-            print(header())
-            if self._thermo and self._thermo[-1]["step"] == self.steps_done:
-                print(format_row(self._thermo[-1]))
-            sys.stdout.flush()
+        progress = self.start_thermo(progress)
         t0 = time.perf_counter()
         try:
             self.step(steps)
         finally:
-            self._echo = False
+            self.stop_thermo()
         seconds = time.perf_counter() - t0
         rate = steps * self.n_atoms / seconds if seconds > 0 else float("nan")
         self._last_run = {"steps": steps, "seconds": seconds, "atom_steps_per_s": rate}

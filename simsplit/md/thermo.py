@@ -2,6 +2,10 @@
 
 Sums run over per-atom values gathered by global id and are taken with ``math.fsum``
 (correctly rounded), so they do not depend on how atoms are split between slabs.
+
+The thermo table has LAMMPS' column names and one extra column, the throughput since the
+previous row; the console shows 8 significant digits, ``thermo.csv`` every digit (``repr``
+round-trips), so the file's values equal :meth:`MDSolver.thermo`'s bit for bit.
 """
 
 from __future__ import annotations
@@ -14,7 +18,12 @@ import numpy as np
 from simsplit.md.velocities import degrees_of_freedom
 
 THERMO_KEYS = ("step", "temp", "pe", "ke", "etotal", "press")
-_HEADER = f"{'Step':>10} {'Temp':>14} {'E_pair':>14} {'TotEng':>14} {'Press':>14}"
+
+#: the thermo table's columns (console and thermo.csv): LAMMPS' names, then the throughput
+COLUMNS = ("Step", "Temp", "PotEng", "TotEng", "Press", "atom-steps/s")
+#: the record keys shown in the columns after Step
+_SHOWN = ("temp", "pe", "etotal", "press")
+_WIDTH = 14
 
 
 def thermo_record(step: int, pe_atom: np.ndarray, vir_atom: np.ndarray, mv2_atom: np.ndarray,
@@ -41,9 +50,18 @@ def thermo_record(step: int, pe_atom: np.ndarray, vir_atom: np.ndarray, mv2_atom
 
 
 def header() -> str:
-    return _HEADER
+    """The console table's header line."""
+    return f"{COLUMNS[0]:>10}" + "".join(f" {name:>{_WIDTH}}" for name in COLUMNS[1:])
 
 
-def format_row(rec: dict[str, Any]) -> str:
-    return (f"{rec['step']:>10d} {rec['temp']:>14.8g} {rec['pe']:>14.8g} "
-            f"{rec['etotal']:>14.8g} {rec['press']:>14.8g}")
+def format_row(rec: dict[str, Any], rate: float | None = None) -> str:
+    """One console row; ``rate``: atom-steps per second since the previous row (None: blank,
+    as for the first row of a run)."""
+    row = f"{rec['step']:>10d}" + "".join(f" {rec[key]:>{_WIDTH}.8g}" for key in _SHOWN)
+    return row if rate is None else f"{row} {rate:>{_WIDTH}.4g}"
+
+
+def csv_row(rec: dict[str, Any], rate: float | None = None) -> list[str]:
+    """One thermo.csv row: every digit of the values; the rate empty when there is none."""
+    values = [repr(float(rec[key])) for key in _SHOWN]
+    return [str(rec["step"]), *values, "" if rate is None else f"{rate:.6g}"]

@@ -38,7 +38,7 @@ def check_output_dir(directory: Path, overwrite: bool, restart: bool) -> None:
 
 #: what a run writes into its output directory (cleared by --overwrite; nothing else is touched)
 OUTPUTS = ("run.json", "case.yaml", "fields.h5", "fields.xmf", "velocity.png", "timing.json",
-           "trajectory.h5md", "thermo.png")
+           "trajectory.h5md", "thermo.csv", "thermo.png")
 
 
 def clear_output(directory: Path) -> None:

@@ -151,8 +151,9 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
             state["writer"].close()
             state["writer"] = None
 
-    sim.attach(Operation("snapshot", out["every"], snapshot))
-    if out["every"] > 0 and sim.steps_done % out["every"] == 0:
+    every = out["every"] or 0  # null: the final state only
+    sim.attach(Operation("snapshot", every, snapshot))
+    if every > 0 and sim.steps_done % every == 0:
         snapshot(sim)  # the series starts where the run does (step 0, or a restart on the grid)
     sim.attach(Operation("plot", 0, plot))
     sim.attach(Operation("close", 0, close))

@@ -8,10 +8,15 @@ from typing import Any
 
 
 class RunProgress:
-    """A tqdm bar over time steps that shows MLUPS and the latest residual."""
+    """A tqdm bar over time steps that shows the throughput and the latest residual.
 
-    def __init__(self, total: int, start: int, enabled: bool, cells: int) -> None:
-        self.enabled, self.cells, self.last = enabled, cells, start
+    ``cells``: work items per step (lattice cells, or atoms); ``unit``: what a million of them
+    per second are called (``MLUPS``, ``Matom-steps/s``).
+    """
+
+    def __init__(self, total: int, start: int, enabled: bool, cells: int,
+                 unit: str = "MLUPS") -> None:
+        self.enabled, self.cells, self.last, self.unit = enabled, cells, start, unit
         self._bar: Any = None
         self._t = time.perf_counter()
         if enabled:
@@ -27,7 +32,8 @@ class RunProgress:
         dt = now - self._t
         post = {}
         if self.cells and dt > 0:
-            post["MLUPS"] = f"{(steps_done - self.last) * self.cells / dt / 1e6:.1f}"
+            rate = (steps_done - self.last) * self.cells / dt / 1e6
+            post[self.unit] = f"{rate:.1f}" if rate >= 1 else f"{rate:.2g}"  # tiny MD, simulator
         if residual is not None:
             post["residual"] = f"{residual:.2e}"
         self._bar.set_postfix(post, refresh=False)

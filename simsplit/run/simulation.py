@@ -108,7 +108,12 @@ class Simulation:
         return attach_monitor(self, interval, sampler)
 
     def run(self, progress: bool = False, output: bool = True) -> RunSummary:
-        """Run to ``run.steps`` or, for the fluid, until the steady-state tolerance is met."""
+        """Run to ``run.steps`` or, for the fluid, until the steady-state tolerance is met.
+
+        ``progress``: a progress bar on stderr, or, for MD, the thermo table on stdout instead
+        (as LAMMPS prints it; a bar redrawn between its rows would garble a log that holds
+        both streams).
+        """
         if output:
             from simsplit.run.output import attach_output
 
@@ -121,8 +126,11 @@ class Simulation:
         checks_residual = hasattr(self.solver, "residual")
         start_step = self.steps_done
         residual, converged, reason = None, False, "step limit reached"
-        bar = RunProgress(total, start_step, enabled=progress and self.context.rank == 0,
-                          cells=self._cells_per_step())
+        prints_table = getattr(self.solver, "start_thermo", lambda echo: False)(progress)
+        bar = RunProgress(total, start_step,
+                          enabled=progress and self.context.rank == 0 and not prints_table,
+                          cells=self._cells_per_step(),
+                          unit=getattr(self.solver, "rate_unit", "MLUPS"))
         timer = getattr(self.solver, "timer", None)
         if timer is not None:
             timer.reset()
@@ -154,6 +162,8 @@ class Simulation:
             self._finish("diverged" if isinstance(exc, DivergenceError) else "failed",
                          {"error": str(exc)})
             raise
+        finally:
+            getattr(self.solver, "stop_thermo", lambda: None)()
         wall = time.perf_counter() - t0
         self._fire(final=True)
         steps = self.steps_done - start_step

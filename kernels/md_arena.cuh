@@ -2,7 +2,8 @@
 //
 // Arena rows: [0, n) owned atoms of every slab, slab by slab, each slab's in cell order and
 // ascending global id within a cell; then [n, n + g) the slabs' ghost rows, slab by slab, in
-// the same order. Each ghost row is a copy of an owned row (ghost_src). A row's bucket key
+// the same order. Each ghost row is a copy of an owned row; ghost_of lists an owned row's
+// copies (at most two), which md_advance rewrites with the row every step. A row's bucket key
 // says where it lives: owned rows of slab k have key k * ncells + cell, ghost rows of slab k
 // (P + k) * ncells + cell (P slabs, ncells cells of the global grid). Sorting rows by key and
 // gid (the cell-list counting sort over 2 P ncells buckets) gives the whole arena at once.
@@ -102,12 +103,12 @@ md_arena_classify(const T* __restrict__ x, int n, double bx, double by, double b
 }
 
 // out[s] = cell_start[s * ncells] for s = 0 .. nbounds - 1 (slab and region boundaries of the
-// sorted arena), then err[0 .. 2] (cleared for the next rebuild): the one small read of a
-// rebuild before its arrays are sized.
+// sorted arena), then err[0 .. 2] and worst[0] (all cleared for the next rebuild): the one
+// small read of a rebuild, after its list build.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_arena_bounds(const I* __restrict__ cell_start, int nbounds, int ncells, I* __restrict__ err,
-                I* __restrict__ out)
+                I* __restrict__ worst, I* __restrict__ out)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s < nbounds) out[s] = cell_start[(long long)s * ncells];
@@ -116,6 +117,8 @@ md_arena_bounds(const I* __restrict__ cell_start, int nbounds, int ncells, I* __
             out[nbounds + m] = err[m];
             err[m] = 0;
         }
+        out[nbounds + 3] = worst[0];
+        worst[0] = 0;
     }
 }
 
@@ -135,7 +138,8 @@ md_arena_scatter(const I* __restrict__ keys, int nkeys, I* __restrict__ fill,
 }
 
 // Owned rows of the new arena: row r is old row entry_row[r]; its key goes along (slab and
-// cell for the list build), and new_of_old maps the old row to r for the ghost rows.
+// cell for the list build), new_of_old maps the old row to r for the ghost rows, and its
+// ghost_of entries are cleared for md_arena_ghosts to fill.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_arena_owned(int n, const int* __restrict__ entry_row, const int* __restrict__ keys,
@@ -143,11 +147,13 @@ md_arena_owned(int n, const int* __restrict__ entry_row, const int* __restrict__
                const long long* __restrict__ img, const long long* __restrict__ gid,
                int* __restrict__ key_out, T* __restrict__ x_out, T* __restrict__ v_out,
                long long* __restrict__ img_out, long long* __restrict__ gid_out,
-               int* __restrict__ new_of_old)
+               int* __restrict__ new_of_old, int* __restrict__ ghost_of)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
     const int s = entry_row[r];
+    ghost_of[2LL * r] = -1;
+    ghost_of[2LL * r + 1] = -1;
     key_out[r] = keys[3LL * s];
     gid_out[r] = gid[s];
     new_of_old[s] = r;
@@ -159,37 +165,45 @@ md_arena_owned(int n, const int* __restrict__ entry_row, const int* __restrict__
     }
 }
 
-// Ghost rows of the new arena (g of them after the n owned rows): copies of their owners'
-// rows, and ghost_src, the owner rows every step's refresh gathers from (md_gather_rows).
+// Ghost rows of the new arena (after the n owned rows; their count is cell_start[nb] - n, read
+// here so that the host need not wait for it): copies of their owners' rows, entered in the
+// owner's ghost_of (slot 0 for the ghost of the row's first ghost key, 1 for the second).
+// At most g_cap rows are written (the room the host guessed; it checks the count afterwards
+// and redoes this with more).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_arena_ghosts(int n, int g, const int* __restrict__ entry_row,
-                const int* __restrict__ new_of_old, const T* __restrict__ x,
+md_arena_ghosts(int n, int g_cap, const int* __restrict__ cell_start, int nb,
+                const int* __restrict__ entry_row, const int* __restrict__ new_of_old,
+                const int* __restrict__ keys, const T* __restrict__ x,
                 const long long* __restrict__ gid, T* __restrict__ x_out,
-                long long* __restrict__ gid_out, long long* __restrict__ ghost_src)
+                long long* __restrict__ gid_out, int* __restrict__ ghost_of)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= g) return;
-    const int s = entry_row[n + r];
-    ghost_src[r] = new_of_old[s];
-    gid_out[n + r] = gid[s];
+    if (r >= g_cap || r >= cell_start[nb] - n) return;
+    const int row = n + r;
+    const int s = entry_row[row];
+    const int k1 = keys[3LL * s + 1];
+    const int slot = (k1 >= 0 && cell_start[k1] <= row && row < cell_start[k1 + 1]) ? 0 : 1;
+    ghost_of[2LL * new_of_old[s] + slot] = row;
+    gid_out[row] = gid[s];
 #pragma unroll
-    for (int d = 0; d < 3; ++d) x_out[3LL * (n + r) + d] = x[3LL * s + d];
+    for (int d = 0; d < 3; ++d) x_out[3LL * row + d] = x[3LL * s + d];
 }
 
 // md_build_neighbors for every owned row of the arena at once. Row i of slab k = key / ncells
 // scans the stencil cells of the global grid; in each it walks slab k's owned run and ghost
 // run of that cell (row ranges of the sorted arena, each in ascending gid) merged by gid, the
-// canonical order.
+// canonical order. Rows at or past `rows` (ghosts the arena had no room for: the host redoes
+// the build) are never read. x0 gets the row's position, the displacement check's reference.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK, 8)
-md_arena_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, double bz,
-                         int nx, int ny, int nz, double hx, double hy, double hz, int ox0,
-                         int oxn, int oy0, int oyn, int oz0, int ozn, int nslab,
+md_arena_build_neighbors(const T* __restrict__ x, int n_own, int rows, double bx, double by,
+                         double bz, int nx, int ny, int nz, double hx, double hy, double hz,
+                         int ox0, int oxn, int oy0, int oyn, int oz0, int ozn, int nslab,
                          const int* __restrict__ key_of, const int* __restrict__ cell_start,
                          const long long* __restrict__ gid, double cutsq,
                          int* __restrict__ nl, int pitch, int cap, int* __restrict__ cnt,
-                         int* __restrict__ worst)
+                         int* __restrict__ worst, double* __restrict__ x0)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own) return;
@@ -205,6 +219,9 @@ md_arena_build_neighbors(const T* __restrict__ x, int n_own, double bx, double b
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
+    x0[3LL * i] = xi;
+    x0[3LL * i + 1] = yi;
+    x0[3LL * i + 2] = zi;
     const double prune = cutsq * (1.0 + 1e-9) + 1e-12;
     const bool full_x = ox0 == 0, full_y = oy0 == 0, full_z = oz0 == 0;
     int k = 0;
@@ -224,8 +241,21 @@ md_arena_build_neighbors(const T* __restrict__ x, int n_own, double bx, double b
                 const int q = row + md::wrap_cell(cx + offx, nx);
                 int p = __ldg(cell_start + own_base + q);
                 const int p1 = __ldg(cell_start + own_base + q + 1);
-                int h = __ldg(cell_start + ghost_base + q);
-                const int h1 = __ldg(cell_start + ghost_base + q + 1);
+                int h = min(__ldg(cell_start + ghost_base + q), rows);
+                const int h1 = min(__ldg(cell_start + ghost_base + q + 1), rows);
+                if (h == h1) {  // no ghosts in this cell (most cells): the plain scan
+                    for (; p < p1; ++p) {
+                        if (p == i) continue;
+                        const double dx = md::min_image(xi - double(__ldg(x + 3LL * p)), bx);
+                        const double dy = md::min_image(yi - double(__ldg(x + 3LL * p + 1)), by);
+                        const double dz = md::min_image(zi - double(__ldg(x + 3LL * p + 2)), bz);
+                        if (dx * dx + dy * dy + dz * dz < cutsq) {
+                            if (k < cap) nl[(long long)k * pitch + i] = p;
+                            ++k;
+                        }
+                    }
+                    continue;
+                }
                 while (p < p1 || h < h1) {
                     int j;
                     if (h >= h1 || (p < p1 && __ldg(gid + p) < __ldg(gid + h))) {

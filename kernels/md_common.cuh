@@ -11,9 +11,11 @@
 // largest neighbour-list capacity (rows are written straight to global memory; this only
 // bounds the list's size, capacity x rows x 4 bytes, when a runaway density grows it)
 #define SIMSPLIT_MD_MAX_NEIGHBORS 1024
-// least cells per thread of the two-level exclusive scan of the cell counts (the launcher
-// takes about sqrt(cells), so each of its three passes loops about as long)
-#define SIMSPLIT_MD_SCAN_CHUNK 64
+// cells per thread at every level of the exclusive scan of the cell counts: each level sums
+// chunks of this many values, until at most SIMSPLIT_MD_SCAN_SERIAL sums are left for one
+// thread (many short loops: the passes run at memory speed, not one long loop's latency)
+#define SIMSPLIT_MD_SCAN_CHUNK 32
+#define SIMSPLIT_MD_SCAN_SERIAL 1024
 // loads a scan thread keeps in flight (its loops are latency-bound: one thread per chunk)
 #define SIMSPLIT_MD_SCAN_UNROLL 16
 

@@ -41,17 +41,22 @@ __device__ __forceinline__ bool halted(const int* flags, int tick, bool inclusiv
 // of a batch from 1, and once step `flags[0]` has asked for a rebuild every later launch of
 // the batch returns at once (see halted()), leaving no trace; the host rebuilds and carries on
 // from that step. A launch never halts on its own stores: they write its own tick.
+//
+// Several slabs in one arena (md_arena.cuh, `ghosts` != 0): an owned row's ghost copies (at
+// most two, ghost_of[2 i], ghost_of[2 i + 1], -1 for none) get its new position in the same
+// thread, so the ghost refresh costs no launch and no pass of its own.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_advance(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
            long long* __restrict__ img, int n, int kick, double dtf, double dt, double bx,
            double by, double bz, const double* __restrict__ x0, double limit2, double jump2,
-           int tick, int* __restrict__ flags)
+           int tick, int* __restrict__ flags, const int* __restrict__ ghost_of, int ghosts)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || halted(flags, tick, false)) return;
     const double box[3] = {bx, by, bz};
     double disp[3];
+    T xnew[3];
 #pragma unroll
     for (int d = 0; d < 3; ++d) {
         const long long a = 3LL * i + d;
@@ -71,7 +76,18 @@ md_advance(T* __restrict__ x, T* __restrict__ v, const T* __restrict__ f,
             img[a] += 1;
         }
         x[a] = xd;
+        xnew[d] = xd;
         disp[d] = md::min_image(double(xd) - x0[a], box[d]);
+    }
+    if (ghosts) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const int g = ghost_of[2LL * i + c];
+            if (g >= 0) {
+#pragma unroll
+                for (int d = 0; d < 3; ++d) x[3LL * g + d] = xnew[d];
+            }
+        }
     }
     const double r2 = disp[0] * disp[0] + disp[1] * disp[1] + disp[2] * disp[2];
     if (r2 > limit2) flags[0] = tick;
@@ -132,7 +148,7 @@ md_gather_rows(const T* __restrict__ src, const long long* __restrict__ idx, int
 }
 
 // --- cell list: counting sort ----------------------------------------------------------------
-// counts must be zero on entry (allocated so, and md_scan_write clears them after use).
+// counts must be zero on entry (allocated so, and md_cell_sort clears them after use).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_cell_count(const T* __restrict__ x, int n, double bx, double by, double bz, int nx, int ny,
@@ -152,9 +168,12 @@ md_cell_count(const T* __restrict__ x, int n, double bx, double by, double bz, i
     atomicAdd(counts + c, 1);
 }
 
-// Exclusive scan in three launches with no block-level synchronisation (so the host-C++
-// emulation can run it serially): sums of chunks of `chunk` cells, a one-thread scan of those,
-// chunk prefixes. Each loop is one thread's: unrolled so that its loads overlap.
+// Exclusive scan without block-level synchronisation (so that the host-C++ emulation can run
+// it serially), in levels: sums of chunks of `chunk` values, sums of chunks of those, ... until
+// one thread scans the last level (md_scan_serial); then each level below takes its chunk
+// prefixes from the level above (md_scan_inplace), and md_scan_write the cells' (one thread
+// per cell, so that its stores coalesce). Each loop is one thread's: unrolled so that its
+// loads overlap.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_scan_chunks(const I* __restrict__ counts, int ncells, int chunk, I* __restrict__ chunk_sums)
@@ -184,26 +203,41 @@ md_scan_serial(I* __restrict__ chunk_sums, int nchunks)
     chunk_sums[nchunks] = run;
 }
 
-// cell_start[c] = atoms in cells before c (cell_start[ncells] = all); fill = a copy. Clears
-// counts behind it, ready for the next binning (saves a launch per rebuild).
+// One level back down: a[c] = exclusive prefix of a within its chunk plus the chunk's base.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_scan_write(I* __restrict__ counts, int ncells, int chunk, const I* __restrict__ chunk_sums,
-              I* __restrict__ cell_start, I* __restrict__ fill)
+md_scan_inplace(I* __restrict__ a, int n, int chunk, const I* __restrict__ base)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     const int lo = t * chunk;
-    if (lo >= ncells) return;
-    const int hi = min(lo + chunk, ncells);
-    I run = chunk_sums[t];
+    if (lo >= n) return;
+    const int hi = min(lo + chunk, n);
+    I run = base[t];
     SIMSPLIT_MD_UNROLL(SIMSPLIT_MD_SCAN_UNROLL)
     for (int c = lo; c < hi; ++c) {
-        cell_start[c] = run;
-        fill[c] = run;
-        run += counts[c];
-        counts[c] = 0;
+        const I v = a[c];
+        a[c] = run;
+        run += v;
     }
-    if (hi == ncells) cell_start[ncells] = run;
+}
+
+// cell_start[c] = atoms in cells before c (cell_start[ncells] = all); fill = a copy. One thread
+// per cell: its chunk's prefix plus the counts before it in the chunk, read by the whole warp
+// at once (the chunk is a warp's cells: broadcast loads), so every store is coalesced. A
+// thread per chunk looping over it (the earlier form) writes 32 scattered lines per
+// instruction, which beyond the L2's size costs 20 times the bytes.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_scan_write(const I* __restrict__ counts, int ncells, int chunk,
+              const I* __restrict__ chunk_sums, I* __restrict__ cell_start, I* __restrict__ fill)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ncells) return;
+    I run = chunk_sums[c / chunk];
+    for (int j = c - c % chunk; j < c; ++j) run += counts[j];
+    cell_start[c] = run;
+    fill[c] = run;
+    if (c == ncells - 1) cell_start[ncells] = run + counts[c];
 }
 
 // Scatter in atomic (arbitrary) order; md_cell_sort then makes the order canonical.
@@ -219,14 +253,15 @@ md_cell_scatter(const I* __restrict__ cell_of, int n, I* __restrict__ fill,
 }
 
 // Insertion sort of each cell's atoms (a few per cell) by global id: the within-cell part of
-// the canonical list order.
+// the canonical list order. Clears the cell's count.
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_cell_sort(const I* __restrict__ cell_start, int ncells, const long long* __restrict__ gid,
-             I* __restrict__ cell_atoms)
+             I* __restrict__ cell_atoms, I* __restrict__ counts)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= ncells) return;
+    counts[c] = 0;  // ready for the next binning (md_scan_write reads them, so not there)
     const I lo = cell_start[c], hi = cell_start[c + 1];
     for (I p = lo + 1; p < hi; ++p) {
         const I a = cell_atoms[p];

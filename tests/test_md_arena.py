@@ -124,8 +124,10 @@ def test_arena_host_reads_counts_only(emulated) -> None:  # noqa: F811
     st = s.stats()
     rebuilds, batches = st["rebuilds"] - before["rebuilds"], st["batches"] - before["batches"]
     assert rebuilds > 20
-    assert max(reads) <= 4 * (2 * 4 + 4)  # the region counts of four slabs
-    assert len(reads) <= batches + 2 * rebuilds
+    assert max(reads) <= 4 * (2 * 4 + 5)  # the region counts of four slabs and 4 counters
+    # one read per batch (the flags) and one per rebuild (counts after the list build); a
+    # rebuild whose ghosts outgrow the room reads once more, which the 1/8 spare makes rare
+    assert len(reads) <= batches + rebuilds + 2
 
 
 def test_arena_reports_an_atom_that_crossed_a_slab(emulated) -> None:  # noqa: F811
@@ -134,4 +136,4 @@ def test_arena_reports_an_atom_that_crossed_a_slab(emulated) -> None:  # noqa: F
     row = int(np.flatnonzero(s.slabs[0].key[: s.n_atoms] // np.prod(s.ncell) == 0)[0])
     x[row, 2] = (x[row, 2] + 0.5 * s.box[2]) % s.box[2]  # two slabs away
     with pytest.raises(RuntimeError, match=r"atom \d+ \(z = .*\) crossed a whole slab"):
-        s.arena.arrange()
+        s.arena.rebuild(s.capacity, s.reach ** 2)

@@ -93,7 +93,8 @@ def test_slabs_on_several_devices_match_one_slab(fake_gpus, reference, subdomain
     assert st["rebuilds"] > 5 and st["migrations"] > 0 and st["ghosts"] > 0
     for b in fake_gpus:  # every device did its slabs' work: advance, forces, ghost gathers
         assert b.md.launches["md_lj_forces<double>"] > STEPS
-        assert b.md.launches["md_gather_rows<double>"] > 0
+        # (an arena has no gathers: the drift writes the ghost copies)
+        assert (b.md.launches.get("md_gather_rows<double>", 0) > 0) == (modes != ["arena"])
     _same(s, reference)
 
 

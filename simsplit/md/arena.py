@@ -1,11 +1,13 @@
 """Every slab of the box on one GPU in one arena: migration, ghosts and lists without the host.
 
 Rows ``[0, N)`` of the arena are the owned atoms of all slabs (slab by slab, cell order within a
-slab); rows ``[N, N + G)`` the slabs' ghost atoms, each a copy of an owned row (``ghost_src``).
+slab); rows ``[N, N + G)`` the slabs' ghost atoms, each a copy of an owned row (``ghost_of``
+lists each owned row's copies, at most two).
 One rebuild sorts the owned rows by (new owner, cell, global id) and emits each atom again as a
 ghost of every neighbour slab whose interval it is near (``kernels/md_arena.cuh``); the host
 reads a handful of counts (slab and ghost region sizes, stray and migration counters) and the
-longest list row, never an atom. Between rebuilds one gather launch refreshes every ghost row.
+longest list row, never an atom. Between rebuilds the drift launch writes each moved position
+into the row's ghost copies too: the ghost refresh costs no launch of its own.
 Integration, forces and thermo run once over all owned rows: a row's list holds rows of its own
 slab only (its owned and ghost atoms), so the bits are those of the one-slab run, and launches
 per step do not grow with the number of slabs.
@@ -32,8 +34,8 @@ class ArenaState(SlabState):
     n_ghosts: int = 0
     #: device: bucket key (slab * ncells + cell) of each owned row
     key: Any = None
-    #: device int64: the owned row each ghost row copies
-    ghost_src: Any = None
+    #: device int32 (2 per owned row): the row's ghost copies, -1 for none
+    ghost_of: Any = None
 
     @property
     def n_local(self) -> int:
@@ -81,34 +83,72 @@ class SlabArena:
         self._spare = {}
 
     # --- rebuild ----------------------------------------------------------------------------
-    def arrange(self) -> int:
-        """Migrate, pick ghosts and sort the arena by (slab, cell, id). Returns the number of
-        atoms that changed slab. Raises RuntimeError for an atom that crossed a whole slab."""
+    def rebuild(self, capacity: int, cutsq: float) -> tuple[int, int, int]:
+        """Migrate, pick ghosts, sort the arena by (slab, cell, id) and build every owned row's
+        Verlet list (and x0), growing the row ``capacity`` until every row fits.
+        Returns the capacity, how many times it grew and how many atoms changed slab.
+        Raises RuntimeError for an atom that crossed a whole slab since the last rebuild.
+
+        The host waits once: the ghost count is not known when the ghost rows are copied and
+        the lists built, so they get the room of the last rebuild (1/8 spare); the one read
+        after the build says whether it sufficed (it nearly always does), else the copies and
+        the build run again with room for all."""
         k, s = self.kernels, self.state
         n, parts = s.n_own, self.layout.parts
-        self._scratch, got = k.arena_classify(s.x, n, self.layout.box, self.ncell,
-                                              self.layout.edges, self.cut, s.key, self._scratch)
-        bounds, (stray, row, moved) = got[: 2 * parts + 1], got[2 * parts + 1:]
-        if stray:
-            gid = int(k.to_host(s.gid[row: row + 1])[0])
-            z = float(k.to_host(s.x[row: row + 1])[0, 2])
-            raise RuntimeError(
-                f"atom {gid} (z = {z:.6g}) crossed a whole slab between two rebuilds: the time "
-                "step is far too large")
+        self._scratch = k.arena_sort(s.x, n, self.layout.box, self.ncell, self.layout.edges,
+                                     self.cut, s.key, s.gid, self._scratch)
+        old = {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid, "key": s.key,
+               "ghost_of": s.ghost_of}
+        g_room = self._ghost_room(n)
+        growths = moved = 0
+        while True:
+            new = self._buffers(n, g_room, s.x.dtype)
+            k.arena_place(self._scratch, n, g_room, old, new)
+            s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, n, capacity)
+            if s.x0 is None or s.x0.shape != (n, 3):
+                s.x0 = k.zeros((n, 3), np.float64)
+            k.arena_build_neighbors(new["x"], n, n + g_room, self.layout.box, self.ncell,
+                                    self.offsets, self._scratch, new["key"], new["gid"], cutsq,
+                                    s.nl, s.cnt, s.x0)
+            got = k.arena_counts(self._scratch)
+            bounds = got[: 2 * parts + 1]
+            # the classify counters come with the first read (a redo reads them cleared)
+            stray, row, crossed, worst = (int(v) for v in got[2 * parts + 1:])
+            moved += crossed
+            if stray:
+                self._raise_stray(old, row)
+            g = int(bounds[-1]) - n
+            if g > g_room:
+                g_room = g
+            elif worst > capacity:
+                capacity = int(worst * 1.2) + 8
+                growths += 1
+            else:
+                break
         if int(bounds[parts]) != n:
             raise AssertionError(f"arena: {bounds[parts]} owned rows after sorting, {n} before")
-        g = int(bounds[-1]) - n
-        new = self._buffers(n, g, s.x.dtype)
-        old = {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid, "key": s.key,
-               "ghost_src": s.ghost_src}
-        k.arena_fill(self._scratch, n, g, old, new)
         self._spare = {name: arr for name, arr in old.items() if arr is not None}
-        s.x, s.v, s.img, s.gid, s.key, s.ghost_src = (
-            new["x"], new["v"], new["img"], new["gid"], new["key"], new["ghost_src"])
+        s.x, s.v, s.img, s.gid, s.key, s.ghost_of = (
+            new["x"], new["v"], new["img"], new["gid"], new["key"], new["ghost_of"])
         s.n_ghosts = g
         s.ids_stale = True
         self.bounds = bounds
-        return int(moved)
+        return capacity, growths, moved
+
+    def _ghost_room(self, n: int) -> int:
+        """Ghost rows the spare buffers hold (at the first build: half the atoms)."""
+        have = self._spare.get("x")
+        if have is None or have.shape[0] <= n:
+            return n // 2 + 16
+        return int(have.shape[0]) - n
+
+    def _raise_stray(self, old: dict[str, Any], row: int) -> None:
+        k = self.kernels
+        gid = int(k.to_host(old["gid"][row: row + 1])[0])
+        z = float(k.to_host(old["x"][row: row + 1])[0, 2])
+        raise RuntimeError(
+            f"atom {gid} (z = {z:.6g}) crossed a whole slab between two rebuilds: the time "
+            "step is far too large")
 
     def _buffers(self, n: int, g: int, dtype: Any) -> dict[str, Any]:
         """The other half of each double buffer, grown when the ghosts outgrow it."""
@@ -122,38 +162,15 @@ class SlabArena:
                 return have
             if grow:
                 shape = (_room(shape[0]), *shape[1:])
-            return k.zeros(shape, dt)
+            arr = sp[name] = k.zeros(shape, dt)
+            return arr
 
         return {"x": fits("x", (rows, 3), np.dtype(dtype), True),
                 "gid": fits("gid", (rows,), np.dtype(np.int64), True),
                 "v": fits("v", (n, 3), np.dtype(dtype), False),
                 "img": fits("img", (n, 3), np.dtype(np.int64), False),
                 "key": fits("key", (n,), np.dtype(np.int32), False),
-                "ghost_src": fits("ghost_src", (max(g, 1),), np.dtype(np.int64), True)}
-
-    def build_lists(self, capacity: int, cutsq: float) -> tuple[int, int]:
-        """Verlet lists of every owned row; grows the row capacity until every row fits.
-        Returns the capacity and how many times it grew. Then snapshots x0."""
-        k, s = self.kernels, self.state
-        growths = 0
-        while True:
-            s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, capacity)
-            worst = k.arena_build_neighbors(
-                s.x, s.n_own, self.layout.box, self.ncell, self.offsets, self.layout.parts,
-                s.key, self._scratch.cell_start, s.gid, cutsq, s.nl, s.cnt)
-            if worst <= capacity:
-                break
-            capacity = int(worst * 1.2) + 8
-            growths += 1
-        s.x0 = k.snapshot(s.x, s.n_own, s.x0)
-        return capacity, growths
-
-    # --- per step ---------------------------------------------------------------------------
-    def refresh_ghosts(self) -> None:
-        """Every ghost row = its owned row again (one gather launch, all slabs)."""
-        s = self.state
-        if s.n_ghosts:
-            self.kernels.gather_rows(s.x, s.ghost_src[: s.n_ghosts], s.x, s.n_own)
+                "ghost_of": fits("ghost_of", (2 * n,), np.dtype(np.int32), False)}
 
     # --- bookkeeping --------------------------------------------------------------------------
     def atoms_per_slab(self) -> list[int]:

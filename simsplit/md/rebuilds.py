@@ -108,9 +108,10 @@ class NeighbourRebuilds:
 
     def _rebuild(self) -> None:
         if self.arena is not None:  # every slab on one GPU: nothing leaves the device
-            self._stats["migrations"] += self.arena.arrange()
-            self.capacity, grew = self.arena.build_lists(self.capacity, self.reach * self.reach)
+            self.capacity, grew, moved = self.arena.rebuild(self.capacity,
+                                                            self.reach * self.reach)
             self._stats["capacity_growths"] += grew
+            self._stats["migrations"] += moved
             self._stats["rebuilds"] += 1
             return
         # On a GPU, migration and ghost selection run on the host (download, NumPy, upload).
@@ -181,8 +182,8 @@ class NeighbourRebuilds:
 
     def _update_ghosts(self) -> None:
         if self.arena is not None:
-            self.arena.refresh_ghosts()
-        elif self._on_device:
+            return  # the drift launch wrote the ghost copies
+        if self._on_device:
             sl.update_ghosts_device(self.slabs, self._links)
         else:
             sl.update_ghosts(self.slabs)

@@ -270,6 +270,10 @@ class MDSolver(NeighbourRebuilds, Observables):
         jumped a whole skin in one step (a time step too large)."""
         return (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
 
+    def _ghost_copies(self, s: sl.SlabState) -> dict[str, Any]:
+        """The drift's extra argument in an arena: each owned row's ghost copies."""
+        return {} if self.arena is None else {"ghost_of": s.ghost_of}  # type: ignore[attr-defined]
+
     def _step_one(self) -> None:
         """One step, the displacement check read before anything of the next is queued."""
         step = self.steps_done + 1
@@ -279,7 +283,7 @@ class MDSolver(NeighbourRebuilds, Observables):
         kick, self._kick_pending = self._kick_pending, False
         for s in self.slabs:
             s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
-                              self.box, s.x0, limit2, jump2)
+                              self.box, s.x0, limit2, jump2, **self._ghost_copies(s))
         t1 = time.perf_counter()
         rebuild = self._needs_rebuild()
         t_check = time.perf_counter() if on_device else t1  # a GPU check waits for the step
@@ -318,9 +322,7 @@ class MDSolver(NeighbourRebuilds, Observables):
             kick = self._kick_pending or tick > 1
             self._kick_pending = False
             k.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box, s.x0,
-                      limit2, jump2, tick)
-            if self.arena is not None:
-                self.arena.refresh_ghosts()
+                      limit2, jump2, tick, **self._ghost_copies(s))
             if tick == size:
                 k.queue_flags()
             self._compute_forces(first + tick - 1, tick)

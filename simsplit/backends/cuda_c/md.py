@@ -14,7 +14,6 @@ least scan chunk come from ``kernels/md_common.cuh``. This module imports CuPy o
 from __future__ import annotations
 
 import functools
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -30,8 +29,8 @@ FLOAT_KERNELS = ("md_advance", "md_final_integrate", "md_langevin", "md_snapshot
                  "md_gather_rows", "md_cell_count", "md_permute", "md_build_neighbors",
                  "md_lj_forces")
 #: kernels templated on the cell-list index type (int)
-INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_write", "md_cell_scatter",
-                 "md_cell_sort")
+INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan_write",
+                 "md_cell_scatter", "md_cell_sort")
 #: the kernels of several slabs in one arena (``kernels/md_arena.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_arena_build_neighbors")
@@ -49,12 +48,23 @@ def md_constants() -> dict[str, int]:
 BLOCK = md_constants()["block"]
 MAX_NEIGHBORS = md_constants()["max_neighbors"]
 SCAN_CHUNK = md_constants()["scan_chunk"]
+SCAN_SERIAL = md_constants()["scan_serial"]
 
 
-def scan_chunk(ncells: int) -> int:
-    """Cells per thread of the cell-count scan: about sqrt(ncells), so that the chunk sums,
-    the one-thread scan of them and the chunk prefixes each loop about as long."""
-    return max(SCAN_CHUNK, math.isqrt(max(ncells - 1, 0)) + 1)
+def scan_levels(n: int) -> list[int]:
+    """Chunk sums per level of the exclusive scan of ``n`` counts (see ``md_lj.cu``): chunks
+    of :data:`SCAN_CHUNK` until at most :data:`SCAN_SERIAL` are left for one thread."""
+    levels = []
+    while True:
+        n = max(1, -(-n // SCAN_CHUNK))
+        levels.append(n)
+        if n <= SCAN_SERIAL:
+            return levels
+
+
+def scan_scratch(n: int) -> int:
+    """Length of the one buffer that holds every level of :func:`scan_levels` (and totals)."""
+    return sum(m + 1 for m in scan_levels(n))
 
 
 def kernel_name(name: str, dtype: Any = None) -> str:
@@ -118,6 +128,8 @@ class DeviceMDKernels:
         # [0]: moved beyond the rebuild limit, [1]: beyond the jump limit
         self._flags = self.zeros((2,), np.int32)
         self._worst = self.zeros((1,), np.int32)
+        #: advance's ghost_of where there are no ghost copies to write (never read)
+        self._no_ghosts = self.zeros((2,), np.int32)
 
     # --- what a backend provides ------------------------------------------------------------
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -170,16 +182,21 @@ class DeviceMDKernels:
         return (threads + self.block - 1) // self.block
 
     def advance(self, x, v, f, img, n: int, kick: bool, dtf: float, dt: float,
-                box: np.ndarray, x0, limit2: float, jump2: float, tick: int = 1) -> None:
+                box: np.ndarray, x0, limit2: float, jump2: float, tick: int = 1,
+                ghost_of: Any = None) -> None:
         """Queue one launch: the previous step's second half kick (if ``kick``), this step's
         half kick, drift and wrap, and the displacement check against ``x0`` (read with
         :meth:`displacement_flags`). ``tick`` (>= 1) numbers the steps of a batch: the launch
-        does nothing if an earlier step of the batch asked for a rebuild."""
+        does nothing if an earlier step of the batch asked for a rebuild. ``ghost_of``: the
+        ghost rows of each owned row in an arena (two per row, -1 for none), which get the
+        row's new position too."""
         if n:
             self._launch("md_advance", x.dtype, n, x, v, f, img, np.int32(n),
                          np.int32(1 if kick else 0), np.float64(dtf), np.float64(dt),
                          *_box(box), x0, np.float64(limit2), np.float64(jump2),
-                         np.int32(tick), self._flags)
+                         np.int32(tick), self._flags,
+                         self._no_ghosts if ghost_of is None else ghost_of,
+                         np.int32(ghost_of is not None))
 
     def final_integrate(self, v, f, n: int, dtf: float) -> None:
         if n:
@@ -303,15 +320,13 @@ class DeviceMDKernels:
         """Counting sort of the first ``n`` rows into cells; ascending global id ``gid``
         within a cell (the canonical order)."""
         nc = int(np.prod(ncell))
-        chunk = scan_chunk(nc)
-        nchunks = (nc + chunk - 1) // chunk
         if cells is None or cells.atoms < n or cells.ncells != nc:
             atoms = n + n // 8 + 16
-            # counts start at zero and md_scan_write leaves them so
+            # counts start at zero and md_cell_sort leaves them so
             cells = DeviceCells(
                 atoms, nc, self.zeros((atoms,), np.int32), self.zeros((nc,), np.int32),
                 self.zeros((nc + 1,), np.int32), self.zeros((nc,), np.int32),
-                self.zeros((atoms,), np.int32), self.zeros((nchunks + 1,), np.int32))
+                self.zeros((atoms,), np.int32), self.zeros((scan_scratch(nc),), np.int32))
         nx, ny, nz = (np.int32(c) for c in ncell)
         n32, nc32 = np.int32(n), np.int32(nc)
         if n:
@@ -322,17 +337,28 @@ class DeviceMDKernels:
         if n:
             self._launch("md_cell_scatter", None, n, cells.cell_of, n32, cells.fill,
                          cells.cell_atoms)
-        self._launch("md_cell_sort", None, nc, cells.cell_start, nc32, gid, cells.cell_atoms)
+        self._launch("md_cell_sort", None, nc, cells.cell_start, nc32, gid, cells.cell_atoms,
+                     cells.counts)
         return cells
 
-    def _exclusive_scan(self, counts, nc: int, chunk_sums, cell_start, fill) -> None:
-        """``cell_start`` (and ``fill``) = exclusive prefix sums of ``counts``, which end zeroed."""
-        chunk = scan_chunk(nc)
-        nchunks = (nc + chunk - 1) // chunk
-        nc32 = np.int32(nc)
-        self._launch("md_scan_chunks", None, nchunks, counts, nc32, np.int32(chunk), chunk_sums)
-        self._launch("md_scan_serial", None, 1, chunk_sums, np.int32(nchunks))
-        self._launch("md_scan_write", None, nchunks, counts, nc32, np.int32(chunk), chunk_sums,
+    def _exclusive_scan(self, counts, nc: int, sums, cell_start, fill) -> None:
+        """``cell_start`` (and ``fill``) = exclusive prefix sums of ``counts`` (the cell sort
+        zeroes them after); ``sums`` holds the levels (:func:`scan_scratch` values)."""
+        levels = scan_levels(nc)
+        views, off = [], 0
+        for m in levels:
+            views.append(sums[off: off + m + 1])
+            off += m + 1
+        chunk = np.int32(SCAN_CHUNK)
+        src, n = counts, nc
+        for view, m in zip(views, levels, strict=True):
+            self._launch("md_scan_chunks", None, m, src, np.int32(n), chunk, view)
+            src, n = view, m
+        self._launch("md_scan_serial", None, 1, views[-1], np.int32(levels[-1]))
+        for i in range(len(levels) - 2, -1, -1):
+            self._launch("md_scan_inplace", None, levels[i + 1], views[i],
+                         np.int32(levels[i]), chunk, views[i + 1])
+        self._launch("md_scan_write", None, nc, counts, np.int32(nc), chunk, views[0],
                      cell_start, fill)
 
     def reorder_by_cell(self, cells: DeviceCells, n: int, x, v, img, gid
@@ -380,27 +406,27 @@ class DeviceMDKernels:
     #: whether this kernel set has the arena kernels
     arenas = True
 
-    def arena_classify(self, x, n: int, box: np.ndarray, ncell: np.ndarray, edges: np.ndarray,
-                       cut: float, old_key, scratch: ArenaScratch | None
-                       ) -> tuple[ArenaScratch, np.ndarray]:
-        """Owner, cell and ghost destinations of the ``n`` owned rows, counted per bucket and
-        prefix-summed. Waits for the device: returns the scratch and, on the host, the
-        ``2 P + 1`` region boundaries of the sorted arena (owned rows of each slab, then ghost
-        rows of each slab) followed by the stray flag, a stray row and the migrant count.
-        ``old_key`` None: the first arrangement (nothing to check or count)."""
+    def arena_sort(self, x, n: int, box: np.ndarray, ncell: np.ndarray, edges: np.ndarray,
+                   cut: float, old_key, gid, scratch: ArenaScratch | None) -> ArenaScratch:
+        """Queue the arena's counting sort: owner, cell and ghost destinations of the ``n``
+        owned rows (``md_arena_classify``), bucket starts, and the bucket-sorted entries
+        (``entry_row``: owned rows of each slab, then ghost rows of each slab, by gid within a
+        cell). ``old_key`` None: the first arrangement (nothing to check or count)."""
         nslab = int(edges.shape[0]) - 1
         nc = int(np.prod(ncell))
         nb = 2 * nslab * nc
-        if scratch is None or scratch.rows < n or scratch.nbuckets != nb:
-            chunk = scan_chunk(nb)
+        if scratch is None or scratch.rows != n or scratch.nbuckets != nb:
             scratch = ArenaScratch(
-                rows=n, nbuckets=nb, keys=self.zeros((3 * n,), np.int32),
+                rows=n, nbuckets=nb, nslab=nslab, ncells=nc,
+                keys=self.zeros((3 * n,), np.int32),
                 counts=self.zeros((nb,), np.int32), cell_start=self.zeros((nb + 1,), np.int32),
                 fill=self.zeros((nb,), np.int32),
-                chunk_sums=self.zeros(((nb + chunk - 1) // chunk + 1,), np.int32),
+                chunk_sums=self.zeros((scan_scratch(nb),), np.int32),
                 edges=self.to_device(np.asarray(edges, np.float64)),
-                err=self.zeros((3,), np.int32), bounds=self.zeros((2 * nslab + 4,), np.int32),
-                new_of_old=self.zeros((n,), np.int32))
+                err=self.zeros((3,), np.int32), bounds=self.zeros((2 * nslab + 5,), np.int32),
+                new_of_old=self.zeros((n,), np.int32),
+                # every row is at most three entries: one owned, two ghosts
+                entry_row=self.zeros((3 * n,), np.int32))
         check = old_key is not None
         self._launch("md_arena_classify", x.dtype, n, x, np.int32(n), *_box(box),
                      *(np.int32(c) for c in ncell), scratch.edges, np.int32(nslab),
@@ -408,59 +434,63 @@ class DeviceMDKernels:
                      np.int32(check), scratch.keys, scratch.counts, scratch.err)
         self._exclusive_scan(scratch.counts, nb, scratch.chunk_sums, scratch.cell_start,
                              scratch.fill)
-        self._launch("md_arena_bounds", None, 2 * nslab + 1, scratch.cell_start,
-                     np.int32(2 * nslab + 1), np.int32(nc), scratch.err, scratch.bounds)
-        return scratch, np.array(self._read_small(scratch.bounds), dtype=np.int64)
-
-    def arena_fill(self, scratch: ArenaScratch, n: int, g: int, old: dict[str, Any],
-                   new: dict[str, Any]) -> None:
-        """The arena in bucket order: ``new`` x, v, img, gid, key (owned rows [0, n), ghost
-        rows [n, n + g) of x and gid) from ``old`` x, v, img, gid; ``new["ghost_src"]``, the
-        owned row each ghost row copies."""
-        if scratch.entry_row is None or scratch.entry_row.shape[0] < n + g:
-            scratch.entry_row = self.zeros((n + g + (n + g) // 8 + 16,), np.int32)
         self._launch("md_arena_scatter", None, 3 * n, scratch.keys, np.int32(3 * n),
                      scratch.fill, scratch.entry_row)
-        self._launch("md_cell_sort", None, scratch.nbuckets, scratch.cell_start,
-                     np.int32(scratch.nbuckets), old["gid"], scratch.entry_row)
-        dtype = old["x"].dtype
-        if n:
-            self._launch("md_arena_owned", dtype, n, np.int32(n), scratch.entry_row,
-                         scratch.keys, old["x"], old["v"], old["img"], old["gid"], new["key"],
-                         new["x"], new["v"], new["img"], new["gid"], scratch.new_of_old)
-        if g:
-            self._launch("md_arena_ghosts", dtype, g, np.int32(n), np.int32(g),
-                         scratch.entry_row, scratch.new_of_old, old["x"], old["gid"],
-                         new["x"], new["gid"], new["ghost_src"])
+        self._launch("md_cell_sort", None, nb, scratch.cell_start, np.int32(nb), gid,
+                     scratch.entry_row, scratch.counts)
+        return scratch
 
-    def arena_build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
-                              offsets: Sequence[np.ndarray], nslab: int, key, cell_start, gid,
-                              cutsq: float, nl, cnt) -> int:
-        """:meth:`build_neighbors` for every owned row of an arena (lists index arena rows).
-        Waits for the device; returns the longest row if one overflowed, else 0."""
-        if n_own == 0:
-            return 0
+    def arena_place(self, scratch: ArenaScratch, n: int, g_cap: int, old: dict[str, Any],
+                    new: dict[str, Any]) -> None:
+        """Queue the copies into bucket order: ``new`` x, v, img, gid, key (owned rows
+        [0, n), ghost rows after them in x and gid, at most ``g_cap``) from ``old`` x, v, img,
+        gid; ``new["ghost_of"]``, the (at most two) ghost rows of each owned row."""
+        dtype = old["x"].dtype
+        self._launch("md_arena_owned", dtype, n, np.int32(n), scratch.entry_row, scratch.keys,
+                     old["x"], old["v"], old["img"], old["gid"], new["key"], new["x"],
+                     new["v"], new["img"], new["gid"], scratch.new_of_old, new["ghost_of"])
+        if g_cap:
+            self._launch("md_arena_ghosts", dtype, g_cap, np.int32(n), np.int32(g_cap),
+                         scratch.cell_start, np.int32(scratch.nbuckets), scratch.entry_row,
+                         scratch.new_of_old, scratch.keys, old["x"], old["gid"], new["x"],
+                         new["gid"], new["ghost_of"])
+
+    def arena_build_neighbors(self, x, n_own: int, rows: int, box: np.ndarray,
+                              ncell: np.ndarray, offsets: Sequence[np.ndarray],
+                              scratch: ArenaScratch, key, gid, cutsq: float, nl, cnt,
+                              x0) -> None:
+        """Queue :meth:`build_neighbors` for every owned row of an arena (lists index arena
+        rows; rows at or past ``rows`` are never read), and the snapshot ``x0`` of the owned
+        positions. :meth:`arena_counts` reads the longest row."""
         self._launch("md_arena_build_neighbors", x.dtype, n_own, x, np.int32(n_own),
-                     *_box(box), *(np.int32(c) for c in ncell),
+                     np.int32(rows), *_box(box), *(np.int32(c) for c in ncell),
                      *(np.float64(float(b) / float(c)) for b, c in zip(box, ncell, strict=True)),
-                     *(np.int32(v) for v in stencil_ranges(offsets)), np.int32(nslab), key,
-                     cell_start, gid, np.float64(cutsq), nl, np.int32(nl.shape[1]),
-                     np.int32(nl.shape[0]), cnt, self._worst)
-        worst = int(self._read_small(self._worst)[0])
-        if worst:
-            self._zero(self._worst)
-        return worst
+                     *(np.int32(v) for v in stencil_ranges(offsets)), np.int32(scratch.nslab),
+                     key, scratch.cell_start, gid, np.float64(cutsq), nl,
+                     np.int32(nl.shape[1]), np.int32(nl.shape[0]), cnt, self._worst, x0)
+
+    def arena_counts(self, scratch: ArenaScratch) -> np.ndarray:
+        """Wait for the device; return the ``2 P + 1`` region boundaries of the sorted arena
+        (owned rows of each slab, then ghost rows of each slab), the stray flag, a stray
+        row, the migrant count and the longest list row if one overflowed (else 0); clears
+        the flags for the next rebuild."""
+        nbounds = 2 * scratch.nslab + 1
+        self._launch("md_arena_bounds", None, nbounds, scratch.cell_start, np.int32(nbounds),
+                     np.int32(scratch.ncells), scratch.err, self._worst, scratch.bounds)
+        return np.array(self._read_small(scratch.bounds), dtype=np.int64)
 
 
 @dataclass
 class ArenaScratch:
-    """Rebuild scratch of a slab arena, reused while it fits: classify keys (3 per owned
-    row), bucket counts and starts (2 P ncells buckets), the slab edges on the device, the
-    error/migration counters and the small boundary read, old row -> new row, and the
+    """Rebuild scratch of a slab arena, reused while the atom count and grid stay: classify
+    keys (3 per owned row), bucket counts and starts (2 P ncells buckets), the slab edges on
+    the device, the error/migration counters and the small read, old row -> new row, and the
     bucket-sorted entries (owned then ghost rows)."""
 
     rows: int
     nbuckets: int
+    nslab: int
+    ncells: int
     keys: Any
     counts: Any
     cell_start: Any
@@ -470,7 +500,7 @@ class ArenaScratch:
     err: Any
     bounds: Any
     new_of_old: Any
-    entry_row: Any = None
+    entry_row: Any
 
 
 def _box(box: np.ndarray) -> tuple[np.float64, np.float64, np.float64]:

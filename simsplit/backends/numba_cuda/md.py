@@ -100,7 +100,8 @@ def _halted(at, tick, inclusive):
 
 
 @cuda.jit
-def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, tick, flags):
+def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, tick, flags,
+               ghost_of, ghosts):
     i = cuda.grid(1)
     if i >= n or _halted(flags[0], tick, False):
         return
@@ -121,6 +122,12 @@ def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, ti
             img[i, d] += 1
         dd = _min_image(np.float64(x[i, d]) - x0[i, d], box)
         r2 += mul(dd, dd)  # 0.0 + a == a: the CPU's dx*dx + dy*dy + dz*dz
+    if ghosts != 0:  # an arena's ghost copies of this row (md_lj.cu)
+        for c in range(2):
+            g = ghost_of[2 * i + c]
+            if g >= 0:
+                for d in range(3):
+                    x[g, d] = x[i, d]
     if r2 > limit2:
         flags[0] = tick
     if r2 > jump2:
@@ -217,20 +224,30 @@ def md_scan_serial(chunk_sums, nchunks):
 
 
 @cuda.jit
-def md_scan_write(counts, ncells, chunk, chunk_sums, cell_start, fill):
+def md_scan_inplace(a, n, chunk, base):
     t = cuda.grid(1)
     lo = t * chunk
-    if lo >= ncells:
+    if lo >= n:
         return
-    hi = min(lo + chunk, ncells)
-    run = chunk_sums[t]
-    for c in range(lo, hi):
-        cell_start[c] = run
-        fill[c] = run
-        run += counts[c]
-        counts[c] = 0
-    if hi == ncells:
-        cell_start[ncells] = run
+    run = base[t]
+    for c in range(lo, min(lo + chunk, n)):
+        v = a[c]
+        a[c] = run
+        run += v
+
+
+@cuda.jit
+def md_scan_write(counts, ncells, chunk, chunk_sums, cell_start, fill):
+    c = cuda.grid(1)
+    if c >= ncells:
+        return
+    run = chunk_sums[c // chunk]
+    for j in range(c - c % chunk, c):
+        run += counts[j]
+    cell_start[c] = run
+    fill[c] = run
+    if c == ncells - 1:
+        cell_start[ncells] = run + counts[c]
 
 
 @cuda.jit
@@ -243,10 +260,11 @@ def md_cell_scatter(cell_of, n, fill, cell_atoms):
 
 
 @cuda.jit
-def md_cell_sort(cell_start, ncells, gid, cell_atoms):
+def md_cell_sort(cell_start, ncells, gid, cell_atoms, counts):
     c = cuda.grid(1)
     if c >= ncells:
         return
+    counts[c] = 0
     lo = cell_start[c]
     for p in range(lo + 1, cell_start[c + 1]):
         a = cell_atoms[p]
@@ -433,7 +451,7 @@ def md_arena_classify(x, n, bx, by, bz, nx, ny, nz, edges, nslab, cut, old_key, 
 
 
 @cuda.jit
-def md_arena_bounds(cell_start, nbounds, ncells, err, out):
+def md_arena_bounds(cell_start, nbounds, ncells, err, worst, out):
     s = cuda.grid(1)
     if s < nbounds:
         out[s] = cell_start[s * ncells]
@@ -441,6 +459,8 @@ def md_arena_bounds(cell_start, nbounds, ncells, err, out):
         for m in range(3):
             out[nbounds + m] = err[m]
             err[m] = 0
+        out[nbounds + 3] = worst[0]
+        worst[0] = 0
 
 
 @cuda.jit
@@ -457,11 +477,13 @@ def md_arena_scatter(keys, nkeys, fill, entry_row):
 
 @cuda.jit
 def md_arena_owned(n, entry_row, keys, x, v, img, gid, key_out, x_out, v_out, img_out, gid_out,
-                   new_of_old):
+                   new_of_old, ghost_of):
     r = cuda.grid(1)
     if r >= n:
         return
     s = entry_row[r]
+    ghost_of[2 * r] = -1
+    ghost_of[2 * r + 1] = -1
     key_out[r] = keys[3 * s]
     gid_out[r] = gid[s]
     new_of_old[s] = r
@@ -472,21 +494,25 @@ def md_arena_owned(n, entry_row, keys, x, v, img, gid, key_out, x_out, v_out, im
 
 
 @cuda.jit
-def md_arena_ghosts(n, g, entry_row, new_of_old, x, gid, x_out, gid_out, ghost_src):
+def md_arena_ghosts(n, g_cap, cell_start, nb, entry_row, new_of_old, keys, x, gid, x_out,
+                    gid_out, ghost_of):
     r = cuda.grid(1)
-    if r >= g:
+    if r >= g_cap or r >= cell_start[nb] - n:
         return
-    s = entry_row[n + r]
-    ghost_src[r] = new_of_old[s]
-    gid_out[n + r] = gid[s]
+    row = n + r
+    s = entry_row[row]
+    k1 = keys[3 * s + 1]
+    slot = 0 if (k1 >= 0 and cell_start[k1] <= row and row < cell_start[k1 + 1]) else 1
+    ghost_of[2 * new_of_old[s] + slot] = row
+    gid_out[row] = gid[s]
     for d in range(3):
-        x_out[n + r, d] = x[s, d]
+        x_out[row, d] = x[s, d]
 
 
 @cuda.jit
-def md_arena_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0, oyn,
-                             oz0, ozn, nslab, key_of, cell_start, gid, cutsq, nl, pitch, cap,
-                             cnt, worst):
+def md_arena_build_neighbors(x, n_own, rows, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0,
+                             oyn, oz0, ozn, nslab, key_of, cell_start, gid, cutsq, nl, pitch, cap,
+                             cnt, worst, x0):
     i = cuda.grid(1)
     if i >= n_own:
         return
@@ -502,6 +528,9 @@ def md_arena_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, 
     xi = np.float64(x[i, 0])
     yi = np.float64(x[i, 1])
     zi = np.float64(x[i, 2])
+    x0[i, 0] = xi
+    x0[i, 1] = yi
+    x0[i, 2] = zi
     prune = mul(cutsq, 1.0 + 1e-9) + 1e-12
     k = 0
     for a in range(ozn):
@@ -523,8 +552,8 @@ def md_arena_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, 
                 q = row + _wrap_cell(cx + offx, nx)
                 p = cell_start[own_base + q]
                 p1 = cell_start[own_base + q + 1]
-                h = cell_start[ghost_base + q]
-                h1 = cell_start[ghost_base + q + 1]
+                h = min(cell_start[ghost_base + q], rows)
+                h1 = min(cell_start[ghost_base + q + 1], rows)
                 while p < p1 or h < h1:  # the slab's owned and ghost runs merged by gid
                     if h >= h1 or (p < p1 and gid[p] < gid[h]):
                         j = p

@@ -1,4 +1,5 @@
-"""Initial positions: an fcc lattice (LAMMPS ``lattice fcc`` convention) or a file (HDF5, XYZ)."""
+"""Initial positions: an fcc lattice (LAMMPS ``lattice fcc`` convention) or a file (HDF5, XYZ,
+LAMMPS data, GSD)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from simsplit.md.systems import typed_file, typed_positions
 
 #: fcc basis in units of the lattice constant, in LAMMPS order
 FCC_BASIS = np.array([[0.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5]])
@@ -94,14 +97,19 @@ def read_xyz(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def read_positions(path: str | Path) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Positions, box (or None) and velocities (or None) from an ``.xyz`` or HDF5 file."""
+    """Positions, box (or None) and velocities (or None) from an ``.xyz`` or HDF5 file, a
+    LAMMPS data file or the last frame of a GSD file (the last two unwrapped by their image
+    flags and relative to the box's lower corner; see :mod:`simsplit.md.systems`)."""
+    if typed_file(path) is not None:
+        return typed_positions(path)
     suffix = Path(path).suffix.lower()
     if suffix == ".xyz":
         pos, box = read_xyz(path)
         return pos, box, None
     if suffix in (".h5", ".hdf5", ".h5md"):
         return read_h5(path)
-    raise ValueError(f"md.init_file: unknown file type '{suffix}' (use .xyz, .h5 or .hdf5)")
+    raise ValueError(f"md.init_file: unknown file type '{suffix}' (use .xyz, .h5, .hdf5, .gsd, "
+                     "or a LAMMPS data file: .data, .lmp or data.*)")
 
 
 def wrap_into_box(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
+from simsplit.errors import InputFileError
 from simsplit.io.atoms import AtomSystem
 
 #: the sections an atom_style atomic file may hold
@@ -38,7 +39,7 @@ _FOREIGN = ("Bonds", "Angles", "Dihedrals", "Impropers", "Bond Coeffs", "Angle C
 SUFFIXES = (".data", ".lmp", ".lammps", ".lammpsdata")
 
 
-class LammpsDataError(ValueError):
+class LammpsDataError(InputFileError):
     """A data file that cannot be read as ``atom_style atomic``; the message is one line."""
 
 

@@ -1,6 +1,7 @@
 """GSD trajectories beside H5MD: what the ``gsd`` package reads back (steps, box, types,
 masses, positions, velocities, images, time), the same frames as trajectory.h5md, the types in
-both files, OVITO opening the file, and a GSD frame as MD input."""
+both files, OVITO and MDAnalysis opening the file, a restart continuing it, and a GSD frame as
+MD input."""
 
 from __future__ import annotations
 
@@ -121,6 +122,20 @@ def test_ovito_opens_the_gsd_trajectory(run_dir: Path) -> None:
                                       t[2].particles.image)
     cell = np.asarray(data.cell)[:, :3].diagonal()
     print(f"\nOVITO {pipeline.source.num_frames} frames, cell {cell}")
+
+
+def test_mdanalysis_opens_the_gsd_trajectory(run_dir: Path) -> None:
+    mda = pytest.importorskip("MDAnalysis")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        u = mda.Universe(str(run_dir / "trajectory.gsd"))
+    assert u.trajectory.n_frames == 5 and u.atoms.n_atoms == 500
+    assert sorted(set(u.atoms.types)) == ["A", "B"]
+    with gsd_hoomd.open(run_dir / "trajectory.gsd", "r") as t:
+        np.testing.assert_array_equal(u.trajectory[3].positions, t[3].particles.position)
+        np.testing.assert_allclose(u.dimensions[:3], t[3].configuration.box[:3])
 
 
 def test_a_gsd_frame_is_md_input(run_dir: Path) -> None:

@@ -76,6 +76,12 @@ def test_write_then_read_gives_the_same_system(tmp_path: Path) -> None:
     assert t.type_names == ["A", "B"]
 
 
+def test_atom_type_labels_name_types_and_may_stand_in_atoms(tmp_path: Path) -> None:
+    text = GOOD.replace("Atoms # atomic", "Atom Type Labels\n\n1 Ar\n2 Kr\n\nAtoms # atomic")
+    s = read_lammps_data(_write(tmp_path, text.replace("7 2 0.5", "7 Kr 0.5")))
+    assert s.type_names == ["Ar", "Kr"] and s.typeid.tolist() == [0, 0, 1]
+
+
 def test_reads_the_lammps_written_reference_file() -> None:
     s = read_lammps_data(DATA / "data.binary")
     assert s.n_atoms == 500 and s.n_types == 2

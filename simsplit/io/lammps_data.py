@@ -6,7 +6,8 @@ What is read (https://docs.lammps.org/read_data.html): the title line; header co
 (``xlo xhi``, ``ylo yhi``, ``zlo zhi``; ``xy xz yz`` only if all 0: orthorhombic boxes); and the
 sections ``Masses``, ``Atoms`` (``id type x y z`` with optional image flags ``ix iy iz``),
 ``Velocities`` (``id vx vy vz``), ``Pair Coeffs`` (``type epsilon sigma``), ``PairIJ Coeffs``
-(``t1 t2 epsilon sigma [cutoff]``) and ``Atom Type Labels`` (``type label``). ``#`` starts a
+(``t1 t2 epsilon sigma [cutoff]``) and ``Atom Type Labels`` (``type label``; Atoms may then
+name types by label). ``#`` starts a
 comment anywhere. Anything else (another atom style, bonds, triclinic boxes) is refused with
 one line naming the file's line and what is allowed.
 """
@@ -187,6 +188,11 @@ def read_lammps_data(path: str | Path) -> AtomSystem:
     lo = np.array([r.bounds[a][0] for a in "xyz"])
     box = np.array([r.bounds[a][1] for a in "xyz"]) - lo
 
+    labels = [str(t + 1) for t in range(ntypes)]
+    for num, w in r.sections.get("Atom Type Labels", []):
+        t = _type_index(r, num, w, 2, "Atom Type Labels", "type label")
+        labels[t] = w[1]
+    by_label = {name: t + 1 for t, name in enumerate(labels)}
     ids = np.empty(natoms, np.int64)
     types = np.empty(natoms, np.int64)
     pos = np.empty((natoms, 3))
@@ -196,7 +202,9 @@ def read_lammps_data(path: str | Path) -> AtomSystem:
             raise r.fail(num, f"Atoms: expected 'id type x y z' or 'id type x y z ix iy iz' "
                               f"(atom_style atomic), got {len(w)} values")
         try:
-            ids[row], types[row] = int(w[0]), int(w[1])
+            ids[row] = int(w[0])
+            types[row] = by_label[w[1]] if w[1] in by_label and "Atom Type Labels" in \
+                r.sections else int(w[1])
             pos[row] = [float(v) for v in w[2:5]]
             if len(w) == 8:
                 img[row] = [int(v) for v in w[5:8]]
@@ -237,10 +245,6 @@ def read_lammps_data(path: str | Path) -> AtomSystem:
         if not np.all(np.isfinite(vel)):
             raise LammpsDataError(f"{p}: Velocities has non-finite or missing entries")
 
-    labels = [str(t + 1) for t in range(ntypes)]
-    for num, w in r.sections.get("Atom Type Labels", []):
-        t = _type_index(r, num, w, 2, "Atom Type Labels", "type label")
-        labels[t] = w[1]
     masses = None
     if "Masses" in r.sections:
         masses = np.full(ntypes, np.nan)

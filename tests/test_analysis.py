@@ -64,6 +64,34 @@ def test_ideal_gas_rdf_is_one_within_counting_noise(tmp_path: Path) -> None:
         assert abs(rdf.g[a, b][keep].mean() - 1) < 0.01
 
 
+def test_pair_search_with_each_cell_stencil_counts_what_brute_force_counts() -> None:
+    from simsplit.analysis.rdf import _bin_pairs, _cells
+
+    rng = np.random.default_rng(11)
+    box = np.array([9.0, 10.0, 11.0])
+    x = rng.uniform(0, 1, (400, 3)) * box
+    typeid = rng.integers(0, 3, 400)
+    r_max, bins = 2.0, 40
+    d = x[None, :, :] - x[:, None, :]
+    d -= box * np.rint(d / box)
+    r = np.sqrt((d ** 2).sum(axis=2))
+    i, j = np.triu_indices(400, 1)
+    want = np.zeros((3, 3, bins), np.int64)
+    for a in range(3):
+        for b in range(3):
+            sel = (typeid[i] == a) & (typeid[j] == b) | (typeid[i] == b) & (typeid[j] == a)
+            want[a, b] = np.histogram(r[i, j][sel], bins=bins, range=(0, r_max))[0]
+    want[np.arange(3), np.arange(3)] *= 2  # a == b: both orders
+    fine, reach = _cells(box, r_max)
+    assert reach == 2 and fine.tolist() == [9, 10, 11]
+    for cells, reach in [(fine, 2), ((box // r_max).astype(np.int64), 1),
+                         (np.ones(3, np.int64), 0)]:
+        hist = np.zeros((3, 3, bins), np.int64)
+        _bin_pairs(x, box, typeid, r_max, bins, cells, reach, hist)
+        np.testing.assert_array_equal(hist, want, err_msg=f"reach {reach}")
+    assert want.sum() > 1000
+
+
 def test_fcc_shells_and_twelve_nearest_neighbours(tmp_path: Path) -> None:
     gsd_hoomd = pytest.importorskip("gsd.hoomd")
     from simsplit.io.gsd_trajectory import GSDWriter

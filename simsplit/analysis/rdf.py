@@ -2,9 +2,10 @@
 coordination number n_ab(r) = 4 pi rho_b int_0^r g_ab(s) s^2 ds.
 
 Pairs within ``r_max`` (at most half the shortest box edge: minimum image) are found with cell
-lists and binned by a Numba kernel. Normalisation: for a != b, g_ab = V <pairs (i in a, j in b)
-in the shell> / (N_a N_b shell volume); for a == b the pairs i != j are counted in both orders
-and divided by N_a (N_a - 1), so an ideal gas gives g = 1 on average. (MDAnalysis' InterRDF
+lists (atoms sorted by cell, cells of r_max / 2) and binned by a Numba kernel. Normalisation:
+for a != b, g_ab = V <pairs (i in a, j in b) in the shell> / (N_a N_b shell volume); for a == b
+the pairs i != j are counted in both orders and divided by N_a (N_a - 1), so an ideal gas gives
+g = 1 on average. (MDAnalysis' InterRDF
 divides by N_a N_b in both cases: its g_aa is ours times (N_a - 1) / N_a.)
 """
 
@@ -47,39 +48,38 @@ class RDF:
 
 
 @numba.njit(cache=True)
-def _bin_pairs(x, box, typeid, rmax, nbins, ncell, hist):  # pragma: no cover - compiled
-    """Add each pair i < j closer than rmax to hist[ti, tj, bin] and hist[tj, ti, bin]."""
+def _bin_pairs(x, box, typeid, rmax, nbins, ncell, reach, hist):  # pragma: no cover - compiled
+    """Add each pair i < j closer than rmax to hist[ti, tj, bin] and hist[tj, ti, bin].
+
+    Atoms are sorted by cell (cells of at least rmax / reach, ``reach`` cells searched each way,
+    each stencil cell distinct: ncell >= 2 reach + 1), so each neighbour cell is one contiguous
+    run of rows; reach 0 means one cell holding every atom (all pairs)."""
     n = x.shape[0]
     rmax2 = rmax * rmax
     scale = nbins / rmax
     nx, ny, nz = ncell[0], ncell[1], ncell[2]
-    brute = nx < 3 or ny < 3 or nz < 3
-    head = np.full(nx * ny * nz, -1, np.int64)
-    nxt = np.full(n, -1, np.int64)
-    cx = np.empty(n, np.int64)
-    cy = np.empty(n, np.int64)
-    cz = np.empty(n, np.int64)
+    cell = np.empty(n, np.int64)
     for i in range(n):
-        cx[i] = min(int(x[i, 0] / box[0] * nx), nx - 1)
-        cy[i] = min(int(x[i, 1] / box[1] * ny), ny - 1)
-        cz[i] = min(int(x[i, 2] / box[2] * nz), nz - 1)
-        c = (cz[i] * ny + cy[i]) * nx + cx[i]
-        nxt[i] = head[c]
-        head[c] = i
-    for i in range(n):
-        if brute:
-            for j in range(i + 1, n):
-                _add(x, box, typeid, i, j, rmax2, scale, nbins, hist)
-            continue
-        for dz in range(-1, 2):
-            for dy in range(-1, 2):
-                for dx in range(-1, 2):
-                    c = (((cz[i] + dz) % nz) * ny + (cy[i] + dy) % ny) * nx + (cx[i] + dx) % nx
-                    j = head[c]
-                    while j >= 0:
-                        if j > i:
-                            _add(x, box, typeid, i, j, rmax2, scale, nbins, hist)
-                        j = nxt[j]
+        cx = min(int(x[i, 0] / box[0] * nx), nx - 1)
+        cy = min(int(x[i, 1] / box[1] * ny), ny - 1)
+        cz = min(int(x[i, 2] / box[2] * nz), nz - 1)
+        cell[i] = (cz * ny + cy) * nx + cx
+    order = np.argsort(cell, kind="mergesort")
+    xs = x[order]
+    ts = typeid[order]
+    start = np.searchsorted(cell[order], np.arange(nx * ny * nz + 1))
+    for c in range(nx * ny * nz):
+        cx, cy, cz = c % nx, (c // nx) % ny, c // (nx * ny)
+        for dz in range(-reach, reach + 1):
+            for dy in range(-reach, reach + 1):
+                for dx in range(-reach, reach + 1):
+                    c2 = (((cz + dz) % nz) * ny + (cy + dy) % ny) * nx + (cx + dx) % nx
+                    if c2 < c:
+                        continue  # each pair of cells once, from the lower one
+                    for i in range(start[c], start[c + 1]):
+                        j0 = i + 1 if c2 == c else start[c2]
+                        for j in range(j0, start[c2 + 1]):
+                            _add(xs, box, ts, i, j, rmax2, scale, nbins, hist)
 
 
 @numba.njit(cache=True, inline="always")
@@ -94,6 +94,17 @@ def _add(x, box, typeid, i, j, rmax2, scale, nbins, hist):  # pragma: no cover -
         if b < nbins:
             hist[typeid[i], typeid[j], b] += 1
             hist[typeid[j], typeid[i], b] += 1
+
+
+def _cells(box: np.ndarray, r_max: float) -> tuple[np.ndarray, int]:
+    """Cells per axis and stencil reach: cells of r_max / 2 searched 2 each way where every
+    axis has 5 of them, else cells of r_max searched 1 each way where every axis has 3, else
+    one cell (all pairs)."""
+    for reach in (2, 1):
+        ncell = (box * reach // r_max).astype(np.int64)
+        if ncell.min() >= 2 * reach + 1:
+            return ncell, reach
+    return np.ones(3, np.int64), 0
 
 
 def radial_distribution(traj: Trajectory, frames: list[int], r_max: float | None = None,
@@ -116,8 +127,8 @@ def radial_distribution(traj: Trajectory, frames: list[int], r_max: float | None
     volume = 0.0
     for k in frames:
         box = traj.boxes[k].astype(np.float64)
-        ncell = np.maximum((box // r_max).astype(np.int64), 1)
-        _bin_pairs(traj.positions(k), box, typeid, float(r_max), bins, ncell, hist)
+        ncell, reach = _cells(box, float(r_max))
+        _bin_pairs(traj.positions(k), box, typeid, float(r_max), bins, ncell, reach, hist)
         volume += float(np.prod(box))
     volume /= len(frames)
     counts = np.bincount(typeid, minlength=ntypes).astype(np.int64)

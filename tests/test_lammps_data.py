@@ -200,3 +200,25 @@ def test_the_file_mass_is_the_run_mass(tmp_path: Path) -> None:
     # kinetic energy per atom is m v^2 / 2 with the file's mass
     ke = 0.5 * 2.0 * (s.velocities ** 2).sum() / s.n_atoms
     assert solver.thermo()[0]["ke"] == pytest.approx(ke, rel=1e-12)
+
+
+@pytest.mark.parametrize(("init_file", "message"), [
+    ("missing.data", "md.init_file: 'missing.data' not found"),
+    ("missing.xyz", "md.init_file: 'missing.xyz' not found"),
+    (".", "md.init_file: '.' is a directory, expected a file"),
+    ("case.yaml", "md.init_file: unknown file type '.yaml' (use .xyz, .h5, .hdf5, .gsd, .h5md, "
+                  "or a LAMMPS data file"),
+    ("bad.data", "bad.data line 3: unknown header line '3 widgets'"),
+])
+def test_an_init_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path: Path, run_cli,
+                                                                 init_file: str,
+                                                                 message: str) -> None:
+    (tmp_path / "bad.data").write_text("title\n\n3 widgets\n")
+    (tmp_path / "case.yaml").write_text(
+        f"physics: md\nmd:\n  init_file: {init_file}\n  box: [9, 9, 9]\n"
+        "run: {steps: 5, backend: cpu}\n")
+    for command in ("validate", "run"):
+        res = run_cli(command, "case.yaml")
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+        assert message in res.stderr, res.stderr

@@ -207,3 +207,28 @@ def test_a_restart_continues_the_gsd_trajectory_bit_for_bit(tmp_path: Path) -> N
             for name in ("position", "velocity", "image", "typeid", "mass"):
                 np.testing.assert_array_equal(getattr(fb.particles, name),
                                               getattr(fa.particles, name), err_msg=name)
+
+
+def test_the_last_h5md_frame_is_md_input(run_dir: Path) -> None:
+    """H5MD keeps float64: a run from the last frame starts from the state written (positions
+    within one rounding of the box length: they pass through unwrapped coordinates, so that the
+    image counts carry on), with the types (species) and the mass (/parameters) of the file."""
+    path = run_dir / "trajectory.h5md"
+    case = {"physics": "md", "md": {"init_file": str(path), "potential": {"shift": True}},
+            "run": {"backend": "cpu", "steps": 0}, "output": {"dir": None}}
+    solver = MDSolver(case)
+    with h5py.File(path, "r") as h5:
+        part = h5["particles/trajectory"]
+        box = part["box/edges/value"][-1]
+        np.testing.assert_allclose(solver.positions(), part["position/value"][-1], rtol=0,
+                                   atol=2 * np.finfo(float).eps * box.max())
+        np.testing.assert_array_equal(solver.velocities(), part["velocity/value"][-1])
+        np.testing.assert_array_equal(solver.images(), part["image/value"][-1])
+        pe = h5["observables/potential_energy/value"][-1]
+    assert solver.thermo()[0]["pe"] == pytest.approx(pe, rel=1e-13)
+    from simsplit.md.systems import atom_types
+
+    typeid, names = atom_types(solver.case["md"], solver.n_atoms)
+    assert names == ["A", "B"] and typeid.sum() == 125
+    with pytest.raises(CaseError, match="md.mass: 2 differs from the mass 1 in"):
+        validate_case({**case, "md": {**case["md"], "mass": 2}})

@@ -34,6 +34,8 @@ class Trajectory:
     type_names: list[str]
     has_images: bool
     _reader: Any = field(repr=False, default=None)
+    #: the one atom mass the file records (simsplit's H5MD: /parameters mass), or None
+    mass: float | None = None
 
     @property
     def n_frames(self) -> int:
@@ -54,6 +56,10 @@ class Trajectory:
             return np.zeros((self.n_atoms, 3), np.int64)
         x = self._reader.positions(k)
         return self._reader.images(k) + np.floor(x / self.boxes[k]).astype(np.int64)
+
+    def velocities(self, k: int) -> np.ndarray | None:
+        """Velocities of frame ``k`` (N, 3) float64, or None when the file has none."""
+        return self._reader.velocities(k)
 
     def unwrapped(self, k: int) -> np.ndarray:
         """``positions + images * box`` of frame ``k``."""
@@ -91,12 +97,16 @@ class _H5MDReader:
         self.h5, self.group = h5, group
         self.pos = group["position/value"]
         self.img = group["image/value"] if "image" in group else None
+        self.vel = group["velocity/value"] if "velocity" in group else None
 
     def positions(self, k: int) -> np.ndarray:
         return np.asarray(self.pos[k], np.float64)
 
     def images(self, k: int) -> np.ndarray:
         return np.asarray(self.img[k], np.int64)
+
+    def velocities(self, k: int) -> np.ndarray | None:
+        return None if self.vel is None else np.asarray(self.vel[k], np.float64)
 
     def close(self) -> None:
         self.h5.close()
@@ -138,8 +148,9 @@ def _open_h5md(p: Path) -> Trajectory:
     except InputFileError:
         h5.close()
         raise
+    mass = h5["parameters"].attrs.get("mass") if "parameters" in h5 else None
     return Trajectory(p, steps, times, boxes, typeid, names, "image" in g,
-                      _H5MDReader(p, g, h5))
+                      _H5MDReader(p, g, h5), None if mass is None else float(mass))
 
 
 def _h5md_boxes(p: Path, g: Any, n_frames: int) -> np.ndarray:
@@ -173,6 +184,9 @@ class _GSDReader:
 
     def images(self, k: int) -> np.ndarray:
         return np.asarray(self.traj[k].particles.image, np.int64)
+
+    def velocities(self, k: int) -> np.ndarray | None:
+        return np.asarray(self.traj[k].particles.velocity, np.float64)
 
     def close(self) -> None:
         self.traj.close()

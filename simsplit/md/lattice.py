@@ -4,6 +4,7 @@ LAMMPS data, GSD)."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -98,18 +99,39 @@ def read_xyz(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 def read_positions(path: str | Path) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Positions, box (or None) and velocities (or None) from an ``.xyz`` or HDF5 file, a
-    LAMMPS data file or the last frame of a GSD file (the last two unwrapped by their image
-    flags and relative to the box's lower corner; see :mod:`simsplit.md.systems`)."""
+    LAMMPS data file or the last frame of a GSD or H5MD trajectory (the last three unwrapped by
+    their image counts and relative to the box's lower corner; see :mod:`simsplit.md.systems`).
+
+    A missing, unreadable or malformed file is a ``ValueError`` naming ``md.init_file``. The
+    file is read once while it is unchanged (the case check and the solver share the read);
+    each call returns fresh arrays."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        raise ValueError(f"md.init_file: '{path}' not found") from None
+    if p.is_dir():
+        raise ValueError(f"md.init_file: '{path}' is a directory, expected a file")
+    pos, box, vel = _read_cached(str(p), st.st_mtime_ns, st.st_size)
+    return pos.copy(), None if box is None else box.copy(), None if vel is None else vel.copy()
+
+
+@lru_cache(maxsize=2)
+def _read_cached(path: str, mtime_ns: int, size: int
+                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     if typed_file(path) is not None:
         return typed_positions(path)
     suffix = Path(path).suffix.lower()
-    if suffix == ".xyz":
-        pos, box = read_xyz(path)
-        return pos, box, None
-    if suffix in (".h5", ".hdf5", ".h5md"):
-        return read_h5(path)
+    try:
+        if suffix == ".xyz":
+            pos, box = read_xyz(path)
+            return pos, box, None
+        if suffix in (".h5", ".hdf5"):
+            return read_h5(path)
+    except (OSError, UnicodeDecodeError, IndexError) as exc:
+        raise ValueError(f"md.init_file: {path} cannot be read as {suffix}: {exc}") from None
     raise ValueError(f"md.init_file: unknown file type '{suffix}' (use .xyz, .h5, .hdf5, .gsd, "
-                     "or a LAMMPS data file: .data, .lmp or data.*)")
+                     ".h5md, or a LAMMPS data file: .data, .lmp or data.*)")
 
 
 def wrap_into_box(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

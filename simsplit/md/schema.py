@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from simsplit.md.lattice import read_positions
 from simsplit.md.systems import check_typed_file, file_mass, typed_file_box
 
 _POS = {"type": "number", "exclusiveMinimum": 0}
@@ -37,7 +38,8 @@ MD_SCHEMA: dict[str, Any] = {
                            "Lattice= gives the box), HDF5 (.h5/.hdf5: dataset 'positions', "
                            "optional 'box' and 'velocities'), a LAMMPS data file (atom_style "
                            "atomic; .data, .lmp or data.*: box, types, Masses, image flags, "
-                           "Velocities) or a GSD file (.gsd: its last frame). Several atom "
+                           "Velocities) or the last frame of a GSD (.gsd) or H5MD (.h5md) "
+                           "trajectory. Several atom "
                            "types run only if they have equal masses and pair coefficients "
                            "(for now).",
         },
@@ -156,8 +158,8 @@ def check_md_case(case: dict[str, Any]) -> None:
         raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
     if has_file:
         check_typed_file(md)
-        box = typed_file_box(md)
-        if box is not None:
+        _, box, _ = read_positions(md["init_file"])  # a bad file: one line now, not a traceback
+        if typed_file_box(md) is not None:
             _check_file_box(case, box)
     if has_lattice:
         lat = md["lattice"]

@@ -1,6 +1,7 @@
-"""Atom types of an MD case: the system in ``md.init_file`` when it is a LAMMPS data file or a
-GSD frame (read once and cached), its type ids and names for the trajectory files, the mass it
-implies, and the check that refuses what the force kernels cannot run yet.
+"""Atom types of an MD case: the system in ``md.init_file`` when it is a LAMMPS data file or the
+last frame of a GSD or H5MD trajectory (read once and cached), its type ids and names for the
+trajectory files, the mass it implies, and the check that refuses what the force kernels cannot
+run yet.
 
 Until pair coefficients per type pair reach the force kernels, every atom interacts through the
 one ``md.potential`` and has the one mass ``md.mass``: a file with several types runs only when
@@ -25,21 +26,43 @@ NOT_YET = ("several atom types with different {what} are not supported yet (per-
 
 
 def typed_file(path: str | Path | None) -> str | None:
-    """``"lammps"`` or ``"gsd"`` when ``path`` names a file with atom types, else None."""
+    """``"lammps"``, ``"gsd"`` or ``"h5md"`` when ``path`` names a file with atom types (a
+    LAMMPS data file, a GSD or H5MD trajectory), else None."""
     if path is None:
         return None
-    if Path(path).suffix.lower() == ".gsd":
-        return "gsd"
+    suffix = Path(path).suffix.lower()
+    if suffix in (".gsd", ".h5md"):
+        return suffix[1:]
     return "lammps" if is_lammps_data(path) else None
 
 
 @lru_cache(maxsize=4)
 def _read(path: str, mtime_ns: int, size: int) -> AtomSystem:
-    if typed_file(path) == "gsd":
+    kind = typed_file(path)
+    if kind == "gsd":
         from simsplit.io.gsd_trajectory import read_gsd_frame
 
         return read_gsd_frame(path)
+    if kind == "h5md":
+        return _last_h5md_frame(path)
     return read_lammps_data(path)
+
+
+def _last_h5md_frame(path: str) -> AtomSystem:
+    """The last frame of an H5MD trajectory (positions in float64: a run continues exactly)."""
+    from simsplit.io.trajectory import open_trajectory
+
+    with open_trajectory(path) as traj:
+        if traj.n_frames == 0:
+            raise ValueError(f"md.init_file: {path} holds no frames")
+        k = traj.n_frames - 1
+        ntypes = len(traj.type_names)
+        return AtomSystem(positions=traj.positions(k), box=traj.boxes[k].copy(),
+                          origin=np.zeros(3), typeid=traj.typeid.astype(np.int32),
+                          type_names=list(traj.type_names), ids=np.arange(traj.n_atoms),
+                          images=traj.images(k), velocities=traj.velocities(k),
+                          masses=None if traj.mass is None else np.full(ntypes, traj.mass),
+                          source=f"{path} frame {k} (step {int(traj.steps[k])})")
 
 
 def read_system(path: str | Path) -> AtomSystem:

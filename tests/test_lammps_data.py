@@ -222,3 +222,12 @@ def test_an_init_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path: Path,
         assert res.returncode == 2, res.stderr
         assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
         assert message in res.stderr, res.stderr
+
+
+def test_a_file_rewritten_at_once_with_the_same_size_is_read_again(tmp_path: Path) -> None:
+    from simsplit.md.schema import fill_md_defaults
+
+    path = _write(tmp_path, GOOD)
+    assert fill_md_defaults(_case(path))["md"]["mass"] == 1.5
+    path.write_text(GOOD.replace("1 1.5\n2 1.5", "1 2.5\n2 2.5"))  # same size, same mtime tick
+    assert fill_md_defaults(_case(path))["md"]["mass"] == 2.5

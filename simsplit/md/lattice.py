@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from simsplit.md.systems import typed_file, typed_positions
+from simsplit.md.systems import file_key, typed_file, typed_positions
 
 #: fcc basis in units of the lattice constant, in LAMMPS order
 FCC_BASIS = np.array([[0.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5]])
@@ -103,21 +103,14 @@ def read_positions(path: str | Path) -> tuple[np.ndarray, np.ndarray | None, np.
     their image counts and relative to the box's lower corner; see :mod:`simsplit.md.systems`).
 
     A missing, unreadable or malformed file is a ``ValueError`` naming ``md.init_file``. The
-    file is read once while it is unchanged (the case check and the solver share the read);
-    each call returns fresh arrays."""
-    p = Path(path)
-    try:
-        st = p.stat()
-    except OSError:
-        raise ValueError(f"md.init_file: '{path}' not found") from None
-    if p.is_dir():
-        raise ValueError(f"md.init_file: '{path}' is a directory, expected a file")
-    pos, box, vel = _read_cached(str(p), st.st_mtime_ns, st.st_size)
+    file is read once while its contents are unchanged (the case check and the solver share the
+    read; :func:`simsplit.md.systems.file_key`); each call returns fresh arrays."""
+    pos, box, vel = _read_cached(*file_key(path))
     return pos.copy(), None if box is None else box.copy(), None if vel is None else vel.copy()
 
 
 @lru_cache(maxsize=2)
-def _read_cached(path: str, mtime_ns: int, size: int
+def _read_cached(path: str, size: int, digest: str
                  ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     if typed_file(path) is not None:
         return typed_positions(path)

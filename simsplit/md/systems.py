@@ -10,6 +10,7 @@ its types are physically identical (equal masses; equal pair coefficients, or no
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,25 @@ def typed_file(path: str | Path | None) -> str | None:
     return "lammps" if is_lammps_data(path) else None
 
 
+def file_key(path: str | Path) -> tuple[str, int, str]:
+    """What identifies a file's contents for the read caches: path, size and a SHA-1 of the
+    bytes (modification times alone are too coarse: a file rewritten within a few ms keeps its
+    time). ``ValueError`` naming ``md.init_file`` if it is missing or a directory."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise ValueError(f"md.init_file: '{path}' is a directory, expected a file")
+        digest = hashlib.sha1()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        raise ValueError(f"md.init_file: '{path}' not found") from None
+    return str(p), p.stat().st_size, digest.hexdigest()
+
+
 @lru_cache(maxsize=4)
-def _read(path: str, mtime_ns: int, size: int) -> AtomSystem:
+def _read(path: str, size: int, digest: str) -> AtomSystem:
     kind = typed_file(path)
     if kind == "gsd":
         from simsplit.io.gsd_trajectory import read_gsd_frame
@@ -68,14 +86,7 @@ def _last_h5md_frame(path: str) -> AtomSystem:
 def read_system(path: str | Path) -> AtomSystem:
     """The system of a LAMMPS data file or the last frame of a GSD file (cached while the file
     is unchanged); ``ValueError`` naming ``md.init_file`` if it is missing or unreadable."""
-    p = Path(path)
-    try:
-        st = p.stat()
-    except OSError:
-        raise ValueError(f"md.init_file: '{path}' not found") from None
-    if p.is_dir():
-        raise ValueError(f"md.init_file: '{path}' is a directory, expected a file")
-    return _read(str(p), st.st_mtime_ns, st.st_size)
+    return _read(*file_key(path))
 
 
 def atom_types(md: dict[str, Any], n_atoms: int) -> tuple[np.ndarray, list[str]]:

@@ -189,6 +189,15 @@ def test_md_mass_contradicting_the_file_and_mismatched_pair_coeffs(tmp_path: Pat
     with pytest.raises(CaseError, match="md.potential: epsilon 1 sigma 1 differ from the Pair "
                                         "Coeffs"):
         validate_case(_case(path))
+    path = _two_type_copy(tmp_path, 1.0, "\nPairIJ Coeffs\n\n1 1 1 1 2.5\n1 2 1 1\n"
+                                         "2 2 1 1 3.0\n")
+    with pytest.raises(CaseError, match="md.potential.cutoff: 2.5 differs from the cutoffs 2.5, "
+                                        "3 in the Pair Coeffs .* per-pair cutoffs are not "
+                                        "supported yet"):
+        validate_case(_case(path))
+    path = _two_type_copy(tmp_path, 1.0, "\nPairIJ Coeffs\n\n1 1 1 1 2.5\n1 2 1 1\n"
+                                         "2 2 1 1 2.5\n")
+    validate_case(_case(path))  # equal to md.potential: runs
 
 
 def test_the_file_mass_is_the_run_mass(tmp_path: Path) -> None:

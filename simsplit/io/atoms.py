@@ -20,8 +20,9 @@ class AtomSystem:
     wrapped file); ``images`` count box lengths, so ``positions + images * box`` are the
     unwrapped positions. ``typeid`` is 0-based; ``type_names[t]`` names type ``t`` (LAMMPS
     type ``t + 1`` is named ``"t + 1"`` unless the file labels it). ``masses`` holds one mass per
-    type, or None when the file gives none. ``pair_coeffs`` are (epsilon, sigma) per type pair
-    ``[t1, t2]`` where the file gives them (NaN elsewhere), or None.
+    type, or None when the file gives none. ``pair_coeffs`` are (epsilon, sigma, cutoff) per type
+    pair ``[t1, t2]`` where the file gives them (NaN elsewhere, and for a cutoff not given), or
+    None.
     """
 
     positions: np.ndarray

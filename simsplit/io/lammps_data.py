@@ -5,11 +5,11 @@ What is read (https://docs.lammps.org/read_data.html): the title line; header co
 ``atom types``; bonds, angles, dihedrals, impropers and their types only if 0); the box
 (``xlo xhi``, ``ylo yhi``, ``zlo zhi``; ``xy xz yz`` only if all 0: orthorhombic boxes); and the
 sections ``Masses``, ``Atoms`` (``id type x y z`` with optional image flags ``ix iy iz``),
-``Velocities`` (``id vx vy vz``), ``Pair Coeffs`` (``type epsilon sigma``), ``PairIJ Coeffs``
-(``t1 t2 epsilon sigma [cutoff]``) and ``Atom Type Labels`` (``type label``; Atoms may then
-name types by label). ``#`` starts a
-comment anywhere. Anything else (another atom style, bonds, triclinic boxes) is refused with
-one line naming the file's line and what is allowed.
+``Velocities`` (``id vx vy vz``), ``Pair Coeffs`` (``type epsilon sigma [cutoff]``),
+``PairIJ Coeffs`` (``t1 t2 epsilon sigma [cutoff]``) and ``Atom Type Labels`` (``type label``;
+Atoms may then name types by label). ``#`` starts a comment anywhere. Anything else (another
+atom style, bonds, triclinic boxes) is refused with one line naming the file's line and what is
+allowed.
 """
 
 from __future__ import annotations
@@ -286,27 +286,23 @@ def _positive(r: _Reader, num: int, text: str, section: str, what: str) -> float
 
 
 def _pair_coeffs(r: _Reader, ntypes: int) -> np.ndarray | None:
-    """(epsilon, sigma) per type pair from Pair Coeffs (i i, mixed pairs left NaN) or
-    PairIJ Coeffs (every pair)."""
+    """(epsilon, sigma, cutoff) per type pair from Pair Coeffs (i i; mixed pairs left NaN) or
+    PairIJ Coeffs (every pair); a cutoff not given is NaN."""
     if "Pair Coeffs" not in r.sections and "PairIJ Coeffs" not in r.sections:
         return None
-    out = np.full((ntypes, ntypes, 2), np.nan)
-    for num, w in r.sections.get("Pair Coeffs", []):
-        if len(w) != 3:
-            raise r.fail(num, f"Pair Coeffs: expected 'type epsilon sigma' (lj/cut), got "
-                              f"{len(w)} values")
-        t = _type_index(r, num, w, 3, "Pair Coeffs", "type epsilon sigma")
-        out[t, t] = [_nonneg(r, num, w[1], "Pair Coeffs", "epsilon"),
-                     _positive(r, num, w[2], "Pair Coeffs", "sigma")]
-    for num, w in r.sections.get("PairIJ Coeffs", []):
-        if len(w) not in (4, 5):
-            raise r.fail(num, f"PairIJ Coeffs: expected 't1 t2 epsilon sigma [cutoff]' "
-                              f"(lj/cut), got {len(w)} values")
-        t1 = _type_index(r, num, w, 4, "PairIJ Coeffs", "t1 t2 epsilon sigma")
-        t2 = _type_index(r, num, w[1:], 3, "PairIJ Coeffs", "t1 t2 epsilon sigma")
-        eps = _nonneg(r, num, w[2], "PairIJ Coeffs", "epsilon")
-        sig = _positive(r, num, w[3], "PairIJ Coeffs", "sigma")
-        out[t1, t2] = out[t2, t1] = [eps, sig]
+    out = np.full((ntypes, ntypes, 3), np.nan)
+    for section, form, nt in (("Pair Coeffs", "type epsilon sigma [cutoff]", 1),
+                              ("PairIJ Coeffs", "t1 t2 epsilon sigma [cutoff]", 2)):
+        for num, w in r.sections.get(section, []):
+            if len(w) not in (nt + 2, nt + 3):
+                raise r.fail(num, f"{section}: expected '{form}' (lj/cut), got {len(w)} values")
+            t1 = _type_index(r, num, w, nt + 2, section, form)
+            t2 = _type_index(r, num, w[nt - 1:], 1, section, form)
+            row = [_nonneg(r, num, w[nt], section, "epsilon"),
+                   _positive(r, num, w[nt + 1], section, "sigma"),
+                   _positive(r, num, w[nt + 2], section, "cutoff") if len(w) == nt + 3
+                   else np.nan]
+            out[t1, t2] = out[t2, t1] = row
     return out
 
 

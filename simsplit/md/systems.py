@@ -147,16 +147,24 @@ def _check_pair_coeffs(md: dict[str, Any], s: AtomSystem, path: str) -> None:
     given = s.pair_coeffs[~np.isnan(s.pair_coeffs[..., 0])]
     if given.size == 0:
         return
-    if np.unique(given, axis=0).shape[0] > 1:
-        pairs = ", ".join(f"epsilon {e:g} sigma {g:g}" for e, g in np.unique(given, axis=0))
+    lj = given[:, :2]
+    if np.unique(lj, axis=0).shape[0] > 1:
+        pairs = ", ".join(f"epsilon {e:g} sigma {g:g}" for e, g in np.unique(lj, axis=0))
         raise ValueError(f"md.init_file: {path}: "
                          + NOT_YET.format(what=f"pair coefficients ({pairs})"))
     pot = md.get("potential", {})
     eps, sig = float(pot.get("epsilon", 1.0)), float(pot.get("sigma", 1.0))
-    if (given[0, 0], given[0, 1]) != (eps, sig):
+    if (lj[0, 0], lj[0, 1]) != (eps, sig):
         raise ValueError(f"md.potential: epsilon {eps:g} sigma {sig:g} differ from the Pair "
-                         f"Coeffs in {path} (epsilon {given[0, 0]:g} sigma {given[0, 1]:g}); "
+                         f"Coeffs in {path} (epsilon {lj[0, 0]:g} sigma {lj[0, 1]:g}); "
                          "make them agree")
+    cutoffs = np.unique(given[~np.isnan(given[:, 2]), 2])
+    cut = float(pot.get("cutoff", 2.5))
+    if cutoffs.size and (cutoffs.size > 1 or cutoffs[0] != cut):
+        raise ValueError(f"md.potential.cutoff: {cut:g} differs from the cutoff"
+                         f"{'s' if cutoffs.size > 1 else ''} "
+                         f"{', '.join(f'{c:g}' for c in cutoffs)} in the Pair Coeffs of {path}; "
+                         "per-pair cutoffs are not supported yet: make them agree")
 
 
 def typed_file_box(md: dict[str, Any]) -> np.ndarray | None:

@@ -232,3 +232,18 @@ def test_the_last_h5md_frame_is_md_input(run_dir: Path) -> None:
     assert names == ["A", "B"] and typeid.sum() == 125
     with pytest.raises(CaseError, match="md.mass: 2 differs from the mass 1 in"):
         validate_case({**case, "md": {**case["md"], "mass": 2}})
+
+
+def test_a_second_run_of_the_same_simulation_continues_the_gsd_file(tmp_path: Path) -> None:
+    case = {"physics": "md",
+            "md": {"lattice": {"density": 0.8442, "cells": [4, 4, 4]}, "thermo_every": 10},
+            "run": {"backend": "cpu", "steps": 20},
+            "output": {"dir": str(tmp_path / "out"), "every": 10}}
+    sim = Simulation(case)
+    sim.run()
+    sim.case["run"]["steps"] = 40
+    sim.run()
+    with gsd_hoomd.open(tmp_path / "out" / "trajectory.gsd") as t:
+        assert [int(f.configuration.step) for f in t] == [0, 10, 20, 30, 40]
+    with h5py.File(tmp_path / "out" / "trajectory.h5md", "r") as h5:
+        assert h5["particles/trajectory/position/step"][()].tolist() == [0, 10, 20, 30, 40]

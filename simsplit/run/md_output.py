@@ -48,8 +48,10 @@ def _attach_gsd(sim: RunningSimulation, directory: Path, typeid: Any, names: lis
                           stacklevel=2)
         return
     solver = sim.solver
-    state: dict[str, Any] = {"writer": None, "last": -1}
-    resume = sim.steps_done if sim.restarted_from is not None else None
+    # resume: a restarted run continues the file from its checkpoint's step, and a second
+    # run() of the same simulation from where the first ended
+    state: dict[str, Any] = {"writer": None, "last": -1,
+                             "resume": sim.steps_done if sim.restarted_from is not None else None}
 
     def frame(s: RunningSimulation) -> None:
         if s.steps_done == state["last"]:
@@ -62,7 +64,7 @@ def _attach_gsd(sim: RunningSimulation, directory: Path, typeid: Any, names: lis
             from simsplit.io.gsd_trajectory import GSDWriter
 
             state["writer"] = GSDWriter(directory / GSD_NAME, solver.box, typeid, names,
-                                        mass=solver.mass, resume_step=resume)
+                                        mass=solver.mass, resume_step=state["resume"])
         state["writer"].write_frame(s.steps_done, s.steps_done * solver.dt, x, v, img)
         state["writer"].flush()  # a run killed later keeps every frame written so far
 
@@ -71,6 +73,7 @@ def _attach_gsd(sim: RunningSimulation, directory: Path, typeid: Any, names: lis
         if state["writer"] is not None:
             state["writer"].close()
             state["writer"] = None
+            state["resume"] = s.steps_done
 
     every = int(solver.output_every)
     sim.attach(Operation("gsd", every, frame, at_end=False))

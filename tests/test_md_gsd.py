@@ -247,3 +247,22 @@ def test_a_second_run_of_the_same_simulation_continues_the_gsd_file(tmp_path: Pa
         assert [int(f.configuration.step) for f in t] == [0, 10, 20, 30, 40]
     with h5py.File(tmp_path / "out" / "trajectory.h5md", "r") as h5:
         assert h5["particles/trajectory/position/step"][()].tolist() == [0, 10, 20, 30, 40]
+
+
+def test_without_the_gsd_package_the_run_warns_once_and_writes_h5md(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    import warnings
+
+    import simsplit.io.gsd_trajectory as gsd_io
+    from simsplit.errors import CaseWarning
+
+    monkeypatch.setattr(gsd_io, "gsd_available", lambda: False)
+    case = {"physics": "md", "md": {"lattice": {"density": 0.8442, "cells": [4, 4, 4]}},
+            "run": {"backend": "cpu", "steps": 5}, "output": {"dir": str(tmp_path / "out")}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Simulation(case).run()
+    texts = [str(w.message) for w in caught if issubclass(w.category, CaseWarning)]
+    assert len(texts) == 1 and "no trajectory.gsd (the gsd package is not installed" in texts[0]
+    assert (tmp_path / "out" / "trajectory.h5md").exists()
+    assert not (tmp_path / "out" / "trajectory.gsd").exists()

@@ -1,5 +1,5 @@
 """Initial positions: an fcc lattice (LAMMPS ``lattice fcc`` convention) or a file (HDF5, XYZ,
-LAMMPS data, GSD)."""
+LAMMPS data, the last frame of a GSD or H5MD trajectory)."""
 
 from __future__ import annotations
 

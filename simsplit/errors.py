@@ -12,6 +12,12 @@ class CaseError(ValueError):
     """A case file or override that cannot be run; the message is one line."""
 
 
+class InputFileError(ValueError):
+    """A data or trajectory file that cannot be read or used as asked (a malformed LAMMPS data
+    file, a trajectory without the frames or fields an analysis needs); the message is one line
+    naming the file and, where there is one, its line."""
+
+
 class CaseWarning(UserWarning):
     """A case that runs but may be inaccurate or unstable; the message is one line naming the
     key."""

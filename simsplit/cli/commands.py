@@ -1,4 +1,4 @@
-"""Command line: ``simsplit run | validate | bench | devices``.
+"""Command line: ``simsplit run | validate | analyze | bench | devices``.
 
 Bad input ends with one line on stderr and exit code 2; a diverging run with exit code 3; a
 CUDA failure (illegal address, launch failure, out of memory) with exit code 4.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from simsplit.cli.notices import announce_kernel_compiles, print_warnings_once
-from simsplit.errors import BackendUnavailable, CaseError, DivergenceError
+from simsplit.errors import BackendUnavailable, CaseError, DivergenceError, InputFileError
 from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
 from simsplit.run.checkpoint import CheckpointError
 from simsplit.run.manifest import OutputExists
@@ -22,7 +22,8 @@ from simsplit.run.simulation import Interrupted
 from simsplit.version import __version__
 
 #: errors that mean the input cannot run as given: one line, exit code 2
-BAD_INPUT = (CaseError, BackendUnavailable, InsufficientMemory, CheckpointError, OutputExists)
+BAD_INPUT = (CaseError, BackendUnavailable, InsufficientMemory, CheckpointError, OutputExists,
+             InputFileError)
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 3
 
@@ -37,6 +38,7 @@ examples:
   simsplit bench --backend cpu --grid 512x512
   mpiexec -n 4 simsplit run cases/cavity.yaml      # one slab per rank
   simsplit devices                                 # GPUs, peer access, NCCL, MPI
+  simsplit analyze out/lj/trajectory.gsd --frames 50:   # RDF + MSD -> out/lj/analysis/
 """
 
 
@@ -115,7 +117,30 @@ def _parser() -> argparse.ArgumentParser:
                        help="tune threads per block first and show default against tuned")
 
     sub.add_parser("devices", help="list GPUs, peer access, NVLink, NCCL and MPI")
+
+    ana = sub.add_parser("analyze", help="RDF per type pair and MSD of an MD trajectory "
+                         "(H5MD or GSD) -> analysis.h5, rdf.png, msd.png")
+    ana.add_argument("trajectory", help="trajectory.h5md or trajectory.gsd (or any H5MD/GSD)")
+    ana.add_argument("--output", help="directory for analysis.h5 and the plots (default: "
+                     "'analysis' beside the trajectory; files there are replaced)")
+    ana.add_argument("--frames", metavar="START:STOP[:STEP]",
+                     help="frames to use, Python slice syntax (default: all; e.g. 50: for the "
+                          "second half of 100)")
+    ana.add_argument("--rmax", type=_positive_length, metavar="R",
+                     help="RDF range (default: 5 or half the shortest box edge if less)")
+    ana.add_argument("--bins", type=int, default=200, help="RDF bins (default 200)")
+    ana.add_argument("--no-plots", action="store_true", help="write analysis.h5 only")
     return p
+
+
+def _positive_length(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
+    return value
 
 
 def _device_list(text: str) -> list[int]:
@@ -262,6 +287,27 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from simsplit.analysis.report import analyze
+
+    result = analyze(args.trajectory, args.output, args.frames, args.rmax, args.bins,
+                     plots=not args.no_plots)
+    rdf, msd = result.rdf, result.msd
+    print(f"{args.trajectory}: {rdf.frames} frames, {int(rdf.counts.sum())} atoms, "
+          f"density {rdf.density:.6g}")
+    for a, b in rdf.pairs():
+        peak = int(rdf.g[a, b].argmax())
+        print(f"  g {rdf.type_names[a]}-{rdf.type_names[b]}: first peak {rdf.g[a, b][peak]:.4g} "
+              f"at r = {rdf.r[peak]:.4g}")
+    if msd is not None:
+        unit = "time" if msd.lag_time is not None else "steps"
+        lag = msd.lag_time[-1] if msd.lag_time is not None else msd.lag_steps[-1]
+        print(f"  MSD at the longest lag ({unit} {lag:.6g}): {msd.msd_all[-1]:.6g}")
+    for path in result.files:
+        print(f"wrote {path}")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from simsplit.cli.bench import main_from_args
 
@@ -276,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_warnings_once()
     announce_kernel_compiles(args.command in ("run", "bench") and not getattr(args, "quiet", False))
     handlers = {"run": _cmd_run, "validate": _cmd_validate, "bench": _cmd_bench,
-                "devices": _cmd_devices}
+                "devices": _cmd_devices, "analyze": _cmd_analyze}
     from simsplit.parallel.context import launched_world_size
 
     if args.command == "run" and launched_world_size() > 1:

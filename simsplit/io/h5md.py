@@ -8,6 +8,8 @@ Layout written::
                                     edges/{step,time,value}: value (frames, 3), one box a frame
     /particles/trajectory/{position,velocity,image}/{step,time,value}   value (frames, N, 3)
     /particles/trajectory/id        (N,) time-independent: rows are in atom-id order
+    /particles/trajectory/species   (N,) type ids (0-based), attribute ``names``: added at the
+                                    end of a run (:func:`write_species`)
     /observables/<name>/{step,time,value}                               scalars
 
 Time-dependent elements are appendable chunked datasets. What MDAnalysis' H5MD reader (2.11)
@@ -203,6 +205,32 @@ class H5MDWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_species(path: str | Path, typeid: np.ndarray, names: list[str]) -> None:
+    """Add the atom types to a closed trajectory: ``/particles/trajectory/species`` (H5MD's
+    time-independent integer species, 0-based type ids in atom-id order) with the type names
+    in its ``names`` attribute. A file that has them already is left as it is."""
+    with h5py.File(path, "a") as f:
+        part = f[f"particles/{PARTICLE_GROUP}"]
+        if "species" in part:
+            return
+        ds = part.create_dataset("species", data=np.asarray(typeid, dtype=np.int32))
+        ds.attrs.create("names", [str(n) for n in names], dtype=_VLEN_STR)
+
+
+def read_species(path: str | Path) -> tuple[np.ndarray, list[str]] | None:
+    """Type ids and names written by :func:`write_species` (None when the file has none)."""
+    with h5py.File(path, "r") as f:
+        ds = f.get(f"particles/{PARTICLE_GROUP}/species")
+        if ds is None:
+            return None
+        ids = np.asarray(ds[()], dtype=np.int32)
+        names = [n.decode() if isinstance(n, bytes) else str(n)
+                 for n in ds.attrs.get("names", [])]
+    if not names:
+        names = [str(t + 1) for t in range(int(ids.max()) + 1 if ids.size else 1)]
+    return ids, names
 
 
 def _entries_up_to(element: h5py.Group, step: int) -> int:

@@ -1,5 +1,6 @@
 """PNG plots of simulation results: the lid-driven cavity (2D, or the mid-plane y = 0.5 of a 3D
-one), a channel's velocity profile against its parabola, and general time series.
+one), a channel's velocity profile against its parabola, general time series, and the radial
+distribution functions and mean-squared displacements of ``simsplit analyze``.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so importing or calling this
 module never changes the user's matplotlib backend or opens a window.
@@ -225,5 +226,42 @@ def plot_series(
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_rdf(r: np.ndarray, curves: Mapping[str, np.ndarray], path: Path,
+             title: str = "") -> Path:
+    """g(r) of each type pair (legend from the keys, e.g. ``"A-B"``), with g = 1 marked."""
+    fig = _new_figure((7.0, 4.5))
+    ax = fig.subplots()
+    for name, g in curves.items():
+        ax.plot(r, g, label=f"g {name}")
+    ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+    ax.set(xlabel="r", ylabel="g(r)", xlim=(0, float(r[-1]) + float(r[1] - r[0]) / 2))
+    ax.set_title(f"radial distribution: {title}" if title else "radial distribution")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_msd(lag: np.ndarray, curves: Mapping[str, np.ndarray], path: Path, title: str = "",
+             xlabel: str = "lag time") -> Path:
+    """Mean-squared displacement against lag on log-log axes, with slopes 2 (ballistic) and
+    1 (diffusive) drawn through the first and last points of the first curve."""
+    fig = _new_figure((7.0, 4.5))
+    ax = fig.subplots()
+    keep = np.asarray(lag) > 0
+    x = np.asarray(lag)[keep]
+    for name, y in curves.items():
+        ax.loglog(x, np.asarray(y)[keep], marker=".", label=f"MSD {name}")
+    first = np.asarray(next(iter(curves.values())))[keep]
+    if x.size > 1 and first[0] > 0 and first[-1] > 0:
+        ax.loglog(x, first[0] * (x / x[0]) ** 2, color="0.6", lw=0.8, ls=":", label="~ t^2")
+        ax.loglog(x, first[-1] * (x / x[-1]), color="0.6", lw=0.8, ls="--", label="~ t")
+        ax.set_ylim(first.min() / 3, first.max() * 3)
+    ax.set(xlabel=xlabel, ylabel="MSD")
+    ax.set_title(f"mean-squared displacement: {title}" if title else "mean-squared displacement")
+    ax.grid(alpha=0.3, which="both")
     ax.legend()
     return _save(fig, path)

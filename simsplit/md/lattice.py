@@ -1,12 +1,16 @@
-"""Initial positions: an fcc lattice (LAMMPS ``lattice fcc`` convention) or a file (HDF5, XYZ)."""
+"""Initial positions: an fcc lattice (LAMMPS ``lattice fcc`` convention) or a file (HDF5, XYZ,
+LAMMPS data, the last frame of a GSD or H5MD trajectory)."""
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from simsplit.md.systems import file_key, typed_file, typed_positions
 
 #: fcc basis in units of the lattice constant, in LAMMPS order
 FCC_BASIS = np.array([[0.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5]])
@@ -94,14 +98,33 @@ def read_xyz(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def read_positions(path: str | Path) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Positions, box (or None) and velocities (or None) from an ``.xyz`` or HDF5 file."""
+    """Positions, box (or None) and velocities (or None) from an ``.xyz`` or HDF5 file, a
+    LAMMPS data file or the last frame of a GSD or H5MD trajectory (the last three unwrapped by
+    their image counts and relative to the box's lower corner; see :mod:`simsplit.md.systems`).
+
+    A missing, unreadable or malformed file is a ``ValueError`` naming ``md.init_file``. The
+    file is read once while its contents are unchanged (the case check and the solver share the
+    read; :func:`simsplit.md.systems.file_key`); each call returns fresh arrays."""
+    pos, box, vel = _read_cached(*file_key(path))
+    return pos.copy(), None if box is None else box.copy(), None if vel is None else vel.copy()
+
+
+@lru_cache(maxsize=2)
+def _read_cached(path: str, size: int, digest: str
+                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    if typed_file(path) is not None:
+        return typed_positions(path)
     suffix = Path(path).suffix.lower()
-    if suffix == ".xyz":
-        pos, box = read_xyz(path)
-        return pos, box, None
-    if suffix in (".h5", ".hdf5", ".h5md"):
-        return read_h5(path)
-    raise ValueError(f"md.init_file: unknown file type '{suffix}' (use .xyz, .h5 or .hdf5)")
+    try:
+        if suffix == ".xyz":
+            pos, box = read_xyz(path)
+            return pos, box, None
+        if suffix in (".h5", ".hdf5"):
+            return read_h5(path)
+    except (OSError, UnicodeDecodeError, IndexError) as exc:
+        raise ValueError(f"md.init_file: {path} cannot be read as {suffix}: {exc}") from None
+    raise ValueError(f"md.init_file: unknown file type '{suffix}' (use .xyz, .h5, .hdf5, .gsd, "
+                     ".h5md, or a LAMMPS data file: .data, .lmp or data.*)")
 
 
 def wrap_into_box(pos: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

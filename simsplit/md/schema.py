@@ -5,6 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
+
+from simsplit.md.lattice import read_positions
+from simsplit.md.systems import check_typed_file, file_mass, typed_file_box
+
 _POS = {"type": "number", "exclusiveMinimum": 0}
 
 MD_SCHEMA: dict[str, Any] = {
@@ -30,15 +35,22 @@ MD_SCHEMA: dict[str, Any] = {
         "init_file": {
             "type": ["string", "null"], "minLength": 1, "default": None,
             "description": "Initial positions instead of a lattice: .xyz (extended-XYZ "
-                           "Lattice= gives the box) or HDF5 (.h5/.hdf5: dataset 'positions', "
-                           "optional 'box' and 'velocities').",
+                           "Lattice= gives the box), HDF5 (.h5/.hdf5: dataset 'positions', "
+                           "optional 'box' and 'velocities'), a LAMMPS data file (atom_style "
+                           "atomic; .data, .lmp or data.*: box, types, Masses, image flags, "
+                           "Velocities) or the last frame of a GSD (.gsd) or H5MD (.h5md) "
+                           "trajectory. Several atom "
+                           "types run only if they have equal masses and pair coefficients "
+                           "(for now).",
         },
         "box": {
             "type": ["array", "null"], "items": _POS, "minItems": 3, "maxItems": 3,
             "default": None,
             "description": "Box edges [Lx, Ly, Lz] for an init_file that has none.",
         },
-        "mass": {**_POS, "default": 1.0, "description": "Mass of every atom."},
+        "mass": {"type": ["number", "null"], "exclusiveMinimum": 0, "default": None,
+                 "description": "Mass of every atom (null: the mass a LAMMPS data or GSD "
+                                "md.init_file gives, else 1.0)."},
         "temperature": {"type": "number", "minimum": 0, "default": 1.0,
                         "description": "Initial temperature (k_B = 1, over 3N - 3 degrees of "
                                        "freedom)."},
@@ -128,6 +140,9 @@ def fill_md_defaults(case: dict[str, Any]) -> dict[str, Any]:
     _fill(md, MD_SCHEMA)
     if md.get("lattice") is not None:
         md["lattice"].setdefault("type", "fcc")
+    if md.get("mass") is None:
+        mass = file_mass(md) if md.get("init_file") is not None else None
+        md["mass"] = 1.0 if mass is None else mass
     return case
 
 
@@ -141,6 +156,11 @@ def check_md_case(case: dict[str, Any]) -> None:
     pot = md.get("potential", {})
     if pot.get("sigma", 1.0) > pot.get("cutoff", 2.5):
         raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
+    if has_file:
+        check_typed_file(md)
+        _, box, _ = read_positions(md["init_file"])  # a bad file: one line now, not a traceback
+        if typed_file_box(md) is not None:
+            _check_file_box(case, box)
     if has_lattice:
         lat = md["lattice"]
         a = (4.0 / lat["density"]) ** (1.0 / 3.0)
@@ -150,11 +170,26 @@ def check_md_case(case: dict[str, Any]) -> None:
                 raise ValueError(
                     f"md.lattice.cells: {n} cells along {name} give a box of {n * a:.4g}, "
                     f"shorter than 2 * (cutoff + skin) = {2 * reach:.4g}")
-        parts = case.get("decomposition", {}).get("subdomains", 1)
-        weights = case.get("decomposition", {}).get("weights") or [1.0] * parts
-        if len(weights) == parts:
-            thinnest = lat["cells"][2] * a * min(weights) / sum(weights)
-            if thinnest < reach:
-                raise ValueError(
-                    f"decomposition.subdomains: {parts} slabs make a slab {thinnest:.4g} thick, "
-                    f"less than cutoff + skin = {reach:.4g}")
+        _check_slabs(case, lat["cells"][2] * a, reach)
+
+
+def _check_file_box(case: dict[str, Any], box: np.ndarray) -> None:
+    """A file's box: every edge at least 2 (cutoff + skin), every slab cutoff + skin thick."""
+    md = case["md"]
+    reach = md.get("potential", {}).get("cutoff", 2.5) + md.get("neighbor", {}).get("skin", 0.3)
+    for edge, name in zip(box, "xyz", strict=True):
+        if edge < 2.0 * reach:
+            raise ValueError(f"md.init_file: {md['init_file']} has a box of {edge:.4g} along "
+                             f"{name}, shorter than 2 * (cutoff + skin) = {2 * reach:.4g}")
+    _check_slabs(case, float(box[2]), reach)
+
+
+def _check_slabs(case: dict[str, Any], lz: float, reach: float) -> None:
+    parts = case.get("decomposition", {}).get("subdomains", 1)
+    weights = case.get("decomposition", {}).get("weights") or [1.0] * parts
+    if len(weights) == parts:
+        thinnest = lz * min(weights) / sum(weights)
+        if thinnest < reach:
+            raise ValueError(
+                f"decomposition.subdomains: {parts} slabs make a slab {thinnest:.4g} thick, "
+                f"less than cutoff + skin = {reach:.4g}")

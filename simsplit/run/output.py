@@ -31,6 +31,9 @@ def attach_output(sim: RunningSimulation) -> None:
     else:
         finish = sim.solver.open_output(directory, out)
         sim.attach(Operation("h5md", 0, lambda _: finish(), at_end=True))
+        from simsplit.run.md_output import attach_md_files
+
+        attach_md_files(sim, directory)
     _attach_checkpoints(sim, directory / CHECKPOINT_DIR, out)
 
 

@@ -19,6 +19,12 @@
 // loads a scan thread keeps in flight (its loops are latency-bound: one thread per chunk)
 #define SIMSPLIT_MD_SCAN_UNROLL 16
 
+// exact thermo sums (md_sums.cuh): 32-bit limbs from 2^-1074 up (66 needed), quantities summed
+// together (m v^2, energy, virial) and copies of the limbs the atomics are spread over
+#define SIMSPLIT_MD_SUM_LIMBS 68
+#define SIMSPLIT_MD_SUM_QUANTITIES 3
+#define SIMSPLIT_MD_SUM_REPLICAS 64
+
 #define SIMSPLIT_MD_PRAGMA(x) _Pragma(#x)
 #define SIMSPLIT_MD_UNROLL(n) SIMSPLIT_MD_PRAGMA(unroll n)
 

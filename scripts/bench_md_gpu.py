@@ -37,13 +37,18 @@ SYSTEMS: dict[str, tuple[tuple[int, int, int], float, float, float, int, float]]
 }
 
 
+#: thermo interval of the timed runs (``--thermo-every``; default: none inside the timed span)
+THERMO_EVERY = 10 ** 9
+#: ``--host-thermo``: thermo sums by fsum over atoms gathered to the host (the path before)
+HOST_THERMO = False
+
+
 def _case(name: str, backend: str, subdomains: int) -> dict[str, Any]:
     from simsplit.md.reference import lj_case
 
     cells, density, skin, temp, _, _ = SYSTEMS[name]
-    # no thermo inside the timed span: a thermo step gathers every atom to the host
     case = lj_case(cells=cells, density=density, subdomains=subdomains, temperature=temp,
-                   neighbor={"skin": skin}, thermo_every=10 ** 9)
+                   neighbor={"skin": skin}, thermo_every=THERMO_EVERY)
     case["run"]["backend"] = backend
     return case
 
@@ -54,6 +59,8 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
 
     t0 = time.perf_counter()
     s = MDSolver(_case(name, backend, subdomains), backend)
+    if HOST_THERMO:  # the path before device sums: gather every atom, fsum on the host
+        s._device_sums = lambda: None
     s.step(20)  # warm-up: compiles every kernel, fills memory pools
     s.synchronize()
     setup = time.perf_counter() - t0
@@ -98,7 +105,15 @@ def main() -> None:
                     help="least timed wall time per run (whole chunks of steps)")
     ap.add_argument("--quick", action="store_true", help="one chunk of a tenth of the steps")
     ap.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    ap.add_argument("--thermo-every", type=int, default=None,
+                    help="thermo rows inside the timed span every N steps (default: none)")
+    ap.add_argument("--host-thermo", action="store_true",
+                    help="thermo sums on the host (fsum over gathered atoms), as before")
     args = ap.parse_args()
+    global THERMO_EVERY, HOST_THERMO
+    if args.thermo_every is not None:
+        THERMO_EVERY = args.thermo_every
+    HOST_THERMO = args.host_thermo
 
     rows = []
     for backend in args.backends:

@@ -102,10 +102,13 @@ def test_arena_restart_onto_other_splits(emulated, one_slab, onto) -> None:  # n
     assert later and fresh.thermo()[-len(later):] == later
 
 
-def test_arena_host_reads_counts_only(emulated) -> None:  # noqa: F811
-    """Between observations the host uploads nothing and reads only a few integers per batch
-    and per rebuild: the flags, the region counts, the longest list row."""
-    s = MDSolver(lj_case(cells=CELLS, subdomains=4, thermo_every=10_000, **HOT), "emulated")
+@pytest.mark.parametrize("thermo_every", [10_000, 25])
+def test_arena_host_reads_counts_only(emulated, thermo_every) -> None:  # noqa: F811
+    """While stepping the host uploads nothing and reads only a few integers per batch, per
+    rebuild and per thermo row: the flags, the region counts and longest list row, the exact
+    sums' limbs (3 x 68, whatever the atom count)."""
+    s = MDSolver(lj_case(cells=CELLS, subdomains=4, thermo_every=thermo_every, **HOT),
+                 "emulated")
     k = s.kernels
     reads: list[int] = []
     real_host, real_dev = k.to_host, k.to_device
@@ -124,10 +127,13 @@ def test_arena_host_reads_counts_only(emulated) -> None:  # noqa: F811
     st = s.stats()
     rebuilds, batches = st["rebuilds"] - before["rebuilds"], st["batches"] - before["batches"]
     assert rebuilds > 20
-    assert max(reads) <= 4 * (2 * 4 + 5)  # the region counts of four slabs and 4 counters
-    # one read per batch (the flags) and one per rebuild (counts after the list build); a
-    # rebuild whose ghosts outgrow the room reads once more, which the 1/8 spare makes rare
-    assert len(reads) <= batches + rebuilds + 2
+    rows = 300 // thermo_every
+    assert len(s.thermo()) == rows + 1
+    # the region counts of four slabs and 4 counters; a thermo row's 3 x 68 limbs and a flag
+    assert max(reads) <= (8 * (3 * 68 + 1) if rows else 4 * (2 * 4 + 5))
+    # one read per batch (the flags), per rebuild (counts after the list build) and per thermo
+    # row; a rebuild whose ghosts outgrow the room reads once more (the 1/8 spare: rare)
+    assert len(reads) <= batches + rebuilds + rows + 2
 
 
 def test_arena_reports_an_atom_that_crossed_a_slab(emulated) -> None:  # noqa: F811

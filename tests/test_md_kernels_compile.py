@@ -444,6 +444,9 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
             "md_arena_classify": (x, i32, *box, i32, i32, i32, arr(f64), i32, f64, ints, i32,
                                   ints, ints, ints),
             "md_arena_bounds": (ints, i32, i32, ints, ints, ints),
+            "md_kinetic": (x, i32, f64, arr(f64)),
+            "md_exact_accumulate": (arr(i64), i32, i32, arr(u64), ints),
+            "md_exact_merge": (arr(u64), ints, arr(i64)),
             "md_arena_scatter": (ints, i32, ints, ints),
             "md_arena_owned": (i32, ints, ints, x, x, arr(i64, 2), arr(i64), ints, x, x,
                                arr(i64, 2), arr(i64), ints, ints),
@@ -474,3 +477,45 @@ def test_emulated_scan_levels(emulated_lib, n) -> None:
     k._exclusive_scan(counts, n, sums, start, fill)
     assert np.array_equal(start, want) and np.array_equal(fill, want[:-1])
     assert k.launches.get("md_scan_inplace<int>", 0) == len(cmd.scan_levels(n)) - 1
+
+
+def _adversarial(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Doubles fsum finds hard: the whole exponent range, subnormals, signed zeros, large
+    cancellations and exact halfway cases."""
+    mant = rng.random(n) + 0.5
+    out = np.ldexp(mant, rng.integers(-1074, 1000, size=n)) * rng.choice([-1.0, 1.0], size=n)
+    out[: n // 8] = np.ldexp(rng.integers(1, 2 ** 20, size=n // 8).astype(float), -1074)
+    out[n // 8: n // 4] = rng.choice([0.0, -0.0], size=n // 4 - n // 8)
+    m, a = n // 8, n // 4
+    big = np.ldexp(1.0, 1000) * rng.choice([-1.0, 1.0], size=m)
+    out[a: a + m] = big
+    out[a + m: a + 2 * m] = -big  # cancels the block above exactly
+    out[n // 2] = 1.0
+    out[n // 2 + 1] = np.ldexp(1.0, -53)  # 1 + 2^-53: a halfway case, rounds to even
+    return rng.permutation(out)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_emulated_exact_sums_equal_fsum(emulated_lib, seed) -> None:
+    """The device's exact thermo sums, rounded once, are math.fsum's results to the bit, and
+    so is their total over any split of the values."""
+    import math
+
+    from simsplit.numerics import exact
+
+    rng = np.random.default_rng(seed)
+    n = 2000 + seed * 37
+    k = EmulatedMDKernels(emulated_lib)
+    pe, vir = _adversarial(rng, n), _adversarial(rng, n) * 1e-300
+    v = rng.normal(size=(n, 3)) * 10.0 ** rng.integers(-150, 150, size=(n, 1))
+    got = k.thermo_sums(v, pe, vir, n, 1.7)
+    mv2 = cpu_md.kinetic_per_atom(v, n, 1.7)
+    for total, values in zip(got, (mv2, pe, vir), strict=True):
+        assert exact.to_float(total) == math.fsum(values)
+    cut = n // 3  # two kernel sets holding parts of the atoms: the totals add
+    parts = [k.thermo_sums(v[a:b], pe[a:b], vir[a:b], b - a, 1.7)
+             for a, b in ((0, cut), (cut, n))]
+    assert [p + q for p, q in zip(*parts, strict=True)] == got
+    pe[5] = np.inf
+    assert k.thermo_sums(v, pe, vir, n, 1.7) is None  # fsum's path reports it
+    assert exact.to_float(1 << 2200) is None

@@ -17,7 +17,15 @@ from typing import Any, Callable
 import numpy as np
 
 from simsplit.md.lattice import wrap_into_box
-from simsplit.md.thermo import COLUMNS, csv_row, format_row, header, thermo_record
+from simsplit.md.thermo import (
+    COLUMNS,
+    csv_row,
+    format_row,
+    header,
+    thermo_record,
+    thermo_record_from_sums,
+)
+from simsplit.numerics import exact
 
 TRAJECTORY_NAME = "trajectory.h5md"
 THERMO_NAME = "thermo.csv"
@@ -88,11 +96,32 @@ class Observables:
 
     def _thermo_now(self) -> dict[str, Any]:
         """The thermo record of the current state (collective under MPI)."""
+        sums = self._device_sums()
+        if sums is not None:
+            return thermo_record_from_sums(self.steps_done, self.n_atoms, *sums, self.volume)
         pe = self._gather([s.pe for s in self.slabs])
         vir = self._gather([s.vir for s in self.slabs])
         mv2 = self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
                             for s in self.slabs])
         return thermo_record(self.steps_done, pe, vir, mv2, self.volume)
+
+    def _device_sums(self) -> tuple[float, float, float] | None:
+        """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process
+        (a few hundred integers read per kernel set instead of every atom), or None where
+        that does not apply (CPU, MPI, a non-finite value: the fsum path decides)."""
+        if self._comm is not None or not all(
+                getattr(k, "thermo_sums", None) for k in self.kernel_sets):
+            return None
+        totals = [0, 0, 0]
+        for s in self.slabs:
+            got = s.kernels.thermo_sums(s.v, s.pe, s.vir, s.n_own, self.mass)
+            if got is None:
+                return None
+            totals = [a + b for a, b in zip(totals, got, strict=True)]
+        two_ke, pe, w = (exact.to_float(t) for t in totals)
+        if two_ke is None or pe is None or w is None:
+            return None
+        return two_ke, pe, w
 
     def _record_thermo(self) -> None:
         rec = self._thermo_now()

@@ -1,7 +1,8 @@
 """Thermodynamic output in the LAMMPS convention (LJ units, energies per atom).
 
 Sums run over per-atom values gathered by global id and are taken with ``math.fsum``
-(correctly rounded), so they do not depend on how atoms are split between slabs.
+(correctly rounded), or exactly on a GPU and rounded once (the same numbers), so they do not
+depend on how atoms are split between slabs.
 
 The thermo table has LAMMPS' column names and one extra column, the throughput since the
 previous row; the console shows 8 significant digits, ``thermo.csv`` every digit (``repr``
@@ -33,11 +34,15 @@ def thermo_record(step: int, pe_atom: np.ndarray, vir_atom: np.ndarray, mv2_atom
     ``T = sum m v^2 / (3N - 3)``; ``P = (dof T + W) / (3 V)`` with ``W`` the pair virial,
     exactly as LAMMPS ``compute pressure``.
     """
-    n = pe_atom.shape[0]
+    return thermo_record_from_sums(step, pe_atom.shape[0], math.fsum(mv2_atom),
+                                   math.fsum(pe_atom), math.fsum(vir_atom), volume)
+
+
+def thermo_record_from_sums(step: int, n: int, two_ke: float, pe: float, w: float,
+                            volume: float) -> dict[str, Any]:
+    """:func:`thermo_record` from the correctly rounded totals of ``m v^2``, energy and virial
+    over all ``n`` atoms (summed on a device, or by fsum: the same numbers)."""
     dof = degrees_of_freedom(n)
-    two_ke = math.fsum(mv2_atom)
-    pe = math.fsum(pe_atom)
-    w = math.fsum(vir_atom)
     temp = two_ke / dof
     return {
         "step": int(step),

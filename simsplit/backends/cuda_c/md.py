@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from simsplit.backends.cuda_c import source
+from simsplit.numerics.exact import limbs_total
 
 COMMON_HEADER = "md_common.cuh"
 KERNEL_FILE = "md_lj.cu"
@@ -31,10 +32,12 @@ FLOAT_KERNELS = ("md_advance", "md_final_integrate", "md_langevin", "md_snapshot
 #: kernels templated on the cell-list index type (int)
 INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan_write",
                  "md_cell_scatter", "md_cell_sort")
-#: the kernels of several slabs in one arena (``kernels/md_arena.cuh``), by template type
+#: the kernels of several slabs in one arena (``kernels/md_arena.cuh``) and of the exact thermo
+#: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
-                       "md_arena_build_neighbors")
-ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter")
+                       "md_arena_build_neighbors", "md_kinetic")
+ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
+                       "md_exact_merge")
 
 
 @functools.cache
@@ -49,6 +52,9 @@ BLOCK = md_constants()["block"]
 MAX_NEIGHBORS = md_constants()["max_neighbors"]
 SCAN_CHUNK = md_constants()["scan_chunk"]
 SCAN_SERIAL = md_constants()["scan_serial"]
+SUM_LIMBS = md_constants()["sum_limbs"]
+SUM_QUANTITIES = md_constants()["sum_quantities"]
+SUM_REPLICAS = md_constants()["sum_replicas"]
 
 
 def scan_levels(n: int) -> list[int]:
@@ -229,6 +235,33 @@ class DeviceMDKernels:
         return (x, np.int32(n_own), nl, np.int32(nl.shape[1]), cnt, *_box(box),
                 np.float64(rcsq), np.float64(eps4), np.float64(eps24), np.float64(sigsq),
                 np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
+
+    def thermo_sums(self, v, pe, vir, n: int, mass: float) -> list[int] | None:
+        """Exact sums of ``m |v|^2``, ``pe`` and ``vir`` over the first ``n`` rows, as integers
+        in units of 2^-1074 (:mod:`simsplit.numerics.exact`; totals of several kernel sets
+        add). One small read; None if a value is not finite (the caller gathers, so that fsum
+        reports it)."""
+        width = SUM_QUANTITIES * SUM_LIMBS
+        sums = self.__dict__.get("_sums")
+        if sums is None or sums["mv2"].shape[0] < n:
+            sums = self._sums = {
+                "acc": self.zeros((SUM_REPLICAS * width,), np.uint64),
+                "out": self.zeros((width + 1,), np.int64),
+                "nonfinite": self.zeros((1,), np.int32),
+                "mv2": self.zeros((max(n + n // 8, 1),), np.float64)}
+        if n:
+            self._launch("md_kinetic", v.dtype, n, v, np.int32(n), np.float64(mass),
+                         sums["mv2"])
+            for q, arr in enumerate((sums["mv2"], pe, vir)):
+                self._launch("md_exact_accumulate", None, n, arr.view(np.int64), np.int32(n),
+                             np.int32(q), sums["acc"], sums["nonfinite"])
+        self._launch("md_exact_merge", None, width, sums["acc"], sums["nonfinite"],
+                     sums["out"])
+        got = np.array(self._read_small(sums["out"]), dtype=np.int64)
+        if got[width]:
+            return None
+        return [limbs_total(got[q * SUM_LIMBS: (q + 1) * SUM_LIMBS].tolist())
+                for q in range(SUM_QUANTITIES)]
 
     def kinetic_per_atom(self, v, n: int, mass: float) -> np.ndarray:
         """``m |v|^2`` per owned atom, on the host (thermo steps only): the CPU kernel's bits."""

@@ -26,6 +26,7 @@ from simsplit.backends.cuda_c.md import (
     FLOAT_KERNELS,
     INDEX_KERNELS,
     DeviceMDKernels,
+    md_constants,
 )
 from simsplit.backends.numba_cuda.d2q9 import SIMULATOR
 
@@ -573,6 +574,75 @@ def md_arena_build_neighbors(x, n_own, rows, bx, by, bz, nx, ny, nz, hx, hy, hz,
     cnt[i] = k
     if k > cap:
         cuda.atomic.max(worst, 0, np.int32(k))
+
+
+# --- exact thermo sums (kernels/md_sums.cuh) ----------------------------------------------------
+_SUM = md_constants()
+_LIMBS, _QUANTITIES, _REPLICAS = _SUM["sum_limbs"], _SUM["sum_quantities"], _SUM["sum_replicas"]
+_U32 = np.uint64(0xFFFFFFFF)
+_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@cuda.jit(device=True)
+def _add_piece(acc, index, piece, neg):
+    if piece != np.uint64(0):
+        # -piece in two's complement, written so that no step wraps (the simulator warns)
+        cuda.atomic.add(acc, index, (_U64 - piece) + np.uint64(1) if neg else piece)
+
+
+@cuda.jit
+def md_exact_accumulate(bits, n, quantity, acc, nonfinite):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    u = np.uint64(bits[i])
+    ex = int((u >> np.uint64(52)) & np.uint64(0x7FF))
+    if ex == 0x7FF:
+        nonfinite[0] = 1
+        return
+    m = u & np.uint64(0xFFFFFFFFFFFFF)
+    b = 0
+    if ex != 0:
+        m = m | (np.uint64(1) << np.uint64(52))
+        b = ex - 1
+    if m == np.uint64(0):
+        return
+    s = b & 31
+    lo = (m << np.uint64(s)) & _U64
+    hi = (m >> np.uint64(64 - s)) if s != 0 else np.uint64(0)
+    neg = (u >> np.uint64(63)) != np.uint64(0)
+    base = ((cuda.blockIdx.x % _REPLICAS) * _QUANTITIES + quantity) * _LIMBS + (b >> 5)
+    _add_piece(acc, base, lo & _U32, neg)
+    _add_piece(acc, base + 1, lo >> np.uint64(32), neg)
+    _add_piece(acc, base + 2, hi, neg)
+
+
+@cuda.jit
+def md_exact_merge(acc, nonfinite, out):
+    t = cuda.grid(1)
+    width = _QUANTITIES * _LIMBS
+    if t == 0:
+        out[width] = nonfinite[0]
+        nonfinite[0] = 0
+    if t >= width:
+        return
+    s = 0  # a Python int in the simulator, int64 on a GPU: both add exactly (|sum| < 2^63)
+    for r in range(_REPLICAS):
+        v = acc[r * width + t]
+        s += np.int64(v) if v < np.uint64(1 << 63) else -np.int64((_U64 - v) + np.uint64(1))
+        acc[r * width + t] = 0
+    out[t] = s
+
+
+@cuda.jit
+def md_kinetic(v, n, mass, mv2):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    a = np.float64(v[i, 0])
+    b = np.float64(v[i, 1])
+    c = np.float64(v[i, 2])
+    mv2[i] = mul(mass, mul(a, a) + mul(b, b) + mul(c, c))
 
 
 @cuda.jit

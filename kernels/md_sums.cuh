@@ -75,3 +75,18 @@ md_kinetic(const T* __restrict__ v, int n, double mass, double* __restrict__ mv2
     const double a = double(v[3LL * i]), b = double(v[3LL * i + 1]), c = double(v[3LL * i + 2]);
     mv2[i] = mass * (a * a + b * b + c * c);
 }
+
+// flag[0] = 1 if a position or velocity of the first n rows is not finite (a - a is 0 for
+// every finite a, NaN otherwise): the health check of a run reads one integer, not the atoms.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_nonfinite(const T* __restrict__ x, const T* __restrict__ v, int n, int* __restrict__ flag)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const double a = double(x[3LL * i + d]), b = double(v[3LL * i + d]);
+        if (!(a - a == 0.0) || !(b - b == 0.0)) flag[0] = 1;
+    }
+}

@@ -143,3 +143,26 @@ def test_arena_reports_an_atom_that_crossed_a_slab(emulated) -> None:  # noqa: F
     x[row, 2] = (x[row, 2] + 0.5 * s.box[2]) % s.box[2]  # two slabs away
     with pytest.raises(RuntimeError, match=r"atom \d+ \(z = .*\) crossed a whole slab"):
         s.arena.rebuild(s.capacity, s.reach ** 2)
+
+
+def test_health_check_reads_one_integer_until_an_atom_is_bad(emulated) -> None:  # noqa: F811
+    from simsplit.errors import DivergenceError
+
+    s = MDSolver(lj_case(cells=CELLS, subdomains=3, **HOT), "emulated")
+    s.step(10)
+    k = s.kernels
+    reads: list[int] = []
+    real = k.to_host
+
+    def to_host(arr: Any) -> np.ndarray:
+        reads.append(int(np.asarray(arr).nbytes))
+        return real(arr)
+
+    k.to_host = to_host
+    s.check_health()
+    assert reads == [4]
+    row = 17
+    gid = int(s.slabs[0].gid[row])
+    s.slabs[0].v[row, 1] = np.nan
+    with pytest.raises(DivergenceError, match=f"atom id {gid} has a non-finite"):
+        s.check_health()

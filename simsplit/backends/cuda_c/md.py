@@ -35,7 +35,7 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 #: the kernels of several slabs in one arena (``kernels/md_arena.cuh``) and of the exact thermo
 #: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
-                       "md_arena_build_neighbors", "md_kinetic")
+                       "md_arena_build_neighbors", "md_kinetic", "md_nonfinite")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge")
 
@@ -262,6 +262,20 @@ class DeviceMDKernels:
             return None
         return [limbs_total(got[q * SUM_LIMBS: (q + 1) * SUM_LIMBS].tolist())
                 for q in range(SUM_QUANTITIES)]
+
+    def all_finite(self, x, v, n: int) -> bool:
+        """Whether every position and velocity of the first ``n`` rows is finite (one launch,
+        one integer read)."""
+        flag = self.__dict__.get("_nonfinite_flag")
+        if flag is None:
+            flag = self._nonfinite_flag = self.zeros((1,), np.int32)
+        if not n:
+            return True
+        self._launch("md_nonfinite", x.dtype, n, x, v, np.int32(n), flag)
+        bad = bool(self._read_small(flag)[0])
+        if bad:
+            self._zero(flag)
+        return not bad
 
     def kinetic_per_atom(self, v, n: int, mass: float) -> np.ndarray:
         """``m |v|^2`` per owned atom, on the host (thermo steps only): the CPU kernel's bits."""

@@ -646,6 +646,18 @@ def md_kinetic(v, n, mass, mv2):
 
 
 @cuda.jit
+def md_nonfinite(x, v, n, flag):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    for d in range(3):
+        a = np.float64(x[i, d])
+        b = np.float64(v[i, d])
+        if not (a - a == 0.0) or not (b - b == 0.0):
+            flag[0] = 1
+
+
+@cuda.jit
 def _zero_fill(arr):
     i = cuda.grid(1)
     if i < arr.shape[0]:

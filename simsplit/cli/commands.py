@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", help="output directory (output.dir)")
     run.add_argument("--transport", help="auto, local, peer, nccl, mpi or mpi-cuda-aware "
                      "(run.transport)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar, summary only")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress bar or compile notice: warnings and the summary only")
     run.add_argument("--restart", nargs="?", const="auto", metavar="FILE|auto",
                      help="resume from a checkpoint file, or the newest intact one in "
                           "<output>/checkpoints (auto)")

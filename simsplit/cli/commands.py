@@ -81,8 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--transport", help="auto, local, peer, nccl, mpi or mpi-cuda-aware "
                      "(run.transport)")
     run.add_argument("--quiet", action="store_true",
-                     help="no progress bar (MD: no thermo table; thermo.csv is still written), "
-                          "summary only")
+                     help="no progress bar, compile notice or (MD) thermo table: warnings "
+                          "and the summary only (thermo.csv is still written)")
     run.add_argument("--restart", nargs="?", const="auto", metavar="FILE|auto",
                      help="resume from a checkpoint file, or the newest intact one in "
                           "<output>/checkpoints (auto)")

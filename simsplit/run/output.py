@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from simsplit.run.operations import Operation, RunningSimulation
 from simsplit.version import __version__
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from simsplit.fluid.poiseuille import Channel
 
 
 def case_yaml(case: dict) -> str:
@@ -80,7 +85,8 @@ def _attach_checkpoints(sim: RunningSimulation, directory: Path, out: dict) -> N
     sim.on_finish.insert(0, on_finish)  # before run.json records the stop
 
 
-def _plot_channel(sim: RunningSimulation, velocity: Any, channel: Any, path: Path) -> None:
+def _plot_channel(sim: RunningSimulation, velocity: np.ndarray, channel: Channel,
+                  path: Path) -> None:
     """The velocity profile across a channel against its parabola (``profile.png``)."""
     from simsplit.fluid.poiseuille import measured_profile
     from simsplit.io.plots import plot_channel_profile

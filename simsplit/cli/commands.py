@@ -1,4 +1,4 @@
-"""Command line: ``simsplit run | validate | bench | devices``.
+"""Command line: ``simsplit run | validate | bench | devices | warmup``.
 
 Bad input ends with one line on stderr and exit code 2; a diverging run with exit code 3; a
 CUDA failure (illegal address, launch failure, out of memory) with exit code 4.
@@ -37,6 +37,7 @@ examples:
   simsplit bench --backend cpu --grid 512x512
   mpiexec -n 4 simsplit run cases/cavity.yaml      # one slab per rank
   simsplit devices                                 # GPUs, peer access, NCCL, MPI
+  simsplit warmup                                  # compile the CPU kernels ahead of a run
 """
 
 
@@ -93,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--monitor", nargs="?", type=_positive_seconds, const=1.0, metavar="SECONDS",
                      help="sample GPU utilisation, memory, temperature, power and clocks "
                           "every SECONDS (default 1) via NVML; summary + <output>/monitor.h5")
+
+    warm = sub.add_parser("warmup", help="compile and cache the CPU kernels now, so that the "
+                          "first run starts at once")
+    warm.add_argument("--precision", action="append", choices=["float64", "float32"],
+                      help="precision(s) to compile for (repeatable; default: both)")
 
     val = sub.add_parser("validate", help="check a case file against the schema only")
     case_args(val)
@@ -255,6 +261,26 @@ def _restart_hint(sim: Any) -> str:
             f"and start afresh{where}; '--restart' continues only an unchanged case")
 
 
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    from simsplit.run.warmup import PRECISIONS, WarmupResult, cache_directories, warm_cpu_kernels
+
+    def show(r: WarmupResult) -> None:
+        print(f"{r.label:<12} {r.precision:<8} {r.compiled:3d} compiled, {r.loaded:3d} from the "
+              f"cache  {r.seconds:6.1f} s", flush=True)
+
+    print("simsplit warmup: compiling the CPU kernels of the shipped cases (2D and 3D fluid, "
+          "LJ MD)", flush=True)
+    results = warm_cpu_kernels(args.precision or PRECISIONS, on_result=show)
+    compiled = sum(r.compiled for r in results)
+    seconds = sum(r.seconds for r in results)
+    where = ", ".join(cache_directories())
+    if compiled:
+        print(f"{compiled} kernel variants compiled in {seconds:.1f} s and cached in {where}")
+    else:
+        print(f"nothing to compile: every kernel variant was already cached in {where}")
+    return 0
+
+
 def _cmd_devices(args: argparse.Namespace) -> int:
     from simsplit.gpu.devices import device_report
 
@@ -276,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_warnings_once()
     announce_kernel_compiles(args.command in ("run", "bench") and not getattr(args, "quiet", False))
     handlers = {"run": _cmd_run, "validate": _cmd_validate, "bench": _cmd_bench,
-                "devices": _cmd_devices}
+                "devices": _cmd_devices, "warmup": _cmd_warmup}
     from simsplit.parallel.context import launched_world_size
 
     if args.command == "run" and launched_world_size() > 1:

@@ -135,17 +135,11 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         if channel is not None:
             _plot_channel(s, u, channel, directory / "profile.png")
             return
-        from simsplit.fluid.reference import ghia_u_centreline
+        from simsplit.fluid.reference import cavity_reference
         from simsplit.io.plots import plot_cavity, plot_cavity_midplane
 
         re = s.case["fluid"].get("reynolds")
-        ref = None
-        wide = setup.dim == 2 or setup.params.periodic_y  # 2D flow: Ghia's table applies
-        if setup.lid and re is not None and not setup.params.periodic_x and wide:
-            try:
-                ref = ghia_u_centreline(int(re)) if float(re).is_integer() else None
-            except ValueError:
-                ref = None
+        ref = cavity_reference(setup, re)
         collision = s.case["fluid"]["collision"].upper()
         cells = "x".join(str(n) for n in setup.shape)
         title = f"{setup.lattice.name} {collision}, {cells}, step {s.steps_done}"

@@ -460,3 +460,6 @@ md_lj_forces_lanes(const T* __restrict__ x, int n_own, const int* __restrict__ n
     }
 }
 #endif
+
+// Several slabs of one box on one device, in one arena.
+#include "md_arena.cuh"

@@ -48,8 +48,8 @@ def _case(name: str, backend: str, subdomains: int) -> dict[str, Any]:
     return case
 
 
-def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float
-          ) -> dict[str, Any]:
+def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
+          keep_solver: bool = False) -> dict[str, Any]:
     from simsplit.md import MDSolver
 
     t0 = time.perf_counter()
@@ -73,7 +73,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float
     neighbor = st["time_neighbor"] - before["time_neighbor"]
     rebuilds = st["rebuilds"] - before["rebuilds"]
     batches = st["batches"] - before["batches"]
-    return {
+    row = {
         "system": name, "backend": backend, "atoms": s.n_atoms, "slabs": subdomains,
         "steps": steps, "seconds": elapsed, "setup_seconds": setup,
         "atom_steps_per_s": s.n_atoms * steps / elapsed, "target": SYSTEMS[name][5],
@@ -84,6 +84,9 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float
         "ms_per_rebuild": 1e3 * neighbor / max(1, rebuilds),
         "capacity": st["neighbor_capacity"], "final_temp": temp,
     }
+    if keep_solver:
+        row["solver"] = s
+    return row
 
 
 def main() -> None:

@@ -14,6 +14,7 @@
 #   ncu      Nsight Compute sections of the production D3Q19 kernel, fp16 and float32 (if ncu)
 #   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
+#   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
@@ -171,6 +172,11 @@ fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"
     timeout 240 python3 scripts/bench_md_gpu.py 2>&1 | tee "$OUT/bench-md.log" | quiet | tail -15
+fi
+if has mdsplit; then
+    note "MD split on one GPU: 1, 2, 4 slabs in one arena, 64k / 1M / 8M atoms (issue 20)"
+    timeout ${MDSPLIT_TIMEOUT:-420} python3 scripts/bench_split_md.py ${MDSPLIT_ARGS:-} 2>&1 \
+        | tee "$OUT/bench-split-md.log" | quiet
 fi
 if has mdprof; then
     note "host profile: 64k atoms, cupy (issue 5)"

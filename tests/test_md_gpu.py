@@ -132,3 +132,22 @@ def test_cupy_registers(capsys) -> None:
         for name, n in sorted(regs.items()):
             print(f"  {n:4d}  {name}")
     assert regs["md_lj_forces<double>"] <= 64
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arena_hot_melt_four_slabs_bitwise(backend) -> None:
+    """Several slabs on one GPU share one arena, rebuilt on the device: a hot melt (heavy
+    migration, batches cut short by rebuilds) on 2, 3 and 4 slabs, weighted too, equals the
+    CPU's one-slab run bit for bit, float32 storage included."""
+    kw = dict(cells=(10, 10, 16), temperature=3.0, precision="float32")
+    cpu = _solver("cpu", **kw)
+    cpu.step(600)
+    for n, weights in ((2, None), (3, None), (4, None), (4, [1.0, 2.0, 1.5, 1.0])):
+        s = _solver(backend, n, weights=weights, **kw)
+        assert s.arena is not None
+        s.step(600)
+        st = s.stats()
+        print(backend, n, weights, {k: st[k] for k in ("rebuilds", "migrations", "ghosts",
+                                                       "batches")})
+        assert st["migrations"] > 100 and st["batches"] < 600
+        _same(s, cpu)

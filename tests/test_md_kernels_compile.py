@@ -278,17 +278,27 @@ def test_emulated_forces_and_lists_match_cpu(emulated) -> None:
     assert np.all(emu.ncell >= 5)
     for name in ("forces", "per_atom_energy", "per_atom_virial"):
         assert np.array_equal(getattr(emu, name)(), getattr(cpu, name)()), name
-    for sc, se in zip(cpu.slabs, emu.slabs, strict=True):
-        n = sc.n_own
-        assert np.array_equal(se.cnt[:n], sc.cnt[:n])
-        for i in range(0, n, 7):  # same rows, same (canonical) order
-            assert np.array_equal(se.nl[: sc.cnt[i], i], sc.nl[i, : sc.cnt[i]])
-        cells = emu.kernels.bin_atoms(se.x, se.gid, se.n_local, emu.box, emu.ncell)
+    # three slabs on one device share one arena: every list, read as global ids, is the CPU's
+    # (same atoms in the same canonical order), whatever rows the atoms sit in
+    assert emu.arena is not None and len(emu.slabs) == 1
+    se = emu.slabs[0]
+    lists = {}
+    for sc in cpu.slabs:
+        for i in range(sc.n_own):
+            lists[int(sc.ids[i])] = sc.ids[sc.nl[i, : sc.cnt[i]]]
+    assert len(lists) == se.n_own == emu.n_atoms
+    for i in range(se.n_own):
+        assert np.array_equal(se.gid[se.nl[: se.cnt[i], i]], lists[int(se.gid[i])])
+    assert emu.stats()["atoms_per_slab"] == [s.n_own for s in cpu.slabs]
+    assert emu.stats()["ghosts_per_slab"] == [s.n_ghost for s in cpu.slabs]
+    for sc in cpu.slabs:  # the device cell list of one slab's rows is the CPU's
+        cells = emu.kernels.bin_atoms(emu.kernels.to_device(sc.x), sc.gid, sc.n_local, emu.box,
+                                      emu.ncell)
         want = cpu.kernels.bin_atoms(sc.x, sc.gid, sc.n_local, cpu.box, cpu.ncell)
-        assert np.array_equal(cells.cell_of[: se.n_local], want[0])
+        assert np.array_equal(cells.cell_of[: sc.n_local], want[0])
         assert np.array_equal(cells.cell_start, want[1])
         # by global id within cells
-        assert np.array_equal(cells.cell_atoms[: se.n_local], want[2])
+        assert np.array_equal(cells.cell_atoms[: sc.n_local], want[2])
 
 
 @pytest.mark.parametrize("subdomains", [1, 2, 3])
@@ -426,8 +436,19 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
             "md_scan_write": (ints, i32, i32, ints, ints, ints),
             "md_cell_scatter": (ints, i32, ints, ints),
             "md_cell_sort": (ints, i32, arr(i64), ints),
+            "md_arena_classify": (x, i32, *box, i32, i32, i32, arr(f64), i32, f64, ints, i32,
+                                  ints, ints, ints),
+            "md_arena_bounds": (ints, i32, i32, ints, ints),
+            "md_arena_scatter": (ints, i32, ints, ints),
+            "md_arena_owned": (i32, ints, ints, x, x, arr(i64, 2), arr(i64), ints, x, x,
+                               arr(i64, 2), arr(i64), ints),
+            "md_arena_ghosts": (i32, i32, ints, ints, x, arr(i64), x, arr(i64), arr(i64)),
+            "md_arena_build_neighbors": (x, i32, *box, i32, i32, i32, *box, *(i32,) * 7, ints,
+                                         ints, arr(i64), f64, arr(i32, 2), i32, i32, ints,
+                                         ints),
         }
-        assert set(sigs) == set(cmd.FLOAT_KERNELS + cmd.INDEX_KERNELS)
+        assert set(sigs) == set(cmd.FLOAT_KERNELS + cmd.INDEX_KERNELS + cmd.ARENA_FLOAT_KERNELS
+                                + cmd.ARENA_INDEX_KERNELS)
         for name, sig in sigs.items():
             ptx, _ = cuda.compile_ptx(nmd._KERNELS[name].py_func, sig, cc=(9, 0))
             assert ".entry" in ptx, name

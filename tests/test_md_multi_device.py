@@ -78,7 +78,7 @@ def _same(a: MDSolver, b: MDSolver) -> None:
     (2, [0, 1], ["staged"]),
     (3, [0, 1, 2], ["staged"]),
     (3, [0, 1], ["same", "staged"]),  # slabs 0 and 2 share device 0, slab 1 is on device 1
-    (2, [0, 0], ["same"]),
+    (2, [0, 0], ["arena"]),  # both slabs on one device: one arena, rebuilt on the device
 ])
 def test_slabs_on_several_devices_match_one_slab(fake_gpus, reference, subdomains, devices,
                                                  modes) -> None:

@@ -56,7 +56,7 @@ def _reference(cache: dict[str, Any], backend: str) -> MDSolver:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("mode, links", [("auto", "same"), ("peer", "peer"),
+@pytest.mark.parametrize("mode, links", [("auto", "arena"), ("peer", "peer"),
                                          ("staged", "staged")])
 @pytest.mark.parametrize("subdomains", [2, 3])
 def test_one_gpu_cross_device_path_bitwise(backend, mode, links, subdomains, one_slab,

@@ -254,6 +254,9 @@ class Observables:
         out["neighbor_capacity"] = self.capacity
         out["ghosts"] = sum(s.n_ghost for s in self.slabs)
         out["atoms_per_slab"] = [s.n_own for s in self.slabs]
+        if self.arena is not None:
+            out["atoms_per_slab"] = self.arena.atoms_per_slab()
+            out["ghosts_per_slab"] = self.arena.ghosts_per_slab()
         if self._comm is not None:
             out["migrations"] = int(self._comm.allreduce(int(out["migrations"])))
             out["ghosts"] = int(self._comm.allreduce(int(out["ghosts"])))
@@ -261,7 +264,8 @@ class Observables:
                                      for n in part]
         out["slab_edges"] = self.layout.edges.tolist()
         #: how this process refreshes ghosts between rebuilds on GPUs (see GhostLink.mode)
-        out["ghost_transfer"] = sorted({link.mode for link in self._links.values()})
+        out["ghost_transfer"] = (["arena"] if self.arena is not None else
+                                 sorted({link.mode for link in self._links.values()}))
         out["messages"] = self.exchange.messages
         out.update(self._last_run)
         out.update({f"time_{k}": v for k, v in self._timers.items()})

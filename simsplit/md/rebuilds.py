@@ -28,10 +28,13 @@ class NeighbourRebuilds:
         ownership, ghosts, lists and the displacement reference are those the interrupted run
         had; the atoms are then moved to ``x``."""
         x = x.astype(self.dtype)
-        sl.scatter(self.slabs, self.layout, cpu_md, x if built is None else
-                   np.asarray(built).astype(self.dtype), np.asarray(v, dtype=self.dtype),
-                   img.astype(np.int64))
-        self._on_device = False
+        start = x if built is None else np.asarray(built).astype(self.dtype)
+        if self.arena is not None:
+            self.arena.load(start, np.asarray(v, dtype=self.dtype), img.astype(np.int64))
+        else:
+            sl.scatter(self.slabs, self.layout, cpu_md, start, np.asarray(v, dtype=self.dtype),
+                       img.astype(np.int64))
+        self._on_device = self.arena is not None
         self._kick_pending = False
         self._rebuild()
         if built is not None:
@@ -68,7 +71,6 @@ class NeighbourRebuilds:
     def _raise_jump(self) -> None:
         limit = JUMP_SKINS * self.skin
         for s in self.slabs:
-            index = s.index
             x = np.asarray(s.kernels.to_host(s.x))[: s.n_own]
             x0 = np.asarray(s.kernels.to_host(s.x0))[: s.n_own]
             d = x - x0
@@ -79,24 +81,38 @@ class NeighbourRebuilds:
                 i = bad[np.argmax(np.nan_to_num(dist[bad], nan=np.inf))]
                 gid = int(np.asarray(s.kernels.to_host(s.gid))[i])
                 raise DivergenceError(
-                    self.steps_done + 1, index,
+                    self.steps_done + 1, self._slab_index(s, x0[i, 2]),
                     f"atom id {gid} moved {dist[i]:.3g} in one step, more than the neighbour "
                     f"skin {self.skin:g} (time step {self.dt:g} too large)")
+
+    def _slab_index(self, s: sl.SlabState, z_built: float) -> int:
+        """The slab a row belongs to: its own, or in an arena the one that owned its position
+        at the last build."""
+        if self.arena is None:
+            return s.index
+        return int(cpu_md.owners(np.array([z_built]), 1, self.layout.edges)[0])
 
     def check_health(self) -> None:
         """Raise :class:`DivergenceError` for non-finite positions or velocities."""
         for s in self.slabs:
-            index = s.index
             x = np.asarray(s.kernels.to_host(s.x))[: s.n_own]
             v = np.asarray(s.kernels.to_host(s.v))[: s.n_own]
             bad = np.flatnonzero(~(np.isfinite(x).all(axis=1) & np.isfinite(v).all(axis=1)))
             if bad.size:
-                gid = int(np.asarray(s.kernels.to_host(s.gid))[bad[0]])
-                raise DivergenceError(self.steps_done, index,
+                i = int(bad[0])
+                gid = int(np.asarray(s.kernels.to_host(s.gid))[i])
+                z0 = float(np.asarray(s.kernels.to_host(s.x0))[i, 2])
+                raise DivergenceError(self.steps_done, self._slab_index(s, z0),
                                       f"atom id {gid} has a non-finite position or velocity "
                                       f"(time step {self.dt:g} too large?)")
 
     def _rebuild(self) -> None:
+        if self.arena is not None:  # every slab on one GPU: nothing leaves the device
+            self._stats["migrations"] += self.arena.arrange()
+            self.capacity, grew = self.arena.build_lists(self.capacity, self.reach * self.reach)
+            self._stats["capacity_growths"] += grew
+            self._stats["rebuilds"] += 1
+            return
         # On a GPU, migration and ghost selection run on the host (download, NumPy, upload).
         # One slab on a GPU has neither (and row order never matters): its rebuild stays on
         # the device.
@@ -164,7 +180,9 @@ class NeighbourRebuilds:
         s.x0 = k.snapshot(s.x, s.n_own, s.x0)
 
     def _update_ghosts(self) -> None:
-        if self._on_device:
+        if self.arena is not None:
+            self.arena.refresh_ghosts()
+        elif self._on_device:
             sl.update_ghosts_device(self.slabs, self._links)
         else:
             sl.update_ghosts(self.slabs)

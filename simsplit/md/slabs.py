@@ -18,7 +18,7 @@ import numpy as np
 from simsplit.md.exchange import Endpoint
 
 #: ghosts are chosen a hair beyond the reach so rounding in the distance test never drops one
-_GHOST_MARGIN = 1.0e-9
+GHOST_MARGIN = 1.0e-9
 
 
 class SlabLayout:
@@ -194,7 +194,7 @@ def sort_owned(s: SlabState, box: np.ndarray, ncell: np.ndarray) -> None:
 
 def select_ghosts(slabs: list[SlabState], layout: SlabLayout, kernels: Any) -> None:
     """Choose ghost atoms for every neighbour, send ids and positions, append received ones."""
-    cut = layout.reach * (1.0 + _GHOST_MARGIN)
+    cut = layout.reach * (1.0 + GHOST_MARGIN)
     for s in slabs:
         ids, x, _, _ = s.owned()
         s.send_idx = {}

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from simsplit.md import slabs as sl
+from simsplit.md.arena import SlabArena
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
@@ -123,6 +124,10 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._assign_kernels(name)
         #: ghost refresh plan between rebuilds, keyed (owner slab, receiving slab)
         self._links: dict[tuple[int, int], sl.GhostLink] = {}
+        #: several slabs on one GPU of this process: one arena, rebuilt on the device
+        self.arena = self._make_arena()
+        if self.arena is not None:
+            self.slabs = [self.arena.state]
 
         cap = md["neighbor"]["capacity"]
         if cap is None:
@@ -197,6 +202,16 @@ class MDSolver(NeighbourRebuilds, Observables):
             sets.setdefault(id(s.kernels), s.kernels)
         #: distinct kernel sets in slab order: every one's flags are read at each step
         self.kernel_sets = list(sets.values())
+
+    def _make_arena(self) -> SlabArena | None:
+        """A :class:`SlabArena` when every slab sits on the one GPU this process drives (and
+        no forced transfer mode asks to exercise the path between devices)."""
+        k = self.kernels
+        if (self._comm is None and self.layout.parts > 1 and len(self.kernel_sets) == 1
+                and k.is_device and getattr(k, "arenas", False)
+                and self.ghost_transfer == "auto"):
+            return SlabArena(self.layout, k, self.ncell, self._offsets)
+        return None
 
     @staticmethod
     def _initial_configuration(md: dict[str, Any]
@@ -304,6 +319,8 @@ class MDSolver(NeighbourRebuilds, Observables):
             self._kick_pending = False
             k.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box, s.x0,
                       limit2, jump2, tick)
+            if self.arena is not None:
+                self.arena.refresh_ghosts()
             if tick == size:
                 k.queue_flags()
             self._compute_forces(first + tick - 1, tick)

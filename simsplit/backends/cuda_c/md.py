@@ -32,6 +32,10 @@ FLOAT_KERNELS = ("md_advance", "md_final_integrate", "md_langevin", "md_snapshot
 #: kernels templated on the cell-list index type (int)
 INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_write", "md_cell_scatter",
                  "md_cell_sort")
+#: the kernels of several slabs in one arena (``kernels/md_arena.cuh``), by template type
+ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
+                       "md_arena_build_neighbors")
+ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter")
 
 
 @functools.cache
@@ -55,15 +59,16 @@ def scan_chunk(ncells: int) -> int:
 
 def kernel_name(name: str, dtype: Any = None) -> str:
     """C++ name expression of a kernel: ``md_lj_forces<double>``, ``md_cell_sort<int>``."""
-    if name in INDEX_KERNELS:
+    if name in INDEX_KERNELS or name in ARENA_INDEX_KERNELS:
         return f"{name}<int>"
     return f"{name}<{source.CTYPES[np.dtype(dtype)]}>"
 
 
 def name_expressions() -> list[str]:
     """Every instantiation the CuPy launchers use."""
-    return ([kernel_name(k, dt) for dt in source.CTYPES for k in FLOAT_KERNELS]
-            + [kernel_name(k) for k in INDEX_KERNELS])
+    return ([kernel_name(k, dt) for dt in source.CTYPES
+             for k in (*FLOAT_KERNELS, *ARENA_FLOAT_KERNELS)]
+            + [kernel_name(k) for k in (*INDEX_KERNELS, *ARENA_INDEX_KERNELS)])
 
 
 def stencil_ranges(offsets: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -313,16 +318,22 @@ class DeviceMDKernels:
             self._launch("md_cell_count", x.dtype, n, x, n32, *_box(box), nx, ny, nz,
                          cells.cell_of, cells.counts)
         cells.in_order = False
-        self._launch("md_scan_chunks", None, nchunks, cells.counts, nc32, np.int32(chunk),
-                     cells.chunk_sums)
-        self._launch("md_scan_serial", None, 1, cells.chunk_sums, np.int32(nchunks))
-        self._launch("md_scan_write", None, nchunks, cells.counts, nc32, np.int32(chunk),
-                     cells.chunk_sums, cells.cell_start, cells.fill)
+        self._exclusive_scan(cells.counts, nc, cells.chunk_sums, cells.cell_start, cells.fill)
         if n:
             self._launch("md_cell_scatter", None, n, cells.cell_of, n32, cells.fill,
                          cells.cell_atoms)
         self._launch("md_cell_sort", None, nc, cells.cell_start, nc32, gid, cells.cell_atoms)
         return cells
+
+    def _exclusive_scan(self, counts, nc: int, chunk_sums, cell_start, fill) -> None:
+        """``cell_start`` (and ``fill``) = exclusive prefix sums of ``counts``, which end zeroed."""
+        chunk = scan_chunk(nc)
+        nchunks = (nc + chunk - 1) // chunk
+        nc32 = np.int32(nc)
+        self._launch("md_scan_chunks", None, nchunks, counts, nc32, np.int32(chunk), chunk_sums)
+        self._launch("md_scan_serial", None, 1, chunk_sums, np.int32(nchunks))
+        self._launch("md_scan_write", None, nchunks, counts, nc32, np.int32(chunk), chunk_sums,
+                     cell_start, fill)
 
     def reorder_by_cell(self, cells: DeviceCells, n: int, x, v, img, gid
                         ) -> tuple[Any, Any, Any, Any]:
@@ -363,6 +374,103 @@ class DeviceMDKernels:
         if worst:
             self._zero(self._worst)
         return worst
+
+
+    # --- several slabs in one arena (kernels/md_arena.cuh, simsplit.md.arena) ---------------
+    #: whether this kernel set has the arena kernels
+    arenas = True
+
+    def arena_classify(self, x, n: int, box: np.ndarray, ncell: np.ndarray, edges: np.ndarray,
+                       cut: float, old_key, scratch: ArenaScratch | None
+                       ) -> tuple[ArenaScratch, np.ndarray]:
+        """Owner, cell and ghost destinations of the ``n`` owned rows, counted per bucket and
+        prefix-summed. Waits for the device: returns the scratch and, on the host, the
+        ``2 P + 1`` region boundaries of the sorted arena (owned rows of each slab, then ghost
+        rows of each slab) followed by the stray flag, a stray row and the migrant count.
+        ``old_key`` None: the first arrangement (nothing to check or count)."""
+        nslab = int(edges.shape[0]) - 1
+        nc = int(np.prod(ncell))
+        nb = 2 * nslab * nc
+        if scratch is None or scratch.rows < n or scratch.nbuckets != nb:
+            chunk = scan_chunk(nb)
+            scratch = ArenaScratch(
+                rows=n, nbuckets=nb, keys=self.zeros((3 * n,), np.int32),
+                counts=self.zeros((nb,), np.int32), cell_start=self.zeros((nb + 1,), np.int32),
+                fill=self.zeros((nb,), np.int32),
+                chunk_sums=self.zeros(((nb + chunk - 1) // chunk + 1,), np.int32),
+                edges=self.to_device(np.asarray(edges, np.float64)),
+                err=self.zeros((3,), np.int32), bounds=self.zeros((2 * nslab + 4,), np.int32),
+                new_of_old=self.zeros((n,), np.int32))
+        check = old_key is not None
+        self._launch("md_arena_classify", x.dtype, n, x, np.int32(n), *_box(box),
+                     *(np.int32(c) for c in ncell), scratch.edges, np.int32(nslab),
+                     np.float64(cut), old_key if check else scratch.new_of_old,
+                     np.int32(check), scratch.keys, scratch.counts, scratch.err)
+        self._exclusive_scan(scratch.counts, nb, scratch.chunk_sums, scratch.cell_start,
+                             scratch.fill)
+        self._launch("md_arena_bounds", None, 2 * nslab + 1, scratch.cell_start,
+                     np.int32(2 * nslab + 1), np.int32(nc), scratch.err, scratch.bounds)
+        return scratch, np.array(self._read_small(scratch.bounds), dtype=np.int64)
+
+    def arena_fill(self, scratch: ArenaScratch, n: int, g: int, old: dict[str, Any],
+                   new: dict[str, Any]) -> None:
+        """The arena in bucket order: ``new`` x, v, img, gid, key (owned rows [0, n), ghost
+        rows [n, n + g) of x and gid) from ``old`` x, v, img, gid; ``new["ghost_src"]``, the
+        owned row each ghost row copies."""
+        if scratch.entry_row is None or scratch.entry_row.shape[0] < n + g:
+            scratch.entry_row = self.zeros((n + g + (n + g) // 8 + 16,), np.int32)
+        self._launch("md_arena_scatter", None, 3 * n, scratch.keys, np.int32(3 * n),
+                     scratch.fill, scratch.entry_row)
+        self._launch("md_cell_sort", None, scratch.nbuckets, scratch.cell_start,
+                     np.int32(scratch.nbuckets), old["gid"], scratch.entry_row)
+        dtype = old["x"].dtype
+        if n:
+            self._launch("md_arena_owned", dtype, n, np.int32(n), scratch.entry_row,
+                         scratch.keys, old["x"], old["v"], old["img"], old["gid"], new["key"],
+                         new["x"], new["v"], new["img"], new["gid"], scratch.new_of_old)
+        if g:
+            self._launch("md_arena_ghosts", dtype, g, np.int32(n), np.int32(g),
+                         scratch.entry_row, scratch.new_of_old, old["x"], old["gid"],
+                         new["x"], new["gid"], new["ghost_src"])
+
+    def arena_build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
+                              offsets: Sequence[np.ndarray], nslab: int, key, cell_start, gid,
+                              cutsq: float, nl, cnt) -> int:
+        """:meth:`build_neighbors` for every owned row of an arena (lists index arena rows).
+        Waits for the device; returns the longest row if one overflowed, else 0."""
+        if n_own == 0:
+            return 0
+        self._launch("md_arena_build_neighbors", x.dtype, n_own, x, np.int32(n_own),
+                     *_box(box), *(np.int32(c) for c in ncell),
+                     *(np.float64(float(b) / float(c)) for b, c in zip(box, ncell, strict=True)),
+                     *(np.int32(v) for v in stencil_ranges(offsets)), np.int32(nslab), key,
+                     cell_start, gid, np.float64(cutsq), nl, np.int32(nl.shape[1]),
+                     np.int32(nl.shape[0]), cnt, self._worst)
+        worst = int(self._read_small(self._worst)[0])
+        if worst:
+            self._zero(self._worst)
+        return worst
+
+
+@dataclass
+class ArenaScratch:
+    """Rebuild scratch of a slab arena, reused while it fits: classify keys (3 per owned
+    row), bucket counts and starts (2 P ncells buckets), the slab edges on the device, the
+    error/migration counters and the small boundary read, old row -> new row, and the
+    bucket-sorted entries (owned then ghost rows)."""
+
+    rows: int
+    nbuckets: int
+    keys: Any
+    counts: Any
+    cell_start: Any
+    fill: Any
+    chunk_sums: Any
+    edges: Any
+    err: Any
+    bounds: Any
+    new_of_old: Any
+    entry_row: Any = None
 
 
 def _box(box: np.ndarray) -> tuple[np.float64, np.float64, np.float64]:

@@ -21,6 +21,8 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.md import (
+    ARENA_FLOAT_KERNELS,
+    ARENA_INDEX_KERNELS,
     FLOAT_KERNELS,
     INDEX_KERNELS,
     DeviceMDKernels,
@@ -359,6 +361,191 @@ def md_lj_forces(x, n_own, nl, pitch, cnt, bx, by, bz, rcsq, eps4, eps24, sigsq,
     vir[i] = mul(0.5, w)
 
 
+# --- several slabs in one arena (kernels/md_arena.cuh) ----------------------------------------
+@cuda.jit(device=True)
+def _py_mod(a, m):
+    r = math.fmod(a, m)
+    if r != 0.0:
+        if (m < 0.0) != (r < 0.0):
+            r += m
+    else:
+        r = math.copysign(0.0, m)
+    return r
+
+
+@cuda.jit(device=True)
+def _slab_of(z, edges, nslab):
+    k = -1
+    for m in range(nslab + 1):
+        if not (z < edges[m]):
+            k += 1
+    return min(max(k, 0), nslab - 1)
+
+
+@cuda.jit(device=True)
+def _near_slab(z, edges, s, lz, cut):
+    lo = edges[s]
+    hi = edges[s + 1]
+    if lo <= z and z < hi:
+        return True
+    return min(_py_mod(lo - z, lz), _py_mod(z - hi, lz)) < cut
+
+
+@cuda.jit
+def md_arena_classify(x, n, bx, by, bz, nx, ny, nz, edges, nslab, cut, old_key, check, keys,
+                      counts, err):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    cx = int(mul(np.float64(x[i, 0]), np.float64(nx) / bx))
+    cy = int(mul(np.float64(x[i, 1]), np.float64(ny) / by))
+    cz = int(mul(np.float64(x[i, 2]), np.float64(nz) / bz))
+    cx = min(max(cx, 0), nx - 1)
+    cy = min(max(cy, 0), ny - 1)
+    cz = min(max(cz, 0), nz - 1)
+    ncells = nx * ny * nz
+    c = (cz * ny + cy) * nx + cx
+    z = np.float64(x[i, 2])
+    k = _slab_of(z, edges, nslab)
+    lo_nb = nslab - 1 if k == 0 else k - 1
+    hi_nb = 0 if k == nslab - 1 else k + 1
+    if check != 0:
+        was = old_key[i] // ncells
+        if k != was and k != (nslab - 1 if was == 0 else was - 1) \
+                and k != (0 if was == nslab - 1 else was + 1):
+            err[0] = 1
+            err[1] = i
+        if k != was:
+            cuda.atomic.add(err, 2, np.int32(1))
+    own = k * ncells + c
+    keys[3 * i] = own
+    cuda.atomic.add(counts, own, np.int32(1))
+    g0 = -1
+    g1 = -1
+    if lo_nb != k and _near_slab(z, edges, lo_nb, bz, cut):
+        g0 = (nslab + lo_nb) * ncells + c
+        cuda.atomic.add(counts, g0, np.int32(1))
+    if hi_nb != k and hi_nb != lo_nb and _near_slab(z, edges, hi_nb, bz, cut):
+        g1 = (nslab + hi_nb) * ncells + c
+        cuda.atomic.add(counts, g1, np.int32(1))
+    keys[3 * i + 1] = g0
+    keys[3 * i + 2] = g1
+
+
+@cuda.jit
+def md_arena_bounds(cell_start, nbounds, ncells, err, out):
+    s = cuda.grid(1)
+    if s < nbounds:
+        out[s] = cell_start[s * ncells]
+    if s == 0:
+        for m in range(3):
+            out[nbounds + m] = err[m]
+            err[m] = 0
+
+
+@cuda.jit
+def md_arena_scatter(keys, nkeys, fill, entry_row):
+    e = cuda.grid(1)
+    if e >= nkeys:
+        return
+    key = keys[e]
+    if key < 0:
+        return
+    slot = cuda.atomic.add(fill, key, np.int32(1))
+    entry_row[slot] = e // 3
+
+
+@cuda.jit
+def md_arena_owned(n, entry_row, keys, x, v, img, gid, key_out, x_out, v_out, img_out, gid_out,
+                   new_of_old):
+    r = cuda.grid(1)
+    if r >= n:
+        return
+    s = entry_row[r]
+    key_out[r] = keys[3 * s]
+    gid_out[r] = gid[s]
+    new_of_old[s] = r
+    for d in range(3):
+        x_out[r, d] = x[s, d]
+        v_out[r, d] = v[s, d]
+        img_out[r, d] = img[s, d]
+
+
+@cuda.jit
+def md_arena_ghosts(n, g, entry_row, new_of_old, x, gid, x_out, gid_out, ghost_src):
+    r = cuda.grid(1)
+    if r >= g:
+        return
+    s = entry_row[n + r]
+    ghost_src[r] = new_of_old[s]
+    gid_out[n + r] = gid[s]
+    for d in range(3):
+        x_out[n + r, d] = x[s, d]
+
+
+@cuda.jit
+def md_arena_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0, oyn,
+                             oz0, ozn, nslab, key_of, cell_start, gid, cutsq, nl, pitch, cap,
+                             cnt, worst):
+    i = cuda.grid(1)
+    if i >= n_own:
+        return
+    ncells = nx * ny * nz
+    key = key_of[i]
+    slab = key // ncells
+    c = key - slab * ncells
+    own_base = slab * ncells
+    ghost_base = (nslab + slab) * ncells
+    cx = c % nx
+    cy = (c // nx) % ny
+    cz = c // (nx * ny)
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    prune = mul(cutsq, 1.0 + 1e-9) + 1e-12
+    k = 0
+    for a in range(ozn):
+        offz = oz0 + a
+        dz2 = 0.0 if oz0 == 0 else _face_dist2(zi, cz, offz, hz)
+        if dz2 > prune:
+            continue
+        qz = _wrap_cell(cz + offz, nz)
+        for b in range(oyn):
+            offy = oy0 + b
+            dyz2 = dz2 + (0.0 if oy0 == 0 else _face_dist2(yi, cy, offy, hy))
+            if dyz2 > prune:
+                continue
+            row = (qz * ny + _wrap_cell(cy + offy, ny)) * nx
+            for e in range(oxn):
+                offx = ox0 + e
+                if dyz2 + (0.0 if ox0 == 0 else _face_dist2(xi, cx, offx, hx)) > prune:
+                    continue
+                q = row + _wrap_cell(cx + offx, nx)
+                p = cell_start[own_base + q]
+                p1 = cell_start[own_base + q + 1]
+                h = cell_start[ghost_base + q]
+                h1 = cell_start[ghost_base + q + 1]
+                while p < p1 or h < h1:  # the slab's owned and ghost runs merged by gid
+                    if h >= h1 or (p < p1 and gid[p] < gid[h]):
+                        j = p
+                        p += 1
+                    else:
+                        j = h
+                        h += 1
+                    if j == i:
+                        continue
+                    dx = _min_image(xi - np.float64(x[j, 0]), bx)
+                    dy = _min_image(yi - np.float64(x[j, 1]), by)
+                    dz = _min_image(zi - np.float64(x[j, 2]), bz)
+                    if _dist2(dx, dy, dz) < cutsq:
+                        if k < cap:
+                            nl[k, i] = j
+                        k += 1
+    cnt[i] = k
+    if k > cap:
+        cuda.atomic.max(worst, 0, np.int32(k))
+
+
 @cuda.jit
 def _zero_fill(arr):
     i = cuda.grid(1)
@@ -367,7 +554,8 @@ def _zero_fill(arr):
 
 
 #: kernel name (as in md_lj.cu) -> kernel
-_KERNELS = {name: globals()[name] for name in (*FLOAT_KERNELS, *INDEX_KERNELS)}
+_KERNELS = {name: globals()[name] for name in (*FLOAT_KERNELS, *INDEX_KERNELS,
+                                               *ARENA_FLOAT_KERNELS, *ARENA_INDEX_KERNELS)}
 
 
 def _configure(name: str, grid: int, block: int) -> Any:

@@ -28,6 +28,10 @@ RUN useradd --create-home --uid 1000 simsplit
 COPY --chown=simsplit:simsplit cases /home/simsplit/cases
 USER simsplit
 WORKDIR /home/simsplit
+# Compile the CPU kernels (Numba) now, as the user that runs them: site-packages is not theirs
+# to write, so the cache goes to ~/.cache/numba. CPU runs in the container then start without
+# compiling. Numba keys the cache by CPU model: on another model the first CPU run compiles.
+RUN simsplit warmup
 
 ENTRYPOINT ["simsplit"]
 CMD ["--help"]

@@ -74,3 +74,14 @@ def test_hadolint() -> None:
     res = subprocess.run(["hadolint", "--ignore", "DL3008", str(DOCKERFILE)],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_warms_the_kernel_cache_as_the_user_that_runs() -> None:
+    """``simsplit warmup`` at build time, after the last USER: run as root, it would fill the
+    package's own ``__pycache__``, which the runtime user cannot write to, so Numba would
+    look in that user's own cache instead and compile again."""
+    ins = _instructions()
+    last_user = max(k for k, (i, _) in enumerate(ins) if i == "USER")
+    warmups = [k for k, (i, a) in enumerate(ins)
+               if i == "RUN" and re.search(r"\bsimsplit warmup\b", a)]
+    assert warmups and min(warmups) > last_user, ins

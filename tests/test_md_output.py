@@ -215,23 +215,29 @@ def test_mdanalysis_opens_the_trajectory_with_default_arguments(tmp_path):
     dt = sim.case["md"]["timestep"]
     thermo = {r["step"]: r for r in sim.thermo()}
     for kwargs in ({}, {"format": "H5MD"}):
-        with warnings.catch_warnings():  # no types or masses to guess from: MDAnalysis says so
-            warnings.simplefilter("ignore", UserWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             u = mda.Universe(path, **kwargs)
-        assert u.atoms.n_atoms == sim.solver.n_atoms
-        assert u.trajectory.units["length"] == "Angstrom"  # a unit it knows: nothing converted
-        steps = []
-        for ts in u.trajectory:
-            step = int(ts.data["step"])
-            reference.step(step - reference.steps_done)
-            steps.append(step)
-            assert ts.time == pytest.approx(step * dt, rel=1e-12)
-            assert np.array_equal(ts.positions, reference.positions().astype(np.float32))
-            assert np.array_equal(ts.velocities, reference.velocities().astype(np.float32))
-            np.testing.assert_allclose(ts.dimensions[:3], sim.solver.box, rtol=1e-6)
-            if step in thermo:  # observables are per frame, as MDAnalysis reads them
-                assert ts.data["temperature"] == thermo[step]["temp"]
+            assert u.atoms.n_atoms == sim.solver.n_atoms
+            assert u.trajectory.units["length"] == "Angstrom"  # known unit: nothing converted
+            steps = []
+            for ts in u.trajectory:
+                step = int(ts.data["step"])
+                reference.step(step - reference.steps_done)
+                steps.append(step)
+                assert ts.time == pytest.approx(step * dt, rel=1e-12)  # from the file, not dt
+                assert np.array_equal(ts.positions, reference.positions().astype(np.float32))
+                assert np.array_equal(ts.velocities, reference.velocities().astype(np.float32))
+                np.testing.assert_allclose(ts.dimensions[:3], sim.solver.box, rtol=1e-6)
+                if step in thermo:  # observables are per frame, as MDAnalysis reads them
+                    assert ts.data["temperature"] == thermo[step]["temp"]
         assert steps == [0, 5, 10, 15, 20]
+        # only "no types or masses to guess from" (there are none in an LJ system); none about
+        # units or a missing time step, which the issue saw. (Asking MDAnalysis 2.11 for
+        # trajectory.dt itself still warns: its H5MD reader has no _get_dt and skips a 'dt'
+        # observable, MDAnalysis issue #2825.)
+        texts = [str(w.message) for w in caught]
+        assert texts and all("guess" in t for t in texts), texts
         reference = MDSolver(quiet)
 
 

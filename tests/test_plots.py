@@ -142,3 +142,47 @@ def test_channel_profile_plot_reports_l2_error(tmp_path):
     _check_png(path)
     nan = plot_channel_profile(s, np.full(16, np.nan), exact, tmp_path / "nan.png")
     assert nan.stat().st_size > 0  # a diverged run is still plotted
+
+
+def test_3d_plot_overlays_the_cube_reference_on_both_centrelines():
+    from simsplit.fluid.reference import compare_to_cube, cube_centrelines
+    from simsplit.io.plots import _midplane_figure
+
+    velocity = np.zeros((12, 12, 12, 3))
+    fig = _midplane_figure(velocity, 1000, cube_centrelines(1000), "D3Q19 TRT, 12x12x12")
+    _, vertical, horizontal = fig.axes[:3]
+    assert vertical.get_title() == "vertical centreline x = y = 0.5"
+    assert horizontal.get_title() == "horizontal centreline y = z = 0.5"
+    deviations = compare_to_cube(velocity, 1000)
+    assert deviations["horizontal"]["max_abs_error"] == pytest.approx(0.43423)  # at rest
+    for ax, line in ((vertical, "vertical"), (horizontal, "horizontal")):
+        (legend,) = [t.get_text() for t in ax.get_legend().get_texts()
+                     if "Albensoeder" in t.get_text()]
+        assert legend.endswith(f"max |Δu| = {deviations[line]['max_abs_error']:.4f}"), legend
+    without = _midplane_figure(velocity, 100, None, "D3Q19 TRT, 12x12x12")
+    assert not any("Albensoeder" in t.get_text() for ax in without.axes[1:3]
+                   for t in ax.get_legend().get_texts())
+
+
+@pytest.mark.filterwarnings("ignore:fluid.reynolds")  # tau near 0.5 on a 16^3 grid
+def test_3d_cube_run_at_re_1000_plots_and_reports_the_reference(tmp_path):
+    """A closed cube at Re = 1000 through the output pipeline: velocity.png, and the summary
+    names Albensoeder & Kuhlmann; at Re = 100 (no table) it names nobody."""
+    from simsplit.run.report import summary_lines
+    from simsplit.run.simulation import Simulation
+    from tests.conftest import fluid_case
+
+    walls = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
+    for reynolds in (1000, 100):
+        out = tmp_path / f"re{reynolds}"
+        case = fluid_case(domain__shape=[16, 16, 16], domain__boundaries=walls,
+                          fluid__reynolds=reynolds, fluid__lid_velocity=0.05,
+                          run__steps=20, output__dir=str(out))
+        sim = Simulation(case)
+        lines = summary_lines(sim, sim.run())
+        _check_png(out / "velocity.png")
+        cube = [line for line in lines if line.startswith("A&K 2005")]
+        if reynolds == 1000:
+            assert len(cube) == 1 and "(Re = 1000)" in cube[0], lines
+        else:
+            assert not cube and not any("Ghia" in line for line in lines), lines

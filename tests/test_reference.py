@@ -163,3 +163,87 @@ def test_packaged_csv_keeps_citation():
 
     text = (resources.files("simsplit.fluid") / "data" / "ghia1982_u_centreline.csv").read_text()
     assert text.startswith("# Ghia, Ghia & Shin (1982), J. Comput. Phys. 48:387-411")
+
+
+# --- the cube: Albensoeder & Kuhlmann (2005) ------------------------------------------------
+
+
+def test_cube_table_in_simsplits_frame():
+    """Their Tables 5 and 6 (cube [-1/2, 1/2]^3, lid at x = -1/2 moving +y) mapped onto the
+    cube [0, 1]^3 with the lid at z = 1 moving +x; spot values checked through the mapping."""
+    from simsplit.fluid.reference import CUBE_REYNOLDS, cube_centrelines
+
+    assert CUBE_REYNOLDS == (1000,)
+    ref = cube_centrelines(1000.0)
+    for pos, vel in (("y", "u"), ("x", "v")):
+        assert ref[pos].shape == ref[vel].shape == (17,)
+        assert np.all(np.diff(ref[pos]) > 0) and (ref[pos][0], ref[pos][-1]) == (0.0, 1.0)
+    assert (ref["u"][0], ref["u"][-1]) == (0.0, 1.0)  # resting floor, lid at z = 1
+    assert (ref["v"][0], ref["v"][-1]) == (0.0, 0.0)  # resting side walls
+    # Table 5, x = 0.3984 (near the wall facing the lid): v = -0.27293 -> z = 0.1016
+    assert ref["u"][np.isclose(ref["y"], 0.1016)][0] == pytest.approx(-0.27293)
+    # Table 6, y = 0.4063 (downstream): u = 0.43423 away from the lid -> x = 0.9063, u_z < 0
+    assert ref["v"][np.isclose(ref["x"], 0.9063)][0] == pytest.approx(-0.43423)
+    # the points are Ghia et al.'s, as the paper tabulates them
+    np.testing.assert_allclose(ref["y"], ghia_u_centreline(1000)["y"], atol=1e-12)
+    with pytest.raises(ValueError, match=r"Re = 100\b.*available: \[1000\]"):
+        cube_centrelines(100)
+
+
+def _cube_field(ref: dict, n: int) -> np.ndarray:
+    """(n, n, n, 3) whose two middle y-layers carry the reference centrelines (u_x(z) on
+    every column, u_z(x) on every row) and whose other layers carry garbage."""
+    z = (np.arange(n) + 0.5) / n
+    vel = np.random.default_rng(1).normal(size=(n, n, n, 3))
+    mid = slice((n - 1) // 2, n // 2 + 1)
+    vel[:, mid, :, 0] = _natural_spline(ref["y"], ref["u"])(z)[:, None, None]
+    vel[:, mid, :, 2] = _natural_spline(ref["x"], ref["v"])(z)[None, None, :]
+    vel[:, mid, :, 1] = 0.0
+    return vel
+
+
+def test_compare_to_cube_on_its_own_centrelines_and_flipped():
+    from simsplit.fluid.reference import compare_to_cube, cube_centrelines
+
+    ref = cube_centrelines(1000)
+    result = compare_to_cube(_cube_field(ref, 256), 1000)
+    assert result["reynolds"] == 1000
+    assert result["vertical"]["max_abs_error"] < 2e-3
+    assert result["horizontal"]["max_abs_error"] < 2e-3
+    np.testing.assert_array_equal(result["horizontal"]["v_ref"], ref["v"])
+    # the lid on the wrong side, or u_z with the paper's sign: far off
+    flipped = dict(ref, u=ref["u"][::-1].copy(), v=-ref["v"])
+    wrong = compare_to_cube(_cube_field(flipped, 256), 1000)
+    assert wrong["vertical"]["max_abs_error"] > 0.3 and wrong["horizontal"]["max_abs_error"] > 0.3
+
+
+def test_cube_csv_states_its_source():
+    from importlib import resources
+
+    text = (resources.files("simsplit.fluid") / "data"
+            / "albensoeder_kuhlmann2005_cube_re1000.csv").read_text()
+    assert text.startswith("# Albensoeder & Kuhlmann (2005)")
+    assert "J. Comput. Phys. 206:536-558" in text and "Table 5" in text and "Table 6" in text
+    assert "tum-pbs/PICT" in text  # where the numbers were taken from
+
+
+@pytest.mark.filterwarnings("ignore:fluid.reynolds")  # tau near 0.5 on these small grids
+@pytest.mark.parametrize("shape, boundaries, reynolds, expected", [
+    ([32, 32], {"x": "wall", "y": "wall", "lid": True}, 100, "Ghia"),
+    ([32, 32], {"x": "wall", "y": "wall", "lid": True}, 400, None),
+    ([16, 16, 16], {"x": "wall", "y": "wall", "z": "wall", "lid": True}, 1000, "Albensoeder"),
+    ([16, 16, 16], {"x": "wall", "y": "wall", "z": "wall", "lid": True}, 100, None),
+    ([16, 16, 8], {"x": "wall", "y": "wall", "z": "wall", "lid": True}, 1000, None),
+    ([16, 4, 16], {"x": "wall", "y": "periodic", "z": "wall", "lid": True}, 100, "Ghia"),
+])
+def test_cavity_reference_picks_the_table_that_fits(shape, boundaries, reynolds, expected):
+    from simsplit.case import validate_case
+    from simsplit.fluid.reference import cavity_reference
+    from simsplit.fluid.setup import setup_from_case
+    from tests.conftest import fluid_case
+
+    case = fluid_case(domain__shape=shape, domain__boundaries=boundaries,
+                      fluid__reynolds=reynolds, fluid__lid_velocity=0.05)
+    setup = setup_from_case(validate_case(case))
+    ref = cavity_reference(setup, reynolds)
+    assert (ref and ref["label"].split()[0]) == expected

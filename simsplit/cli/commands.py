@@ -1,4 +1,4 @@
-"""Command line: ``simsplit run | validate | analyze | bench | devices``.
+"""Command line: ``simsplit run | validate | analyze | bench | devices | warmup``.
 
 Bad input ends with one line on stderr and exit code 2; a diverging run with exit code 3; a
 CUDA failure (illegal address, launch failure, out of memory) with exit code 4.
@@ -39,6 +39,7 @@ examples:
   mpiexec -n 4 simsplit run cases/cavity.yaml      # one slab per rank
   simsplit devices                                 # GPUs, peer access, NCCL, MPI
   simsplit analyze out/lj/trajectory.gsd --frames 50:   # RDF + MSD -> out/lj/analysis/
+  simsplit warmup                                  # compile the CPU kernels ahead of a run
 """
 
 
@@ -83,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--transport", help="auto, local, peer, nccl, mpi or mpi-cuda-aware "
                      "(run.transport)")
     run.add_argument("--quiet", action="store_true",
-                     help="no progress bar (MD: no thermo table; thermo.csv is still written), "
-                          "summary only")
+                     help="no progress bar, compile notice or (MD) thermo table: warnings "
+                          "and the summary only (thermo.csv is still written)")
     run.add_argument("--restart", nargs="?", const="auto", metavar="FILE|auto",
                      help="resume from a checkpoint file, or the newest intact one in "
                           "<output>/checkpoints (auto)")
@@ -95,6 +96,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--monitor", nargs="?", type=_positive_seconds, const=1.0, metavar="SECONDS",
                      help="sample GPU utilisation, memory, temperature, power and clocks "
                           "every SECONDS (default 1) via NVML; summary + <output>/monitor.h5")
+
+    warm = sub.add_parser("warmup", help="compile and cache the CPU kernels now, so that the "
+                          "first run starts at once")
+    warm.add_argument("--precision", action="append", choices=["float64", "float32"],
+                      help="precision(s) to compile for (repeatable; default: both)")
 
     val = sub.add_parser("validate", help="check a case file against the schema only")
     case_args(val)
@@ -280,6 +286,26 @@ def _restart_hint(sim: Any) -> str:
             f"and start afresh{where}; '--restart' continues only an unchanged case")
 
 
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    from simsplit.run.warmup import PRECISIONS, WarmupResult, cache_directories, warm_cpu_kernels
+
+    def show(r: WarmupResult) -> None:
+        print(f"{r.label:<12} {r.precision:<8} {r.compiled:3d} compiled, {r.loaded:3d} from the "
+              f"cache  {r.seconds:6.1f} s", flush=True)
+
+    print("simsplit warmup: compiling the CPU kernels of the shipped cases (2D and 3D fluid, "
+          "LJ MD)", flush=True)
+    results = warm_cpu_kernels(args.precision or PRECISIONS, on_result=show)
+    compiled = sum(r.compiled for r in results)
+    seconds = sum(r.seconds for r in results)
+    where = ", ".join(cache_directories())
+    if compiled:
+        print(f"{compiled} kernel variants compiled in {seconds:.1f} s and cached in {where}")
+    else:
+        print(f"nothing to compile: every kernel variant was already cached in {where}")
+    return 0
+
+
 def _cmd_devices(args: argparse.Namespace) -> int:
     from simsplit.gpu.devices import device_report
 
@@ -322,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_warnings_once()
     announce_kernel_compiles(args.command in ("run", "bench") and not getattr(args, "quiet", False))
     handlers = {"run": _cmd_run, "validate": _cmd_validate, "bench": _cmd_bench,
-                "devices": _cmd_devices, "analyze": _cmd_analyze}
+                "devices": _cmd_devices, "analyze": _cmd_analyze, "warmup": _cmd_warmup}
     from simsplit.parallel.context import launched_world_size
 
     if args.command == "run" and launched_world_size() > 1:

@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simsplit.numerics.profiles import centreline_u, compare_profile
+from simsplit.numerics.profiles import (
+    centreline_u,
+    centreline_v,
+    compare_profile,
+    compare_profile_v,
+    midplane,
+)
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 _DPI = 120
@@ -68,10 +75,11 @@ def plot_cavity_midplane(
     """PNG of the mid-plane y = 0.5 of a 3D cavity (lid at z = 1 moving +x); returns ``path``.
 
     ``velocity`` has shape ``(nz, ny, nx, 3)``. Left: in-plane speed (u_x, u_z) with streamlines
-    in the x-z plane; right: u_x(z) on the centreline x = y = 0.5 (between the two middle
-    cells where a count is even), with optional ``reference`` points as in :func:`plot_cavity`.
-    Both panels name the plane. simsplit ships no 3D reference data: Ghia et al. (1982) is a
-    2D solution and is only passed for flows that are 2D (periodic in y).
+    in the x-z plane; middle: u_x(z) on the vertical centreline x = y = 0.5; right: u_z(x) on the
+    horizontal centreline y = z = 0.5 (between the two middle cells where a count is even). All
+    panels name the plane. ``reference`` as in :func:`plot_cavity`, heights under ``"y"``, plus
+    optional ``"x"`` and ``"v"`` (u_z) for the horizontal centreline, e.g. from
+    :func:`simsplit.fluid.reference.cube_centrelines` (the cube at Re = 1000).
     """
     return _save(_midplane_figure(velocity, reynolds, reference, title), path)
 
@@ -82,11 +90,7 @@ MIDPLANE = "mid-plane y = 0.5"
 
 def _midplane_figure(velocity: np.ndarray, reynolds: float | None, reference: dict | None,
                      title: str) -> Figure:
-    vel = np.asarray(velocity, dtype=np.float64)
-    if vel.ndim != 4 or vel.shape[3] != 3:
-        raise ValueError(f"velocity must have shape (nz, ny, nx, 3), got {vel.shape}")
-    ny = vel.shape[1]
-    plane = vel[:, (ny - 1) // 2:ny // 2 + 1].mean(axis=1)[..., (0, 2)]
+    plane = midplane(velocity)
     return _cavity_figure(plane, reynolds, reference, title, vertical="z", plane=MIDPLANE)
 
 
@@ -101,8 +105,12 @@ def _cavity_figure(
     speed = np.hypot(vel[..., 0], vel[..., 1])
     finite = bool(np.all(np.isfinite(vel)))
 
-    fig = _new_figure((11.0, 5.0))
-    ax_map, ax_line = fig.subplots(1, 2, width_ratios=(1.15, 1.0))
+    if plane:  # 3D: the horizontal centreline too (the cube's reference has both)
+        fig = _new_figure((15.5, 5.0))
+        ax_map, ax_line, ax_cross = fig.subplots(1, 3, width_ratios=(1.15, 1.0, 1.0))
+    else:
+        fig = _new_figure((11.0, 5.0))
+        ax_map, ax_line = fig.subplots(1, 2, width_ratios=(1.15, 1.0))
 
     image = ax_map.imshow(
         speed,
@@ -131,7 +139,8 @@ def _cavity_figure(
     ax_map.set(xlim=(0, 1), ylim=(0, 1), xlabel="x", ylabel=vertical, aspect="equal")
     status = "" if finite else ", NON-FINITE VALUES"
     where = f" in the {plane} (x-{vertical})" if plane else ""
-    ax_map.set_title(f"speed{where}, {nx}×{ny} cells{status}; lid (red) moves →")
+    sep = "\n" if plane else ", "  # three panels: the map's title takes two lines
+    ax_map.set_title(f"speed{where}{sep}{nx}×{ny} cells{status}; lid (red) moves →")
 
     y_line, u_line = centreline_u(vel)
     ax_line.plot(u_line, y_line, color="tab:blue", label="simulation")
@@ -157,6 +166,8 @@ def _cavity_figure(
                       "vertical centreline x = 0.5")
     ax_line.grid(alpha=0.3)
     ax_line.legend(loc="lower right")
+    if plane:
+        _horizontal_centreline(ax_cross, vel, reference, vertical)
 
     heading = f"{title}, {plane}" if title and plane else (title or plane)
     if reynolds is not None:
@@ -164,6 +175,26 @@ def _cavity_figure(
     if heading:
         fig.suptitle(heading)
     return fig
+
+
+def _horizontal_centreline(ax: Axes, vel: np.ndarray, reference: dict | None,
+                           vertical: str) -> None:
+    """u_z along the horizontal centreline of the plane, with the reference's ``x``/``v``."""
+    x_line, v_line = centreline_v(vel)
+    ax.plot(x_line, v_line, color="tab:blue", label="simulation")
+    if reference is not None and "x" in reference:
+        x_ref = np.asarray(reference["x"], dtype=np.float64)
+        v_ref = np.asarray(reference["v"], dtype=np.float64)
+        deviation = compare_profile_v(vel, x_ref, v_ref)["max_abs_error"]
+        ax.plot(x_ref, v_ref, linestyle="none", marker="o", markerfacecolor="none",
+                color="black",
+                label=f"{reference.get('label', 'reference')}\nmax |Δu| = {deviation:.4f}")
+    ax.axhline(0.0, color="grey", linewidth=0.5)
+    ax.set(xlabel="x", ylabel=rf"$u_{vertical}\,/\,U_\mathrm{{lid}}$ at y = {vertical} = 0.5",
+           xlim=(0, 1))
+    ax.set_title(f"horizontal centreline y = {vertical} = 0.5")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left")
 
 
 def plot_channel_profile(

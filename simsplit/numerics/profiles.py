@@ -2,7 +2,9 @@
 cubic interpolation and the comparison a validation prints (max absolute deviation).
 
 Velocities are in units of the lid speed; a field has shape ``(ny, nx, 2)`` with ``[j, i]`` the
-cell centred at ``((i + 0.5) / nx, (j + 0.5) / ny)`` and the lid at y = 1.
+cell centred at ``((i + 0.5) / nx, (j + 0.5) / ny)`` and the lid at y = 1. A 3D cavity (shape
+``(nz, ny, nx, 3)``, lid at z = 1 moving +x) is compared on its mid-plane y = 0.5
+(:func:`midplane`), which has the same form with z as the height.
 """
 
 from __future__ import annotations
@@ -28,6 +30,32 @@ def centreline_u(velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u_line = 0.5 * (u[:, nx // 2 - 1] + u[:, nx // 2])
     y = np.concatenate(([0.0], (np.arange(ny) + 0.5) / ny, [1.0]))
     return y, np.concatenate(([0.0], u_line, [1.0]))
+
+
+def centreline_v(velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """v (the second component) along the horizontal line y = 0.5, at the cell-centre x
+    positions plus both walls (v = 0); the mean of the two middle rows for even ny.
+
+    Returns ``(x, v)`` of length nx + 2.
+    """
+    vel = np.asarray(velocity)
+    if vel.ndim != 3 or vel.shape[2] != 2:
+        raise ValueError(f"velocity must have shape (ny, nx, 2), got {vel.shape}")
+    ny, nx = vel.shape[:2]
+    v = vel[:, :, 1].astype(np.float64)
+    v_line = v[ny // 2] if ny % 2 else 0.5 * (v[ny // 2 - 1] + v[ny // 2])
+    x = np.concatenate(([0.0], (np.arange(nx) + 0.5) / nx, [1.0]))
+    return x, np.concatenate(([0.0], v_line, [0.0]))
+
+
+def midplane(velocity: np.ndarray) -> np.ndarray:
+    """The plane y = 0.5 of a 3D field ``(nz, ny, nx, 3)`` as ``(nz, nx, 2)`` holding
+    (u_x, u_z): the mean of the two middle layers in y where ny is even."""
+    vel = np.asarray(velocity, dtype=np.float64)
+    if vel.ndim != 4 or vel.shape[3] != 3:
+        raise ValueError(f"velocity must have shape (nz, ny, nx, 3), got {vel.shape}")
+    ny = vel.shape[1]
+    return vel[:, (ny - 1) // 2:ny // 2 + 1].mean(axis=1)[..., (0, 2)]
 
 
 def lagrange4_interp(x_new: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -86,3 +114,18 @@ def compare_profile(velocity: np.ndarray, y_ref: np.ndarray, u_ref: np.ndarray) 
         "errors": errors,
         "max_abs_error": float(np.max(np.abs(errors))),
     }
+
+
+def compare_profile_v(velocity: np.ndarray, x_ref: np.ndarray, v_ref: np.ndarray) -> dict:
+    """:func:`compare_profile` for v along the horizontal centreline y = 0.5
+    (:func:`centreline_v`): keys ``x``, ``v_ref``, ``v_interp``, ``errors``,
+    ``max_abs_error``."""
+    x_ref = np.asarray(x_ref, dtype=np.float64)
+    v_ref = np.asarray(v_ref, dtype=np.float64)
+    if x_ref.shape != v_ref.shape or x_ref.ndim != 1:
+        raise ValueError("x_ref and v_ref must be 1-D arrays of equal length")
+    x, v = centreline_v(velocity)
+    v_interp = lagrange4_interp(x_ref, x, v)
+    errors = v_interp - v_ref
+    return {"x": x_ref.copy(), "v_ref": v_ref.copy(), "v_interp": v_interp, "errors": errors,
+            "max_abs_error": float(np.max(np.abs(errors)))}

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from simsplit.run.operations import Operation, RunningSimulation
 from simsplit.version import __version__
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from simsplit.fluid.poiseuille import Channel
 
 
 def case_yaml(case: dict) -> str:
@@ -83,7 +88,8 @@ def _attach_checkpoints(sim: RunningSimulation, directory: Path, out: dict) -> N
     sim.on_finish.insert(0, on_finish)  # before run.json records the stop
 
 
-def _plot_channel(sim: RunningSimulation, velocity: Any, channel: Any, path: Path) -> None:
+def _plot_channel(sim: RunningSimulation, velocity: np.ndarray, channel: Channel,
+                  path: Path) -> None:
     """The velocity profile across a channel against its parabola (``profile.png``)."""
     from simsplit.fluid.poiseuille import measured_profile
     from simsplit.io.plots import plot_channel_profile
@@ -132,17 +138,11 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         if channel is not None:
             _plot_channel(s, u, channel, directory / "profile.png")
             return
-        from simsplit.fluid.reference import ghia_u_centreline
+        from simsplit.fluid.reference import cavity_reference
         from simsplit.io.plots import plot_cavity, plot_cavity_midplane
 
         re = s.case["fluid"].get("reynolds")
-        ref = None
-        wide = setup.dim == 2 or setup.params.periodic_y  # 2D flow: Ghia's table applies
-        if setup.lid and re is not None and not setup.params.periodic_x and wide:
-            try:
-                ref = ghia_u_centreline(int(re)) if float(re).is_integer() else None
-            except ValueError:
-                ref = None
+        ref = cavity_reference(setup, re)
         collision = s.case["fluid"]["collision"].upper()
         cells = "x".join(str(n) for n in setup.shape)
         title = f"{setup.lattice.name} {collision}, {cells}, step {s.steps_done}"

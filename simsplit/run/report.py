@@ -30,7 +30,7 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     if timing is not None and case["run"].get("timing"):  # host timers alone miss graph replays
         lines.append(f"timing       {timing}")
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
-        lines += _ghia_lines(sim)
+        lines += _ghia_lines(sim) if len(case["domain"]["shape"]) == 2 else _cube_lines(sim)
     elif case["physics"] == "fluid":
         lines += _poiseuille_lines(sim)
     if case["output"]["dir"]:
@@ -72,6 +72,20 @@ def _ghia_lines(sim: RunningSimulation) -> list[str]:
     except (TypeError, ValueError):
         return []
     return [f"Ghia 1982    max |u - u_Ghia| on x = 0.5: {cmp['max_abs_error']:.4f} (Re = {re})"]
+
+
+def _cube_lines(sim: RunningSimulation) -> list[str]:
+    """The 3D cavity against Albensoeder & Kuhlmann (2005), when the plot overlays them."""
+    from simsplit.fluid.reference import CUBE_CITATION, cavity_reference, compare_to_cube
+
+    re = sim.case["fluid"].get("reynolds")
+    ref = cavity_reference(sim.solver.setup, re)
+    if ref is None or ref.get("citation") != CUBE_CITATION:  # none, or Ghia's for a 2D flow
+        return []
+    cmp = compare_to_cube(sim.velocity(), re)
+    return [f"A&K 2005     max |u_x - ref| on x = y = 0.5: {cmp['vertical']['max_abs_error']:.4f}, "
+            f"|u_z - ref| on y = z = 0.5: {cmp['horizontal']['max_abs_error']:.4f} "
+            f"(Re = {re})"]
 
 
 def _poiseuille_lines(sim: RunningSimulation) -> list[str]:

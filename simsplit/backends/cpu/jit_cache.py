@@ -9,6 +9,7 @@ this process nor an entry in its cache, the listener is called once, before the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 _listener: Callable[[], None] | None = None
@@ -50,3 +51,52 @@ def will_compile(kernel: Any, args: tuple[Any, ...]) -> bool:
         return key not in cache._cache_file._load_index()
     except Exception:  # noqa: BLE001 - an internal API moved: stay quiet rather than fail
         return False
+
+
+#: the modules that hold the CPU kernels (Numba dispatchers), fluid and MD
+KERNEL_MODULES = ("simsplit.backends.cpu.d2q9", "simsplit.backends.cpu.d3q19",
+                  "simsplit.backends.cpu.md")
+
+
+@dataclass(frozen=True)
+class CacheCounts:
+    """What this process's CPU kernels have done so far, counted per argument-type signature:
+    ``loaded`` from Numba's on-disk cache, ``compiled`` (a cache miss, then written to the
+    cache), and the cache directories they use."""
+
+    loaded: int
+    compiled: int
+    directories: tuple[str, ...]
+
+    def __sub__(self, before: CacheCounts) -> CacheCounts:
+        return CacheCounts(self.loaded - before.loaded, self.compiled - before.compiled,
+                           self.directories)
+
+
+def kernel_dispatchers() -> list[Any]:
+    """Every Numba dispatcher defined in :data:`KERNEL_MODULES` (kernels and their helpers)."""
+    import importlib
+
+    from numba.core.dispatcher import Dispatcher
+
+    found = []
+    for name in KERNEL_MODULES:
+        module = importlib.import_module(name)
+        found += [v for v in vars(module).values()
+                  if isinstance(v, Dispatcher) and v.__module__ == name]
+    return found
+
+
+def cache_counts() -> CacheCounts:
+    """Cache hits and misses of the CPU kernels in this process so far (Numba's own counters),
+    and where the cache lives: ``$NUMBA_CACHE_DIR`` when set, else the package's
+    ``__pycache__`` when writable, else the user's cache (``~/.cache/numba``)."""
+    loaded = compiled = 0
+    directories = set()
+    for kernel in kernel_dispatchers():
+        stats = kernel.stats
+        loaded += sum(stats.cache_hits.values())
+        compiled += sum(stats.cache_misses.values())
+        if stats.cache_path:
+            directories.add(str(stats.cache_path))
+    return CacheCounts(loaded, compiled, tuple(sorted(directories)))

@@ -98,12 +98,13 @@ class Observables:
         """The thermo record of the current state (collective under MPI)."""
         sums = self._device_sums()
         if sums is not None:
-            return thermo_record_from_sums(self.steps_done, self.n_atoms, *sums, self.volume)
+            return thermo_record_from_sums(self.steps_done, self.n_atoms, *sums, self.volume,
+                                           self.tail)
         pe = self._gather([s.pe for s in self.slabs])
         vir = self._gather([s.vir for s in self.slabs])
         mv2 = self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
                             for s in self.slabs])
-        return thermo_record(self.steps_done, pe, vir, mv2, self.volume)
+        return thermo_record(self.steps_done, pe, vir, mv2, self.volume, self.tail)
 
     def _device_sums(self) -> tuple[float, float, float] | None:
         """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process

@@ -71,6 +71,10 @@ MD_SCHEMA: dict[str, Any] = {
                 "shift": {"type": "boolean", "default": False,
                           "description": "Shift the energy to zero at the cutoff (LAMMPS "
                                          "pair_modify shift yes); forces are unchanged."},
+                "tail": {"type": "boolean", "default": False,
+                         "description": "Add the analytic long-range corrections for energy "
+                                        "and pressure (LAMMPS pair_modify tail yes: g(r) = 1 "
+                                        "beyond the cutoff); forces are unchanged."},
             },
         },
         "neighbor": {

@@ -45,6 +45,7 @@ from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
 from simsplit.md.observables import Observables
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
+from simsplit.md.thermo import lj_tail
 from simsplit.md.velocities import maxwell_boltzmann
 
 #: neighbour-search cells per cutoff + skin
@@ -94,6 +95,9 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._eps4, self._eps24, self._sigsq = 4.0 * eps, 24.0 * eps, sig * sig
         sr6 = (sig / self.cutoff) ** 6
         self._eshift = 4.0 * eps * sr6 * (sr6 - 1.0) if pot["shift"] else 0.0
+        #: long-range energy and virial added to thermo (``md.potential.tail``)
+        self.tail = (lj_tail(eps, sig, self.cutoff, self.n_atoms, self.volume)
+                     if pot["tail"] else (0.0, 0.0))
         self.skin = float(md["neighbor"]["skin"])
         self.reach = self.cutoff + self.skin
 

@@ -90,3 +90,14 @@ md_nonfinite(const T* __restrict__ x, const T* __restrict__ v, int n, int* __res
         if (!(a - a == 0.0) || !(b - b == 0.0)) flag[0] = 1;
     }
 }
+
+// v *= alpha on the first n rows (a global velocity rescaling thermostat: alpha comes from the
+// host, the same number for every slab).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_scale_rows(T* __restrict__ v, int n, double alpha)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= 3 * n) return;
+    v[i] = T(double(v[i]) * alpha);
+}

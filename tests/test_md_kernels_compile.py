@@ -446,6 +446,7 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
             "md_arena_bounds": (ints, i32, i32, ints, ints, ints),
             "md_kinetic": (x, i32, f64, arr(f64)),
             "md_nonfinite": (x, x, i32, ints),
+            "md_scale_rows": (x, i32, f64),
             "md_exact_accumulate": (arr(i64), i32, i32, arr(u64), ints),
             "md_exact_merge": (arr(u64), ints, arr(i64)),
             "md_arena_scatter": (ints, i32, ints, ints),

@@ -106,6 +106,14 @@ class Observables:
                             for s in self.slabs])
         return thermo_record(self.steps_done, pe, vir, mv2, self.volume, self.tail)
 
+    def _kinetic_total(self) -> float:
+        """Sum of m v^2 over all atoms, correctly rounded (collective under MPI)."""
+        sums = self._device_sums()
+        if sums is not None:
+            return sums[0]
+        return math.fsum(self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
+                                       for s in self.slabs]))
+
     def _device_sums(self) -> tuple[float, float, float] | None:
         """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process
         (a few hundred integers read per kernel set instead of every atom), or None where
@@ -126,6 +134,8 @@ class Observables:
 
     def _record_thermo(self) -> None:
         rec = self._thermo_now()
+        if self.ensemble == "bussi":  # the thermostat's conserved quantity, per atom
+            rec["econserve"] = rec["etotal"] + self.ecouple / self.n_atoms
         self._thermo.append(rec)
         rate = self._interval_rate(rec["step"])
         if self._thermo_log is not None:  # before it opens, records wait in self._thermo

@@ -90,9 +90,11 @@ MD_SCHEMA: dict[str, Any] = {
             },
         },
         "timestep": {**_POS, "default": 0.005, "description": "Time step (LJ time units)."},
-        "ensemble": {"enum": ["nve", "langevin"], "default": "nve",
+        "ensemble": {"enum": ["nve", "langevin", "bussi"], "default": "nve",
                      "description": "nve: velocity Verlet. langevin: velocity Verlet plus "
-                                    "Langevin drag and noise forces (NVT)."},
+                                    "Langevin drag and noise forces (NVT). bussi: velocity "
+                                    "Verlet plus stochastic velocity rescaling (NVT; LAMMPS "
+                                    "fix temp/csvr)."},
         "langevin": {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Langevin thermostat (used when md.ensemble is langevin).",
@@ -103,6 +105,19 @@ MD_SCHEMA: dict[str, Any] = {
                             "description": "Damping time (friction = mass / damping)."},
                 "seed": {"type": ["integer", "null"], "minimum": 0, "default": None,
                          "description": "Noise seed (null: md.seed)."},
+            },
+        },
+        "bussi": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Stochastic velocity rescaling (Bussi, Donadio and Parrinello "
+                           "2007; used when md.ensemble is bussi).",
+            "properties": {
+                "temperature": {"type": ["number", "null"], "minimum": 0, "default": None,
+                                "description": "Target temperature (null: md.temperature)."},
+                "damping": {**_POS, "default": 0.5,
+                            "description": "Relaxation time of the kinetic energy."},
+                "seed": {"type": ["integer", "null"], "minimum": 0, "default": None,
+                         "description": "Random seed (null: md.seed)."},
             },
         },
         "steps": {"type": ["integer", "null"], "minimum": 0, "default": None,

@@ -39,6 +39,7 @@ import numpy as np
 
 from simsplit.md import slabs as sl
 from simsplit.md.arena import SlabArena
+from simsplit.md.bussi import rescale_factor
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
@@ -46,7 +47,7 @@ from simsplit.md.observables import Observables
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
 from simsplit.md.thermo import lj_tail
-from simsplit.md.velocities import maxwell_boltzmann
+from simsplit.md.velocities import degrees_of_freedom, maxwell_boltzmann
 
 #: neighbour-search cells per cutoff + skin
 CELL_DIVISIONS = 2
@@ -151,6 +152,14 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._drag = self.mass / damp
         self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
         self.thermo_every = int(md["thermo_every"])
+        bussi = md["bussi"]
+        if self.ensemble == "bussi":
+            self.target_temperature = float(
+                md["temperature"] if bussi["temperature"] is None else bussi["temperature"])
+            self.noise_seed = int(md["seed"] if bussi["seed"] is None else bussi["seed"])
+        self._bussi_tau = float(bussi["damping"])
+        #: energy the thermostat took out of the system so far (etotal + ecouple is conserved)
+        self.ecouple = 0.0
 
         self.steps_done = 0
         #: step of the last list build and steps between the last two (batch sizes only)
@@ -257,8 +266,9 @@ class MDSolver(NeighbourRebuilds, Observables):
         if self._outputs_pending:
             self._outputs_pending = False
             self._open_outputs()
+        # a rescaling thermostat needs every step's kinetic energy on the host
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
-                   and self.skin > 0)
+                   and self.skin > 0 and self.ensemble != "bussi")
         end = self.steps_done + int(n)
         try:
             while self.steps_done < end:
@@ -373,12 +383,26 @@ class MDSolver(NeighbourRebuilds, Observables):
         return min(e - self.steps_done % e for e in every)
 
     def _end_step(self, step: int) -> None:
-        """Mark ``step`` done (its second half kick deferred) and observe it if due."""
+        """Mark ``step`` done (its second half kick deferred, or applied and the velocities
+        rescaled under the Bussi thermostat) and observe it if due."""
         self.steps_done = step
         self._kick_pending = True
+        if self.ensemble == "bussi":
+            self._finish_kick()
+            self._rescale_velocities(step)
         if self._observed(step):
             self._finish_kick()
             self._after_step()
+
+    def _rescale_velocities(self, step: int) -> None:
+        """One Bussi rescaling at the end of ``step`` (see :mod:`simsplit.md.bussi`)."""
+        dof = degrees_of_freedom(self.n_atoms)
+        ke = 0.5 * self._kinetic_total()
+        alpha = rescale_factor(ke, 0.5 * dof * self.target_temperature, dof, self.dt,
+                               self._bussi_tau, self.noise_seed, step)
+        for s in self.slabs:
+            s.kernels.scale_rows(s.v, s.n_own, alpha)
+        self.ecouple += ke - alpha * alpha * ke
 
     def _finish_kick(self) -> None:
         """Apply a deferred second half kick (velocities become those of ``steps_done``)."""

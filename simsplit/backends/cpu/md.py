@@ -132,6 +132,14 @@ def final_integrate(v, f, n, dtf) -> None:
 
 
 @njit(cache=True)
+def scale_rows(v, n, alpha) -> None:
+    """``v[:n] *= alpha`` in double, rounded to the storage type (velocity rescaling)."""
+    for i in range(n):
+        for d in range(3):
+            v[i, d] = np.float64(v[i, d]) * alpha
+
+
+@njit(cache=True)
 def _langevin_block(lo, hi, f, v, ids, drag, noise, seed, step):
     for i in range(lo, hi):
         g0, g1, g2 = counter_normals(seed, step, ids[i])

@@ -35,7 +35,8 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 #: the kernels of several slabs in one arena (``kernels/md_arena.cuh``) and of the exact thermo
 #: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
-                       "md_arena_build_neighbors", "md_kinetic", "md_nonfinite")
+                       "md_arena_build_neighbors", "md_kinetic", "md_nonfinite",
+                       "md_scale_rows")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge")
 
@@ -262,6 +263,11 @@ class DeviceMDKernels:
             return None
         return [limbs_total(got[q * SUM_LIMBS: (q + 1) * SUM_LIMBS].tolist())
                 for q in range(SUM_QUANTITIES)]
+
+    def scale_rows(self, v, n: int, alpha: float) -> None:
+        """``v[:n] *= alpha`` (each product rounded to the storage type)."""
+        if n:
+            self._launch("md_scale_rows", v.dtype, 3 * n, v, np.int32(n), np.float64(alpha))
 
     def all_finite(self, x, v, n: int) -> bool:
         """Whether every position and velocity of the first ``n`` rows is finite (one launch,

@@ -658,6 +658,14 @@ def md_nonfinite(x, v, n, flag):
 
 
 @cuda.jit
+def md_scale_rows(v, n, alpha):
+    t = cuda.grid(1)
+    if t >= 3 * n:
+        return
+    v[t // 3, t % 3] = mul(np.float64(v[t // 3, t % 3]), alpha)
+
+
+@cuda.jit
 def _zero_fill(arr):
     i = cuda.grid(1)
     if i < arr.shape[0]:

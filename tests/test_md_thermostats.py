@@ -1,6 +1,7 @@
-"""Thermostats: Bussi stochastic velocity rescaling (``md.ensemble: bussi``).
+"""Thermostats: Bussi stochastic velocity rescaling (``md.ensemble: bussi``) and Nose-Hoover
+chains (``md.ensemble: nose-hoover``).
 
-Against the NIST Standard Reference Simulation Website's Lennard-Jones fluid (rc = 3 sigma
+Each against the NIST Standard Reference Simulation Website's Lennard-Jones fluid (rc = 3 sigma
 with long-range corrections, N = 500, T* = 0.85, rho* = 0.776: U/N = -5.5121, p* = 0.0068),
 with the statistical error measured here by block averages; bitwise the same on every split,
 on the device path (emulated CUDA C) and after a restart.
@@ -19,10 +20,13 @@ from tests.test_md_kernels_compile import emulated, emulated_lib  # noqa: F401
 NIST_U, NIST_P = -5.5121, 0.0068
 
 
-def _nist_case(**kw):
-    return lj_case(cells=(5, 5, 5), density=0.776, temperature=0.85, ensemble="bussi",
-                   bussi={"damping": 0.5}, potential={"cutoff": 3.0, "tail": True},
-                   neighbor={"skin": 0.3}, thermo_every=20, **kw)
+ENSEMBLES = ["bussi", "nose-hoover"]
+
+
+def _nist_case(ensemble: str = "bussi", **kw):
+    return lj_case(cells=(5, 5, 5), density=0.776, temperature=0.85, ensemble=ensemble,
+                   potential={"cutoff": 3.0, "tail": True}, neighbor={"skin": 0.3},
+                   thermo_every=20, **kw)
 
 
 def _blocks(values: np.ndarray, n: int = 10) -> tuple[float, float]:
@@ -32,8 +36,9 @@ def _blocks(values: np.ndarray, n: int = 10) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-def test_bussi_nist_lj_state_point() -> None:
-    s = MDSolver(_nist_case())
+@pytest.mark.parametrize("ensemble", ENSEMBLES)
+def test_nist_lj_state_point(ensemble) -> None:
+    s = MDSolver(_nist_case(ensemble))
     s.step(2000)  # melt the lattice and equilibrate
     first = len(s.thermo())
     s.step(10_000)
@@ -41,8 +46,8 @@ def test_bussi_nist_lj_state_point() -> None:
     u, du = _blocks(np.array([r["pe"] for r in rows]))
     p, dp = _blocks(np.array([r["press"] for r in rows]))
     t, dt = _blocks(np.array([r["temp"] for r in rows]))
-    print(f"\nU/N {u:.4f} +- {du:.4f} (NIST {NIST_U}), p {p:.4f} +- {dp:.4f} (NIST {NIST_P}), "
-          f"T {t:.4f} +- {dt:.4f} (target 0.85)")
+    print(f"\n{ensemble}: U/N {u:.4f} +- {du:.4f} (NIST {NIST_U}), "
+          f"p {p:.4f} +- {dp:.4f} (NIST {NIST_P}), T {t:.4f} +- {dt:.4f} (target 0.85)")
     assert abs(u - NIST_U) < 3 * du + 2e-3
     assert abs(p - NIST_P) < 3 * dp + 2e-3
     assert abs(t - 0.85) < 3 * dt + 2e-3
@@ -50,12 +55,13 @@ def test_bussi_nist_lj_state_point() -> None:
     assert drift < 5e-3  # etotal + the energy the thermostat exchanged
 
 
-def test_bussi_is_split_independent_and_restartable() -> None:
-    one = MDSolver(_nist_case())
+@pytest.mark.parametrize("ensemble", ENSEMBLES)
+def test_split_independent_and_restartable(ensemble) -> None:
+    one = MDSolver(_nist_case(ensemble))
     one.step(300)
-    two = MDSolver(_nist_case(subdomains=2))
+    two = MDSolver(_nist_case(ensemble, subdomains=2))
     two.step(120)
-    fresh = MDSolver(_nist_case(subdomains=1))
+    fresh = MDSolver(_nist_case(ensemble, subdomains=1))
     fresh.load_state(two.state())
     fresh.step(180)
     two.step(180)
@@ -66,11 +72,12 @@ def test_bussi_is_split_independent_and_restartable() -> None:
     assert abs(one.thermo()[-1]["temp"] - 0.85) < 0.2
 
 
-def test_bussi_on_the_device_path(emulated) -> None:  # noqa: F811
+@pytest.mark.parametrize("ensemble", ENSEMBLES)
+def test_on_the_device_path(emulated, ensemble) -> None:  # noqa: F811
     """The emulated CUDA C kernels (two slabs in one arena): exact kinetic energy on the
     device, the same rescaling, the CPU's bits."""
-    cpu = MDSolver(_nist_case())
-    emu = MDSolver(_nist_case(subdomains=2), "emulated")
+    cpu = MDSolver(_nist_case(ensemble))
+    emu = MDSolver(_nist_case(ensemble, subdomains=2), "emulated")
     assert emu.arena is not None
     for s in (cpu, emu):
         s.step(150)

@@ -134,8 +134,8 @@ class Observables:
 
     def _record_thermo(self) -> None:
         rec = self._thermo_now()
-        if self.ensemble == "bussi":  # the thermostat's conserved quantity, per atom
-            rec["econserve"] = rec["etotal"] + self.ecouple / self.n_atoms
+        if self.thermostat is not None:  # the conserved quantity, per atom
+            rec["econserve"] = rec["etotal"] + self.thermostat.energy() / self.n_atoms
         self._thermo.append(rec)
         rate = self._interval_rate(rec["step"])
         if self._thermo_log is not None:  # before it opens, records wait in self._thermo
@@ -329,6 +329,7 @@ class Observables:
             "time": np.array(self.steps_done * self.dt),
             # the Langevin noise is a pure function of (noise_seed, step, atom id)
             "noise_seed": np.array(self.noise_seed, dtype=np.int64),
+            **({} if self.thermostat is None else {"thermostat": self.thermostat.state()}),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -349,6 +350,8 @@ class Observables:
         img = np.asarray(state.get("images", np.zeros((self.n_atoms, 3))))[order]
         if "noise_seed" in state:
             self.noise_seed = int(state["noise_seed"])
+        if self.thermostat is not None and "thermostat" in state:
+            self.thermostat.load(state["thermostat"])
         self.steps_done = int(state["step"])
         self._built_at = self.steps_done  # lists are rebuilt from the state below
         self._resume_step = self.steps_done  # a trajectory file already there continues

@@ -90,11 +90,12 @@ MD_SCHEMA: dict[str, Any] = {
             },
         },
         "timestep": {**_POS, "default": 0.005, "description": "Time step (LJ time units)."},
-        "ensemble": {"enum": ["nve", "langevin", "bussi"], "default": "nve",
+        "ensemble": {"enum": ["nve", "langevin", "bussi", "nose-hoover"], "default": "nve",
                      "description": "nve: velocity Verlet. langevin: velocity Verlet plus "
                                     "Langevin drag and noise forces (NVT). bussi: velocity "
                                     "Verlet plus stochastic velocity rescaling (NVT; LAMMPS "
-                                    "fix temp/csvr)."},
+                                    "fix temp/csvr). nose-hoover: a Nose-Hoover chain (NVT; "
+                                    "LAMMPS fix nvt)."},
         "langevin": {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Langevin thermostat (used when md.ensemble is langevin).",
@@ -118,6 +119,19 @@ MD_SCHEMA: dict[str, Any] = {
                             "description": "Relaxation time of the kinetic energy."},
                 "seed": {"type": ["integer", "null"], "minimum": 0, "default": None,
                          "description": "Random seed (null: md.seed)."},
+            },
+        },
+        "nose_hoover": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Nose-Hoover chain (used when md.ensemble is nose-hoover).",
+            "properties": {
+                "temperature": {"type": ["number", "null"], "minimum": 0, "default": None,
+                                "description": "Target temperature (null: md.temperature)."},
+                "damping": {**_POS, "default": 0.5,
+                            "description": "Period of the thermostat's oscillation (LAMMPS "
+                                           "Tdamp; about 100 time steps is usual)."},
+                "chain": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3,
+                          "description": "Thermostats in the chain (LAMMPS tchain)."},
             },
         },
         "steps": {"type": ["integer", "null"], "minimum": 0, "default": None,

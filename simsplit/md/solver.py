@@ -39,7 +39,6 @@ import numpy as np
 
 from simsplit.md import slabs as sl
 from simsplit.md.arena import SlabArena
-from simsplit.md.bussi import rescale_factor
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
@@ -47,7 +46,8 @@ from simsplit.md.observables import Observables
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
 from simsplit.md.thermo import lj_tail
-from simsplit.md.velocities import degrees_of_freedom, maxwell_boltzmann
+from simsplit.md.thermostats import make_thermostat
+from simsplit.md.velocities import maxwell_boltzmann
 
 #: neighbour-search cells per cutoff + skin
 CELL_DIVISIONS = 2
@@ -152,14 +152,8 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._drag = self.mass / damp
         self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
         self.thermo_every = int(md["thermo_every"])
-        bussi = md["bussi"]
-        if self.ensemble == "bussi":
-            self.target_temperature = float(
-                md["temperature"] if bussi["temperature"] is None else bussi["temperature"])
-            self.noise_seed = int(md["seed"] if bussi["seed"] is None else bussi["seed"])
-        self._bussi_tau = float(bussi["damping"])
-        #: energy the thermostat took out of the system so far (etotal + ecouple is conserved)
-        self.ecouple = 0.0
+        #: Bussi or Nose-Hoover: rescales every velocity around each step (None otherwise)
+        self.thermostat = make_thermostat(md, self.n_atoms)
 
         self.steps_done = 0
         #: step of the last list build and steps between the last two (batch sizes only)
@@ -268,7 +262,7 @@ class MDSolver(NeighbourRebuilds, Observables):
             self._open_outputs()
         # a rescaling thermostat needs every step's kinetic energy on the host
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
-                   and self.skin > 0 and self.ensemble != "bussi")
+                   and self.skin > 0 and self.thermostat is None)
         end = self.steps_done + int(n)
         try:
             while self.steps_done < end:
@@ -294,6 +288,8 @@ class MDSolver(NeighbourRebuilds, Observables):
         limit2, jump2 = self._limits2()
         on_device = self.kernels.is_device
         t0 = time.perf_counter()
+        if self.thermostat is not None:
+            self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
         kick, self._kick_pending = self._kick_pending, False
         for s in self.slabs:
             s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
@@ -387,22 +383,17 @@ class MDSolver(NeighbourRebuilds, Observables):
         rescaled under the Bussi thermostat) and observe it if due."""
         self.steps_done = step
         self._kick_pending = True
-        if self.ensemble == "bussi":
+        if self.thermostat is not None:
             self._finish_kick()
-            self._rescale_velocities(step)
+            self.thermostat.end_step(step, self._kinetic_total, self._scale_velocities)
         if self._observed(step):
             self._finish_kick()
             self._after_step()
 
-    def _rescale_velocities(self, step: int) -> None:
-        """One Bussi rescaling at the end of ``step`` (see :mod:`simsplit.md.bussi`)."""
-        dof = degrees_of_freedom(self.n_atoms)
-        ke = 0.5 * self._kinetic_total()
-        alpha = rescale_factor(ke, 0.5 * dof * self.target_temperature, dof, self.dt,
-                               self._bussi_tau, self.noise_seed, step)
+    def _scale_velocities(self, alpha: float) -> None:
+        """Every velocity times ``alpha`` (a rescaling thermostat's step)."""
         for s in self.slabs:
             s.kernels.scale_rows(s.v, s.n_own, alpha)
-        self.ecouple += ke - alpha * alpha * ke
 
     def _finish_kick(self) -> None:
         """Apply a deferred second half kick (velocities become those of ``steps_done``)."""

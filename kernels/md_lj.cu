@@ -433,6 +433,54 @@ md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int
     vir[i] = 0.5 * w;
 }
 
+// md_lj_forces for several atom types: each pair's rc^2, 4 eps, 24 eps, sigma^2 and energy
+// shift come from row typ[i] * ntypes + typ[j] of `table` (5 doubles a row), the same pair
+// terms in the same order.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_own,
+                   const int* __restrict__ nl, int pitch, const int* __restrict__ cnt,
+                   double bx, double by, double bz, const double* __restrict__ table,
+                   int ntypes, T* __restrict__ f, double* __restrict__ pe,
+                   double* __restrict__ vir, const int* __restrict__ flags, int tick)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_own || halted(flags, tick, true)) return;
+    const double xi = double(x[3LL * i]);
+    const double yi = double(x[3LL * i + 1]);
+    const double zi = double(x[3LL * i + 2]);
+    const int row = typ[i] * ntypes;
+    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
+    const int m = cnt[i];
+    for (int k = 0; k < m; ++k) {
+        const int j = __ldg(nl + (long long)k * pitch + i);
+        const double* p = table + 5LL * (row + __ldg(typ + j));
+        const PairTerms t = lj_pair(xi, yi, zi, x, j, bx, by, bz, __ldg(p), __ldg(p + 1),
+                                    __ldg(p + 2), __ldg(p + 3), __ldg(p + 4));
+        fx += t.fx;
+        fy += t.fy;
+        fz += t.fz;
+        e += t.e;
+        w += t.w;
+    }
+    f[3LL * i] = T(fx);
+    f[3LL * i + 1] = T(fy);
+    f[3LL * i + 2] = T(fz);
+    pe[i] = 0.5 * e;
+    vir[i] = 0.5 * w;
+}
+
+// typ[r] = types_by_id[gid[r]]: the atom type of every local row (after a rebuild moved them).
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_row_types(const long long* __restrict__ gid, int n, const I* __restrict__ types_by_id,
+             I* __restrict__ typ)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    typ[r] = types_by_id[gid[r]];
+}
+
 #ifdef SIMSPLIT_MD_FORCE_LANES
 // Tuning variant (scripts/prof_md_kernels.py; not built otherwise, and the host emulation
 // cannot run it): SIMSPLIT_MD_FORCE_LANES threads per atom evaluate pairs k = base + lane side

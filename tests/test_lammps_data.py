@@ -146,9 +146,6 @@ def _two_type_copy(tmp_path: Path, mass2: float, coeffs: str = "") -> Path:
 @pytest.mark.parametrize(("mass2", "coeffs", "message"), [
     (0.5, "", "several atom types with different masses (type 1: 1, type 2: 0.5) are not "
               "supported yet"),
-    (1.0, "\nPair Coeffs # lj/cut\n\n1 1.0 1.0\n2 0.5 0.88\n",
-     "several atom types with different pair coefficients (epsilon 0.5 sigma 0.88, epsilon 1 "
-     "sigma 1) are not supported yet"),
 ])
 def test_types_that_differ_are_refused_with_exit_2(tmp_path: Path, run_cli, mass2: float,
                                                    coeffs: str, message: str) -> None:
@@ -179,25 +176,21 @@ def test_identical_types_run_like_one_type(tmp_path: Path) -> None:
     assert names == ["1", "2"] and typeid.sum() == len(range(0, two.n_atoms, 3))
 
 
-def test_md_mass_contradicting_the_file_and_mismatched_pair_coeffs(tmp_path: Path) -> None:
+def test_md_mass_contradicting_the_file_and_the_file_pair_coeffs(tmp_path: Path) -> None:
     from simsplit.case.loader import validate_case
     from simsplit.errors import CaseError
 
     with pytest.raises(CaseError, match=r"md.mass: 2 differs from the mass 1 in .*data.onetype"):
         validate_case(_case(DATA / "data.onetype", mass=2))
-    path = _two_type_copy(tmp_path, 1.0, "\nPair Coeffs # lj/cut\n\n1 1.2 1\n2 1.2 1\n")
-    with pytest.raises(CaseError, match="md.potential: epsilon 1 sigma 1 differ from the Pair "
-                                        "Coeffs"):
-        validate_case(_case(path))
-    path = _two_type_copy(tmp_path, 1.0, "\nPairIJ Coeffs\n\n1 1 1 1 2.5\n1 2 1 1\n"
-                                         "2 2 1 1 3.0\n")
-    with pytest.raises(CaseError, match="md.potential.cutoff: 2.5 differs from the cutoffs 2.5, "
-                                        "3 in the Pair Coeffs .* per-pair cutoffs are not "
-                                        "supported yet"):
-        validate_case(_case(path))
-    path = _two_type_copy(tmp_path, 1.0, "\nPairIJ Coeffs\n\n1 1 1 1 2.5\n1 2 1 1\n"
-                                         "2 2 1 1 2.5\n")
-    validate_case(_case(path))  # equal to md.potential: runs
+    # the file's Pair Coeffs win over md.potential; unlike pairs not given are mixed, and a
+    # per-pair cutoff not given is md.potential.cutoff
+    path = _two_type_copy(tmp_path, 1.0, "\nPairIJ Coeffs\n\n1 1 1 1 2.5\n1 2 1.5 0.8\n"
+                                         "2 2 0.5 0.88 3.0\n")
+    validate_case(_case(path))
+    s = MDSolver(_case(path))
+    assert s.typed and s.cutoff == 3.0
+    assert s.pairs.epsilon[0, 1] == 1.5 and s.pairs.cutoff[0, 1] == 2.5
+    assert s.pairs.sigma[1, 1] == 0.88
 
 
 def test_the_file_mass_is_the_run_mass(tmp_path: Path) -> None:

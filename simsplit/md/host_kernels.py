@@ -56,6 +56,15 @@ class HostMDKernels:
         cpu_md.lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
 
     @staticmethod
+    def lj_forces_typed(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
+                        pe, vir, tick: int = 0) -> None:
+        cpu_md.lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+
+    @staticmethod
+    def row_types(gid, n: int, types_by_id, out=None) -> np.ndarray:
+        return np.ascontiguousarray(types_by_id[np.asarray(gid)[:n]], dtype=np.int32)
+
+    @staticmethod
     def langevin_forces(f, v, ids, n: int, drag: float, noise: float, seed: int, step: int,
                         tick: int = 0) -> None:
         cpu_md.langevin_forces(f, v, ids, n, drag, noise, seed, step)

@@ -117,6 +117,7 @@ class NeighbourRebuilds:
             self._stats["capacity_growths"] += grew
             self._stats["migrations"] += moved
             self._stats["rebuilds"] += 1
+            self._update_row_types()
             return
         # On a GPU, migration and ghost selection run on the host (download, NumPy, upload).
         # One slab on a GPU has neither (and row order never matters): its rebuild stays on
@@ -131,6 +132,7 @@ class NeighbourRebuilds:
         for s in self.slabs:
             self._build_list(s)
         self._stats["rebuilds"] += 1
+        self._update_row_types()
 
     def _pull(self) -> None:
         """Bring the arrays migration needs back to the host (device kernel sets only)."""

@@ -30,6 +30,12 @@ MD_SCHEMA: dict[str, Any] = {
                 "cells": {"type": "array", "items": {"type": "integer", "minimum": 1},
                           "minItems": 3, "maxItems": 3,
                           "description": "Unit cells [nx, ny, nz]; 4 atoms per cell."},
+                "fractions": {"type": ["array", "null"], "items": _POS, "minItems": 1,
+                              "default": None,
+                              "description": "Share of each atom type (types named 1, 2, ...; "
+                                             "e.g. [0.8, 0.2] for Kob-Andersen), assigned to "
+                                             "lattice sites by a permutation seeded by md.seed "
+                                             "(null: one type)."},
             },
         },
         "init_file": {
@@ -71,10 +77,37 @@ MD_SCHEMA: dict[str, Any] = {
                 "shift": {"type": "boolean", "default": False,
                           "description": "Shift the energy to zero at the cutoff (LAMMPS "
                                          "pair_modify shift yes); forces are unchanged."},
+                "mixing": {"enum": ["geometric", "arithmetic"], "default": "geometric",
+                           "description": "Coefficients of unlike type pairs not given in "
+                                          "md.pair_coeffs: geometric means (LAMMPS' default "
+                                          "for lj/cut) or arithmetic sigma and cutoff "
+                                          "(Lorentz-Berthelot)."},
                 "tail": {"type": "boolean", "default": False,
                          "description": "Add the analytic long-range corrections for energy "
                                         "and pressure (LAMMPS pair_modify tail yes: g(r) = 1 "
                                         "beyond the cutoff); forces are unchanged."},
+            },
+        },
+        "pair_coeffs": {
+            "type": ["array", "null"], "default": None,
+            "description": "Lennard-Jones coefficients per pair of atom types (LAMMPS "
+                           "pair_coeff), overriding md.potential and a data file's Pair Coeffs; "
+                           "like pairs not given take md.potential, unlike pairs "
+                           "md.potential.mixing.",
+            "items": {
+                "type": "object", "additionalProperties": False,
+                "required": ["types", "epsilon", "sigma"],
+                "properties": {
+                    "types": {"type": "array", "minItems": 2, "maxItems": 2,
+                              "items": {"type": ["string", "integer"]},
+                              "description": "The two type names (LAMMPS type numbers or "
+                                             "labels)."},
+                    "epsilon": {"type": "number", "minimum": 0},
+                    "sigma": _POS,
+                    "cutoff": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                               "default": None,
+                               "description": "null: md.potential.cutoff."},
+                },
             },
         },
         "neighbor": {

@@ -97,6 +97,8 @@ class SlabState:
     ids_stale: bool = False
     #: the kernel set (device) this slab runs on
     kernels: Any = None
+    #: atom type of each local row (several types only; set after every rebuild)
+    typ: Any = None
 
     @property
     def n_local(self) -> int:

@@ -43,9 +43,10 @@ from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
 from simsplit.md.observables import Observables
+from simsplit.md.pair_table import build_pair_table
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
-from simsplit.md.thermo import lj_tail
+from simsplit.md.systems import atom_types, file_pair_coeffs
 from simsplit.md.thermostats import make_thermostat
 from simsplit.md.velocities import maxwell_boltzmann
 
@@ -91,14 +92,17 @@ class MDSolver(NeighbourRebuilds, Observables):
         self.volume = float(np.prod(self.box))
 
         pot = md["potential"]
-        self.cutoff = float(pot["cutoff"])
-        eps, sig = float(pot["epsilon"]), float(pot["sigma"])
-        self._eps4, self._eps24, self._sigsq = 4.0 * eps, 24.0 * eps, sig * sig
-        sr6 = (sig / self.cutoff) ** 6
-        self._eshift = 4.0 * eps * sr6 * (sr6 - 1.0) if pot["shift"] else 0.0
+        #: type (0-based) of each atom in id order, and the coefficients of each type pair
+        self.atom_type, names = atom_types(md, self.n_atoms)
+        self.pairs = build_pair_table(md, names, file_pair_coeffs(md))
+        self._pair_rows = self.pairs.kernel_table(bool(pot["shift"]))
+        #: several types whose pairs differ: the typed force kernel (else the one-pair one)
+        self.typed = bool(np.any(self._pair_rows != self._pair_rows[0]))
+        self.cutoff = self.pairs.max_cutoff
+        _, self._eps4, self._eps24, self._sigsq, self._eshift = self._pair_rows[0]
         #: long-range energy and virial added to thermo (``md.potential.tail``)
-        self.tail = (lj_tail(eps, sig, self.cutoff, self.n_atoms, self.volume)
-                     if pot["tail"] else (0.0, 0.0))
+        counts = np.bincount(self.atom_type, minlength=self.pairs.ntypes)
+        self.tail = self.pairs.tail(counts, self.volume) if pot["tail"] else (0.0, 0.0)
         self.skin = float(md["neighbor"]["skin"])
         self.reach = self.cutoff + self.skin
 
@@ -239,12 +243,33 @@ class MDSolver(NeighbourRebuilds, Observables):
         """Forces of ``step``; ``tick`` > 0: batch step ``tick`` (see :meth:`_step_batch`)."""
         rcsq = self.cutoff * self.cutoff
         for s in self.slabs:
+            if self.typed:
+                table = self._on_kernels(s.kernels, "pair_rows", self._pair_rows)
+                s.kernels.lj_forces_typed(s.x, s.typ, s.n_own, s.nl, s.cnt, self.box, table,
+                                          self.pairs.ntypes, s.f, s.pe, s.vir, tick)
+                continue
             s.kernels.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4,
                                 self._eps24, self._sigsq, self._eshift, s.f, s.pe, s.vir, tick)
         if self.ensemble == "langevin":
             for s in self.slabs:
                 s.kernels.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
                                           self.noise_seed, step, tick)
+
+    def _on_kernels(self, kernels: Any, name: str, host: np.ndarray) -> Any:
+        """``host`` copied once to the device of ``kernels`` (cached per kernel set)."""
+        cache = self.__dict__.setdefault("_device_copies", {})
+        key = (id(kernels), name)
+        if key not in cache:
+            cache[key] = kernels.to_device(np.ascontiguousarray(host))
+        return cache[key]
+
+    def _update_row_types(self) -> None:
+        """Each local row's atom type, from its global id (after every rebuild)."""
+        if not self.typed:
+            return
+        for s in self.slabs:
+            types = self._on_kernels(s.kernels, "types", self.atom_type)
+            s.typ = s.kernels.row_types(s.gid, s.n_local, types, s.typ)
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` time steps.

@@ -3,9 +3,9 @@ last frame of a GSD or H5MD trajectory (read once and cached), its type ids and 
 trajectory files, the mass it implies, and the check that refuses what the force kernels cannot
 run yet.
 
-Until pair coefficients per type pair reach the force kernels, every atom interacts through the
-one ``md.potential`` and has the one mass ``md.mass``: a file with several types runs only when
-its types are physically identical (equal masses; equal pair coefficients, or none given).
+Pair coefficients per type pair come from :mod:`simsplit.md.pair_table`. Every atom has the one
+mass ``md.mass`` until per-type masses reach the integrator: a file whose types differ in mass
+is refused.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from simsplit.io.atoms import AtomSystem
 from simsplit.io.lammps_data import is_lammps_data, read_lammps_data
 
 #: what the refusal of a multi-type file says is missing
-NOT_YET = ("several atom types with different {what} are not supported yet (per-type pair "
-           "tables and masses are a later step); one type, or types with equal masses and pair "
-           "coefficients, run")
+NOT_YET = ("several atom types with different {what} are not supported yet (per-type masses "
+           "are a later step); types with equal masses run, with any pair coefficients")
 
 
 def typed_file(path: str | Path | None) -> str | None:
@@ -96,7 +95,33 @@ def atom_types(md: dict[str, Any], n_atoms: int) -> tuple[np.ndarray, list[str]]
     if typed_file(path) is not None:
         system = read_system(path)
         return system.typeid.astype(np.int32), list(system.type_names)
+    fractions = (md.get("lattice") or {}).get("fractions")
+    if fractions:
+        return lattice_types(fractions, n_atoms, int(md.get("seed", 0))), [
+            str(t + 1) for t in range(len(fractions))]
     return np.zeros(n_atoms, np.int32), ["1"]
+
+
+def lattice_types(fractions: list[float], n_atoms: int, seed: int) -> np.ndarray:
+    """Types of lattice sites in the given shares (rounded; the last type takes the rest), on
+    sites picked by a permutation seeded by ``seed``."""
+    share = np.asarray(fractions, dtype=np.float64)
+    counts = np.rint(share / share.sum() * n_atoms).astype(np.int64)
+    counts[-1] = n_atoms - counts[:-1].sum()
+    order = np.random.default_rng(seed).permutation(n_atoms)
+    out = np.empty(n_atoms, np.int32)
+    start = 0
+    for t, c in enumerate(counts):
+        out[order[start: start + c]] = t
+        start += c
+    return out
+
+
+def file_pair_coeffs(md: dict[str, Any]) -> np.ndarray | None:
+    """A typed ``md.init_file``'s Pair Coeffs (epsilon, sigma, cutoff per pair; NaN where not
+    given), or None."""
+    path = md.get("init_file")
+    return None if typed_file(path) is None else read_system(path).pair_coeffs
 
 
 def file_mass(md: dict[str, Any]) -> float | None:
@@ -138,33 +163,6 @@ def check_typed_file(md: dict[str, Any]) -> None:
     if masses is not None and md.get("mass") is not None and float(md["mass"]) != masses[0]:
         raise ValueError(f"md.mass: {md['mass']!r} differs from the mass {masses[0]:g} in "
                          f"{path}; leave md.mass out (null) to take the file's")
-    _check_pair_coeffs(md, s, path)
-
-
-def _check_pair_coeffs(md: dict[str, Any], s: AtomSystem, path: str) -> None:
-    if s.pair_coeffs is None:
-        return
-    given = s.pair_coeffs[~np.isnan(s.pair_coeffs[..., 0])]
-    if given.size == 0:
-        return
-    lj = given[:, :2]
-    if np.unique(lj, axis=0).shape[0] > 1:
-        pairs = ", ".join(f"epsilon {e:g} sigma {g:g}" for e, g in np.unique(lj, axis=0))
-        raise ValueError(f"md.init_file: {path}: "
-                         + NOT_YET.format(what=f"pair coefficients ({pairs})"))
-    pot = md.get("potential", {})
-    eps, sig = float(pot.get("epsilon", 1.0)), float(pot.get("sigma", 1.0))
-    if (lj[0, 0], lj[0, 1]) != (eps, sig):
-        raise ValueError(f"md.potential: epsilon {eps:g} sigma {sig:g} differ from the Pair "
-                         f"Coeffs in {path} (epsilon {lj[0, 0]:g} sigma {lj[0, 1]:g}); "
-                         "make them agree")
-    cutoffs = np.unique(given[~np.isnan(given[:, 2]), 2])
-    cut = float(pot.get("cutoff", 2.5))
-    if cutoffs.size and (cutoffs.size > 1 or cutoffs[0] != cut):
-        raise ValueError(f"md.potential.cutoff: {cut:g} differs from the cutoff"
-                         f"{'s' if cutoffs.size > 1 else ''} "
-                         f"{', '.join(f'{c:g}' for c in cutoffs)} in the Pair Coeffs of {path}; "
-                         "per-pair cutoffs are not supported yet: make them agree")
 
 
 def typed_file_box(md: dict[str, Any]) -> np.ndarray | None:

@@ -27,21 +27,6 @@ _SHOWN = ("temp", "pe", "etotal", "press")
 _WIDTH = 14
 
 
-def lj_tail(epsilon: float, sigma: float, cutoff: float, n: int, volume: float
-            ) -> tuple[float, float]:
-    """Analytic long-range corrections of a truncated 12-6 Lennard-Jones fluid of ``n`` atoms
-    (LAMMPS ``pair_modify tail yes``: g(r) = 1 beyond the cutoff): the total energy
-    ``8 pi N rho eps sigma^6 (sigma^6 - 3 rc^6) / (9 rc^9)`` and the virial ``W`` that adds
-    ``16 pi rho^2 eps sigma^6 (2 sigma^6 - 3 rc^6) / (9 rc^9)`` to the pressure."""
-    s6, rc3 = sigma ** 6, cutoff ** 3
-    rc9 = rc3 * rc3 * rc3
-    pairs = float(n) * float(n)
-    energy = 8.0 * math.pi * pairs * epsilon * s6 * (s6 - 3.0 * rc3 * rc3) / (9.0 * rc9)
-    ptail = 16.0 * math.pi * pairs * epsilon * s6 * (2.0 * s6 - 3.0 * rc3 * rc3) / (9.0 * rc9)
-    # LAMMPS adds ptail / V to each diagonal virial component; P = (dof T + W) / (3 V)
-    return energy / volume, 3.0 * ptail / volume
-
-
 def thermo_record(step: int, pe_atom: np.ndarray, vir_atom: np.ndarray, mv2_atom: np.ndarray,
                   volume: float, tail: tuple[float, float] = (0.0, 0.0)) -> dict[str, Any]:
     """One thermo line from per-atom energy, virial (``r.f / 2`` per pair) and ``m v^2``.
@@ -58,7 +43,7 @@ def thermo_record_from_sums(step: int, n: int, two_ke: float, pe: float, w: floa
                             ) -> dict[str, Any]:
     """:func:`thermo_record` from the correctly rounded totals of ``m v^2``, energy and virial
     over all ``n`` atoms (summed on a device, or by fsum: the same numbers); ``tail``: the
-    long-range energy and virial to add (:func:`lj_tail`)."""
+    long-range energy and virial to add (:meth:`simsplit.md.pair_table.PairTable.tail`)."""
     pe, w = pe + tail[0], w + tail[1]
     dof = degrees_of_freedom(n)
     temp = two_ke / dof

@@ -422,6 +422,61 @@ def lj_forces_serial(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f
         _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
 
 
+@njit(cache=True)
+def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
+    """:func:`_lj_row` with the pair's coefficients from ``table[typ[i] * ntypes + typ[j]]``
+    (rc^2, 4 eps, 24 eps, sigma^2, energy shift)."""
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    row = typ[i] * ntypes
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    e = 0.0
+    w = 0.0
+    for k in range(cnt[i]):
+        j = nl[i, k]
+        p = row + typ[j]
+        dx = _min_image(xi - x[j, 0], box[0])
+        dy = _min_image(yi - x[j, 1], box[1])
+        dz = _min_image(zi - x[j, 2], box[2])
+        rsq = dx * dx + dy * dy + dz * dz
+        inside = rsq < table[p, 0]
+        r2inv = 1.0 / rsq
+        sr2 = table[p, 3] * r2inv
+        sr6 = sr2 * sr2 * sr2
+        fpair = table[p, 2] * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+        fx += dx * fpair
+        fy += dy * fpair
+        fz += dz * fpair
+        e += table[p, 1] * sr6 * (sr6 - 1.0) - table[p, 4] if inside else 0.0
+        w += rsq * fpair
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = 0.5 * e
+    vir[i] = 0.5 * w
+
+
+@njit(parallel=True, cache=True)
+def _lj_typed_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
+    for i in prange(n_own):
+        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
+
+
+@njit(cache=True)
+def _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
+    for i in range(n_own):
+        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
+
+
+def lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:
+    """:func:`lj_forces` for several atom types (``typ`` per row, ``table`` per type pair)."""
+    fn = _lj_typed_parallel if n_own >= PARALLEL_MIN_ATOMS else _lj_typed_serial
+    fn(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+
+
 def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
                     offx, offy, offz, cutsq, nl, cnt) -> int:
     """Full Verlet lists of the owned atoms in canonical order; returns the largest row count.

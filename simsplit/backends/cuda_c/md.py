@@ -36,9 +36,9 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 #: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_arena_build_neighbors", "md_kinetic", "md_nonfinite",
-                       "md_scale_rows")
+                       "md_scale_rows", "md_lj_forces_typed")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
-                       "md_exact_merge")
+                       "md_exact_merge", "md_row_types")
 
 
 @functools.cache
@@ -228,6 +228,24 @@ class DeviceMDKernels:
             self._launch("md_lj_forces", x.dtype, n_own,
                          *self.force_args(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq,
                                           eshift, f, pe, vir, tick))
+
+    def lj_forces_typed(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
+                        ntypes: int, f, pe, vir, tick: int = 0) -> None:
+        """:meth:`lj_forces` with per-type-pair coefficients (``table``: a device copy of
+        :meth:`simsplit.md.pair_table.PairTable.kernel_table`, ``typ`` the rows' types)."""
+        if n_own:
+            self._launch("md_lj_forces_typed", x.dtype, n_own, x, typ, np.int32(n_own), nl,
+                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
+                         pe, vir, self._flags, np.int32(tick))
+
+    def row_types(self, gid, n: int, types_by_id, out=None):
+        """The atom type of each of the first ``n`` rows, from their global ids (into ``out``
+        when it is large enough)."""
+        if out is None or out.shape[0] < n:
+            out = self.zeros((max(n + n // 8, 1),), np.int32)
+        if n:
+            self._launch("md_row_types", None, n, gid, np.int32(n), types_by_id, out)
+        return out
 
     def force_args(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                    eps24: float, sigsq: float, eshift: float, f, pe, vir,

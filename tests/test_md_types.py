@@ -1,0 +1,100 @@
+"""Several atom types: pair coefficients per type pair (``md.pair_coeffs``), mixing rules,
+types on lattice sites (``md.lattice.fractions``), tail corrections of a mixture.
+
+Against LAMMPS (22 Jul 2025) on the same two-type data file with Kob-Andersen coefficients
+(tests/data/lammps/in.nve_binary_equal_mass*: equal masses, which is what the integrator takes
+so far), and bitwise the same on every split and on the emulated CUDA C device path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simsplit.md import MDSolver
+from simsplit.md.pair_table import build_pair_table
+from simsplit.md.reference import lj_case
+from tests.test_md_kernels_compile import emulated, emulated_lib  # noqa: F401
+from tests.test_md_lammps_reference import DATA, lammps_thermo
+
+KOB_ANDERSEN = [
+    {"types": [1, 1], "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5},
+    {"types": [1, 2], "epsilon": 1.5, "sigma": 0.8, "cutoff": 2.0},
+    {"types": [2, 2], "epsilon": 0.5, "sigma": 0.88, "cutoff": 2.2},
+]
+
+
+@pytest.mark.parametrize("tail", [False, True])
+@pytest.mark.parametrize("subdomains", [1, 2])
+def test_kob_andersen_data_file_matches_lammps(subdomains: int, tail: bool) -> None:
+    log = "log.nve_binary_equal_mass" + ("_tail" if tail else "")
+    ref = lammps_thermo(DATA / log)
+    case = {"physics": "md",
+            "md": {"init_file": str(DATA / "data.binary_equal_mass"), "timestep": 0.005,
+                   "potential": {"shift": not tail, "tail": tail},
+                   "pair_coeffs": KOB_ANDERSEN, "neighbor": {"skin": 0.3},
+                   "thermo_every": 50},
+            "decomposition": {"subdomains": subdomains},
+            "run": {"backend": "cpu", "steps": 200}, "output": {"dir": None}}
+    s = MDSolver(case)
+    assert s.typed and s.cutoff == 2.5
+    s.step(200)
+    ours = {r["step"]: r for r in s.thermo()}
+    for row in ref:
+        tol = 1e-9 if row["step"] == 0 else 1e-6
+        for key in ("pe", "press", "temp", "etotal"):
+            rel = abs(ours[row["step"]][key] - row[key]) / abs(row[key])
+            print(f"{row['step']:>5} {key:>6} LAMMPS {row[key]:.16g} simsplit "
+                  f"{ours[row['step']][key]:.16g} rel {rel:.1e}")
+            assert rel < tol, (row["step"], key)
+
+
+def _ka_case(subdomains: int = 1):
+    case = lj_case(cells=(5, 5, 9), density=1.2, temperature=1.0, subdomains=subdomains,
+                   pair_coeffs=KOB_ANDERSEN, potential={"shift": True, "cutoff": 2.5})
+    case["md"]["lattice"]["fractions"] = [0.8, 0.2]
+    return case
+
+
+def test_kob_andersen_lattice_split_and_device_bitwise(emulated) -> None:  # noqa: F811
+    """80:20 on fcc sites: 1, 3 slabs on the CPU and 2, 3 slabs in one emulated GPU arena all
+    give the one-slab bits."""
+    one = MDSolver(_ka_case())
+    counts = np.bincount(one.atom_type)
+    assert counts.tolist() == [720, 180] and one.typed
+    one.step(150)
+    for backend, n in (("cpu", 3), ("emulated", 2), ("emulated", 3)):
+        s = MDSolver(_ka_case(n), backend)
+        s.step(150)
+        assert np.array_equal(s.positions(), one.positions()), (backend, n)
+        assert np.array_equal(s.forces(), one.forces()), (backend, n)
+        assert s.thermo() == one.thermo(), (backend, n)
+
+
+def test_mixing_rules() -> None:
+    md = {"potential": {"epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5, "mixing": "geometric"},
+          "pair_coeffs": [{"types": ["2", "2"], "epsilon": 0.25, "sigma": 2.0,
+                           "cutoff": 4.0}]}
+    geo = build_pair_table(md, ["1", "2"])
+    assert geo.epsilon[0, 1] == 0.5 and geo.sigma[0, 1] == 2 ** 0.5
+    assert geo.cutoff[1, 0] == 10 ** 0.5 and geo.max_cutoff == 4.0
+    md["potential"]["mixing"] = "arithmetic"
+    ari = build_pair_table(md, ["1", "2"])
+    assert ari.epsilon[0, 1] == 0.5 and ari.sigma[0, 1] == 1.5 and ari.cutoff[0, 1] == 3.25
+    md["pair_coeffs"].append({"types": [1, 3], "epsilon": 1.0, "sigma": 1.0})
+    with pytest.raises(ValueError, match=r"md.pair_coeffs\[1\].types: no atom type '3'; the "
+                                         r"types are 1, 2"):
+        build_pair_table(md, ["1", "2"])
+
+
+def test_identical_types_take_the_one_pair_kernel() -> None:
+    """Two types with the same coefficients (mixed or given) run the untyped kernel, with the
+    bits of one type."""
+    a = lj_case(cells=(4, 4, 4))
+    b = lj_case(cells=(4, 4, 4), pair_coeffs=[{"types": [1, 2], "epsilon": 1.0, "sigma": 1.0}])
+    b["md"]["lattice"]["fractions"] = [0.5, 0.5]
+    sa, sb = MDSolver(a), MDSolver(b)
+    assert not sb.typed and sorted(set(sb.atom_type.tolist())) == [0, 1]
+    for s in (sa, sb):
+        s.step(50)
+    assert np.array_equal(sa.positions(), sb.positions())

@@ -151,3 +151,31 @@ def test_arena_hot_melt_four_slabs_bitwise(backend) -> None:
                                                        "batches")})
         assert st["migrations"] > 100 and st["batches"] < 600
         _same(s, cpu)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kob_andersen_types_bitwise_cpu_and_split(backend) -> None:
+    """Two atom types with per-pair coefficients (the typed force kernel) on 1 and 3 slabs
+    equal the CPU's one-slab run bit for bit."""
+    from simsplit.md import MDSolver
+    from simsplit.md.reference import lj_case
+
+    def case(n: int) -> dict:
+        c = lj_case(cells=(8, 8, 12), density=1.2, temperature=1.0, subdomains=n,
+                    potential={"shift": True, "cutoff": 2.5},
+                    pair_coeffs=[{"types": [1, 1], "epsilon": 1.0, "sigma": 1.0},
+                                 {"types": [1, 2], "epsilon": 1.5, "sigma": 0.8,
+                                  "cutoff": 2.0},
+                                 {"types": [2, 2], "epsilon": 0.5, "sigma": 0.88,
+                                  "cutoff": 2.2}])
+        c["md"]["lattice"]["fractions"] = [0.8, 0.2]
+        c["run"]["backend"] = backend
+        return c
+
+    cpu = MDSolver(case(1))
+    cpu.step(400)
+    for n in (1, 3):
+        s = MDSolver(case(n), backend)
+        assert s.typed
+        s.step(400)
+        _same(s, cpu)

@@ -98,3 +98,19 @@ def test_identical_types_take_the_one_pair_kernel() -> None:
     for s in (sa, sb):
         s.step(50)
     assert np.array_equal(sa.positions(), sb.positions())
+
+
+def test_wca_is_lj_cut_at_the_minimum_shifted() -> None:
+    """The wca style equals lj/cut with cutoff 2^(1/6) sigma and the energy shift, bit for bit,
+    and is purely repulsive (every atom's energy >= 0, pressure above the ideal gas's)."""
+    rc = 2.0 ** (1.0 / 6.0)
+    wca = MDSolver(lj_case(cells=(5, 5, 5), potential={"style": "wca", "cutoff": 2.5}))
+    cut = MDSolver(lj_case(cells=(5, 5, 5), potential={"cutoff": rc, "shift": True}))
+    assert wca.cutoff == rc
+    for s in (wca, cut):
+        s.step(100)
+    assert np.array_equal(wca.positions(), cut.positions())
+    assert wca.thermo() == cut.thermo()
+    assert wca.per_atom_energy().min() >= 0.0
+    rec = wca.thermo()[-1]
+    assert rec["press"] > 0.8442 * rec["temp"]

@@ -6,7 +6,8 @@ PairIJ Coeffs of a LAMMPS data file; ``md.pair_coeffs`` entries of the case. An 
 (i, j) given nowhere is mixed from (i, i) and (j, j) like LAMMPS ``pair_modify mix``:
 geometric (epsilon, sigma and cutoff as geometric means; LAMMPS' default for lj/cut) or
 arithmetic (Lorentz-Berthelot: sigma and cutoff as arithmetic means). Kob-Andersen's cross pair
-is no mixing rule: give it in ``md.pair_coeffs``.
+is no mixing rule: give it in ``md.pair_coeffs``. The ``wca`` style puts every pair's cutoff at
+its minimum, 2^(1/6) sigma (the solver shifts the energy there).
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ def build_pair_table(md: dict[str, Any], names: list[str],
             else:
                 sig[i, j] = math.sqrt(sig[i, i] * sig[j, j])
                 cut[i, j] = math.sqrt(cut[i, i] * cut[j, j])
+    if pot.get("style") == "wca":  # the repulsive part alone: the minimum of every pair
+        cut = 2.0 ** (1.0 / 6.0) * sig
     if np.any(sig > cut):
         i, j = np.argwhere(sig > cut)[0]
         raise ValueError(f"md.pair_coeffs: the cutoff {cut[i, j]:g} of types "

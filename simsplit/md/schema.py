@@ -67,8 +67,12 @@ MD_SCHEMA: dict[str, Any] = {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Pair potential.",
             "properties": {
-                "style": {"enum": ["lj/cut"], "default": "lj/cut",
-                          "description": "Truncated 12-6 Lennard-Jones."},
+                "style": {"enum": ["lj/cut", "wca"], "default": "lj/cut",
+                          "description": "lj/cut: truncated 12-6 Lennard-Jones. wca: the "
+                                         "purely repulsive Weeks-Chandler-Andersen potential, "
+                                         "lj/cut with every pair's cutoff at 2^(1/6) sigma and "
+                                         "the energy shifted to zero there (cutoff and shift "
+                                         "are set by the style)."},
                 "epsilon": {**_POS, "default": 1.0, "description": "Well depth."},
                 "sigma": {**_POS, "default": 1.0, "description": "Zero-crossing distance."},
                 "cutoff": {**_POS, "default": 2.5,

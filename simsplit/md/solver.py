@@ -95,7 +95,7 @@ class MDSolver(NeighbourRebuilds, Observables):
         #: type (0-based) of each atom in id order, and the coefficients of each type pair
         self.atom_type, names = atom_types(md, self.n_atoms)
         self.pairs = build_pair_table(md, names, file_pair_coeffs(md))
-        self._pair_rows = self.pairs.kernel_table(bool(pot["shift"]))
+        self._pair_rows = self.pairs.kernel_table(bool(pot["shift"]) or pot["style"] == "wca")
         #: several types whose pairs differ: the typed force kernel (else the one-pair one)
         self.typed = bool(np.any(self._pair_rows != self._pair_rows[0]))
         self.cutoff = self.pairs.max_cutoff

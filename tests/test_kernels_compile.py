@@ -304,14 +304,17 @@ _EMULATION_LAUNCHERS = _EMULATION_LAUNCH + """
 template <typename T>
 static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx, int ny,
                     long long pitch, long long plane, int j0, int j1, double op, double om,
-                    double lid, double fx, double fy, int per, int store, unsigned gy) {
+                    double lid, double fx, double fy, int per, int store, unsigned gy,
+                    const T* in, double in_scale, double rho_w) {
     const unsigned gx = (nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     launch(gx, gy, gz, [&] {
         if (store) d2q9_stream_collide<T, true>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0,
-                                                j1, T(op), T(om), T(lid), T(fx), T(fy), per);
+                                                j1, T(op), T(om), T(lid), T(fx), T(fy), per,
+                                                in, T(in_scale), T(rho_w));
         else d2q9_stream_collide<T, false>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1,
-                                           T(op), T(om), T(lid), T(fx), T(fy), per);
+                                           T(op), T(om), T(lid), T(fx), T(fy), per, in,
+                                           T(in_scale), T(rho_w));
     });
 }
 template <typename T>
@@ -324,9 +327,10 @@ static void halo(const T* src, T* dst, int pack, long long plane, long long pitc
 }
 #define COLLIDE(T, NAME) extern "C" void NAME(const T* fs, T* fd, const flag* fl, T* r, T* u, \\
     T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, double op, \\
-    double om, double lid, double fx, double fy, int per, int store, unsigned gy) { \\
+    double om, double lid, double fx, double fy, int per, int store, unsigned gy, \\
+    const T* in, double in_scale, double rho_w) { \\
     collide<T>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, op, om, lid, fx, fy, per, \\
-               store, gy); }
+               store, gy, in, in_scale, rho_w); }
 #define HALO(T, NAME) extern "C" void NAME(const T* s, T* d, int pack, long long plane, \\
     long long pitch, int row, int w, int set) { halo<T>(s, d, pack, plane, pitch, row, w, set); }
 COLLIDE(float, collide_float) COLLIDE(double, collide_double)
@@ -374,7 +378,8 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y):
+def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
+                      inlet=None):
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -383,10 +388,12 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
     ny, nx = flags.shape[0] - 2, flags.shape[1] - 2
     c_int, c_dbl, c_ll = ctypes.c_int, ctypes.c_double, ctypes.c_longlong
     pitch, plane = field_strides(f_src, flags, f_dst)
+    inlet = np.zeros(ny + 2, dtype) if inlet is None else np.ascontiguousarray(inlet, dtype)
     fn(*(_data(a) for a in (f_src, f_dst, flags)), *(_ptr(a) for a in macro), c_int(nx),
        c_int(ny), c_ll(int(pitch)), c_ll(int(plane)), c_int(rows[0]), c_int(rows[1]),
        c_dbl(p.omega_plus), c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x),
-       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)), ctypes.c_uint(grid_y))
+       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)), ctypes.c_uint(grid_y),
+       _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -422,6 +429,53 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded
     np.testing.assert_array_equal(emu_dst[interior], block.f_dst[interior])
     for got, want in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
+@pytest.mark.parametrize("padded", [False, True])
+def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, padded) -> None:
+    """Velocity inlet, pressure outlet and a body's cells (issue #21): the CUDA C kernel's
+    inlet, anti-bounce-back and wall branches reproduce the CPU kernel bit for bit, a ramped
+    inflow and an outlet density off 1 included; one slab of three (halo ghost rows painted)."""
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.fluid.block import D2Q9Block, Face
+    from simsplit.fluid.geometry.grid import GridGeometry
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    nx, ny = 40, 7
+    solid = np.zeros((21, nx), dtype=bool)
+    y, x = np.mgrid[0:21, 0:nx] + 0.5
+    solid |= (x - 14.0) ** 2 + (y - 8.5) ** 2 <= 9.0  # crosses rows 7 and 13: both ghost rows
+    sign = 1.0 if faces[0] == "inlet" else -1.0
+    inflow = sign * 0.08 * np.linspace(0.2, 1.0, 21)
+    geometry = GridGeometry(solid, faces, inflow, False)
+    om_p = 1.0 / 0.7
+    params = D2Q9Params(om_p, 1.0 / 1.1, 0.0, 2e-5, -1e-5, False, inlet_scale=0.37,
+                        outlet_density=1.013)
+    block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry)
+    assert (block.flags[:, 0] == (8 if faces[0] == "inlet" else 16)).all()
+    assert (block.flags[[0, -1]] & 1).any()  # the body reaches into both ghost rows
+    rng = np.random.default_rng(5)
+    w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
+    full = w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))
+    block.f_src[...] = full.astype(dtype)
+    f_src = block.f_src.copy()
+    emu_dst = np.zeros_like(f_src)
+    flags = block.flags
+    if padded:
+        f_src, emu_dst, flags = (_padded_copy(a) for a in (f_src, emu_dst, flags))
+    emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
+    _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1), params,
+                      True, 3, inlet=block.inlet)
+    block.stream_collide(store_macro=True)
+    interior = (slice(None), slice(1, -1), slice(1, -1))
+    fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
+    got, want = emu_dst[interior], block.f_dst[interior]
+    np.testing.assert_array_equal(got[:, fluid], want[:, fluid])
+    assert np.isfinite(want[:, fluid]).all()
+    for got_m, want_m in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
+        np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

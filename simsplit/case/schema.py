@@ -135,6 +135,10 @@ OUTPUT_SCHEMA = {
                            "always write one."},
         "keep_checkpoints": {"type": "integer", "minimum": 1, "default": 3,
                              "description": "How many of the newest checkpoints to keep."},
+        "forces_every": {"type": "integer", "minimum": 1, "default": 50,
+                         "description": "Steps between force measurements on domain.bodies "
+                                        "(and at the end): forces.h5, forces.png, the summary "
+                                        "and run.json."},
     },
 }
 

@@ -33,10 +33,11 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
     if bounds["lid"] and bounds.get(axis, "wall") == "periodic":
         raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
-    if has_re and not bounds["lid"]:
-        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true); "
-                        "give fluid.viscosity instead")
-    if has_re and fluid["lid_velocity"] <= 0:
+    inflow = "inlet" in (bounds.get("x_low"), bounds.get("x_high"))
+    if has_re and not bounds["lid"] and not inflow:
+        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "
+                        "inlet; give fluid.viscosity instead")
+    if has_re and bounds["lid"] and fluid["lid_velocity"] <= 0:
         raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: "
                         "must be > 0 to define a Reynolds number")
     if fluid["lid_velocity"] > MAX_LID_VELOCITY:

@@ -147,6 +147,9 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         plot(u, directory / "velocity.png", re, ref, title=title)
 
     def close(s: RunningSimulation) -> None:
+        forces = getattr(s, "body_forces", None)
+        if forces is not None and s.context.rank == 0:
+            forces.write(directory, out["plots"])
         if state["writer"] is not None:
             state["writer"].close()
             state["writer"] = None

@@ -29,12 +29,29 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     timing = summary.extra.get("timing")
     if timing is not None and case["run"].get("timing"):  # host timers alone miss graph replays
         lines.append(f"timing       {timing}")
+    lines += body_lines(summary.extra.get("bodies"))
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
         lines += _ghia_lines(sim)
     elif case["physics"] == "fluid":
         lines += _poiseuille_lines(sim)
     if case["output"]["dir"]:
         lines.append(f"output       {case['output']['dir']}")
+    return lines
+
+
+def body_lines(bodies: dict | None) -> list[str]:
+    """Per body: drag and lift coefficients (at the last measurement) and the force."""
+    lines = []
+    for name, b in (bodies or {}).items():
+        fx, fy = (f"{v:.6g}" if v is not None else "nan" for v in b["force"])
+        if b["drag_coefficient"] is None:
+            coeff = "no coefficients (no inlet gives a reference velocity)"
+        else:
+            coeff = (f"Cd {b['drag_coefficient']:.5f}  Cl {b['lift_coefficient']:.5f} "
+                     f"(U {b['reference_velocity']:.4g}, L {b['reference_length_cells']:.4g} "
+                     "cells)")
+        lines.append(f"body         {name}: {coeff}; force ({fx}, {fy}) lattice units at step "
+                     f"{b['step']}")
     return lines
 
 

@@ -1,0 +1,163 @@
+"""Bodies from the case file (issue #21): shapes rasterised to cells in lattice or physical
+units, masks from .npy and PNG, and bad geometry refused in one line (exit 2 from the CLI)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from simsplit.case import validate_case
+from simsplit.errors import CaseError
+from simsplit.fluid.geometry import Frame, build_bodies
+from simsplit.fluid.geometry.polygon import hull_width, inside
+from tests.conftest import body_case
+
+
+def _bodies(domain: dict, faces: tuple[str, str] = ("inlet", "outlet")):
+    return build_bodies(domain, faces)
+
+
+def _one(shape: list[int], body: dict, **domain) -> np.ndarray:
+    (b,) = _bodies({"shape": shape, "bodies": [{"name": "b", **body}], **domain})
+    return b.cells
+
+
+def test_circle_cells_in_lattice_and_physical_units() -> None:
+    lattice = _one([20, 10], {"shape": "circle", "centre": [5, 5], "radius": 1.0})
+    assert sorted(map(tuple, np.argwhere(lattice))) == [(4, 4), (4, 5), (5, 4), (5, 5)]
+    physical = _one([20, 10], {"shape": "circle", "centre": [0.5, 0.5], "diameter": 0.2},
+                    size=[2.0, 1.0], units="physical")
+    assert np.array_equal(physical, lattice)
+    big = _one([100, 100], {"shape": "circle", "centre": [50.3, 49.1], "radius": 20})
+    assert abs(big.sum() / (math.pi * 400) - 1) < 0.01
+
+
+def test_box_and_polygon() -> None:
+    box = _one([12, 8], {"shape": "box", "lower": [2, 1], "upper": [5, 3]})
+    assert np.array_equal(np.argwhere(box.any(axis=0)).ravel(), [2, 3, 4])  # centres 2.5..4.5
+    assert np.array_equal(np.argwhere(box.any(axis=1)).ravel(), [1, 2])
+    square = _one([12, 8], {"shape": "polygon", "vertices": [[2, 1], [5, 1], [5, 3], [2, 3]]})
+    assert np.array_equal(square, box)
+    # an L (concave; clockwise): the notch's cells stay fluid
+    ell = _one([10, 10], {"shape": "polygon",
+                          "vertices": [[1, 1], [1, 7], [3, 7], [3, 3], [7, 3], [7, 1]]})
+    assert ell[1, 5] and ell[5, 1] and not ell[5, 5] and ell.sum() == 2 * 6 + 4 * 2
+    got = inside(np.array([0.25, 0.6, -0.1]), np.array([0.25, 0.6, 0.5]),
+                 np.array([0.0, 1, 0]), np.array([0.0, 0, 1]))
+    assert got.tolist() == [True, False, False]
+    assert hull_width(np.array([0.0, 3, 3, 0]), np.array([0.0, 0, 1, 1])) == pytest.approx(1)
+    tilted = np.array([[0.0, 0], [3, 3], [2.5, 3.5], [-0.5, 0.5]])
+    assert hull_width(tilted[:, 0], tilted[:, 1]) == pytest.approx(math.sqrt(0.5))
+
+
+def test_mask_from_npy_and_png(tmp_path) -> None:
+    from PIL import Image
+
+    arr = np.zeros((4, 6), dtype=np.uint8)
+    arr[0, 1] = arr[3, 4] = 1  # row 0 is y = 0 (the bottom)
+    np.save(tmp_path / "m.npy", arr)
+    cells = _one([10, 8], {"shape": "mask", "file": str(tmp_path / "m.npy"), "origin": [2, 1]})
+    assert sorted(map(tuple, np.argwhere(cells))) == [(1, 3), (4, 6)]
+    img = np.full((4, 6, 3), 255, dtype=np.uint8)
+    img[0, 4] = (20, 20, 20)  # the image's top row: the highest y
+    img[3, 1] = (0, 0, 90)  # dark blue is dark too
+    img[1, 1] = (200, 200, 200)  # light grey is fluid
+    Image.fromarray(img).save(tmp_path / "m.png")
+    png = _one([10, 8], {"shape": "mask", "file": str(tmp_path / "m.png"), "origin": [2, 1]})
+    assert np.array_equal(png, cells)
+
+
+def test_mask_path_is_relative_to_the_case_file(tmp_path) -> None:
+    from simsplit.case import load_case
+
+    np.save(tmp_path / "body.npy", np.ones((3, 3)))
+    case = body_case(30, 12, bodies=[{"name": "m", "shape": "mask", "file": "body.npy",
+                                      "origin": [8, 4]}])
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump(case))
+    loaded = load_case(tmp_path / "case.yaml")
+    assert loaded["domain"]["bodies"][0]["file"] == str(tmp_path / "body.npy")
+
+
+BAD = [
+    ({"shape": "mask", "file": "missing.npy"}, "domain.bodies[0] (b).file: 'missing.npy' "
+     "does not exist"),
+    ({"shape": "mask", "file": "garbage.png"}, "cannot read"),
+    ({"shape": "mask", "file": "flat.npy"}, "expected a 2D numeric or boolean array"),
+    ({"shape": "circle", "centre": [38, 10], "radius": 3}, "leaves the domain"),
+    ({"shape": "circle", "centre": [1.2, 10], "radius": 1}, "touches the inlet at x = 0"),
+    ({"shape": "box", "lower": [30, 4], "upper": [40, 6]}, "touches the outlet at x = 1"),
+    ({"shape": "circle", "centre": [10, 10], "diameter": 0.9}, "thinner than a cell (0.9"),
+    ({"shape": "circle", "centre": [10, 10], "diameter": 1.0}, "no cell centre lies inside"),
+    ({"shape": "polygon", "vertices": [[10, 10], [20, 10.6], [20, 10.9]]}, "thinner than a cell"),
+    ({"shape": "mask", "file": "diagonal.npy", "origin": [10, 5]}, "meet only at a corner"),
+    ({"shape": "circle", "centre": [10, 10]}, "one of radius or diameter"),
+]
+
+
+@pytest.mark.parametrize("body, message", BAD)
+def test_bad_geometry_is_one_line(tmp_path, monkeypatch, body, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "garbage.png").write_bytes(b"not a png at all")
+    np.save(tmp_path / "flat.npy", np.ones(5))
+    np.save(tmp_path / "diagonal.npy", np.eye(3))
+    with pytest.raises(CaseError) as err:
+        validate_case(body_case(40, 20, bodies=[{"name": "b", **body}]))
+    text = str(err.value)
+    assert message in text and "\n" not in text
+
+
+def test_bad_layouts() -> None:
+    two = [{"name": "a", "shape": "circle", "centre": [10, 10], "radius": 3},
+           {"name": "a", "shape": "circle", "centre": [20, 10], "radius": 3}]
+    with pytest.raises(CaseError, match=r"bodies\[1\] \(a\): name 'a' is already used"):
+        validate_case(body_case(40, 20, bodies=two))
+    two[1].update(name="c", centre=[14, 10])
+    with pytest.raises(CaseError, match="overlaps domain.bodies"):
+        validate_case(body_case(40, 20, bodies=two))
+    case = body_case(40, 20)
+    case["domain"].update(units="physical", size=[2.0, 1.5])
+    with pytest.raises(CaseError, match="cells must be square"):
+        validate_case(case)
+    case["domain"].pop("size")
+    with pytest.raises(CaseError, match="physical needs domain.size"):
+        validate_case(case)
+    case = body_case(40, 20, bodies=[])
+    case["domain"]["boundaries"]["lid"] = True
+    with pytest.raises(CaseError, match="a lid with an inlet is not allowed"):
+        validate_case(case)
+    case = body_case(40, 20, bodies=[])
+    del case["domain"]["inlet"]
+    with pytest.raises(CaseError, match="domain.inlet: required"):
+        validate_case(case)
+    case = body_case(40, 20, bodies=[])
+    case["domain"]["shape"] = [40, 20, 8]
+    with pytest.raises(CaseError, match="not yet available in 3D"):
+        validate_case(case)
+
+
+def test_reynolds_number_from_inflow_and_body() -> None:
+    """Re = U_mean D / nu: Schäfer & Turek's 2D-1 at D = 10 cells, U_max 0.1."""
+    case = body_case(220, 41, bodies=[{"name": "c", "shape": "circle", "centre": [0.2, 0.2],
+                                       "diameter": 0.1}])
+    case["fluid"].update(reynolds=20, viscosity=None)
+    case["domain"].update(size=[2.2, 0.41], units="physical")
+    case["domain"]["inlet"] = {"velocity": 0.1}
+    from simsplit.fluid.setup import setup_from_case
+
+    setup = setup_from_case(validate_case(case))
+    assert setup.bodies[0].reference_length == pytest.approx(10)
+    assert setup.params.viscosity == pytest.approx(0.1 * 2 / 3 * 10 / 20)
+    assert Frame.from_domain(case["domain"]).dx == pytest.approx(0.01)
+
+
+def test_cli_bad_geometry_exits_2_with_one_line(run_cli, tmp_path) -> None:
+    case = body_case(40, 20, bodies=[{"name": "wing", "shape": "mask", "file": "nope.png"}])
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump(case))
+    res = run_cli("run", "case.yaml", timeout=120)
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "domain.bodies[0] (wing).file" in lines[0]
+    assert "does not exist" in lines[0], lines

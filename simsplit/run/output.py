@@ -129,6 +129,13 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         if channel is not None:
             _plot_channel(s, u, channel, directory / "profile.png")
             return
+        if setup.geometry is not None and setup.dim == 2:  # bodies, inlets, outlets
+            from simsplit.io.plots import plot_flow
+
+            cells = "x".join(str(n) for n in setup.shape)
+            plot_flow(u, setup.geometry.solid, directory / "velocity.png",
+                      f"{setup.lattice.name}, {cells}, step {s.steps_done}")
+            return
         from simsplit.fluid.reference import ghia_u_centreline
         from simsplit.io.plots import plot_cavity, plot_cavity_midplane
 

@@ -11,7 +11,8 @@
 // Arrays: f[q][j][i] of logical shape (9, ny + 2, nx + 2) with a row stride of `pitch` and a
 // population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
-// (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included). Rows
+// (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
+// interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED. Rows
 // [j0, j1) are 1-based interior rows.
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
@@ -67,6 +68,26 @@ __device__ __forceinline__ T anti_bounce_back(const T* __restrict__ f_src, lbm::
     return feq - __ldg(f_src + L::opp(q) * plane + cell);
 }
 
+// Interpolated bounce-back (Bouzidi et al. 2001, linear) of a link to a body: the link's
+// weight k (simsplit/fluid/geometry/links.py) >= 0 mixes f*_opp(q) of this cell with that of
+// the neighbour x + c_q, k < 0 with this cell's f*_q. Mirrors the CPU kernel's CURVED branch.
+template <typename T>
+__device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int nx,
+                                                      lbm::index_t pitch, lbm::index_t plane,
+                                                      lbm::index_t cell, bool periodic,
+                                                      const T* __restrict__ f_src,
+                                                      const T* __restrict__ links, T own_opp)
+{
+    using L = D2Q9;
+    const T k = __ldg(links + q * plane + cell);
+    if (k >= T(0.0)) {
+        const lbm::index_t nb = (j + L::cy(q)) * pitch
+                                + lbm::source_column(i, L::cx(q), nx, periodic);
+        return k * own_opp + (T(1.0) - k) * __ldg(f_src + L::opp(q) * plane + nb);
+    }
+    return (-k) * own_opp + (T(1.0) + k) * __ldg(f_src + q * plane + cell);
+}
+
 // Cell that direction q pulls from, as an offset within a population plane.
 __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
                                                     lbm::index_t pitch, bool periodic)
@@ -84,7 +105,7 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
                     T* __restrict__ ux_out, T* __restrict__ uy_out, int nx, int ny,
                     lbm::index_t pitch, lbm::index_t plane, int j0, int j1, T om_p, T om_m,
                     T lid_u, T fx, T fy, int periodic_x, const T* __restrict__ inlet,
-                    T inlet_scale, T rho_w)
+                    T inlet_scale, T rho_w, const T* __restrict__ links)
 {
     using L = D2Q9;
     const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
@@ -120,6 +141,9 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
                     fl[q] = own_opp + T(6.0 * L::w(q) * L::cx(q)) * (inlet_scale * inlet[j]);
                 else if (kind == FLAG_OUTLET)
                     fl[q] = anti_bounce_back(f_src, plane, cell, q, rho_w);
+                else if (kind == FLAG_WALL && (own & FLAG_CURVED))
+                    fl[q] = interpolated_bounce_back(q, i, j, nx, pitch, plane, cell, periodic,
+                                                     f_src, links, own_opp);
                 else
                     fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
             }

@@ -161,3 +161,29 @@ def test_cli_bad_geometry_exits_2_with_one_line(run_cli, tmp_path) -> None:
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "domain.bodies[0] (wing).file" in lines[0]
     assert "does not exist" in lines[0], lines
+
+
+def test_interpolation_weights_from_exact_distances() -> None:
+    """Bouzidi weights: k = 2 delta below halfway, -1 / (2 delta) beyond, -1 (halfway) where
+    there is no body, for masks, and where a short link's neighbour is not fluid."""
+    from simsplit.fluid.geometry import solid_and_ids
+    from simsplit.fluid.geometry.links import link_weights
+    from simsplit.numerics.lattice import D2Q9
+
+    bodies = _bodies({"shape": [20, 12], "bodies": [
+        {"name": "c", "shape": "circle", "centre": [10.0, 6.0], "radius": 2.2},
+        {"name": "m", "shape": "box", "lower": [15.2, 0], "upper": [17, 1.7]}]})
+    solid, _ = solid_and_ids(bodies, (12, 20))
+    k = link_weights(bodies, solid, D2Q9, (False, False))
+    # cell (i=12, j=5) (centre 12.5, 5.5) pulls q=1 (c = +x) from (11, 5) inside the circle;
+    # the link runs towards -x and meets the circle at x = 10 + sqrt(2.2^2 - 0.5^2)
+    delta = 12.5 - (10 + (2.2**2 - 0.25) ** 0.5)
+    assert solid[5, 11] and not solid[5, 12]
+    assert k[1, 5, 12] == pytest.approx(2 * delta if delta < 0.5 else -1 / (2 * delta))
+    # the box's face at x = 15.2: from cell 14 (centre 14.5) delta = 0.7 along +x (q = 3 pulls)
+    assert k[3, 0, 14] == pytest.approx(-1 / 1.4)
+    # its top at y = 1.7: from row 2 (centre 2.5) delta = 0.8 along -y (q = 2 pulls from below)
+    assert k[2, 2, 16] == pytest.approx(-1 / 1.6)
+    assert (k[:, ~solid] != -1).sum() > 10 and (k[:, solid] == -1).all()
+    assert (k[:, 4:9, 0:6] == -1).all()  # cells more than a link away from every body
+    assert (k[0] == -1).all()  # the rest direction has no link

@@ -189,18 +189,26 @@ def test_capture_replays_the_same_steps() -> None:
 @in_child
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
-def test_stream_collide_with_bodies_matches_cpu(dtype, faces) -> None:
-    """Inlet, outlet and body cells (issue #21): the Numba CUDA kernel bit for bit against the
-    CPU kernel, on a middle slab (ghost rows of halo faces painted), ramped inflow."""
+@pytest.mark.parametrize("bounce", ["halfway", "linear"])
+def test_stream_collide_with_bodies_matches_cpu(dtype, faces, bounce) -> None:
+    """Inlet, outlet and body cells (issue #21), halfway or interpolated (Bouzidi): the Numba
+    CUDA kernel bit for bit against the CPU kernel, on a middle slab (ghost rows of halo faces
+    painted), ramped inflow."""
     from simsplit.fluid.block import D2Q9Block, Face
+    from simsplit.fluid.geometry import build_bodies
     from simsplit.fluid.geometry.grid import GridGeometry
+    from simsplit.fluid.geometry.links import link_weights
+    from simsplit.numerics.lattice import D2Q9
     from simsplit.numerics.lbm_params import D2Q9Params
 
     nx, ny = 12, 5
-    y, x = np.mgrid[0:15, 0:nx] + 0.5
-    solid = (x - 5.0) ** 2 + (y - 7.5) ** 2 <= 6.0
+    (body,) = build_bodies({"shape": [nx, 15], "bodies": [
+        {"name": "c", "shape": "circle", "centre": [5.0, 7.5], "radius": 6.0**0.5}]}, faces)
+    solid = body.cells
+    links = link_weights([body], solid, D2Q9, (False, False)) if bounce == "linear" else None
     sign = 1.0 if faces[0] == "inlet" else -1.0
-    geometry = GridGeometry(solid, faces, sign * 0.07 * np.linspace(0.3, 1.0, 15), False)
+    geometry = GridGeometry(solid, faces, sign * 0.07 * np.linspace(0.3, 1.0, 15), False,
+                            links)
     params = D2Q9Params(1.0 / 0.8, 1.0 / 1.2, 0.0, 1e-5, 2e-5, False, inlet_scale=0.41,
                         outlet_density=0.991)
     cpu, gpu = _backends()
@@ -223,11 +231,12 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces) -> None:
 
 
 @in_child
-def test_bodies_split_identity_and_cpu_agreement() -> None:
+@pytest.mark.parametrize("bounce", ["halfway", "linear"])
+def test_bodies_split_identity_and_cpu_agreement(bounce) -> None:
     """A channel with an inlet, an outlet and a circle across slab boundaries: numba-cuda on
     1, 2 and 3 slabs and the CPU backend give the same bits (and the same forces)."""
     from simsplit.case import validate_case
-    from simsplit.fluid.forces import BodyLinks, measure_forces
+    from simsplit.fluid.forces import body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel.context import ParallelContext
     from tests.conftest import body_case
@@ -237,13 +246,12 @@ def test_bodies_split_identity_and_cpu_agreement() -> None:
                                 ("cpu", 2)):
         raw = body_case(16, 12, subdomains, run__backend=backend, run__transport="local")
         raw["domain"]["inlet"]["ramp_steps"] = 4  # steps 1-3 ramped, then full speed
+        raw["domain"]["bounce_back"] = bounce
         case = validate_case(raw)
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(7)
-        s = solver.setup
-        links = BodyLinks(list(s.bodies), s.grid, s.lattice, (False, False))
         runs[(backend, subdomains)] = (solver.populations(), solver.velocity(),
-                                       measure_forces(solver, links))
+                                       measure_forces(solver, body_links(solver.setup)))
     one = runs[("numba-cuda", 1)]
     assert np.abs(one[1]).max() > 0.005 and np.abs(one[2]).max() > 0
     for key, got in runs.items():

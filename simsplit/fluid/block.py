@@ -192,6 +192,8 @@ class SlabBlock:
                                            self.params, store_macro, self._aa_next_odd())
             return
         extra = {} if self.inlet is None else {"inlet": self.inlet}
+        if getattr(self, "links", None) is not None:
+            extra["links"] = self.links
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro, **extra)
 
@@ -349,10 +351,15 @@ class D2Q9Block(SlabBlock):
         self.geometry = geometry
         super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype)
         self.nx, self.ny, self.row0 = nx, ny, row0
+        #: interpolated bounce-back weights per link (None: halfway everywhere)
+        self.links: Any = None
         if geometry is not None:
             with backend.activate():
                 self.inlet = backend.asarray(
                     geometry.inflow_rows(row0, row0 + ny).astype(self.dtype))
+                if geometry.links is not None:  # the populations' layout: one cell index
+                    self.links = self._field(geometry.link_rows(row0, row0 + ny)
+                                             .astype(self.dtype))
 
     def _paint_geometry(self, flags: np.ndarray) -> None:
         if self.geometry is not None:

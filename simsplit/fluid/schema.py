@@ -157,6 +157,13 @@ DOMAIN_SCHEMA = {
                            "(file: .npy or .png, dark = solid; origin). Forces and "
                            "drag/lift coefficients are reported per body (docs/bodies.md).",
         },
+        "bounce_back": {
+            "enum": ["halfway", "linear"],
+            "description": "Walls of bodies: halfway bounce-back (the default: the staircase "
+                           "of solid cells) or linear, interpolated bounce-back (Bouzidi et al. "
+                           "2001) with the exact wall distance of circles, boxes and polygons "
+                           "(masks stay halfway).",
+        },
         "inlet": {
             "type": "object", "additionalProperties": False, "required": ["velocity"],
             "description": "The velocity inlet of a face set to inlet: bounce-back with the "

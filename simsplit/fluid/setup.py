@@ -15,6 +15,7 @@ from simsplit.decomp.slabs import MIN_SLAB_ROWS, split_extent
 from simsplit.errors import CaseError
 from simsplit.fluid.geometry import Body, build_bodies, solid_and_ids
 from simsplit.fluid.geometry.grid import GridGeometry
+from simsplit.fluid.geometry.links import link_weights
 from simsplit.fluid.inflow import Inlet, inlet_of, outlet_density, x_faces
 from simsplit.fluid.params import check_stability, relaxation_rates
 from simsplit.fluid.schema import check_dimensions
@@ -36,6 +37,7 @@ class FluidSetup:
     bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
     x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
     inlet: Inlet | None = None
+    bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
 
     @cached_property
     def geometry(self) -> GridGeometry | None:
@@ -48,7 +50,11 @@ class FluidSetup:
         if self.inlet is not None:
             sign = 1.0 if self.x_kinds[0] == "inlet" else -1.0
             inflow = sign * self.inlet.row_velocities(self.ny)
-        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split)
+        links = None
+        if self.bounce_back == "linear" and self.bodies:
+            periodic = (self.periodic_split, bool(self.params.periodic[-1]))
+            links = link_weights(list(self.bodies), solid, self.lattice, periodic)
+        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links)
 
     def initial_velocity(self) -> np.ndarray | None:
         """Velocity to start from, ``(ny, nx, 2)`` (inlet.start: inflow: each row's inflow
@@ -164,7 +170,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     storage = np.dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
-                      inlet)
+                      inlet, domain.get("bounce_back", "halfway"))
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

@@ -17,12 +17,11 @@ class BodyForces:
     """The force series of every body of a run (every rank measures; rank 0 writes)."""
 
     def __init__(self, sim: RunningSimulation) -> None:
-        from simsplit.fluid.forces import BodyLinks
+        from simsplit.fluid.forces import body_links
 
         setup = sim.solver.setup
         self.setup, self.bodies = setup, list(setup.bodies)
-        periodic = (setup.periodic_split, bool(setup.params.periodic_x))
-        self.links = BodyLinks(self.bodies, setup.grid, setup.lattice, periodic)
+        self.links = body_links(setup)
         inlet = setup.inlet
         self.velocity = inlet.mean_velocity if inlet is not None else None
         self.direction = -1.0 if setup.x_kinds[1] == "inlet" else 1.0

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.numerics.flags import BOUNDARY, INLET, LID, NEAR_WALL, OUTLET, SOLID
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
@@ -25,7 +25,7 @@ _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                     om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
-                    rho_w):
+                    rho_w, links):
     nx = f_src.shape[2] - 2
     dt = f_src.dtype.type
     one, half = dt(1.0), dt(0.5)
@@ -59,6 +59,15 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                             v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[j])
                         elif kind == OUTLET:
                             v = _anti_bounce_back(f_src, j, i, q, rho_w)
+                        elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
+                            k = links[q, j, i]
+                            if k >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
+                                ni = i + _CX[q]
+                                if periodic_x:
+                                    ni = nx if ni == 0 else (1 if ni == nx + 1 else ni)
+                                v = k * v + (one - k) * f_src[_OPP[q], j + _CY[q], ni]
+                            else:  # beyond halfway: the own cell's q
+                                v = (-k) * v + (one + k) * f_src[q, j, i]
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
                      store_macro)
@@ -155,13 +164,17 @@ class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None):
-        """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none)."""
+                       inlet=None, links=None):
+        """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
+        ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
+        None: none)."""
         if inlet is None:
             inlet = np.zeros(f_src.shape[1], f_src.dtype)
+        if links is None:
+            links = np.full((9, 1, 1), -1.0, f_src.dtype)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
-                p.inlet_scale, p.outlet_density)
+                p.inlet_scale, p.outlet_density, links)
         announce_compile(_stream_collide, args)
         _stream_collide(*args)
 

@@ -127,8 +127,17 @@ class D2Q9Kernels:
                 self._zeros[key] = cupy.zeros(rows, dt)
         return self._zeros[key]
 
+    def _links(self, links: Any, f: Any) -> Any:
+        """Interpolated bounce-back weights in f's layout (checked), or a cached one-element
+        array where there are none (read only where flags say CURVED: never then)."""
+        if links is None:
+            return self._inlet(None, 1, f.dtype)
+        if links.dtype != f.dtype or element_strides(links) != element_strides(f):
+            raise ValueError("interpolation weights must share the populations' layout")
+        return links
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None) -> None:
+                       inlet=None, links=None) -> None:
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
@@ -152,7 +161,8 @@ class D2Q9Kernels:
         args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), *self._params(p, dt), self._inlet(inlet, h, dt),
-                                 t(p.inlet_scale), t(p.outlet_density)))
+                                 t(p.inlet_scale), t(p.outlet_density),
+                                 self._links(links, f_src)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
@@ -183,7 +193,8 @@ class D2Q9Kernels:
                 args = (f_src, f_dst, flags, *scratch, np.int32(nx), np.int32(ny),
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
                         np.int32(ny + 1), *self._params(p, dt), self._inlet(None, h, dt),
-                        dt.type(p.inlet_scale), dt.type(p.outlet_density))
+                        dt.type(p.inlet_scale), dt.type(p.outlet_density),
+                        self._links(None, f_src))
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 

@@ -144,6 +144,7 @@ def generated_header() -> str:
         f"constexpr unsigned char FLAG_INLET = {flags.INLET};",
         f"constexpr unsigned char FLAG_OUTLET = {flags.OUTLET};",
         f"constexpr unsigned char FLAG_BOUNDARY = {flags.BOUNDARY};",
+        f"constexpr unsigned char FLAG_CURVED = {flags.CURVED};",
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
         lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
         "#endif",

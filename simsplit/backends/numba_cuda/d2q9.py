@@ -20,7 +20,7 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
-from simsplit.numerics.flags import BOUNDARY, INLET, LID, OUTLET, SOLID
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -88,7 +88,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1, omega_p, omega_m,
                        lid_velocity, force_x, force_y, periodic_x, store_macro, inlet,
-                       inlet_scale_in, rho_w_in):
+                       inlet_scale_in, rho_w_in, links):
         nx = f_src.shape[2] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
         if i > nx:
@@ -124,6 +124,15 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                             v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[j]))
                         elif kind == OUTLET:
                             v = anti_bounce_back(f_src, j, i, q, rho_w)
+                        elif (flags[j, i] & CURVED) != 0:  # Bouzidi, as the CPU kernel
+                            k = links[q, j, i]
+                            if k >= dt(0.0):
+                                ni = i + _CX[q]
+                                if periodic_x:
+                                    ni = (ni - 1 + nx) % nx + 1
+                                v = mul(k, v) + mul(one - k, f_src[_OPP[q], j + _CY[q], ni])
+                            else:
+                                v = mul(-k, v) + mul(one + k, f_src[q, j, i])
                         fl[q] = v
                 r = dt(0.0)
                 jx = dt(0.0)
@@ -204,8 +213,19 @@ class D2Q9Kernels:
                 self._zeros[key] = cuda.to_device(np.zeros(rows, dtype))
         return self._zeros[key]
 
+    def _links(self, links: Any, dtype: Any) -> Any:
+        """Interpolated bounce-back weights, or a cached halfway stand-in (read only where
+        flags say CURVED: never then)."""
+        if links is not None:
+            return links
+        key = (-1, np.dtype(dtype))
+        if key not in self._zeros:
+            with self._activate():
+                self._zeros[key] = cuda.to_device(np.full((9, 1, 1), -1.0, dtype))
+        return self._zeros[key]
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None) -> None:
+                       inlet=None, links=None) -> None:
         j0, j1 = int(rows[0]), int(rows[1])
         ny, nx = f_src.shape[1] - 2, f_src.shape[2] - 2
         if not 1 <= j0 <= j1 <= ny + 1:
@@ -220,7 +240,7 @@ class D2Q9Kernels:
                    float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
                    float(p.force_y), bool(p.periodic_x), bool(store_macro),
                    self._inlet(inlet, ny + 2, f_src.dtype), float(p.inlet_scale),
-                   float(p.outlet_density))
+                   float(p.outlet_density), self._links(links, f_src.dtype))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         w = f.shape[2]

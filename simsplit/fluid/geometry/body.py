@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+
+#: where a segment from points p (n, 2) along d (n, 2) first meets a shape's boundary, as a
+#: fraction t of d (p outside, p + d inside: one crossing at least in (0, 1])
+Distance = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(eq=False)
@@ -23,6 +28,8 @@ class Body:
     #: [0, nx] x [0, ny])
     extent: tuple[float, float, float, float]
     key: str  #: where the case file defines it, for messages
+    #: exact wall distances for interpolated bounce-back (None: masks, no shape to measure)
+    distance: Distance | None = None
 
     @property
     def size(self) -> int:

@@ -20,6 +20,16 @@ class GridGeometry:
     x_kinds: tuple[str, str]  #: faces x = 0 and x = 1: wall, periodic, inlet or outlet
     inflow: np.ndarray  #: float64 (ny,): signed x velocity of the inlet at each row (0: none)
     periodic_split: bool  #: rows wrap around (y periodic)
+    #: interpolated bounce-back weight of every link (q, ny, nx) (simsplit/fluid/geometry/
+    #: links.py), None: halfway bounce-back everywhere
+    links: np.ndarray | None = None
+
+    @property
+    def curved(self) -> np.ndarray | None:
+        """Fluid cells with an interpolated link (CURVED), or None."""
+        if self.links is None:
+            return None
+        return (self.links != -1.0).any(axis=0)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Indices of rows ``start - 1 .. stop`` (a slab and its ghost rows) in the global grid,
@@ -41,6 +51,8 @@ class GridGeometry:
             if g < 0 or (ghost and not halo[0 if r == 0 else 1]):
                 continue
             flags[r, 1:-1][self.solid[g]] = fl.WALL
+            if self.links is not None:
+                flags[r, 1:-1][self.curved[g]] |= fl.CURVED
             for col, kind in zip((0, -1), self.x_kinds, strict=True):
                 if kind in FACE_FLAGS:
                     flags[r, col] = FACE_FLAGS[kind]
@@ -49,3 +61,12 @@ class GridGeometry:
         """Inflow speed of a slab's rows, ghost rows included (0 beyond the grid)."""
         idx = self.rows(start, stop)
         return np.where(idx >= 0, self.inflow[np.maximum(idx, 0)], 0.0)
+
+    def link_rows(self, start: int, stop: int) -> np.ndarray:
+        """Interpolation weights of a slab ``(q, stop - start + 2, nx + 2)``, ghosts halfway
+        (a kernel reads only its own interior cells' weights)."""
+        assert self.links is not None
+        q, _, nx = self.links.shape
+        out = np.full((q, stop - start + 2, nx + 2), -1.0)
+        out[:, 1:-1, 1:-1] = self.links[:, start:stop]
+        return out

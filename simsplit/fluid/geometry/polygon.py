@@ -66,6 +66,21 @@ def make(spec: dict[str, Any], frame: Frame, grid: tuple[int, int], key: str) ->
     cells = inside(x, y, v[:, 0], v[:, 1])
     y0, y1 = float(v[:, 1].min()), float(v[:, 1].max())
     ref = spec.get("reference_length")
+
+    def distance(p: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """First crossing of the segment with any edge (solving p + t d = a + s (b - a))."""
+        t = np.full(len(p), np.inf)
+        for k in range(len(v)):
+            a, e = v[k], v[(k + 1) % len(v)] - v[k]
+            den = d[:, 0] * e[1] - d[:, 1] * e[0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rx, ry = a[0] - p[:, 0], a[1] - p[:, 1]
+                tt = (rx * e[1] - ry * e[0]) / den
+                ss = (rx * d[:, 1] - ry * d[:, 0]) / den
+            hit = (den != 0) & (tt >= 0) & (tt <= 1) & (ss >= 0) & (ss <= 1)
+            t = np.where(hit & (tt < t), tt, t)
+        return np.where(np.isfinite(t), t, 0.5)
+
     return Body(spec["name"], "polygon", cells, frame.cells(ref) if ref else y1 - y0,
                 hull_width(v[:, 0], v[:, 1]), (float(v[:, 0].min()), float(v[:, 0].max()),
-                                               y0, y1), key)
+                                               y0, y1), key, distance)

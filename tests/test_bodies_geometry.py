@@ -68,6 +68,15 @@ def test_mask_from_npy_and_png(tmp_path) -> None:
     Image.fromarray(img).save(tmp_path / "m.png")
     png = _one([10, 8], {"shape": "mask", "file": str(tmp_path / "m.png"), "origin": [2, 1]})
     assert np.array_equal(png, cells)
+    import h5py
+
+    with h5py.File(tmp_path / "m.h5", "w") as h5:
+        h5["wing"] = arr.astype(bool)
+    h5mask = _one([10, 8], {"shape": "mask", "file": str(tmp_path / "m.h5"), "dataset": "wing",
+                            "origin": [2, 1]})
+    assert np.array_equal(h5mask, cells)
+    with pytest.raises(CaseError, match=r"cannot read .*no dataset 'mask' \(it has: wing\)"):
+        _one([10, 8], {"shape": "mask", "file": str(tmp_path / "m.h5")})
 
 
 def test_mask_path_is_relative_to_the_case_file(tmp_path) -> None:

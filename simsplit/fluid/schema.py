@@ -89,9 +89,11 @@ BODY_SCHEMA = {
         "vertices": {"type": "array", "items": _POINT, "minItems": 3,
                      "description": "polygon: corners [[x, y], ...]."},
         "file": {"type": "string", "minLength": 1,
-                 "description": "mask: a .npy array (indexed [j, i], nonzero = solid) or a "
-                                "PNG image (dark = solid), one pixel per cell; relative to "
-                                "the case file."},
+                 "description": "mask: a .npy or HDF5 array (indexed [j, i], nonzero = "
+                                "solid) or a PNG image (dark = solid), one pixel per cell; "
+                                "relative to the case file."},
+        "dataset": {"type": "string", "minLength": 1,
+                    "description": "mask in HDF5: the dataset's name (default mask)."},
         "origin": {"type": "array", "items": {"type": "integer", "minimum": 0},
                    "minItems": 2, "maxItems": 2,
                    "description": "mask: cell [i, j] of the mask's lower left pixel."},
@@ -154,7 +156,7 @@ DOMAIN_SCHEMA = {
             "type": "array", "items": BODY_SCHEMA,
             "description": "Named solid bodies (2D so far): circle (centre, radius or "
                            "diameter), box (lower, upper corners), polygon (vertices) or mask "
-                           "(file: .npy or .png, dark = solid; origin). Forces and "
+                           "(file: .npy, .h5 or .png, dark = solid; origin). Forces and "
                            "drag/lift coefficients are reported per body (docs/bodies.md).",
         },
         "bounce_back": {

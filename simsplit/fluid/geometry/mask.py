@@ -1,7 +1,8 @@
-"""Mask: solid cells from a file, ``file: body.npy`` (a 2D array indexed [j, i], y up: row 0
-is y = 0; nonzero = solid) or ``file: body.png`` (dark = solid: grey level below half; fully
-transparent pixels are fluid; the image's top row is the highest y, so it reads as drawn),
-one pixel per cell, its lower left cell at ``origin: [i, j]`` (cells; default [0, 0])."""
+"""Mask: solid cells from a file, ``file: body.npy`` or ``body.h5`` (a 2D array indexed [j, i],
+y up: row 0 is y = 0; nonzero = solid; in HDF5 the dataset ``dataset:``, default ``mask``) or
+``file: body.png`` (dark = solid: grey level below half; fully transparent pixels are fluid;
+the image's top row is the highest y, so it reads as drawn), one pixel per cell, its lower left
+cell at ``origin: [i, j]`` (cells; default [0, 0])."""
 
 from __future__ import annotations
 
@@ -14,24 +15,34 @@ from simsplit.errors import CaseError
 from simsplit.fluid.geometry.body import Body
 from simsplit.fluid.geometry.frame import Frame
 
-SUFFIXES = (".npy", ".png")
+SUFFIXES = (".npy", ".png", ".h5", ".hdf5")
 
 
-def read_mask(path: Path, key: str) -> np.ndarray:
+def _array(arr: np.ndarray) -> np.ndarray:
+    if arr.ndim != 2 or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise ValueError(f"expected a 2D numeric or boolean array, got shape {arr.shape} of "
+                         f"{arr.dtype}")
+    return np.asarray(arr != 0)
+
+
+def read_mask(path: Path, key: str, dataset: str = "mask") -> np.ndarray:
     """The file's solid cells as a bool array indexed [j, i] with j = 0 the lowest row."""
     if path.suffix.lower() not in SUFFIXES:
-        raise CaseError(f"{key}.file: {str(path)!r} is not allowed: expected a .npy or .png "
-                        "file")
+        raise CaseError(f"{key}.file: {str(path)!r} is not allowed: expected a .npy, .h5 "
+                        "or .png file")
     if not path.is_file():
         raise CaseError(f"{key}.file: {str(path)!r} does not exist")
     try:
         if path.suffix.lower() == ".npy":
-            arr = np.load(path, allow_pickle=False)
-            if arr.ndim != 2 or not (np.issubdtype(arr.dtype, np.number)
-                                     or arr.dtype == bool):
-                raise ValueError(f"expected a 2D numeric or boolean array, got shape "
-                                 f"{arr.shape} of {arr.dtype}")
-            return np.asarray(arr != 0)
+            return _array(np.load(path, allow_pickle=False))
+        if path.suffix.lower() in (".h5", ".hdf5"):
+            import h5py
+
+            with h5py.File(path, "r") as h5:
+                if dataset not in h5:
+                    raise ValueError(f"no dataset {dataset!r} (it has: "
+                                     f"{', '.join(sorted(h5)) or 'nothing'})")
+                return _array(np.asarray(h5[dataset]))
         from PIL import Image
 
         with Image.open(path) as img:
@@ -48,7 +59,7 @@ def read_mask(path: Path, key: str) -> np.ndarray:
 def make(spec: dict[str, Any], frame: Frame, grid: tuple[int, int], key: str) -> Body:
     if "file" not in spec:
         raise CaseError(f"{key}: a mask needs file: (a .npy or .png file)")
-    data = read_mask(Path(spec["file"]), key)
+    data = read_mask(Path(spec["file"]), key, spec.get("dataset", "mask"))
     i0, j0 = (int(v) for v in spec.get("origin", [0, 0]))
     h, w = data.shape
     ny, nx = grid

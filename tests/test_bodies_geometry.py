@@ -196,3 +196,21 @@ def test_interpolation_weights_from_exact_distances() -> None:
     assert (k[:, ~solid] != -1).sum() > 10 and (k[:, solid] == -1).all()
     assert (k[:, 4:9, 0:6] == -1).all()  # cells more than a link away from every body
     assert (k[0] == -1).all()  # the rest direction has no link
+
+
+def test_cylinder_case_is_schaefer_turek_2d1() -> None:
+    """cases/cylinder2d.yaml: D = 10 cells at (20, 20) cells in a 220 x 41 channel, Re = 20
+    from the mean inflow 2/3 U_max and D."""
+    from simsplit.case import load_case
+    from simsplit.fluid.setup import setup_from_case
+    from tests.conftest import ROOT
+
+    setup = setup_from_case(load_case(ROOT / "cases" / "cylinder2d.yaml"))
+    (body,) = setup.bodies
+    assert body.name == "cylinder" and body.reference_length == pytest.approx(10)
+    assert body.extent == pytest.approx((15, 25, 15, 25))
+    assert setup.inlet.mean_velocity * 10 / setup.params.viscosity == pytest.approx(20)
+    assert setup.x_kinds == ("inlet", "outlet")
+    refined = setup_from_case(load_case(ROOT / "cases" / "cylinder2d.yaml",
+                                        ["domain.shape=[440,82]"]))
+    assert refined.bodies[0].reference_length == pytest.approx(20)

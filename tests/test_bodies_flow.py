@@ -147,8 +147,30 @@ def test_run_reports_forces(tmp_path) -> None:
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     cyl = run["bodies"]["cyl"]
     assert cyl["drag_coefficient"] > 0 and isinstance(cyl["lift_coefficient"], float)
+    assert cyl["strouhal"] is None  # 120 steps of a low Reynolds number flow: no shedding
     with h5py.File(tmp_path / "out" / "forces.h5") as h5:
         assert list(h5["step"][:]) == [40, 80, 120]
         assert h5["cyl/drag_coefficient"][-1] == pytest.approx(cyl["drag_coefficient"])
         assert h5["cyl"].attrs["reference_length_cells"] == pytest.approx(16 / 3)
     assert (tmp_path / "out" / "forces.png").stat().st_size > 1000
+
+
+def test_report_carries_shedding_of_a_periodic_lift() -> None:
+    """run.json's per-body shedding keys come from the force series (here a synthetic one:
+    lift coefficient 0.8 sin(2 pi t / 500), drag 3 + small), with the summary line."""
+    from simsplit.run.report import body_lines
+
+    sim = Simulation(body_case(40, 16, 1))
+    rec = sim.body_forces
+    scale = 0.5 * rec.velocity**2 * rec.bodies[0].reference_length  # force per coefficient
+    steps = np.arange(0, 5000, 10)
+    lift = 0.8 * np.sin(2 * np.pi * steps / 500.0)
+    rec.steps = list(steps)
+    rec.forces = [np.array([[(3.0 + 0.01 * c) * scale, c * scale]]) for c in lift]
+    report = rec.report()["cyl"]
+    assert report["strouhal"] == pytest.approx(rec.bodies[0].reference_length
+                                               / (500.0 * rec.velocity), rel=1e-3)
+    assert report["lift_coefficient_max"] == pytest.approx(0.8, abs=2e-3)  # sampled peak
+    assert report["drag_coefficient_max"] == pytest.approx(3.008, abs=1e-3)
+    assert report["periods"] >= 4
+    assert "Strouhal" in "\n".join(body_lines({"cyl": report}))

@@ -214,3 +214,23 @@ def test_cylinder_case_is_schaefer_turek_2d1() -> None:
     refined = setup_from_case(load_case(ROOT / "cases" / "cylinder2d.yaml",
                                         ["domain.shape=[440,82]"]))
     assert refined.bodies[0].reference_length == pytest.approx(20)
+
+
+def test_shedding_from_a_lift_signal() -> None:
+    """A sampled lift sin(2 pi f t) with a drag at twice the frequency: the Strouhal number
+    f L / U, maxima and means over whole periods; a steady or too short signal gives None."""
+    from simsplit.fluid.shedding import analyse
+
+    steps = np.arange(0, 20000, 10, dtype=float)
+    f = 1 / 1234.5
+    lift = 0.9 * np.sin(2 * np.pi * f * steps + 0.3) + 0.02
+    drag = 3.1 + 0.05 * np.sin(4 * np.pi * f * steps)
+    shed = analyse(steps, drag, lift, length=20.0, velocity=0.0667)
+    assert shed is not None and shed.periods >= 7
+    assert shed.period_steps == pytest.approx(1234.5, rel=1e-4)
+    assert shed.strouhal == pytest.approx(20.0 * f / 0.0667, rel=1e-4)
+    assert shed.lift_max == pytest.approx(0.92, abs=2e-3)
+    assert shed.lift_mean == pytest.approx(0.02, abs=0.01)
+    assert shed.drag_max == pytest.approx(3.15, abs=1e-3)
+    assert analyse(steps, drag, np.full_like(steps, 0.0106), 20.0, 0.0667) is None
+    assert analyse(steps[:200], drag[:200], lift[:200], 20.0, 0.0667) is None  # < 2 periods

@@ -52,6 +52,8 @@ class SlabBlock:
         self.layers, self.layer0 = layers, layer0
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
         self.inlet: Any = None  #: inflow speed per row (D2Q9 with an inlet), else None
+        #: interpolated bounce-back weights per link (D2Q9, domain.bounce_back: linear)
+        self.links: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
         if self.storage.shifted:  # a kernel set without narrow storage says so in one line
@@ -192,7 +194,7 @@ class SlabBlock:
                                            self.params, store_macro, self._aa_next_odd())
             return
         extra = {} if self.inlet is None else {"inlet": self.inlet}
-        if getattr(self, "links", None) is not None:
+        if self.links is not None:
             extra["links"] = self.links
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro, **extra)
@@ -351,8 +353,6 @@ class D2Q9Block(SlabBlock):
         self.geometry = geometry
         super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype)
         self.nx, self.ny, self.row0 = nx, ny, row0
-        #: interpolated bounce-back weights per link (None: halfway everywhere)
-        self.links: Any = None
         if geometry is not None:
             with backend.activate():
                 self.inlet = backend.asarray(

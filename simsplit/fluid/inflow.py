@@ -10,7 +10,12 @@ from typing import Any
 import numpy as np
 
 from simsplit.errors import CaseError
-from simsplit.fluid.params import MAX_LID_VELOCITY
+from simsplit.fluid.params import (
+    MAX_CELL_REYNOLDS,
+    MAX_LID_VELOCITY,
+    WARN_CELL_REYNOLDS,
+    UnstableSetup,
+)
 
 OPEN = ("inlet", "outlet")
 
@@ -94,3 +99,18 @@ def outlet_density(case: dict[str, Any]) -> float:
                             "outlet)")
         return 1.0
     return float((domain.get("outlet") or {}).get("density", 1.0))
+
+
+def inflow_advisories(velocity: float, viscosity: float) -> list[str]:
+    """The inflow's cell Reynolds number U dx / nu: refused beyond MAX_CELL_REYNOLDS
+    (:class:`UnstableSetup`), warned about beyond WARN_CELL_REYNOLDS."""
+    cell_re = velocity / viscosity
+    text = (f"the inflow's cell Reynolds number U / nu = {cell_re:.3g} (U = "
+            f"{velocity:g}, nu = {viscosity:.4g} lattice units)")
+    if cell_re > MAX_CELL_REYNOLDS:
+        raise UnstableSetup(f"{text} is beyond {MAX_CELL_REYNOLDS:g}: refine the grid or "
+                            "lower the Reynolds number")
+    if cell_re > WARN_CELL_REYNOLDS:
+        return [f"{text} is close to the stability limit: refine the grid or lower the "
+                "Reynolds number"]
+    return []

@@ -42,12 +42,21 @@ def plot_force_coefficients(steps: np.ndarray, drag: Mapping[str, np.ndarray],
     fig = _new_figure((8.0, 6.0))
     axes = fig.subplots(2, 1, sharex=True)
     x = np.asarray(steps)
+    late = x >= x[0] + (x[-1] - x[0]) / 4 if len(x) else x  # the start's transient aside
     for ax, series, label in ((axes[0], drag, "drag coefficient"),
                               (axes[1], lift, "lift coefficient")):
+        spans = []
         for name, values in series.items():
             y = np.asarray(values, dtype=np.float64)
             last = f" (last {y[-1]:.5g})" if len(y) else ""
             ax.plot(x, y, label=f"{name}{last}")
+            tail = y[late][np.isfinite(y[late])] if len(y) else y
+            if len(tail):
+                spans.append((tail.min(), tail.max()))
+        if spans and len(x) > 4:  # scale to the last three quarters (an impulsive start's
+            lo, hi = min(a for a, _ in spans), max(b for _, b in spans)  # spike would hide
+            pad = max(0.15 * (hi - lo), 0.02 * max(abs(lo), abs(hi)), 1e-6)  # the rest)
+            ax.set_ylim(lo - pad, hi + pad)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.legend(loc="best")

@@ -60,8 +60,25 @@ class BodyForces:
                 "reference_length_cells": body.reference_length,
                 "reference_velocity": self.velocity,
                 "cells": body.size,
+                **self._shedding(k, drag, lift),
             }
         return out
+
+    def _shedding(self, k: int, drag: np.ndarray, lift: np.ndarray) -> dict[str, Any]:
+        """Strouhal number and the coefficients' max and mean over whole periods of the lift
+        (None where the flow is steady or no inlet gives a reference velocity)."""
+        from simsplit.fluid.shedding import analyse
+
+        keys = ("strouhal", "drag_coefficient_max", "drag_coefficient_mean",
+                "lift_coefficient_max", "lift_coefficient_mean", "periods")
+        shed = None
+        if self.velocity and len(self.steps) > 1:
+            shed = analyse(np.array(self.steps), drag, lift, self.bodies[k].reference_length,
+                           self.velocity)
+        if shed is None:
+            return dict.fromkeys(keys)
+        return dict(zip(keys, (shed.strouhal, shed.drag_max, shed.drag_mean, shed.lift_max,
+                               shed.lift_mean, shed.periods), strict=True))
 
     def write(self, directory: Path, plots: bool) -> None:
         from simsplit.io.forces import plot_force_coefficients, write_forces

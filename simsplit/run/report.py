@@ -52,6 +52,11 @@ def body_lines(bodies: dict | None) -> list[str]:
                      "cells)")
         lines.append(f"body         {name}: {coeff}; force ({fx}, {fy}) lattice units at step "
                      f"{b['step']}")
+        if b.get("strouhal") is not None:
+            lines.append(f"             shedding over {b['periods']} periods: Strouhal "
+                         f"{b['strouhal']:.4f}, Cd max {b['drag_coefficient_max']:.4f} (mean "
+                         f"{b['drag_coefficient_mean']:.4f}), Cl max "
+                         f"{b['lift_coefficient_max']:.4f}")
     return lines
 
 

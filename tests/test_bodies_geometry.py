@@ -234,3 +234,14 @@ def test_shedding_from_a_lift_signal() -> None:
     assert shed.drag_max == pytest.approx(3.15, abs=1e-3)
     assert analyse(steps, drag, np.full_like(steps, 0.0106), 20.0, 0.0667) is None
     assert analyse(steps[:200], drag[:200], lift[:200], 20.0, 0.0667) is None  # < 2 periods
+
+
+def test_inflow_stability_checks() -> None:
+    """A viscous inflow is not refused by the lid's corner rule (nu U = 0.1 here); a cell
+    Reynolds number U / nu beyond 1000 is, in one line."""
+    case = body_case(40, 20, bodies=[], fluid__viscosity=0.5)
+    case["domain"]["inlet"] = {"velocity": 0.2}
+    validate_case(case)
+    case["fluid"]["viscosity"] = 1e-4
+    with pytest.raises(CaseError, match="cell Reynolds number U / nu = 2e\\+03"):
+        validate_case(case)

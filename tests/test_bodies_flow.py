@@ -139,11 +139,22 @@ def test_run_reports_forces(tmp_path) -> None:
     from simsplit.run.report import summary_lines
 
     case = body_case(40, 16, 2, output__dir=str(tmp_path / "out"), run__steps=120,
-                     output__forces_every=40)
+                     output__forces_every=40,
+                     output__probes=[{"name": "wake", "point": [20.2, 7.9]},
+                                     {"name": "inflow", "point": [0.0, 16.0]}])
     sim = Simulation(case)
     summary = sim.run()
     text = "\n".join(summary_lines(sim, summary))
     assert "body         cyl: Cd " in text
+    assert "probe        wake (cell 20, 7): density " in text
+    u, rho = sim.velocity(), sim.density()
+    wake = json.loads((tmp_path / "out" / "run.json").read_text())["probes"]["wake"]
+    assert wake["density"] == rho[7, 20] and wake["pressure"] == rho[7, 20] / 3
+    assert [wake["velocity_x"], wake["velocity_y"]] == list(u[7, 20]) and u[7, 20, 0] > 0
+    with h5py.File(tmp_path / "out" / "probes.h5") as h5:
+        assert list(h5["step"][:]) == [40, 80, 120]
+        assert h5["inflow"].attrs["cell"].tolist() == [0, 15]
+        assert h5["wake/velocity_x"][-1] == u[7, 20, 0]
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     cyl = run["bodies"]["cyl"]
     assert cyl["drag_coefficient"] > 0 and isinstance(cyl["lift_coefficient"], float)

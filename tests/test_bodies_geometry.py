@@ -245,3 +245,15 @@ def test_inflow_stability_checks() -> None:
     case["fluid"]["viscosity"] = 1e-4
     with pytest.raises(CaseError, match="cell Reynolds number U / nu = 2e\\+03"):
         validate_case(case)
+
+
+def test_bad_probes_are_one_line() -> None:
+    case = body_case(40, 20, output__probes=[{"name": "p", "point": [10, 9.5]}])
+    with pytest.raises(CaseError, match=r"output.probes \(p\): cell \[10, 9\] is inside a body"):
+        validate_case(case)
+    case["output"]["probes"] = [{"name": "p", "point": [41, 5]}]
+    with pytest.raises(CaseError, match=r"output.probes\[0\] \(p\): point \[41, 5\] lies outside"):
+        validate_case(case)
+    case["output"]["probes"] = [{"name": "p", "point": [1, 5]}, {"name": "p", "point": [2, 5]}]
+    with pytest.raises(CaseError, match="already used by another probe"):
+        validate_case(case)

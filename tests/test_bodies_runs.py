@@ -38,7 +38,9 @@ def test_restart_on_another_split_during_the_ramp(tmp_path) -> None:
 @needs_mpiexec
 @pytest.mark.mpi
 def test_mpiexec_matches_one_process(tmp_path) -> None:
-    case = body_case(40, 18, 2, run__steps=90, output__forces_every=30, run__backend="cpu")
+    case = body_case(40, 18, 2, run__steps=90, output__forces_every=30, run__backend="cpu",
+                     output__probes=[{"name": "a", "point": [30, 3]},
+                                     {"name": "b", "point": [30, 15]}])  # one per rank
     case["run"]["transport"] = "auto"
     path = tmp_path / "case.yaml"
     path.write_text(yaml.safe_dump(case))
@@ -51,8 +53,9 @@ def test_mpiexec_matches_one_process(tmp_path) -> None:
                  timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("body         cyl: Cd ") == 1  # rank 0 prints the summary
-    a, b = (json.loads((d / "run.json").read_text())["bodies"] for d in (one, two))
-    assert a == b and a["cyl"]["drag_coefficient"] > 0
+    a, b = (json.loads((d / "run.json").read_text()) for d in (one, two))
+    assert a["bodies"] == b["bodies"] and a["bodies"]["cyl"]["drag_coefficient"] > 0
+    assert a["probes"] == b["probes"] and a["probes"]["b"]["velocity_x"] > 0
     fa, fb = _forces(one / "forces.h5"), _forces(two / "forces.h5")
     assert fa.keys() == fb.keys() and list(fa["step"]) == [30, 60, 90]
     for key in fa:

@@ -135,10 +135,21 @@ OUTPUT_SCHEMA = {
                            "always write one."},
         "keep_checkpoints": {"type": "integer", "minimum": 1, "default": 3,
                              "description": "How many of the newest checkpoints to keep."},
+        "probes": {
+            "type": "array",
+            "items": {"type": "object", "additionalProperties": False,
+                      "required": ["name", "point"],
+                      "properties": {"name": {"type": "string", "minLength": 1},
+                                     "point": {"type": "array", "items": {"type": "number"},
+                                               "minItems": 2, "maxItems": 2}}},
+            "description": "Named points [x, y] (in domain.units; 2D fluid) whose cell's "
+                           "density, pressure and velocity are recorded every "
+                           "output.forces_every steps: probes.h5, the summary, run.json.",
+        },
         "forces_every": {"type": "integer", "minimum": 1, "default": 50,
                          "description": "Steps between force measurements on domain.bodies "
-                                        "(and at the end): forces.h5, forces.png, the summary "
-                                        "and run.json."},
+                                        "and probe readings (and at the end): forces.h5, "
+                                        "forces.png, probes.h5, the summary and run.json."},
     },
 }
 

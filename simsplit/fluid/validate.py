@@ -13,6 +13,7 @@ from typing import Any
 from simsplit.decomp.slabs import MIN_SLAB_ROWS
 from simsplit.errors import CaseError, CaseWarning
 from simsplit.fluid.params import MAX_BODY_FORCE, MAX_LID_VELOCITY, UnstableSetup
+from simsplit.fluid.probes import check_probes, probes_of
 from simsplit.fluid.schema import check_dimensions, split_axis
 from simsplit.fluid.setup import setup_from_case
 
@@ -58,5 +59,7 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         setup = setup_from_case(case)
     except UnstableSetup as exc:
         raise CaseError(f"{key}: {exc}") from None
+    geometry = setup.geometry if setup.dim == 2 else None
+    check_probes(probes_of(case), geometry.solid if geometry is not None else None)
     for text in setup.advisories:
         warnings.warn(CaseWarning(f"{key}: {text}"), stacklevel=2)

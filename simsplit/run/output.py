@@ -157,6 +157,9 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         forces = getattr(s, "body_forces", None)
         if forces is not None and s.context.rank == 0:
             forces.write(directory, out["plots"])
+        probes = getattr(s, "probes", None)
+        if probes is not None and s.context.rank == 0:
+            probes.write(directory)
         if state["writer"] is not None:
             state["writer"].close()
             state["writer"] = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from simsplit.run.operations import RunningSimulation, RunSummary
+from simsplit.run.probes import probe_lines
 
 
 def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
@@ -30,6 +31,7 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     if timing is not None and case["run"].get("timing"):  # host timers alone miss graph replays
         lines.append(f"timing       {timing}")
     lines += body_lines(summary.extra.get("bodies"))
+    lines += probe_lines(summary.extra.get("probes"))
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
         lines += _ghia_lines(sim)
     elif case["physics"] == "fluid":

@@ -80,6 +80,10 @@ class Simulation:
 
         #: forces on the case's bodies (domain.bodies), None without bodies
         self.body_forces = attach_forces(self)
+        from simsplit.run.probes import attach_probes
+
+        #: readings of the case's probes (output.probes), None without probes
+        self.probes = attach_probes(self)
         from simsplit.gpu.cuda_errors import attach_error_context
 
         attach_error_context(self)
@@ -181,6 +185,8 @@ class Simulation:
                 "reason": reason, "timing": summary.extra.get("timing")}
         if self.body_forces is not None:  # measured at the end by its operation
             summary.extra["bodies"] = info["bodies"] = self.body_forces.report()
+        if self.probes is not None:
+            summary.extra["probes"] = info["probes"] = self.probes.report()
         balance = getattr(self.solver, "balance_report", lambda: None)()
         if balance is not None:  # the chosen split, also in run.json
             summary.extra["balance"] = info["balance"] = balance

@@ -185,3 +185,23 @@ def test_report_carries_shedding_of_a_periodic_lift() -> None:
     assert report["drag_coefficient_max"] == pytest.approx(3.008, abs=1e-3)
     assert report["periods"] >= 4
     assert "Strouhal" in "\n".join(body_lines({"cyl": report}))
+
+
+def test_vorticity_animation(tmp_path) -> None:
+    """output.animation: vorticity.gif has a frame per snapshot (step 0 included), the
+    bodies in grey; the vorticity of a solid-body rotation is twice its rate."""
+    from PIL import Image
+
+    from simsplit.io.animation import vorticity
+
+    y, x = np.mgrid[0:6, 0:8].astype(float)
+    rotation = np.stack([-0.01 * y, 0.01 * x], axis=-1)
+    np.testing.assert_allclose(vorticity(rotation), 0.02)
+    case = body_case(40, 16, 2, output__dir=str(tmp_path / "out"), run__steps=100,
+                     output__every=20, output__animation=True)
+    Simulation(case).run()
+    with Image.open(tmp_path / "out" / "vorticity.gif") as gif:
+        assert gif.n_frames == 6 and gif.size == (40 * 8, 16 * 8)
+        gif.seek(5)
+        rgb = np.asarray(gif.convert("RGB"))
+    assert (rgb[16 * 8 - 1 - 9 * 8 - 4, 10 * 8 + 4] == (110, 110, 110)).all()  # cell (10, 9)

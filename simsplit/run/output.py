@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from simsplit.run.operations import Operation, RunningSimulation
@@ -97,7 +98,8 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
     from simsplit.io.fields import FieldWriter
 
     setup = sim.solver.setup
-    state = {"writer": None, "last": -1}
+    state: dict[str, Any] = {"writer": None, "last": -1, "frames": []}
+    animate = bool(out.get("animation")) and setup.dim == 2
 
     def snapshot(s: RunningSimulation) -> None:
         if s.steps_done == state["last"]:
@@ -106,6 +108,10 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         rho, u = s.density(), s.velocity()  # collective under MPI
         if s.context.rank != 0:
             return
+        if animate:
+            from simsplit.io.animation import vorticity
+
+            state["frames"].append(vorticity(u).astype(np.float32))
         if state["writer"] is None:
             units = setup.units
             attrs = {"case": case_yaml(s.case), "simsplit_version": __version__,
@@ -154,6 +160,13 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         plot(u, directory / "velocity.png", re, ref, title=title)
 
     def close(s: RunningSimulation) -> None:
+        if state["frames"]:
+            from simsplit.io.animation import write_gif
+
+            geometry = setup.geometry
+            write_gif(state["frames"], directory / "vorticity.gif",
+                      geometry.solid if geometry is not None else None)
+            state["frames"] = []
         forces = getattr(s, "body_forces", None)
         if forces is not None and s.context.rank == 0:
             forces.write(directory, out["plots"])

@@ -205,3 +205,28 @@ def test_vorticity_animation(tmp_path) -> None:
         gif.seek(5)
         rgb = np.asarray(gif.convert("RGB"))
     assert (rgb[16 * 8 - 1 - 9 * 8 - 4, 10 * 8 + 4] == (110, 110, 110)).all()  # cell (10, 9)
+
+
+def test_inflow_profile_from_a_file(tmp_path) -> None:
+    """profile: file with the parabola's own float64 values gives the parabolic run's bits;
+    the mean inflow (reference velocity) is the rows' mean; a wrong count is one line."""
+    from simsplit.case import validate_case
+    from simsplit.errors import CaseError
+    from simsplit.fluid.inflow import Inlet
+
+    rows = Inlet("parabolic", 0.06).row_velocities(16)
+    np.save(tmp_path / "inflow.npy", rows)
+    runs = []
+    for inlet in ({"velocity": 0.06, "ramp_steps": 40},
+                  {"profile": "file", "file": str(tmp_path / "inflow.npy"), "ramp_steps": 40}):
+        case = body_case(40, 16, 2)
+        case["domain"]["inlet"] = inlet
+        sim = Simulation(case)
+        sim.step(60)
+        runs.append(sim.velocity())
+    assert np.array_equal(runs[0], runs[1])
+    assert sim.solver.setup.inlet.mean_velocity == pytest.approx(rows.mean())
+    (tmp_path / "short.txt").write_text("\n".join(map(str, rows[:10])))
+    case["domain"]["inlet"] = {"profile": "file", "file": str(tmp_path / "short.txt")}
+    with pytest.raises(CaseError, match="holds 10 values: expected 16 finite speeds"):
+        validate_case(case)

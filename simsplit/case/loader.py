@@ -293,9 +293,11 @@ def load_case(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | N
 
 
 def _resolve_files(raw: Any, base: Path) -> None:
-    """Files a case names (mask bodies' ``file``) are relative to the case file's directory."""
+    """Files a case names (mask bodies' and the inlet's ``file``) are relative to the case
+    file's directory."""
     domain = raw.get("domain") if isinstance(raw, dict) else None
     bodies = domain.get("bodies") if isinstance(domain, dict) else None
-    for body in bodies if isinstance(bodies, list) else []:
-        if isinstance(body, dict) and isinstance(body.get("file"), str):
-            body["file"] = str(base / Path(body["file"]).expanduser())
+    inlet = domain.get("inlet") if isinstance(domain, dict) else None
+    for item in [*(bodies if isinstance(bodies, list) else []), inlet]:
+        if isinstance(item, dict) and isinstance(item.get("file"), str):
+            item["file"] = str(base / Path(item["file"]).expanduser())

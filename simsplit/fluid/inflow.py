@@ -23,21 +23,27 @@ OPEN = ("inlet", "outlet")
 @dataclass(frozen=True)
 class Inlet:
     """A velocity inlet: speed ``velocity`` (lattice units; a parabola's maximum), normal to
-    its face, ramped up from rest over ``ramp_steps`` steps."""
+    its face, ramped up from rest over ``ramp_steps`` steps; or, with ``profile`` "file", the
+    speed of every row given (``rows``; ``velocity`` is then their maximum)."""
 
     profile: str
     velocity: float
     ramp_steps: int = 0
     start: str = "rest"  #: initial state: rest, or the inflow profile everywhere
+    rows: tuple[float, ...] | None = None  #: profile "file": the speed of each row
 
     @property
     def mean_velocity(self) -> float:
         """Mean over the channel height: U for a uniform inflow, 2 U / 3 for a parabola (the
-        reference velocity of Schäfer & Turek's coefficients)."""
+        reference velocity of Schäfer & Turek's coefficients), the rows' mean from a file."""
+        if self.rows is not None:
+            return float(np.mean(self.rows))
         return self.velocity * (2.0 / 3.0 if self.profile == "parabolic" else 1.0)
 
     def row_velocities(self, ny: int) -> np.ndarray:
         """Inflow speed at each row's cell centre y = j + 1/2 (float64), walls at 0 and ny."""
+        if self.rows is not None:
+            return np.array(self.rows, dtype=np.float64)
         if self.profile == "uniform":
             return np.full(ny, self.velocity)
         y = np.arange(ny, dtype=np.float64) + 0.5
@@ -81,14 +87,46 @@ def inlet_of(case: dict[str, Any]) -> Inlet | None:
     if faces == ("inlet", "inlet"):
         raise CaseError("domain.boundaries.x_high: inlet on both faces is not allowed: make "
                         "one an outlet")
+    profile = spec.get("profile", "parabolic")
+    if "file" in spec and profile != "file":
+        raise CaseError(f"domain.inlet.file: only with profile: file (the profile is "
+                        f"{profile})")
+    rows = None
+    if profile == "file":
+        rows = read_profile(spec, int(domain["shape"][1]))
+        spec = {**spec, "velocity": float(np.abs(rows).max())}
+    elif "velocity" not in spec:
+        raise CaseError("domain.inlet.velocity: required for a uniform or parabolic inflow")
     if spec["velocity"] > MAX_LID_VELOCITY:
         raise CaseError(f"domain.inlet.velocity: {spec['velocity']!r} is not allowed: expected "
                         f"<= {MAX_LID_VELOCITY} lattice units (Mach number too high)")
     if domain["boundaries"]["lid"]:
         raise CaseError("domain.boundaries.lid: a lid with an inlet is not allowed: set "
                         "domain.boundaries.lid: false")
-    return Inlet(spec.get("profile", "parabolic"), float(spec["velocity"]),
-                 int(spec.get("ramp_steps", 0)), spec.get("start", "rest"))
+    return Inlet(profile, float(spec["velocity"]), int(spec.get("ramp_steps", 0)),
+                 spec.get("start", "rest"), None if rows is None else tuple(rows.tolist()))
+
+
+def read_profile(spec: dict[str, Any], ny: int) -> np.ndarray:
+    """The inflow speed of each row from ``domain.inlet.file``: a .npy array or a text file
+    of ny numbers (lattice units, row 0 at y = 0), one line or column each."""
+    from pathlib import Path
+
+    if "file" not in spec:
+        raise CaseError("domain.inlet.file: required with profile: file (a .npy or text file "
+                        f"of {ny} speeds, one per row)")
+    path = Path(spec["file"])
+    if not path.is_file():
+        raise CaseError(f"domain.inlet.file: {str(path)!r} does not exist")
+    try:
+        rows = (np.load(path, allow_pickle=False) if path.suffix.lower() == ".npy"
+                else np.loadtxt(path, ndmin=1)).astype(np.float64).ravel()
+    except Exception as exc:
+        raise CaseError(f"domain.inlet.file: cannot read {str(path)!r}: {exc}") from None
+    if rows.shape != (ny,) or not np.all(np.isfinite(rows)):
+        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {rows.size} values: expected "
+                        f"{ny} finite speeds, one per row (domain.shape's ny)")
+    return rows
 
 
 def outlet_density(case: dict[str, Any]) -> float:

@@ -167,16 +167,22 @@ DOMAIN_SCHEMA = {
                            "(masks stay halfway).",
         },
         "inlet": {
-            "type": "object", "additionalProperties": False, "required": ["velocity"],
+            "type": "object", "additionalProperties": False,
             "description": "The velocity inlet of a face set to inlet: bounce-back with the "
                            "inlet velocity (Ladd), normal to the face.",
             "properties": {
-                "profile": {"enum": ["uniform", "parabolic"], "default": "parabolic",
-                            "description": "uniform, or parabolic between the walls at y = 0 "
-                                           "and y = 1 (4 U y (H - y) / H^2)."},
+                "profile": {"enum": ["uniform", "parabolic", "file"], "default": "parabolic",
+                            "description": "uniform, parabolic between the walls at y = 0 "
+                                           "and y = 1 (4 U y (H - y) / H^2), or file "
+                                           "(domain.inlet.file)."},
+                "file": {"type": "string", "minLength": 1,
+                         "description": "profile file: a .npy or text file of ny speeds "
+                                        "into the domain (lattice units), one per row from "
+                                        "y = 0; relative to the case file."},
                 "velocity": {"type": "number", "exclusiveMinimum": 0,
                              "description": "Inflow speed U in lattice units: the uniform "
-                                            "speed, or the parabola's maximum (at most 0.2)."},
+                                            "speed, or the parabola's maximum (at most 0.2; "
+                                            "required unless the profile is a file)."},
                 "start": {"enum": ["rest", "inflow"], "default": "rest",
                           "description": "Initial state: rest, or the inflow profile in every "
                                          "fluid cell (closer to a steady state: fewer steps)."},

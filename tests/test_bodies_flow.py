@@ -146,6 +146,8 @@ def test_run_reports_forces(tmp_path) -> None:
     summary = sim.run()
     text = "\n".join(summary_lines(sim, summary))
     assert "body         cyl: Cd " in text
+    assert ("lattice      tau 0.65, nu 0.05; inflow max 0.06 (Mach 0.104), mean 0.04; "
+            "Re = U_mean L / nu = 4.267 (L 5.333 cells, cyl's length)") in text
     assert "probe        wake (cell 20, 7): density " in text
     u, rho = sim.velocity(), sim.density()
     wake = json.loads((tmp_path / "out" / "run.json").read_text())["probes"]["wake"]

@@ -30,6 +30,7 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     timing = summary.extra.get("timing")
     if timing is not None and case["run"].get("timing"):  # host timers alone miss graph replays
         lines.append(f"timing       {timing}")
+    lines += inflow_lines(sim)
     lines += body_lines(summary.extra.get("bodies"))
     lines += probe_lines(summary.extra.get("probes"))
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
@@ -39,6 +40,21 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     if case["output"]["dir"]:
         lines.append(f"output       {case['output']['dir']}")
     return lines
+
+
+def inflow_lines(sim: RunningSimulation) -> list[str]:
+    """With an inlet: the lattice values a physical case turned into, and the Mach number."""
+    setup = getattr(sim.solver, "setup", None)
+    inlet = getattr(setup, "inlet", None)
+    if inlet is None:
+        return []
+    p = setup.params
+    mach = inlet.velocity * 3**0.5
+    length = setup.bodies[0].reference_length if setup.bodies else float(setup.ny)
+    what = f"{setup.bodies[0].name}'s length" if setup.bodies else "the channel height"
+    return [f"lattice      tau {p.tau:.4g}, nu {p.viscosity:.4g}; inflow max {inlet.velocity:.4g} "
+            f"(Mach {mach:.3f}), mean {inlet.mean_velocity:.4g}; Re = U_mean L / nu = "
+            f"{inlet.mean_velocity * length / p.viscosity:.4g} (L {length:.4g} cells, {what})"]
 
 
 def body_lines(bodies: dict | None) -> list[str]:

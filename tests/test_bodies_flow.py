@@ -190,7 +190,7 @@ def test_report_carries_shedding_of_a_periodic_lift() -> None:
 
 
 def test_vorticity_animation(tmp_path) -> None:
-    """output.animation: vorticity.gif has a frame per snapshot (step 0 included), the
+    """output.animation: 20: vorticity.gif has a frame every 20 steps (step 0 included), the
     bodies in grey; the vorticity of a solid-body rotation is twice its rate."""
     from PIL import Image
 
@@ -200,7 +200,7 @@ def test_vorticity_animation(tmp_path) -> None:
     rotation = np.stack([-0.01 * y, 0.01 * x], axis=-1)
     np.testing.assert_allclose(vorticity(rotation), 0.02)
     case = body_case(40, 16, 2, output__dir=str(tmp_path / "out"), run__steps=100,
-                     output__every=20, output__animation=True)
+                     output__animation=20)
     Simulation(case).run()
     with Image.open(tmp_path / "out" / "vorticity.gif") as gif:
         assert gif.n_frames == 6 and gif.size == (40 * 8, 16 * 8)

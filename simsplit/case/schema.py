@@ -146,9 +146,10 @@ OUTPUT_SCHEMA = {
                            "density, pressure and velocity are recorded every "
                            "output.forces_every steps: probes.h5, the summary, run.json.",
         },
-        "animation": {"type": "boolean", "default": False,
-                      "description": "2D fluid: write vorticity.gif, the vorticity of every "
-                                     "snapshot (output.every) as an animation (Pillow)."},
+        "animation": {"type": "integer", "minimum": 0, "default": 0,
+                      "description": "2D fluid: steps between the frames of vorticity.gif, an "
+                                     "animation of the vorticity (Pillow; the last 150 frames "
+                                     "of the run); 0: none."},
         "forces_every": {"type": "integer", "minimum": 1, "default": 50,
                          "description": "Steps between force measurements on domain.bodies "
                                         "and probe readings (and at the end): forces.h5, "

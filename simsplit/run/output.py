@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ def attach_output(sim: RunningSimulation) -> None:
 
 
 CHECKPOINT_DIR = "checkpoints"
+#: frames of vorticity.gif: the run's last ones (150 x 10 per second: 15 s of animation)
+ANIMATION_FRAMES = 150
 
 
 def _attach_manifest(sim: RunningSimulation, directory: Path) -> None:
@@ -98,8 +101,8 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
     from simsplit.io.fields import FieldWriter
 
     setup = sim.solver.setup
-    state: dict[str, Any] = {"writer": None, "last": -1, "frames": []}
-    animate = bool(out.get("animation")) and setup.dim == 2
+    state: dict[str, Any] = {"writer": None, "last": -1,
+                             "frames": deque(maxlen=ANIMATION_FRAMES)}
 
     def snapshot(s: RunningSimulation) -> None:
         if s.steps_done == state["last"]:
@@ -108,10 +111,6 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         rho, u = s.density(), s.velocity()  # collective under MPI
         if s.context.rank != 0:
             return
-        if animate:
-            from simsplit.io.animation import vorticity
-
-            state["frames"].append(vorticity(u).astype(np.float32))
         if state["writer"] is None:
             units = setup.units
             attrs = {"case": case_yaml(s.case), "simsplit_version": __version__,
@@ -160,13 +159,13 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         plot(u, directory / "velocity.png", re, ref, title=title)
 
     def close(s: RunningSimulation) -> None:
-        if state["frames"]:
+        if state["frames"] and s.context.rank == 0:
             from simsplit.io.animation import write_gif
 
             geometry = setup.geometry
-            write_gif(state["frames"], directory / "vorticity.gif",
+            write_gif(list(state["frames"]), directory / "vorticity.gif",
                       geometry.solid if geometry is not None else None)
-            state["frames"] = []
+            state["frames"].clear()
         forces = getattr(s, "body_forces", None)
         if forces is not None and s.context.rank == 0:
             forces.write(directory, out["plots"])
@@ -177,6 +176,21 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
             state["writer"].close()
             state["writer"] = None
 
+    def frame(s: RunningSimulation) -> None:
+        if s.steps_done == state.get("last_frame"):
+            return
+        state["last_frame"] = s.steps_done
+        u = s.velocity()  # collective under MPI
+        if s.context.rank == 0:
+            from simsplit.io.animation import vorticity
+
+            state["frames"].append(vorticity(u).astype(np.float32))
+
+    animation = int(out.get("animation") or 0)
+    if animation > 0 and setup.dim == 2:  # before "close", which writes the frames
+        sim.attach(Operation("animation", animation, frame))
+        if sim.steps_done % animation == 0:
+            frame(sim)
     every = out["every"] or 0  # null: the final state only
     sim.attach(Operation("snapshot", every, snapshot))
     if every > 0 and sim.steps_done % every == 0:

@@ -88,6 +88,21 @@ __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int n
     return (-k) * own_opp + (T(1.0) + k) * __ldg(f_src + q * plane + cell);
 }
 
+// Free-slip wall normal to y (specular reflection): direction q arrives as (cx, -cy) left the
+// cell beside this one, x - (cx, 0); where that is no fluid cell (a corner), bounce back.
+// Mirrors the CPU kernel's SLIP branch.
+template <typename T>
+__device__ __forceinline__ T specular(int q, int i, int j, int nx, lbm::index_t pitch,
+                                      lbm::index_t plane, bool periodic,
+                                      const T* __restrict__ f_src,
+                                      const lbm::flag_t* __restrict__ flags, T own_opp)
+{
+    if (D2Q9::cx(q) == 0) return own_opp;  // straight at the wall: the mirror is the opposite
+    const lbm::index_t beside = j * pitch + lbm::source_column(i, -D2Q9::cx(q), nx, periodic);
+    if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
+    return __ldg(f_src + d2q9_mirror_y(q) * plane + beside);
+}
+
 // Cell that direction q pulls from, as an offset within a population plane.
 __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
                                                     lbm::index_t pitch, bool periodic)
@@ -141,6 +156,9 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
                     fl[q] = own_opp + T(6.0 * L::w(q) * L::cx(q)) * (inlet_scale * inlet[j]);
                 else if (kind == FLAG_OUTLET)
                     fl[q] = anti_bounce_back(f_src, plane, cell, q, rho_w);
+                else if (kind == FLAG_SLIP)
+                    fl[q] = specular(q, i, j, nx, pitch, plane, periodic, f_src, flags,
+                                     own_opp);
                 else if (kind == FLAG_WALL && (own & FLAG_CURVED))
                     fl[q] = interpolated_bounce_back(q, i, j, nx, pitch, plane, cell, periodic,
                                                      f_src, links, own_opp);

@@ -29,6 +29,7 @@ class Face(Enum):
     HALO = "halo"
     WALL = "wall"
     LID = "lid"
+    SLIP = "slip"  #: free-slip wall (D2Q9)
 
 
 class SlabBlock:
@@ -157,6 +158,8 @@ class SlabBlock:
                 elif kind is Face.LID:
                     flags[layer] = fl.LID
                     ghost_faces(flags[layer], 1)  # the lid's edges beyond side walls stay put
+                elif kind is Face.SLIP:
+                    flags[layer] = fl.SLIP
         self._paint_geometry(flags)
         inner = (slice(1, -1),) * flags.ndim
         flags[inner] |= self._near_wall(flags)

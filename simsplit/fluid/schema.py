@@ -124,8 +124,9 @@ DOMAIN_SCHEMA = {
             "properties": {
                 "x": {"enum": ["wall", "periodic"], "default": "wall",
                       "description": "Faces x = 0 and x = 1."},
-                "y": {"enum": ["wall", "periodic"], "default": "wall",
-                      "description": "Faces y = 0 and y = 1."},
+                "y": {"enum": ["wall", "periodic", "slip"], "default": "wall",
+                      "description": "Faces y = 0 and y = 1; slip (2D): free-slip walls "
+                                     "(specular reflection)."},
                 "z": {"enum": ["wall", "periodic"],
                       "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given)."},
                 "lid": {"type": "boolean", "default": True,

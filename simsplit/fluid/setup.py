@@ -38,6 +38,7 @@ class FluidSetup:
     x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
     inlet: Inlet | None = None
     bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
+    slip: bool = False  #: the faces of the split axis are free-slip walls (2D)
 
     @cached_property
     def geometry(self) -> GridGeometry | None:
@@ -169,7 +170,8 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     storage = np.dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
-                      inlet, domain.get("bounce_back", "halfway"))
+                      inlet, domain.get("bounce_back", "halfway"),
+                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip")
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

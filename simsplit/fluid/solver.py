@@ -96,7 +96,9 @@ class FluidSolver:
     def _face_kind(self, neighbour: int | None, face: int) -> Face:
         if neighbour is not None:
             return Face.HALO
-        return Face.LID if (face == HIGH and self.setup.lid) else Face.WALL
+        if face == HIGH and self.setup.lid:
+            return Face.LID
+        return Face.SLIP if self.setup.slip else Face.WALL
 
     # --- time loop ------------------------------------------------------------------------------
     @cached_property

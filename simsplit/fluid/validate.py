@@ -32,8 +32,10 @@ def check_fluid_case(case: dict[str, Any]) -> None:
     has_nu = fluid.get("viscosity") is not None
     if has_re == has_nu:
         raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
-    if bounds["lid"] and bounds.get(axis, "wall") == "periodic":
+    if bounds["lid"] and bounds.get(axis, "wall") != "wall":
         raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
+    if "slip" in (bounds.get("y"), bounds.get("z")) and axis != "y":
+        raise CaseError("domain.boundaries.y: slip is not yet available in 3D (D2Q9 only)")
     inflow = "inlet" in (bounds.get("x_low"), bounds.get("x_high"))
     if has_re and not bounds["lid"] and not inflow:
         raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "

@@ -14,7 +14,9 @@ SOLID = WALL | LID  #: mask of the solid kinds
 NEAR_WALL = 4  #: fluid cell next to a pull source in BOUNDARY (never set on boundary cells)
 INLET = 8  #: ghost cell of a velocity inlet: bounce-back with the inlet's velocity (Ladd)
 OUTLET = 16  #: ghost cell of a pressure outlet: anti-bounce-back at a fixed density
-BOUNDARY = SOLID | INLET | OUTLET  #: every kind whose populations are not streamed
+#: ghost cell of a free-slip wall normal to y (D2Q9): specular reflection
+SLIP = 64
+BOUNDARY = SOLID | INLET | OUTLET | SLIP  #: every kind whose populations are not streamed
 #: fluid cell with a link to a body that interpolated bounce-back (Bouzidi) treats: the kernel
 #: reads that link's weight (simsplit/fluid/geometry/links.py) instead of bouncing halfway
 CURVED = 32

@@ -11,13 +11,23 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.flags import (
+    BOUNDARY,
+    CURVED,
+    INLET,
+    LID,
+    NEAR_WALL,
+    OUTLET,
+    SLIP,
+    SOLID,
+)
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
 _W = tuple(float(w) for w in D2Q9_W)
 _OPP = tuple(int(o) for o in D2Q9_OPP)
+_MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
 _PAIRS = tuple(q for q in range(1, 9) if q < _OPP[q])
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 
@@ -59,6 +69,12 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                             v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[j])
                         elif kind == OUTLET:
                             v = _anti_bounce_back(f_src, j, i, q, rho_w)
+                        elif kind == SLIP:  # specular: (cx, -cy) from the cell beside
+                            ei = i - _CX[q]
+                            if periodic_x:
+                                ei = nx if ei == 0 else (1 if ei == nx + 1 else ei)
+                            if not flags[j, ei] & BOUNDARY:  # (else a corner: bounce back)
+                                v = f_src[_MIRROR_Y[q], j, ei]
                         elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
                             k = links[q, j, i]
                             if k >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q

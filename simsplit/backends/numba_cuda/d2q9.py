@@ -20,8 +20,8 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
-from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SOLID
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
 
@@ -29,6 +29,7 @@ _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
 _W = tuple(float(w) for w in D2Q9_W)
 _OPP = tuple(int(o) for o in D2Q9_OPP)
+_MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
 _PAIRS = tuple(q for q in range(1, Q) if q < _OPP[q])
 _N_CROSS = len(UP)
 _HALO = tuple(UP) + tuple(DOWN)  #: direction set s, k-th population -> _HALO[s * _N_CROSS + k]
@@ -124,6 +125,12 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                             v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[j]))
                         elif kind == OUTLET:
                             v = anti_bounce_back(f_src, j, i, q, rho_w)
+                        elif kind == SLIP:  # specular, as the CPU kernel
+                            ei = i - _CX[q]
+                            if periodic_x:
+                                ei = (ei - 1 + nx) % nx + 1
+                            if (flags[j, ei] & BOUNDARY) == 0:
+                                v = f_src[_MIRROR_Y[q], j, ei]
                         elif (flags[j, i] & CURVED) != 0:  # Bouzidi, as the CPU kernel
                             k = links[q, j, i]
                             if k >= dt(0.0):

@@ -1,6 +1,7 @@
-// D2Q9 fused pull stream-collide: TRT (BGK when om_m == om_p) with Guo forcing, walls and the
-// moving lid by cell flags, optional periodic x. One thread per cell, threads along i so every
-// population load and store is coalesced; blockIdx.y (and z) picks the row.
+// D2Q9 fused pull stream-collide: TRT (BGK when om_m == om_p) with Guo forcing, walls, the
+// moving lid, velocity inlets and pressure outlets by cell flags, optional periodic x. One
+// thread per cell, threads along i so every population load and store is coalesced;
+// blockIdx.y (and z) picks the row.
 //
 // The arithmetic mirrors simsplit/backends/cpu/d2q9.py operation for operation (same formulae,
 // same order, compiled with --fmad=false so no multiply-add is fused), so results match the CPU
@@ -10,7 +11,9 @@
 // Arrays: f[q][j][i] of logical shape (9, ny + 2, nx + 2) with a row stride of `pitch` and a
 // population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
-// (ny, nx), packed. Rows [j0, j1) are 1-based interior rows.
+// (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
+// interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED. Rows
+// [j0, j1) are 1-based interior rows.
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
 
@@ -40,6 +43,66 @@ __device__ __forceinline__ void relax_pair(int q, const T* fl, T* __restrict__ f
     lbm::store_population(f_dst + o * plane + cell, fl[o] + relax_p - relax_m);
 }
 
+// Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2),
+// u the own cell's velocity from its post-collision populations of step t (a local rule: no
+// neighbour read, so every split sees the same). Mirrors _anti_bounce_back of the CPU kernel.
+template <typename T>
+__device__ __forceinline__ T anti_bounce_back(const T* __restrict__ f_src, lbm::index_t plane,
+                                              lbm::index_t cell, int q, T rho_w)
+{
+    using L = D2Q9;
+    T r = T(0.0), jx = T(0.0), jy = T(0.0);
+#pragma unroll
+    for (int p = 0; p < L::Q; ++p) {
+        const T v = __ldg(f_src + p * plane + cell);
+        r += v;
+        jx += T(L::cx(p)) * v;
+        jy += T(L::cy(p)) * v;
+    }
+    const T inv = T(1.0) / r;
+    const T ux = jx * inv;
+    const T uy = jy * inv;
+    const T cu = T(L::cx(q)) * ux + T(L::cy(q)) * uy;
+    const T usq = T(1.5) * (ux * ux + uy * uy);
+    const T feq = T(2.0 * L::w(q)) * rho_w * (T(1.0) + T(4.5) * cu * cu - usq);
+    return feq - __ldg(f_src + L::opp(q) * plane + cell);
+}
+
+// Interpolated bounce-back (Bouzidi et al. 2001, linear) of a link to a body: the link's
+// weight k (simsplit/fluid/geometry/links.py) >= 0 mixes f*_opp(q) of this cell with that of
+// the neighbour x + c_q, k < 0 with this cell's f*_q. Mirrors the CPU kernel's CURVED branch.
+template <typename T>
+__device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int nx,
+                                                      lbm::index_t pitch, lbm::index_t plane,
+                                                      lbm::index_t cell, bool periodic,
+                                                      const T* __restrict__ f_src,
+                                                      const T* __restrict__ links, T own_opp)
+{
+    using L = D2Q9;
+    const T k = __ldg(links + q * plane + cell);
+    if (k >= T(0.0)) {
+        const lbm::index_t nb = (j + L::cy(q)) * pitch
+                                + lbm::source_column(i, L::cx(q), nx, periodic);
+        return k * own_opp + (T(1.0) - k) * __ldg(f_src + L::opp(q) * plane + nb);
+    }
+    return (-k) * own_opp + (T(1.0) + k) * __ldg(f_src + q * plane + cell);
+}
+
+// Free-slip wall normal to y (specular reflection): direction q arrives as (cx, -cy) left the
+// cell beside this one, x - (cx, 0); where that is no fluid cell (a corner), bounce back.
+// Mirrors the CPU kernel's SLIP branch.
+template <typename T>
+__device__ __forceinline__ T specular(int q, int i, int j, int nx, lbm::index_t pitch,
+                                      lbm::index_t plane, bool periodic,
+                                      const T* __restrict__ f_src,
+                                      const lbm::flag_t* __restrict__ flags, T own_opp)
+{
+    if (D2Q9::cx(q) == 0) return own_opp;  // straight at the wall: the mirror is the opposite
+    const lbm::index_t beside = j * pitch + lbm::source_column(i, -D2Q9::cx(q), nx, periodic);
+    if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
+    return __ldg(f_src + d2q9_mirror_y(q) * plane + beside);
+}
+
 // Cell that direction q pulls from, as an offset within a population plane.
 __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
                                                     lbm::index_t pitch, bool periodic)
@@ -56,7 +119,8 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
                     const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                     T* __restrict__ ux_out, T* __restrict__ uy_out, int nx, int ny,
                     lbm::index_t pitch, lbm::index_t plane, int j0, int j1, T om_p, T om_m,
-                    T lid_u, T fx, T fy, int periodic_x)
+                    T lid_u, T fx, T fy, int periodic_x, const T* __restrict__ inlet,
+                    T inlet_scale, T rho_w, const T* __restrict__ links)
 {
     using L = D2Q9;
     const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
@@ -79,16 +143,27 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
         const lbm::index_t src = source_cell(q, i, j, nx, pitch, periodic);
         fl[q] = lbm::load_population(f_src + q * plane + src);
 #ifdef SIMSPLIT_NEIGHBOUR_FLAGS  // decide from the sources' flags (faster on an H200: L1 hits)
-        near_wall |= __ldg(flags + src) & FLAG_SOLID;
+        near_wall |= __ldg(flags + src) & FLAG_BOUNDARY;
 #endif
     }
     if (near_wall) {  // rare and warp-coherent
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::flag_t kind = __ldg(flags + source_cell(q, i, j, nx, pitch, periodic));
-            if (kind & FLAG_SOLID) {
+            if (kind & FLAG_BOUNDARY) {
                 const T own_opp = __ldg(f_src + L::opp(q) * plane + cell);
-                fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
+                if (kind == FLAG_INLET)  // Ladd: the wall moves at the row's inflow speed
+                    fl[q] = own_opp + T(6.0 * L::w(q) * L::cx(q)) * (inlet_scale * inlet[j]);
+                else if (kind == FLAG_OUTLET)
+                    fl[q] = anti_bounce_back(f_src, plane, cell, q, rho_w);
+                else if (kind == FLAG_SLIP)
+                    fl[q] = specular(q, i, j, nx, pitch, plane, periodic, f_src, flags,
+                                     own_opp);
+                else if (kind == FLAG_WALL && (own & FLAG_CURVED))
+                    fl[q] = interpolated_bounce_back(q, i, j, nx, pitch, plane, cell, periodic,
+                                                     f_src, links, own_opp);
+                else
+                    fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
             }
         }
     }

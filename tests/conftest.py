@@ -31,6 +31,23 @@ def fluid_case(nx: int = 32, ny: int = 32, subdomains: int = 1, **over: Any) -> 
     return case
 
 
+def body_case(nx: int = 48, ny: int = 20, subdomains: int = 1, bodies: list | None = None,
+              **over: Any) -> dict[str, Any]:
+    """A channel with a parabolic velocity inlet at x = 0, a pressure outlet at x = 1 and, by
+    default, a circle that straddles the middle rows (issue #21), as a case dict."""
+    if bodies is None:
+        bodies = [{"name": "cyl", "shape": "circle", "centre": [nx / 4, ny / 2 - 0.3],
+                   "radius": ny / 6}]
+    case = fluid_case(nx, ny, subdomains, fluid__reynolds=None, fluid__viscosity=0.05)
+    case["domain"] = {"shape": [nx, ny], "bodies": bodies,
+                      "boundaries": {"x_low": "inlet", "x_high": "outlet", "lid": False},
+                      "inlet": {"velocity": 0.06, "ramp_steps": 40}}
+    for key, value in over.items():
+        section, _, name = key.partition("__")
+        case.setdefault(section, {})[name] = value
+    return case
+
+
 #: True inside the child process that runs Numba CUDA kernels on the simulator
 IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 

@@ -304,14 +304,17 @@ _EMULATION_LAUNCHERS = _EMULATION_LAUNCH + """
 template <typename T>
 static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx, int ny,
                     long long pitch, long long plane, int j0, int j1, double op, double om,
-                    double lid, double fx, double fy, int per, int store, unsigned gy) {
+                    double lid, double fx, double fy, int per, int store, unsigned gy,
+                    const T* in, double in_scale, double rho_w, const T* links) {
     const unsigned gx = (nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     launch(gx, gy, gz, [&] {
         if (store) d2q9_stream_collide<T, true>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0,
-                                                j1, T(op), T(om), T(lid), T(fx), T(fy), per);
+                                                j1, T(op), T(om), T(lid), T(fx), T(fy), per,
+                                                in, T(in_scale), T(rho_w), links);
         else d2q9_stream_collide<T, false>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1,
-                                           T(op), T(om), T(lid), T(fx), T(fy), per);
+                                           T(op), T(om), T(lid), T(fx), T(fy), per, in,
+                                           T(in_scale), T(rho_w), links);
     });
 }
 template <typename T>
@@ -324,9 +327,10 @@ static void halo(const T* src, T* dst, int pack, long long plane, long long pitc
 }
 #define COLLIDE(T, NAME) extern "C" void NAME(const T* fs, T* fd, const flag* fl, T* r, T* u, \\
     T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, double op, \\
-    double om, double lid, double fx, double fy, int per, int store, unsigned gy) { \\
+    double om, double lid, double fx, double fy, int per, int store, unsigned gy, \\
+    const T* in, double in_scale, double rho_w, const T* links) { \\
     collide<T>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, op, om, lid, fx, fy, per, \\
-               store, gy); }
+               store, gy, in, in_scale, rho_w, links); }
 #define HALO(T, NAME) extern "C" void NAME(const T* s, T* d, int pack, long long plane, \\
     long long pitch, int row, int w, int set) { halo<T>(s, d, pack, plane, pitch, row, w, set); }
 COLLIDE(float, collide_float) COLLIDE(double, collide_double)
@@ -374,7 +378,8 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y):
+def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
+                      inlet=None, links=None):
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -383,10 +388,17 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
     ny, nx = flags.shape[0] - 2, flags.shape[1] - 2
     c_int, c_dbl, c_ll = ctypes.c_int, ctypes.c_double, ctypes.c_longlong
     pitch, plane = field_strides(f_src, flags, f_dst)
+    inlet = np.zeros(ny + 2, dtype) if inlet is None else np.ascontiguousarray(inlet, dtype)
+    if links is None:  # halfway everywhere, in the populations' layout
+        links = np.full(f_src.shape, -1.0, dtype)
+        links = links if f_src.flags.c_contiguous else _padded_copy(links)
+    if field_strides(links, flags) != (pitch, plane):
+        raise ValueError("links must share the populations' layout")
     fn(*(_data(a) for a in (f_src, f_dst, flags)), *(_ptr(a) for a in macro), c_int(nx),
        c_int(ny), c_ll(int(pitch)), c_ll(int(plane)), c_int(rows[0]), c_int(rows[1]),
        c_dbl(p.omega_plus), c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x),
-       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)), ctypes.c_uint(grid_y))
+       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)), ctypes.c_uint(grid_y),
+       _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -422,6 +434,104 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded
     np.testing.assert_array_equal(emu_dst[interior], block.f_dst[interior])
     for got, want in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("bounce", ["halfway", "linear"])
+def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, padded,
+                                                      bounce) -> None:
+    """Velocity inlet, pressure outlet and a body's cells (issue #21): the CUDA C kernel's
+    inlet, anti-bounce-back, wall and interpolated (Bouzidi) branches reproduce the CPU kernel
+    bit for bit, a ramped inflow and an outlet density off 1 included; one slab of three (halo
+    ghost rows painted, the neighbours of interpolated links in them too)."""
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.fluid.block import D2Q9Block, Face
+    from simsplit.fluid.geometry.grid import GridGeometry
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    nx, ny = 40, 7
+    solid = np.zeros((21, nx), dtype=bool)
+    y, x = np.mgrid[0:21, 0:nx] + 0.5
+    solid |= (x - 14.0) ** 2 + (y - 8.5) ** 2 <= 9.0  # crosses rows 7 and 13: both ghost rows
+    sign = 1.0 if faces[0] == "inlet" else -1.0
+    inflow = sign * 0.08 * np.linspace(0.2, 1.0, 21)
+    links = None
+    if bounce == "linear":  # weights of both kinds on every body link, as the geometry gives
+        from simsplit.fluid.geometry import build_bodies
+        from simsplit.fluid.geometry.links import link_weights
+        from simsplit.numerics.lattice import D2Q9
+
+        (body,) = build_bodies({"shape": [nx, 21], "bodies": [
+            {"name": "c", "shape": "circle", "centre": [14.0, 8.5], "radius": 3.0}]}, faces)
+        assert np.array_equal(body.cells, solid)
+        links = link_weights([body], solid, D2Q9, (False, False))
+        assert (links > 0).any() and ((links < 0) & (links != -1)).any()
+    geometry = GridGeometry(solid, faces, inflow, False, links)
+    om_p = 1.0 / 0.7
+    params = D2Q9Params(om_p, 1.0 / 1.1, 0.0, 2e-5, -1e-5, False, inlet_scale=0.37,
+                        outlet_density=1.013)
+    block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry)
+    assert (block.flags[:, 0] == (8 if faces[0] == "inlet" else 16)).all()
+    assert (block.flags[[0, -1]] & 1).any()  # the body reaches into both ghost rows
+    rng = np.random.default_rng(5)
+    w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
+    full = w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))
+    block.f_src[...] = full.astype(dtype)
+    f_src = block.f_src.copy()
+    emu_dst = np.zeros_like(f_src)
+    flags = block.flags
+    if padded:
+        f_src, emu_dst, flags = (_padded_copy(a) for a in (f_src, emu_dst, flags))
+    emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
+    weights = block.links
+    if padded and weights is not None:
+        weights = _padded_copy(weights)
+    if bounce == "linear":
+        assert (block.flags & 32).any()  # CURVED cells
+    _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1), params,
+                      True, 3, inlet=block.inlet, links=weights)
+    block.stream_collide(store_macro=True)
+    interior = (slice(None), slice(1, -1), slice(1, -1))
+    fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
+    got, want = emu_dst[interior], block.f_dst[interior]
+    np.testing.assert_array_equal(got[:, fluid], want[:, fluid])
+    assert np.isfinite(want[:, fluid]).all()
+    for got_m, want_m in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
+        np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, dtype, periodic) -> None:
+    """Free-slip walls (specular reflection) at both y faces, a body touching one: the CUDA C
+    kernel's SLIP branch (corners and the body included) reproduces the CPU kernel."""
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.fluid.block import D2Q9Block, Face
+    from simsplit.fluid.geometry.grid import GridGeometry
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    nx, ny = 37, 6
+    solid = np.zeros((ny, nx), dtype=bool)
+    solid[0:2, 10:13] = True  # a step on the lower wall
+    kinds = ("periodic", "periodic") if periodic else ("wall", "wall")
+    geometry = GridGeometry(solid, kinds, np.zeros(ny), False)
+    params = D2Q9Params(1.0 / 0.7, 1.0 / 1.1, 0.0, 3e-5, -2e-5, periodic)
+    block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.SLIP, Face.SLIP), params, dtype, geometry)
+    assert (block.flags[0] == 64).all() and (block.flags[-1] == 64).all()
+    rng = np.random.default_rng(17)
+    w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
+    block.f_src[...] = (w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))).astype(dtype)
+    f_src = block.f_src.copy()
+    emu_dst = np.zeros_like(f_src)
+    emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
+    _emulated_collide(emulated, dtype, f_src, emu_dst, block.flags, emu_macro, (1, ny + 1),
+                      params, True, 2, inlet=block.inlet)
+    block.stream_collide(store_macro=True)
+    fluid = ~solid
+    np.testing.assert_array_equal(emu_dst[:, 1:-1, 1:-1][:, fluid],
+                                  block.f_dst[:, 1:-1, 1:-1][:, fluid])
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -288,4 +288,16 @@ def load_case(path: str | Path, overrides: Mapping[str, Any] | Iterable[str] | N
     raw = _read_yaml(path)
     if overrides and isinstance(raw, dict):
         raw = apply_overrides(raw, overrides)
+    _resolve_files(raw, path.parent)
     return validate_case(raw, source=str(path))
+
+
+def _resolve_files(raw: Any, base: Path) -> None:
+    """Files a case names (mask bodies' and the inlet's ``file``) are relative to the case
+    file's directory."""
+    domain = raw.get("domain") if isinstance(raw, dict) else None
+    bodies = domain.get("bodies") if isinstance(domain, dict) else None
+    inlet = domain.get("inlet") if isinstance(domain, dict) else None
+    for item in [*(bodies if isinstance(bodies, list) else []), inlet]:
+        if isinstance(item, dict) and isinstance(item.get("file"), str):
+            item["file"] = str(base / Path(item["file"]).expanduser())

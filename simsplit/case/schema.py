@@ -135,6 +135,25 @@ OUTPUT_SCHEMA = {
                            "always write one."},
         "keep_checkpoints": {"type": "integer", "minimum": 1, "default": 3,
                              "description": "How many of the newest checkpoints to keep."},
+        "probes": {
+            "type": "array",
+            "items": {"type": "object", "additionalProperties": False,
+                      "required": ["name", "point"],
+                      "properties": {"name": {"type": "string", "minLength": 1},
+                                     "point": {"type": "array", "items": {"type": "number"},
+                                               "minItems": 2, "maxItems": 2}}},
+            "description": "Named points [x, y] (in domain.units; 2D fluid) whose cell's "
+                           "density, pressure and velocity are recorded every "
+                           "output.forces_every steps: probes.h5, the summary, run.json.",
+        },
+        "animation": {"type": "integer", "minimum": 0, "default": 0,
+                      "description": "2D fluid: steps between the frames of vorticity.gif, an "
+                                     "animation of the vorticity (Pillow; the last 150 frames "
+                                     "of the run); 0: none."},
+        "forces_every": {"type": "integer", "minimum": 1, "default": 50,
+                         "description": "Steps between force measurements on domain.bodies "
+                                        "and probe readings (and at the end): forces.h5, "
+                                        "forces.png, probes.h5, the summary and run.json."},
     },
 }
 

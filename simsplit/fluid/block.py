@@ -16,6 +16,7 @@ import numpy as np
 
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
+from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
@@ -28,6 +29,7 @@ class Face(Enum):
     HALO = "halo"
     WALL = "wall"
     LID = "lid"
+    SLIP = "slip"  #: free-slip wall (D2Q9)
 
 
 class SlabBlock:
@@ -50,6 +52,9 @@ class SlabBlock:
         self.backend, self.lattice, self.cross = backend, lattice, tuple(cross)
         self.layers, self.layer0 = layers, layer0
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
+        self.inlet: Any = None  #: inflow speed per row (D2Q9 with an inlet), else None
+        #: interpolated bounce-back weights per link (D2Q9, domain.bounce_back: linear)
+        self.links: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
         if self.storage.shifted:  # a kernel set without narrow storage says so in one line
@@ -153,13 +158,20 @@ class SlabBlock:
                 elif kind is Face.LID:
                     flags[layer] = fl.LID
                     ghost_faces(flags[layer], 1)  # the lid's edges beyond side walls stay put
+                elif kind is Face.SLIP:
+                    flags[layer] = fl.SLIP
+        self._paint_geometry(flags)
         inner = (slice(1, -1),) * flags.ndim
         flags[inner] |= self._near_wall(flags)
         return flags
 
+    def _paint_geometry(self, flags: np.ndarray) -> None:
+        """Bodies and open faces (D2Q9 blocks with a geometry paint them)."""
+
+
     def _near_wall(self, flags: np.ndarray) -> np.ndarray:
         """NEAR_WALL on interior fluid cells with a solid pull source (periodic axes wrap)."""
-        solid = (flags & fl.SOLID) != 0
+        solid = (flags & fl.BOUNDARY) != 0
         for ax, periodic in enumerate(self.params.periodic, start=1):
             if periodic:  # sources across the axis come from the opposite interior cells
                 solid = np.concatenate([solid.take([-2], ax), solid.take(range(1, solid.shape[ax]
@@ -184,8 +196,11 @@ class SlabBlock:
             self.kernels.stream_collide_aa(self.f_src, self.flags, self.rho, *self.u, rows,
                                            self.params, store_macro, self._aa_next_odd())
             return
+        extra = {} if self.inlet is None else {"inlet": self.inlet}
+        if self.links is not None:
+            extra["links"] = self.links
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
-                                    self.params, store_macro)
+                                    self.params, store_macro, **extra)
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def fuses_two_steps(self) -> bool:
@@ -337,9 +352,22 @@ class D2Q9Block(SlabBlock):
     """Rows ``[row0, row0 + ny)`` of an ``nx``-wide D2Q9 lattice."""
 
     def __init__(self, backend: Backend, nx: int, ny: int, row0: int, faces: tuple[Face, Face],
-                 params: D2Q9Params, dtype: Any) -> None:
+                 params: D2Q9Params, dtype: Any, geometry: GridGeometry | None = None) -> None:
+        self.geometry = geometry
         super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype)
         self.nx, self.ny, self.row0 = nx, ny, row0
+        if geometry is not None:
+            with backend.activate():
+                self.inlet = backend.asarray(
+                    geometry.inflow_rows(row0, row0 + ny).astype(self.dtype))
+                if geometry.links is not None:  # the populations' layout: one cell index
+                    self.links = self._field(geometry.link_rows(row0, row0 + ny)
+                                             .astype(self.dtype))
+
+    def _paint_geometry(self, flags: np.ndarray) -> None:
+        if self.geometry is not None:
+            halo = tuple(f is Face.HALO for f in self.faces)
+            self.geometry.paint(flags, self.layer0, self.layer0 + self.layers, halo)
 
 
 class D3Q19Block(SlabBlock):
@@ -357,7 +385,7 @@ class D3Q19Block(SlabBlock):
 def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layers: int,
                layer0: int, faces: tuple[Face, Face], params: Any, dtype: Any,
                storage: Any = None, streaming: str = "two-lattice",
-               ghost_depth: int = 1) -> SlabBlock:
+               ghost_depth: int = 1, geometry: GridGeometry | None = None) -> SlabBlock:
     """The block class of ``lattice`` for a slab (``cross`` in array order); ``storage``
     (population storage type, D3Q19 only) defaults to ``dtype``; ``streaming`` is
     ``two-lattice`` or (D3Q19 only) ``aa``; ``ghost_depth`` 2 asks for two ghost planes at
@@ -369,7 +397,9 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
         if storage is not None and np.dtype(storage) != np.dtype(dtype):
             raise ValueError(f"run.storage: {np.dtype(storage)} is not allowed for D2Q9 "
                              f"(2D grids store populations in run.precision, {np.dtype(dtype)})")
-        return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype)
+        return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype, geometry)
+    if geometry is not None:
+        raise ValueError("domain.bodies: bodies, inlets and outlets are not yet available in 3D")
     if lattice is D3Q19:
         return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
                           storage, streaming, ghost_depth)

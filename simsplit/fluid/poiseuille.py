@@ -55,6 +55,8 @@ def channel_of(case: dict[str, Any]) -> Channel | None:
     shape, bounds = domain["shape"], domain["boundaries"]
     if bounds["lid"] or fluid.get("viscosity") is None:
         return None
+    if domain.get("bodies") or bounds.get("x_low") or bounds.get("x_high"):
+        return None  # bodies, inlets or outlets: not a plane channel
     walls = [a for a in range(len(shape)) if bounds.get(AXES[a], "wall") == "wall"]
     pushed = [a for a, g in enumerate(fluid["body_force"]) if g != 0]
     if len(walls) != 1 or len(pushed) != 1 or pushed[0] == walls[0]:

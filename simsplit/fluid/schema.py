@@ -73,6 +73,37 @@ FLUID_RUN_PROPERTIES = {
     },
 }
 
+_POINT = {"type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 2}
+
+BODY_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["name", "shape"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1,
+                 "description": "Name of the body in the summary, run.json and forces.h5."},
+        "shape": {"enum": ["circle", "box", "polygon", "mask"]},
+        "centre": {**_POINT, "description": "circle: centre [x, y]."},
+        "radius": {"type": "number", "exclusiveMinimum": 0},
+        "diameter": {"type": "number", "exclusiveMinimum": 0},
+        "lower": {**_POINT, "description": "box: lower left corner [x0, y0]."},
+        "upper": {**_POINT, "description": "box: upper right corner [x1, y1]."},
+        "vertices": {"type": "array", "items": _POINT, "minItems": 3,
+                     "description": "polygon: corners [[x, y], ...]."},
+        "file": {"type": "string", "minLength": 1,
+                 "description": "mask: a .npy or HDF5 array (indexed [j, i], nonzero = "
+                                "solid) or a PNG image (dark = solid), one pixel per cell; "
+                                "relative to the case file."},
+        "dataset": {"type": "string", "minLength": 1,
+                    "description": "mask in HDF5: the dataset's name (default mask)."},
+        "origin": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                   "minItems": 2, "maxItems": 2,
+                   "description": "mask: cell [i, j] of the mask's lower left pixel."},
+        "reference_length": {"type": "number", "exclusiveMinimum": 0,
+                             "description": "Length of the drag and lift coefficients "
+                                            "(default: a circle's diameter, else the "
+                                            "body's extent along y)."},
+    },
+}
+
 DOMAIN_SCHEMA = {
     "type": "object",
     "description": "The grid and what bounds it.",
@@ -93,13 +124,83 @@ DOMAIN_SCHEMA = {
             "properties": {
                 "x": {"enum": ["wall", "periodic"], "default": "wall",
                       "description": "Faces x = 0 and x = 1."},
-                "y": {"enum": ["wall", "periodic"], "default": "wall",
-                      "description": "Faces y = 0 and y = 1."},
+                "y": {"enum": ["wall", "periodic", "slip"], "default": "wall",
+                      "description": "Faces y = 0 and y = 1; slip (2D): free-slip walls "
+                                     "(specular reflection)."},
                 "z": {"enum": ["wall", "periodic"],
                       "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given)."},
                 "lid": {"type": "boolean", "default": True,
                         "description": "The wall at y = 1 (z = 1 in 3D) moves in +x at "
                                        "fluid.lid_velocity."},
+                "x_low": {"enum": ["wall", "inlet", "outlet"],
+                          "description": "Face x = 0 alone, instead of domain.boundaries.x "
+                                         "(2D so far): inlet (domain.inlet) or outlet "
+                                         "(domain.outlet); docs/bodies.md."},
+                "x_high": {"enum": ["wall", "inlet", "outlet"],
+                           "description": "Face x = 1 alone, instead of domain.boundaries.x."},
+            },
+        },
+        "size": {
+            "type": "array", "items": {"type": "number", "exclusiveMinimum": 0},
+            "minItems": 2, "maxItems": 3,
+            "description": "Physical extent [Lx, Ly] of the grid (optional; cells must come out "
+                           "square): with domain.units physical, body positions and sizes are "
+                           "in its unit.",
+        },
+        "units": {
+            "enum": ["lattice", "physical"],
+            "description": "Unit of body positions and sizes: lattice (cells, the default: the "
+                           "grid spans [0, nx] x [0, ny], cell centres at i + 0.5) or physical "
+                           "(the unit of domain.size).",
+        },
+        "bodies": {
+            "type": "array", "items": BODY_SCHEMA,
+            "description": "Named solid bodies (2D so far): circle (centre, radius or "
+                           "diameter), box (lower, upper corners), polygon (vertices) or mask "
+                           "(file: .npy, .h5 or .png, dark = solid; origin). Forces and "
+                           "drag/lift coefficients are reported per body (docs/bodies.md).",
+        },
+        "bounce_back": {
+            "enum": ["halfway", "linear"],
+            "description": "Walls of bodies: halfway bounce-back (the default: the staircase "
+                           "of solid cells) or linear, interpolated bounce-back (Bouzidi et al. "
+                           "2001) with the exact wall distance of circles, boxes and polygons "
+                           "(masks stay halfway).",
+        },
+        "inlet": {
+            "type": "object", "additionalProperties": False,
+            "description": "The velocity inlet of a face set to inlet: bounce-back with the "
+                           "inlet velocity (Ladd), normal to the face.",
+            "properties": {
+                "profile": {"enum": ["uniform", "parabolic", "file"], "default": "parabolic",
+                            "description": "uniform, parabolic between the walls at y = 0 "
+                                           "and y = 1 (4 U y (H - y) / H^2), or file "
+                                           "(domain.inlet.file)."},
+                "file": {"type": "string", "minLength": 1,
+                         "description": "profile file: a .npy or text file of ny speeds "
+                                        "into the domain (lattice units), one per row from "
+                                        "y = 0; relative to the case file."},
+                "velocity": {"type": "number", "exclusiveMinimum": 0,
+                             "description": "Inflow speed U in lattice units: the uniform "
+                                            "speed, or the parabola's maximum (at most 0.2; "
+                                            "required unless the profile is a file)."},
+                "start": {"enum": ["rest", "inflow"], "default": "rest",
+                          "description": "Initial state: rest, or the inflow profile in every "
+                                         "fluid cell (closer to a steady state: fewer steps)."},
+                "ramp_steps": {"type": "integer", "minimum": 0, "default": 0,
+                               "description": "Ramp the inflow up from rest over this many "
+                                              "steps, as sin^2(pi t / (2 T)) (0: at full "
+                                              "speed from the first step)."},
+            },
+        },
+        "outlet": {
+            "type": "object", "additionalProperties": False,
+            "description": "The pressure outlet of a face set to outlet: anti-bounce-back at a "
+                           "fixed density.",
+            "properties": {
+                "density": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
+                            "description": "Density held at the outlet (pressure density / "
+                                           "3, lattice units)."},
             },
         },
     },

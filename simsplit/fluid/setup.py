@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from simsplit.decomp.slabs import MIN_SLAB_ROWS, split_extent
 from simsplit.errors import CaseError
+from simsplit.fluid.geometry import Body, build_bodies, solid_and_ids
+from simsplit.fluid.geometry.grid import GridGeometry
+from simsplit.fluid.geometry.links import link_weights
+from simsplit.fluid.inflow import Inlet, inflow_advisories, inlet_of, outlet_density, x_faces
 from simsplit.fluid.params import check_stability, relaxation_rates
 from simsplit.fluid.schema import check_dimensions
 from simsplit.numerics.lattice import Lattice, lattice_for
@@ -29,6 +34,50 @@ class FluidSetup:
     streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
     #: what the case checks warn about (accuracy, stability); the solver does not repeat them
     advisories: tuple[str, ...] = ()
+    bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
+    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
+    inlet: Inlet | None = None
+    bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
+    slip: bool = False  #: the faces of the split axis are free-slip walls (2D)
+
+    @cached_property
+    def geometry(self) -> GridGeometry | None:
+        """Bodies and open faces as slabs paint them (None where there are neither: the
+        blocks then flag walls and the lid alone, as before bodies existed)."""
+        if not self.bodies and all(k in ("wall", "periodic") for k in self.x_kinds):
+            return None
+        solid, _ = solid_and_ids(list(self.bodies), self.grid)
+        inflow = np.zeros(self.ny)
+        if self.inlet is not None:
+            sign = 1.0 if self.x_kinds[0] == "inlet" else -1.0
+            inflow = sign * self.inlet.row_velocities(self.ny)
+        links = None
+        if self.bounce_back == "linear" and self.bodies:
+            periodic = (self.periodic_split, bool(self.params.periodic[-1]))
+            links = link_weights(list(self.bodies), solid, self.lattice, periodic)
+        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links)
+
+    def initial_velocity(self) -> np.ndarray | None:
+        """Velocity to start from, ``(ny, nx, 2)`` (inlet.start: inflow: each row's inflow
+        speed in every fluid cell), or None: rest."""
+        geo = self.geometry
+        if self.inlet is None or self.inlet.start != "inflow" or geo is None:
+            return None
+        u = np.zeros((*self.grid, 2))
+        u[..., 0] = geo.inflow[:, None] * self.inlet.scale(1)
+        u[geo.solid] = 0.0
+        return u
+
+    def params_at(self, step: int) -> D2Q9Params | D3Q19Params:
+        """Kernel parameters of time step ``step`` (1-based): the inflow ramped up."""
+        if self.inlet is None or step >= self.inlet.ramp_steps:
+            return self.params
+        return replace(self.params, inlet_scale=self.inlet.scale(step))
+
+    def ramping(self, step: int) -> bool:
+        """Whether step ``step`` (1-based) still ramps the inflow up (no CUDA graphs then:
+        a graph would replay one step's parameters)."""
+        return self.inlet is not None and step < self.inlet.ramp_steps
 
     @property
     def dim(self) -> int:
@@ -95,23 +144,34 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     bounds = domain["boundaries"]
     lid = bool(bounds["lid"])
     u_lid = float(fluid["lid_velocity"]) if lid else 0.0
+    inlet = inlet_of(case)
+    kinds = x_faces(case)
+    bodies = tuple(build_bodies(domain, kinds))
     if fluid.get("viscosity") is not None:
         nu = float(fluid["viscosity"])
+    elif inlet is not None:  # Re = U L / nu: mean inflow, the first body's length (else ny)
+        length = bodies[0].reference_length if bodies else float(shape[1])
+        nu = inlet.mean_velocity * length / float(fluid["reynolds"])
     else:
         nu = u_lid * nx / float(fluid["reynolds"])
     om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
     advisories = tuple(check_stability(1.0 / om_p, u_lid))
+    if inlet is not None:  # the lid's corner check does not apply: only the cell Reynolds
+        advisories += tuple(inflow_advisories(inlet.velocity, nu))
     force = tuple(float(v) for v in fluid["body_force"])
     periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
     params: D2Q9Params | D3Q19Params
     if len(shape) == 2:
-        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"])
+        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"],
+                            outlet_density=outlet_density(case))
     else:
         params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"])
     dtype = np.dtype(case["run"]["precision"])
     storage = np.dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
-                      case["run"].get("streaming", "two-lattice"), advisories)
+                      case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
+                      inlet, domain.get("bounce_back", "halfway"),
+                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip")
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

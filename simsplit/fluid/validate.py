@@ -13,6 +13,7 @@ from typing import Any
 from simsplit.decomp.slabs import MIN_SLAB_ROWS
 from simsplit.errors import CaseError, CaseWarning
 from simsplit.fluid.params import MAX_BODY_FORCE, MAX_LID_VELOCITY, UnstableSetup
+from simsplit.fluid.probes import check_probes, probes_of
 from simsplit.fluid.schema import check_dimensions, split_axis
 from simsplit.fluid.setup import setup_from_case
 
@@ -31,12 +32,15 @@ def check_fluid_case(case: dict[str, Any]) -> None:
     has_nu = fluid.get("viscosity") is not None
     if has_re == has_nu:
         raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
-    if bounds["lid"] and bounds.get(axis, "wall") == "periodic":
+    if bounds["lid"] and bounds.get(axis, "wall") != "wall":
         raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
-    if has_re and not bounds["lid"]:
-        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true); "
-                        "give fluid.viscosity instead")
-    if has_re and fluid["lid_velocity"] <= 0:
+    if "slip" in (bounds.get("y"), bounds.get("z")) and axis != "y":
+        raise CaseError("domain.boundaries.y: slip is not yet available in 3D (D2Q9 only)")
+    inflow = "inlet" in (bounds.get("x_low"), bounds.get("x_high"))
+    if has_re and not bounds["lid"] and not inflow:
+        raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "
+                        "inlet; give fluid.viscosity instead")
+    if has_re and bounds["lid"] and fluid["lid_velocity"] <= 0:
         raise CaseError(f"fluid.lid_velocity: {fluid['lid_velocity']!r} is not allowed: "
                         "must be > 0 to define a Reynolds number")
     if fluid["lid_velocity"] > MAX_LID_VELOCITY:
@@ -57,5 +61,7 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         setup = setup_from_case(case)
     except UnstableSetup as exc:
         raise CaseError(f"{key}: {exc}") from None
+    geometry = setup.geometry if setup.dim == 2 else None
+    check_probes(probes_of(case), geometry.solid if geometry is not None else None)
     for text in setup.advisories:
         warnings.warn(CaseWarning(f"{key}: {text}"), stacklevel=2)

@@ -296,3 +296,30 @@ def plot_msd(lag: np.ndarray, curves: Mapping[str, np.ndarray], path: Path, titl
     ax.grid(alpha=0.3, which="both")
     ax.legend()
     return _save(fig, path)
+
+
+def plot_flow(velocity: np.ndarray, solid: np.ndarray | None, path: Path, title: str = "",
+              unit: str = "lattice units") -> Path:
+    """Speed of a 2D flow ``(ny, nx, 2)`` on its grid at true aspect, with streamlines and
+    solid cells (bodies) in grey; returns ``path``."""
+    u = np.asarray(velocity, dtype=np.float64)
+    ny, nx = u.shape[:2]
+    speed = np.hypot(u[..., 0], u[..., 1])
+    width = 11.0
+    fig = _new_figure((width, max(2.5, width * ny / nx + 1.2)))
+    ax = fig.subplots()
+    im = ax.imshow(np.ma.masked_array(speed, solid) if solid is not None else speed,
+                   origin="lower", extent=(0, nx, 0, ny), cmap="viridis", interpolation="nearest")
+    if solid is not None and solid.any():
+        ax.imshow(np.where(solid, 1.0, np.nan), origin="lower", extent=(0, nx, 0, ny),
+                  cmap="Greys", vmin=0, vmax=1.5, interpolation="nearest")
+    if np.isfinite(u).all() and speed.max() > 0:
+        x, y = np.arange(nx) + 0.5, np.arange(ny) + 0.5
+        ax.streamplot(x, y, u[..., 0], u[..., 1], color="white", linewidth=0.5, density=1.2,
+                      arrowsize=0.6)
+    ax.set(xlabel="x (cells)", ylabel="y (cells)", xlim=(0, nx), ylim=(0, ny))
+    ax.set_aspect("equal")
+    fig.colorbar(im, ax=ax, label=f"|u| ({unit})", shrink=0.8)
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)

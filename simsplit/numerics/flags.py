@@ -2,10 +2,21 @@
 
 Solid kinds are bits of ``SOLID``; a fluid cell with at least one solid pull source carries
 ``NEAR_WALL`` so kernels read neighbour flags only there: interior cells cost one flag byte.
+Open faces (D2Q9 so far) are ghost cells flagged ``INLET`` or ``OUTLET``: like walls they are
+never updated and their populations never streamed, so ``BOUNDARY`` (every kind a pull source
+may not be read from) is what kernels and ``NEAR_WALL`` test; ``SOLID`` stays the wall kinds.
 """
 
 FLUID = 0
-WALL = 1  #: resting wall: halfway bounce-back
+WALL = 1  #: resting wall (and every body): halfway bounce-back
 LID = 2  #: wall moving in +x at the lid velocity: bounce-back with momentum transfer
 SOLID = WALL | LID  #: mask of the solid kinds
-NEAR_WALL = 4  #: fluid cell next to a solid pull source (never set on solid cells)
+NEAR_WALL = 4  #: fluid cell next to a pull source in BOUNDARY (never set on boundary cells)
+INLET = 8  #: ghost cell of a velocity inlet: bounce-back with the inlet's velocity (Ladd)
+OUTLET = 16  #: ghost cell of a pressure outlet: anti-bounce-back at a fixed density
+#: ghost cell of a free-slip wall normal to y (D2Q9): specular reflection
+SLIP = 64
+BOUNDARY = SOLID | INLET | OUTLET | SLIP  #: every kind whose populations are not streamed
+#: fluid cell with a link to a body that interpolated bounce-back (Bouzidi) treats: the kernel
+#: reads that link's weight (simsplit/fluid/geometry/links.py) instead of bouncing halfway
+CURVED = 32

@@ -32,6 +32,10 @@ D2Q9_C = np.array(
 D2Q9_W = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4, dtype=np.float64)
 D2Q9_OPP = np.array([0, 3, 4, 1, 2, 7, 8, 5, 6], dtype=np.int64)
 Q = 9
+#: D2Q9 direction with the y component reversed (specular reflection at a wall normal to y)
+D2Q9_MIRROR_Y = np.array([next(p for p in range(Q) if D2Q9_C[p, 0] == D2Q9_C[q, 0]
+                               and D2Q9_C[p, 1] == -D2Q9_C[q, 1]) for q in range(Q)],
+                         dtype=np.int64)
 
 #: Directions whose populations move up (+y) across a slab face, and down (-y).
 UP = tuple(int(q) for q in np.flatnonzero(D2Q9_C[:, 1] == 1))

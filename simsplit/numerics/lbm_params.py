@@ -33,6 +33,10 @@ class D2Q9Params(_Rates):
     force_x: float
     force_y: float
     periodic_x: bool
+    #: factor on the inlet velocities this step (ramp-up: 0 -> 1; 1 without a ramp)
+    inlet_scale: float = 1.0
+    #: density held at an outlet (pressure rho / 3)
+    outlet_density: float = 1.0
 
     @property
     def periodic(self) -> tuple[bool, ...]:

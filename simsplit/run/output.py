@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import yaml
 
 from simsplit.run.operations import Operation, RunningSimulation
@@ -43,6 +45,8 @@ def attach_output(sim: RunningSimulation) -> None:
 
 
 CHECKPOINT_DIR = "checkpoints"
+#: frames of vorticity.gif: the run's last ones (150 x 10 per second: 15 s of animation)
+ANIMATION_FRAMES = 150
 
 
 def _attach_manifest(sim: RunningSimulation, directory: Path) -> None:
@@ -106,7 +110,8 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
     from simsplit.io.fields import FieldWriter
 
     setup = sim.solver.setup
-    state = {"writer": None, "last": -1}
+    state: dict[str, Any] = {"writer": None, "last": -1,
+                             "frames": deque(maxlen=ANIMATION_FRAMES)}
 
     def snapshot(s: RunningSimulation) -> None:
         if s.steps_done == state["last"]:
@@ -138,6 +143,13 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         if channel is not None:
             _plot_channel(s, u, channel, directory / "profile.png")
             return
+        if setup.geometry is not None and setup.dim == 2:  # bodies, inlets, outlets
+            from simsplit.io.plots import plot_flow
+
+            cells = "x".join(str(n) for n in setup.shape)
+            plot_flow(u, setup.geometry.solid, directory / "velocity.png",
+                      f"{setup.lattice.name}, {cells}, step {s.steps_done}")
+            return
         from simsplit.fluid.reference import cavity_reference
         from simsplit.io.plots import plot_cavity, plot_cavity_midplane
 
@@ -150,10 +162,38 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         plot(u, directory / "velocity.png", re, ref, title=title)
 
     def close(s: RunningSimulation) -> None:
+        if state["frames"] and s.context.rank == 0:
+            from simsplit.io.animation import write_gif
+
+            geometry = setup.geometry
+            write_gif(list(state["frames"]), directory / "vorticity.gif",
+                      geometry.solid if geometry is not None else None)
+            state["frames"].clear()
+        forces = getattr(s, "body_forces", None)
+        if forces is not None and s.context.rank == 0:
+            forces.write(directory, out["plots"])
+        probes = getattr(s, "probes", None)
+        if probes is not None and s.context.rank == 0:
+            probes.write(directory)
         if state["writer"] is not None:
             state["writer"].close()
             state["writer"] = None
 
+    def frame(s: RunningSimulation) -> None:
+        if s.steps_done == state.get("last_frame"):
+            return
+        state["last_frame"] = s.steps_done
+        u = s.velocity()  # collective under MPI
+        if s.context.rank == 0:
+            from simsplit.io.animation import vorticity
+
+            state["frames"].append(vorticity(u).astype(np.float32))
+
+    animation = int(out.get("animation") or 0)
+    if animation > 0 and setup.dim == 2:  # before "close", which writes the frames
+        sim.attach(Operation("animation", animation, frame))
+        if sim.steps_done % animation == 0:
+            frame(sim)
     every = out["every"] or 0  # null: the final state only
     sim.attach(Operation("snapshot", every, snapshot))
     if every > 0 and sim.steps_done % every == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from simsplit.run.operations import RunningSimulation, RunSummary
+from simsplit.run.probes import probe_lines
 
 
 def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
@@ -29,12 +30,51 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
     timing = summary.extra.get("timing")
     if timing is not None and case["run"].get("timing"):  # host timers alone miss graph replays
         lines.append(f"timing       {timing}")
+    lines += inflow_lines(sim)
+    lines += body_lines(summary.extra.get("bodies"))
+    lines += probe_lines(summary.extra.get("probes"))
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
         lines += _ghia_lines(sim) if len(case["domain"]["shape"]) == 2 else _cube_lines(sim)
     elif case["physics"] == "fluid":
         lines += _poiseuille_lines(sim)
     if case["output"]["dir"]:
         lines.append(f"output       {case['output']['dir']}")
+    return lines
+
+
+def inflow_lines(sim: RunningSimulation) -> list[str]:
+    """With an inlet: the lattice values a physical case turned into, and the Mach number."""
+    setup = getattr(sim.solver, "setup", None)
+    inlet = getattr(setup, "inlet", None)
+    if inlet is None:
+        return []
+    p = setup.params
+    mach = inlet.velocity * 3**0.5
+    length = setup.bodies[0].reference_length if setup.bodies else float(setup.ny)
+    what = f"{setup.bodies[0].name}'s length" if setup.bodies else "the channel height"
+    return [f"lattice      tau {p.tau:.4g}, nu {p.viscosity:.4g}; inflow max {inlet.velocity:.4g} "
+            f"(Mach {mach:.3f}), mean {inlet.mean_velocity:.4g}; Re = U_mean L / nu = "
+            f"{inlet.mean_velocity * length / p.viscosity:.4g} (L {length:.4g} cells, {what})"]
+
+
+def body_lines(bodies: dict | None) -> list[str]:
+    """Per body: drag and lift coefficients (at the last measurement) and the force."""
+    lines = []
+    for name, b in (bodies or {}).items():
+        fx, fy = (f"{v:.6g}" if v is not None else "nan" for v in b["force"])
+        if b["drag_coefficient"] is None:
+            coeff = "no coefficients (no inlet gives a reference velocity)"
+        else:
+            coeff = (f"Cd {b['drag_coefficient']:.5f}  Cl {b['lift_coefficient']:.5f} "
+                     f"(U {b['reference_velocity']:.4g}, L {b['reference_length_cells']:.4g} "
+                     "cells)")
+        lines.append(f"body         {name}: {coeff}; force ({fx}, {fy}) lattice units at step "
+                     f"{b['step']}")
+        if b.get("strouhal") is not None:
+            lines.append(f"             shedding over {b['periods']} periods: Strouhal "
+                         f"{b['strouhal']:.4f}, Cd max {b['drag_coefficient_max']:.4f} (mean "
+                         f"{b['drag_coefficient_mean']:.4f}), Cl max "
+                         f"{b['lift_coefficient_max']:.4f}")
     return lines
 
 

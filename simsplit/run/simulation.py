@@ -76,6 +76,14 @@ class Simulation:
         #: GPU monitor (:meth:`enable_monitor`) and its end-of-run summary
         self.monitor: Any = None
         self.monitor_summary: dict[str, Any] | None = None
+        from simsplit.run.forces import attach_forces
+
+        #: forces on the case's bodies (domain.bodies), None without bodies
+        self.body_forces = attach_forces(self)
+        from simsplit.run.probes import attach_probes
+
+        #: readings of the case's probes (output.probes), None without probes
+        self.probes = attach_probes(self)
         from simsplit.gpu.cuda_errors import attach_error_context
 
         attach_error_context(self)
@@ -175,6 +183,10 @@ class Simulation:
                                                       self.context.size)
         info = {"wall_seconds": wall, "converged": converged, "residual": residual,
                 "reason": reason, "timing": summary.extra.get("timing")}
+        if self.body_forces is not None:  # measured at the end by its operation
+            summary.extra["bodies"] = info["bodies"] = self.body_forces.report()
+        if self.probes is not None:
+            summary.extra["probes"] = info["probes"] = self.probes.report()
         balance = getattr(self.solver, "balance_report", lambda: None)()
         if balance is not None:  # the chosen split, also in run.json
             summary.extra["balance"] = info["balance"] = balance

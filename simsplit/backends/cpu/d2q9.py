@@ -11,25 +11,37 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.flags import (
+    BOUNDARY,
+    CURVED,
+    INLET,
+    LID,
+    NEAR_WALL,
+    OUTLET,
+    SLIP,
+    SOLID,
+)
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
 _W = tuple(float(w) for w in D2Q9_W)
 _OPP = tuple(int(o) for o in D2Q9_OPP)
+_MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
 _PAIRS = tuple(q for q in range(1, 9) if q < _OPP[q])
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 
 
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
-                    om_p, om_m, lid_u, fx, fy, periodic_x, store_macro):
+                    om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
+                    rho_w, links):
     nx = f_src.shape[2] - 2
     dt = f_src.dtype.type
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, lid_u = dt(fx), dt(fy), dt(lid_u)
+    inlet_scale, rho_w = dt(inlet_scale), dt(rho_w)
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
@@ -49,13 +61,53 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                     if periodic_x:
                         si = nx if si == 0 else (1 if si == nx + 1 else si)
                     kind = flags[j - _CY[q], si]
-                    if kind & SOLID:
+                    if kind & BOUNDARY:
                         v = f_src[_OPP[q], j, i]
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
+                        elif kind == INLET:  # Ladd: the wall moves at the row's inflow speed
+                            v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[j])
+                        elif kind == OUTLET:
+                            v = _anti_bounce_back(f_src, j, i, q, rho_w)
+                        elif kind == SLIP:  # specular: (cx, -cy) from the cell beside
+                            ei = i - _CX[q]
+                            if periodic_x:
+                                ei = nx if ei == 0 else (1 if ei == nx + 1 else ei)
+                            if not flags[j, ei] & BOUNDARY:  # (else a corner: bounce back)
+                                v = f_src[_MIRROR_Y[q], j, ei]
+                        elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
+                            k = links[q, j, i]
+                            if k >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
+                                ni = i + _CX[q]
+                                if periodic_x:
+                                    ni = nx if ni == 0 else (1 if ni == nx + 1 else ni)
+                                v = k * v + (one - k) * f_src[_OPP[q], j + _CY[q], ni]
+                            else:  # beyond halfway: the own cell's q
+                                v = (-k) * v + (one + k) * f_src[q, j, i]
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
                      store_macro)
+
+
+@numba.njit(inline="always")
+def _anti_bounce_back(f_src, j, i, q, rho_w):
+    """Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5
+    u^2), u the own cell's velocity from its post-collision populations (step t)."""
+    dt = f_src.dtype.type
+    r = dt(0.0)
+    jx = dt(0.0)
+    jy = dt(0.0)
+    for p in range(9):
+        r += f_src[p, j, i]
+        jx += dt(_CX[p]) * f_src[p, j, i]
+        jy += dt(_CY[p]) * f_src[p, j, i]
+    inv = dt(1.0) / r
+    ux = jx * inv
+    uy = jy * inv
+    cu = dt(_CX[q]) * ux + dt(_CY[q]) * uy
+    usq = dt(1.5) * (ux * ux + uy * uy)
+    feq = dt(2.0 * _W[q]) * rho_w * (dt(1.0) + dt(4.5) * cu * cu - usq)
+    return feq - f_src[_OPP[q], j, i]
 
 
 @numba.njit(inline="always")
@@ -127,9 +179,18 @@ def _unpack(buf, f, row, dirs):
 class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
-    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro):
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
+                       inlet=None, links=None):
+        """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
+        ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
+        None: none)."""
+        if inlet is None:
+            inlet = np.zeros(f_src.shape[1], f_src.dtype)
+        if links is None:
+            links = np.full((9, 1, 1), -1.0, f_src.dtype)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
-                p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro)
+                p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
+                p.inlet_scale, p.outlet_density, links)
         announce_compile(_stream_collide, args)
         _stream_collide(*args)
 

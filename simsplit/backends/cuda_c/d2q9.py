@@ -81,6 +81,7 @@ class D2Q9Kernels:
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
+        self._zeros: dict[tuple[int, np.dtype], Any] = {}  #: inflow speeds where none is given
         #: tuned stream-collide launches: (dtype, store_macro, f shape) -> (kernel, block_x)
         self._tuned: dict[tuple[Any, bool, tuple[int, ...]], tuple[Any, int]] = {}
         self._bad_launch = errors.bad_launch_target()
@@ -110,11 +111,33 @@ class D2Q9Kernels:
         key = (p, dtype)
         if key not in self._scalars:
             t = dtype.type  # scalars in the array's precision, rounded as the CPU rounds them
+            if len(self._scalars) > 64:  # a ramped inflow gives each step its own params
+                self._scalars.clear()
             self._scalars[key] = (t(p.omega_plus), t(p.omega_minus), t(p.lid_velocity),
                                   t(p.force_x), t(p.force_y), np.int32(bool(p.periodic_x)))
         return self._scalars[key]
 
-    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro) -> None:
+    def _inlet(self, inlet: Any, rows: int, dt: np.dtype) -> Any:
+        """The inflow speeds per row, or a cached zero array where there is no inlet."""
+        if inlet is not None:
+            return inlet
+        key = (rows, dt)
+        if key not in self._zeros:
+            with self._dev:
+                self._zeros[key] = cupy.zeros(rows, dt)
+        return self._zeros[key]
+
+    def _links(self, links: Any, f: Any) -> Any:
+        """Interpolated bounce-back weights in f's layout (checked), or a cached one-element
+        array where there are none (read only where flags say CURVED: never then)."""
+        if links is None:
+            return self._inlet(None, 1, f.dtype)
+        if links.dtype != f.dtype or element_strides(links) != element_strides(f):
+            raise ValueError("interpolation weights must share the populations' layout")
+        return links
+
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
+                       inlet=None, links=None) -> None:
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
@@ -134,9 +157,12 @@ class D2Q9Kernels:
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(nx, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         name = source.stream_collide_name(dt, bool(store_macro))
+        t = dt.type
         args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
-                                 np.int32(j1), *self._params(p, dt)))
+                                 np.int32(j1), *self._params(p, dt), self._inlet(inlet, h, dt),
+                                 t(p.inlet_scale), t(p.outlet_density),
+                                 self._links(links, f_src)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
@@ -166,7 +192,9 @@ class D2Q9Kernels:
                         (ny + source.MAX_GRID_Y - 1) // source.MAX_GRID_Y)
                 args = (f_src, f_dst, flags, *scratch, np.int32(nx), np.int32(ny),
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
-                        np.int32(ny + 1), *self._params(p, dt))
+                        np.int32(ny + 1), *self._params(p, dt), self._inlet(None, h, dt),
+                        dt.type(p.inlet_scale), dt.type(p.outlet_density),
+                        self._links(None, f_src))
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 

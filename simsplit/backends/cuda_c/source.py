@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from simsplit.numerics import flags
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
 from simsplit.numerics.storage import FP16_SCALE, STORAGE_CHOICES
 
 #: name under which kernels include the generated header
@@ -141,7 +141,15 @@ def generated_header() -> str:
         f"constexpr unsigned char FLAG_LID = {flags.LID};",
         f"constexpr unsigned char FLAG_SOLID = {flags.SOLID};",
         f"constexpr unsigned char FLAG_NEAR_WALL = {flags.NEAR_WALL};",
+        f"constexpr unsigned char FLAG_INLET = {flags.INLET};",
+        f"constexpr unsigned char FLAG_OUTLET = {flags.OUTLET};",
+        f"constexpr unsigned char FLAG_BOUNDARY = {flags.BOUNDARY};",
+        f"constexpr unsigned char FLAG_CURVED = {flags.CURVED};",
+        f"constexpr unsigned char FLAG_SLIP = {flags.SLIP};",
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
+        "// D2Q9 direction with cy reversed (free-slip walls normal to y)",
+        "__host__ __device__ constexpr int d2q9_mirror_y(int q) "
+        f"{{ return {_select('q', [str(int(v)) for v in D2Q9_MIRROR_Y])}; }}",
         lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
         "#endif",
         "",

@@ -20,8 +20,8 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
-from simsplit.numerics.flags import LID, SOLID
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
 
@@ -29,6 +29,7 @@ _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
 _W = tuple(float(w) for w in D2Q9_W)
 _OPP = tuple(int(o) for o in D2Q9_OPP)
+_MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
 _PAIRS = tuple(q for q in range(1, Q) if q < _OPP[q])
 _N_CROSS = len(UP)
 _HALO = tuple(UP) + tuple(DOWN)  #: direction set s, k-th population -> _HALO[s * _N_CROSS + k]
@@ -66,9 +67,29 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         relax_m = mul(-om_m, f_m - feq_m) + mul(src_m, s_m)
         return fq + relax_p + relax_m, fo + relax_p - relax_m
 
+    @cuda.jit(device=True)
+    def anti_bounce_back(f_src, j, i, q, rho_w):
+        # pressure outlet: the CPU kernel's _anti_bounce_back, operation for operation
+        r = dt(0.0)
+        jx = dt(0.0)
+        jy = dt(0.0)
+        for p in range(9):
+            v = f_src[p, j, i]
+            r += v
+            jx += mul(dt(_CX[p]), v)
+            jy += mul(dt(_CY[p]), v)
+        inv = dt(1.0) / r
+        ux = mul(jx, inv)
+        uy = mul(jy, inv)
+        cu = mul(dt(_CX[q]), ux) + mul(dt(_CY[q]), uy)
+        usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy))
+        feq = mul(mul(dt(2.0 * _W[q]), rho_w), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
+        return feq - f_src[_OPP[q], j, i]
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1, omega_p, omega_m,
-                       lid_velocity, force_x, force_y, periodic_x, store_macro):
+                       lid_velocity, force_x, force_y, periodic_x, store_macro, inlet,
+                       inlet_scale_in, rho_w_in, links):
         nx = f_src.shape[2] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
         if i > nx:
@@ -80,6 +101,8 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         lid_u = dt(lid_velocity)
         fx = dt(force_x)
         fy = dt(force_y)
+        inlet_scale = dt(inlet_scale_in)
+        rho_w = dt(rho_w_in)
         src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
         src_m = one - mul(half, om_m)
         fl = cuda.local.array(9, dtype=dt)
@@ -92,12 +115,31 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                     if periodic_x:
                         si = (si - 1 + nx) % nx + 1
                     kind = flags[sj, si]
-                    if (kind & SOLID) == 0:
+                    if (kind & BOUNDARY) == 0:
                         fl[q] = f_src[q, sj, si]
                     else:
                         v = f_src[_OPP[q], j, i]
                         if kind == LID:
                             v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
+                        elif kind == INLET:
+                            v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[j]))
+                        elif kind == OUTLET:
+                            v = anti_bounce_back(f_src, j, i, q, rho_w)
+                        elif kind == SLIP:  # specular, as the CPU kernel
+                            ei = i - _CX[q]
+                            if periodic_x:
+                                ei = (ei - 1 + nx) % nx + 1
+                            if (flags[j, ei] & BOUNDARY) == 0:
+                                v = f_src[_MIRROR_Y[q], j, ei]
+                        elif (flags[j, i] & CURVED) != 0:  # Bouzidi, as the CPU kernel
+                            k = links[q, j, i]
+                            if k >= dt(0.0):
+                                ni = i + _CX[q]
+                                if periodic_x:
+                                    ni = (ni - 1 + nx) % nx + 1
+                                v = mul(k, v) + mul(one - k, f_src[_OPP[q], j + _CY[q], ni])
+                            else:
+                                v = mul(-k, v) + mul(one + k, f_src[q, j, i])
                         fl[q] = v
                 r = dt(0.0)
                 jx = dt(0.0)
@@ -166,8 +208,31 @@ class D2Q9Kernels:
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
+        self._zeros: dict[tuple[int, np.dtype], Any] = {}
 
-    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro) -> None:
+    def _inlet(self, inlet: Any, rows: int, dtype: Any) -> Any:
+        """The inflow speeds per row, or a cached zero array where there is no inlet."""
+        if inlet is not None:
+            return inlet
+        key = (rows, np.dtype(dtype))
+        if key not in self._zeros:
+            with self._activate():
+                self._zeros[key] = cuda.to_device(np.zeros(rows, dtype))
+        return self._zeros[key]
+
+    def _links(self, links: Any, dtype: Any) -> Any:
+        """Interpolated bounce-back weights, or a cached halfway stand-in (read only where
+        flags say CURVED: never then)."""
+        if links is not None:
+            return links
+        key = (-1, np.dtype(dtype))
+        if key not in self._zeros:
+            with self._activate():
+                self._zeros[key] = cuda.to_device(np.full((9, 1, 1), -1.0, dtype))
+        return self._zeros[key]
+
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
+                       inlet=None, links=None) -> None:
         j0, j1 = int(rows[0]), int(rows[1])
         ny, nx = f_src.shape[1] - 2, f_src.shape[2] - 2
         if not 1 <= j0 <= j1 <= ny + 1:
@@ -180,7 +245,9 @@ class D2Q9Kernels:
         with self._activate():
             launch(f_src, f_dst, flags, rho, ux, uy, j0, j1, float(p.omega_plus),
                    float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
-                   float(p.force_y), bool(p.periodic_x), bool(store_macro))
+                   float(p.force_y), bool(p.periodic_x), bool(store_macro),
+                   self._inlet(inlet, ny + 2, f_src.dtype), float(p.inlet_scale),
+                   float(p.outlet_density), self._links(links, f_src.dtype))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         w = f.shape[2]

@@ -1,0 +1,154 @@
+"""Open faces of a 2D channel: which x faces are walls, inlets or outlets, the inlet's profile
+and ramp-up, and the reference velocity of Reynolds numbers and force coefficients."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simsplit.errors import CaseError
+from simsplit.fluid.params import (
+    MAX_CELL_REYNOLDS,
+    MAX_LID_VELOCITY,
+    WARN_CELL_REYNOLDS,
+    UnstableSetup,
+)
+
+OPEN = ("inlet", "outlet")
+
+
+@dataclass(frozen=True)
+class Inlet:
+    """A velocity inlet: speed ``velocity`` (lattice units; a parabola's maximum), normal to
+    its face, ramped up from rest over ``ramp_steps`` steps; or, with ``profile`` "file", the
+    speed of every row given (``rows``; ``velocity`` is then their maximum)."""
+
+    profile: str
+    velocity: float
+    ramp_steps: int = 0
+    start: str = "rest"  #: initial state: rest, or the inflow profile everywhere
+    rows: tuple[float, ...] | None = None  #: profile "file": the speed of each row
+
+    @property
+    def mean_velocity(self) -> float:
+        """Mean over the channel height: U for a uniform inflow, 2 U / 3 for a parabola (the
+        reference velocity of Schäfer & Turek's coefficients), the rows' mean from a file."""
+        if self.rows is not None:
+            return float(np.mean(self.rows))
+        return self.velocity * (2.0 / 3.0 if self.profile == "parabolic" else 1.0)
+
+    def row_velocities(self, ny: int) -> np.ndarray:
+        """Inflow speed at each row's cell centre y = j + 1/2 (float64), walls at 0 and ny."""
+        if self.rows is not None:
+            return np.array(self.rows, dtype=np.float64)
+        if self.profile == "uniform":
+            return np.full(ny, self.velocity)
+        y = np.arange(ny, dtype=np.float64) + 0.5
+        return 4.0 * self.velocity * y * (ny - y) / (ny * ny)
+
+    def scale(self, step: int) -> float:
+        """Factor on the inflow during time step ``step`` (1-based): sin^2(pi t / 2T) while
+        ramping, then 1."""
+        if step >= self.ramp_steps:
+            return 1.0
+        return math.sin(0.5 * math.pi * step / self.ramp_steps) ** 2
+
+
+def x_faces(case: dict[str, Any]) -> tuple[str, str]:
+    """Kinds of the faces x = 0 and x = 1: wall, periodic, inlet or outlet."""
+    bounds = case["domain"]["boundaries"]
+    axis = bounds.get("x", "wall")
+    low, high = bounds.get("x_low"), bounds.get("x_high")
+    if axis == "periodic" and (low or high):
+        raise CaseError("domain.boundaries.x_low: a face of its own is not allowed with "
+                        "domain.boundaries.x: periodic")
+    return low or axis, high or axis
+
+
+def inlet_of(case: dict[str, Any]) -> Inlet | None:
+    """The case's inlet (``domain.inlet``) where a face is one; refuses what cannot run."""
+    domain = case["domain"]
+    faces = x_faces(case)
+    if any(f in OPEN for f in faces) and len(domain["shape"]) != 2:
+        raise CaseError("domain.boundaries.x_low: inlets and outlets are not yet available in "
+                        "3D (D2Q9 only so far; issue #21)")
+    spec = domain.get("inlet")
+    if "inlet" not in faces:
+        if spec is not None:
+            raise CaseError("domain.inlet: no face is an inlet (set domain.boundaries.x_low: "
+                            "inlet)")
+        return None
+    if spec is None:
+        raise CaseError("domain.inlet: required where a face is an inlet (give "
+                        "domain.inlet.velocity)")
+    if faces == ("inlet", "inlet"):
+        raise CaseError("domain.boundaries.x_high: inlet on both faces is not allowed: make "
+                        "one an outlet")
+    profile = spec.get("profile", "parabolic")
+    if "file" in spec and profile != "file":
+        raise CaseError(f"domain.inlet.file: only with profile: file (the profile is "
+                        f"{profile})")
+    rows = None
+    if profile == "file":
+        rows = read_profile(spec, int(domain["shape"][1]))
+        spec = {**spec, "velocity": float(np.abs(rows).max())}
+    elif "velocity" not in spec:
+        raise CaseError("domain.inlet.velocity: required for a uniform or parabolic inflow")
+    if spec["velocity"] > MAX_LID_VELOCITY:
+        raise CaseError(f"domain.inlet.velocity: {spec['velocity']!r} is not allowed: expected "
+                        f"<= {MAX_LID_VELOCITY} lattice units (Mach number too high)")
+    if domain["boundaries"]["lid"]:
+        raise CaseError("domain.boundaries.lid: a lid with an inlet is not allowed: set "
+                        "domain.boundaries.lid: false")
+    return Inlet(profile, float(spec["velocity"]), int(spec.get("ramp_steps", 0)),
+                 spec.get("start", "rest"), None if rows is None else tuple(rows.tolist()))
+
+
+def read_profile(spec: dict[str, Any], ny: int) -> np.ndarray:
+    """The inflow speed of each row from ``domain.inlet.file``: a .npy array or a text file
+    of ny numbers (lattice units, row 0 at y = 0), one line or column each."""
+    from pathlib import Path
+
+    if "file" not in spec:
+        raise CaseError("domain.inlet.file: required with profile: file (a .npy or text file "
+                        f"of {ny} speeds, one per row)")
+    path = Path(spec["file"])
+    if not path.is_file():
+        raise CaseError(f"domain.inlet.file: {str(path)!r} does not exist")
+    try:
+        rows = (np.load(path, allow_pickle=False) if path.suffix.lower() == ".npy"
+                else np.loadtxt(path, ndmin=1)).astype(np.float64).ravel()
+    except Exception as exc:
+        raise CaseError(f"domain.inlet.file: cannot read {str(path)!r}: {exc}") from None
+    if rows.shape != (ny,) or not np.all(np.isfinite(rows)):
+        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {rows.size} values: expected "
+                        f"{ny} finite speeds, one per row (domain.shape's ny)")
+    return rows
+
+
+def outlet_density(case: dict[str, Any]) -> float:
+    domain = case["domain"]
+    if "outlet" not in x_faces(case):
+        if domain.get("outlet") is not None:
+            raise CaseError("domain.outlet: no face is an outlet (set domain.boundaries.x_high: "
+                            "outlet)")
+        return 1.0
+    return float((domain.get("outlet") or {}).get("density", 1.0))
+
+
+def inflow_advisories(velocity: float, viscosity: float) -> list[str]:
+    """The inflow's cell Reynolds number U dx / nu: refused beyond MAX_CELL_REYNOLDS
+    (:class:`UnstableSetup`), warned about beyond WARN_CELL_REYNOLDS."""
+    cell_re = velocity / viscosity
+    text = (f"the inflow's cell Reynolds number U / nu = {cell_re:.3g} (U = "
+            f"{velocity:g}, nu = {viscosity:.4g} lattice units)")
+    if cell_re > MAX_CELL_REYNOLDS:
+        raise UnstableSetup(f"{text} is beyond {MAX_CELL_REYNOLDS:g}: refine the grid or "
+                            "lower the Reynolds number")
+    if cell_re > WARN_CELL_REYNOLDS:
+        return [f"{text} is close to the stability limit: refine the grid or lower the "
+                "Reynolds number"]
+    return []

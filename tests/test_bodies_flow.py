@@ -1,0 +1,265 @@
+"""Flows around bodies (issue #21, 2D): inlets, outlets and bodies give the same bits on any
+split, the outlet holds its pressure, the channel carries its inflow, momentum exchange
+balances the driving force, and a run reports forces (summary, run.json, forces.h5/png)."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from simsplit import Simulation
+from simsplit.fluid.forces import (
+    BodyLinks,
+    body_links,
+    link_momentum,
+    measure_forces,
+    moving_wall_return,
+)
+from tests.conftest import body_case, fluid_case
+
+SPLITS = [(1, None), (2, None), (3, None), (4, None), (2, [1, 3]), (3, [3, 1, 2])]
+
+
+def _links(sim: Simulation) -> BodyLinks:
+    return body_links(sim.solver.setup)
+
+
+@pytest.mark.parametrize("precision, bounce", [("float64", "halfway"), ("float32", "halfway"),
+                                               ("float64", "linear"), ("float32", "linear")])
+def test_bitwise_identical_across_splits(precision, bounce) -> None:
+    """Inlet (ramped), outlet and two bodies, one across slab boundaries for every split;
+    halfway or interpolated bounce-back (whose neighbours lie across slab boundaries too)."""
+    bodies = [{"name": "cyl", "shape": "circle", "centre": [10.0, 11.7], "radius": 3.4},
+              {"name": "plate", "shape": "polygon",
+               "vertices": [[24, 4], [30, 6], [29, 9], [25, 7.5]]}]
+    results = []
+    for n, weights in SPLITS:
+        case = body_case(40, 24, n, bodies=bodies, run__precision=precision,
+                         decomposition__weights=weights)
+        case["domain"]["bounce_back"] = bounce
+        sim = Simulation(case)
+        sim.step(150)
+        results.append((sim.velocity(), sim.density(), measure_forces(sim.solver, _links(sim))))
+    u1, rho1, f1 = results[0]
+    assert np.abs(u1).max() > 0.04 and np.abs(f1).min() > 0  # the flow is going, pushing
+    for (n, w), (u, rho, f) in zip(SPLITS[1:], results[1:], strict=True):
+        assert np.array_equal(u, u1), f"velocity differs for {n} slabs, weights {w}"
+        assert np.array_equal(rho, rho1), f"density differs for {n} slabs, weights {w}"
+        assert np.array_equal(f, f1), f"forces differ for {n} slabs, weights {w}"
+
+
+def test_ramp_and_split_identity_with_overlap_off() -> None:
+    """The ramp scales the inflow by sin^2(pi t / 2T); exchange-then-compute gives the same
+    bits as the overlapped loop."""
+    runs = []
+    for n, overlap in ((1, True), (3, False)):
+        sim = Simulation(body_case(32, 18, n, run__overlap=overlap))
+        setup = sim.solver.setup
+        assert setup.params_at(20).inlet_scale == pytest.approx(0.5)
+        assert setup.params_at(40) is setup.params and setup.ramping(39)
+        sim.step(60)
+        runs.append(sim.velocity())
+    assert np.array_equal(runs[0], runs[1])
+
+
+def test_channel_carries_the_inflow_and_the_outlet_holds_its_pressure() -> None:
+    """No body: a parabolic inflow through the channel, outlet density 1.02. At steady state
+    the mass flux is the same at inlet and outlet, the profile stays a parabola and the
+    density next to the outlet is the one asked for (anti-bounce-back, to O(Ma^2))."""
+    case = body_case(32, 12, 2, bodies=[], fluid__viscosity=0.1, run__tolerance=1e-8,
+                     run__check_every=100, run__steps=20000)
+    case["domain"]["outlet"] = {"density": 1.02}
+    case["domain"]["inlet"] = {"velocity": 0.05, "start": "inflow"}
+    sim = Simulation(case)
+    summary = sim.run(output=False)
+    assert summary.converged, summary.reason
+    u, rho = sim.velocity()[..., 0], sim.density()
+    flux = (rho * u).sum(axis=0)  # mass flux through each column
+    assert np.ptp(flux) / flux.mean() < 1e-6
+    y = np.arange(12) + 0.5
+    exact = 4 * 0.05 * y * (12 - y) / 12**2
+    mid = u[:, 16]
+    assert np.abs(mid - exact * mid.sum() / exact.sum()).max() < 2e-3 * 0.05
+    # the outlet plane is half a cell beyond the last cells, whose mean density the pressure
+    # gradient puts 3 dp/dx / 2 above it; anti-bounce-back is least exact at the corner cells
+    # (shear stress enters the diagonal links): 4e-3 there, 1e-3 across the middle
+    gradient = 3 * 8 * 0.1 * 0.05 / 12**2  # Poiseuille: d rho / dx = 3 * 8 nu U_max / H^2
+    assert abs(rho[:, -1].mean() - (1.02 + gradient / 2)) < 2e-4
+    assert np.abs(rho[2:-2, -1] - 1.02).max() < 1.5e-3
+    assert np.abs(rho[:, -1] - 1.02).max() < 5e-3
+    assert rho[:, 0].mean() > 1.02  # the pressure drop pushes the flow
+
+
+def test_momentum_exchange_balances_the_body_force() -> None:
+    """A periodic box (x and y) driven by a body force past a square: at steady state the
+    force on the square is the force put into the fluid, g times the fluid cells. The square
+    sits across the periodic seam in y (two bodies, one each side) and across slabs.
+    (Halfway bounce-back only: interpolated bounce-back does not conserve mass, so a closed
+    periodic box never settles; it reached a residual of 1e-5, not 1e-9, in 30,000 steps.)"""
+    bounce = "halfway"
+    g = 2e-6
+    bodies = [{"name": "bottom", "shape": "box", "lower": [5.8, 0], "upper": [10.3, 2.2]},
+              {"name": "top", "shape": "box", "lower": [5.8, 17.3], "upper": [10.3, 20]}]
+    case = fluid_case(24, 20, 2, fluid__reynolds=None, fluid__viscosity=0.25,
+                      fluid__body_force=[g, 0.0], run__tolerance=1e-9, run__steps=30000,
+                      run__check_every=500)
+    case["domain"] = {"shape": [24, 20], "bodies": bodies, "bounce_back": bounce,
+                      "boundaries": {"x": "periodic", "y": "periodic", "lid": False}}
+    sim = Simulation(case)
+    summary = sim.run(output=False)
+    assert summary.converged, summary.reason
+    force = measure_forces(sim.solver, _links(sim))
+    fluid_cells = 24 * 20 - sum(b.size for b in sim.solver.setup.bodies)
+    total = force[:, 0].sum()
+    assert abs(total - g * fluid_cells) < 1e-6 * g * fluid_cells
+    # each half alone feels the pressure on one face (the other touches the other half)
+    assert abs(force[:, 1].sum()) < 1e-9 * abs(force[0, 1]) and abs(force[0, 1]) > 1
+
+
+def test_link_momentum_is_galilean_invariant_form() -> None:
+    """Wen et al.: at rest with halfway bounce-back, 2 c f; moving, (c - u) f_out - (-c - u)
+    f_back with f_back what bounce-back returns (Ladd)."""
+    c = np.array([[1.0, 0.0], [1.0, 1.0]])
+    w = np.array([1 / 9, 1 / 36])
+    f = np.array([0.2, 0.05])
+    np.testing.assert_allclose(link_momentum(f, f, c, np.zeros(2)), 2 * c * f[:, None])
+    u = np.array([0.03, -0.01])
+    back = moving_wall_return(f, c, w, u)
+    np.testing.assert_allclose(back, f - 6 * w * (c @ u))
+    want = (c - u) * f[:, None] + (c + u) * back[:, None]
+    np.testing.assert_allclose(link_momentum(f, back, c, u), want)
+
+
+def test_run_reports_forces(tmp_path) -> None:
+    """A run with output: summary and run.json carry each body's coefficients; forces.h5 the
+    series; forces.png the plot."""
+    from simsplit.run.report import summary_lines
+
+    case = body_case(40, 16, 2, output__dir=str(tmp_path / "out"), run__steps=120,
+                     output__forces_every=40,
+                     output__probes=[{"name": "wake", "point": [20.2, 7.9]},
+                                     {"name": "inflow", "point": [0.0, 16.0]}])
+    sim = Simulation(case)
+    summary = sim.run()
+    text = "\n".join(summary_lines(sim, summary))
+    assert "body         cyl: Cd " in text
+    assert ("lattice      tau 0.65, nu 0.05; inflow max 0.06 (Mach 0.104), mean 0.04; "
+            "Re = U_mean L / nu = 4.267 (L 5.333 cells, cyl's length)") in text
+    assert "probe        wake (cell 20, 7): density " in text
+    u, rho = sim.velocity(), sim.density()
+    wake = json.loads((tmp_path / "out" / "run.json").read_text())["probes"]["wake"]
+    assert wake["density"] == rho[7, 20] and wake["pressure"] == rho[7, 20] / 3
+    assert [wake["velocity_x"], wake["velocity_y"]] == list(u[7, 20]) and u[7, 20, 0] > 0
+    with h5py.File(tmp_path / "out" / "probes.h5") as h5:
+        assert list(h5["step"][:]) == [40, 80, 120]
+        assert h5["inflow"].attrs["cell"].tolist() == [0, 15]
+        assert h5["wake/velocity_x"][-1] == u[7, 20, 0]
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    cyl = run["bodies"]["cyl"]
+    assert cyl["drag_coefficient"] > 0 and isinstance(cyl["lift_coefficient"], float)
+    assert cyl["strouhal"] is None  # 120 steps of a low Reynolds number flow: no shedding
+    with h5py.File(tmp_path / "out" / "forces.h5") as h5:
+        assert list(h5["step"][:]) == [40, 80, 120]
+        assert h5["cyl/drag_coefficient"][-1] == pytest.approx(cyl["drag_coefficient"])
+        assert h5["cyl"].attrs["reference_length_cells"] == pytest.approx(16 / 3)
+    assert (tmp_path / "out" / "forces.png").stat().st_size > 1000
+
+
+def test_report_carries_shedding_of_a_periodic_lift() -> None:
+    """run.json's per-body shedding keys come from the force series (here a synthetic one:
+    lift coefficient 0.8 sin(2 pi t / 500), drag 3 + small), with the summary line."""
+    from simsplit.run.report import body_lines
+
+    sim = Simulation(body_case(40, 16, 1))
+    rec = sim.body_forces
+    scale = 0.5 * rec.velocity**2 * rec.bodies[0].reference_length  # force per coefficient
+    steps = np.arange(0, 5000, 10)
+    lift = 0.8 * np.sin(2 * np.pi * steps / 500.0)
+    rec.steps = list(steps)
+    rec.forces = [np.array([[(3.0 + 0.01 * c) * scale, c * scale]]) for c in lift]
+    report = rec.report()["cyl"]
+    assert report["strouhal"] == pytest.approx(rec.bodies[0].reference_length
+                                               / (500.0 * rec.velocity), rel=1e-3)
+    assert report["lift_coefficient_max"] == pytest.approx(0.8, abs=2e-3)  # sampled peak
+    assert report["drag_coefficient_max"] == pytest.approx(3.008, abs=1e-3)
+    assert report["periods"] >= 4
+    assert "Strouhal" in "\n".join(body_lines({"cyl": report}))
+
+
+def test_vorticity_animation(tmp_path) -> None:
+    """output.animation: 20: vorticity.gif has a frame every 20 steps (step 0 included), the
+    bodies in grey; the vorticity of a solid-body rotation is twice its rate."""
+    from PIL import Image
+
+    from simsplit.io.animation import vorticity
+
+    y, x = np.mgrid[0:6, 0:8].astype(float)
+    rotation = np.stack([-0.01 * y, 0.01 * x], axis=-1)
+    np.testing.assert_allclose(vorticity(rotation), 0.02)
+    case = body_case(40, 16, 2, output__dir=str(tmp_path / "out"), run__steps=100,
+                     output__animation=20)
+    Simulation(case).run()
+    with Image.open(tmp_path / "out" / "vorticity.gif") as gif:
+        assert gif.n_frames == 6 and gif.size == (40 * 8, 16 * 8)
+        gif.seek(5)
+        rgb = np.asarray(gif.convert("RGB"))
+    assert (rgb[16 * 8 - 1 - 9 * 8 - 4, 10 * 8 + 4] == (110, 110, 110)).all()  # cell (10, 9)
+
+
+def test_inflow_profile_from_a_file(tmp_path) -> None:
+    """profile: file with the parabola's own float64 values gives the parabolic run's bits;
+    the mean inflow (reference velocity) is the rows' mean; a wrong count is one line."""
+    from simsplit.case import validate_case
+    from simsplit.errors import CaseError
+    from simsplit.fluid.inflow import Inlet
+
+    rows = Inlet("parabolic", 0.06).row_velocities(16)
+    np.save(tmp_path / "inflow.npy", rows)
+    runs = []
+    for inlet in ({"velocity": 0.06, "ramp_steps": 40},
+                  {"profile": "file", "file": str(tmp_path / "inflow.npy"), "ramp_steps": 40}):
+        case = body_case(40, 16, 2)
+        case["domain"]["inlet"] = inlet
+        sim = Simulation(case)
+        sim.step(60)
+        runs.append(sim.velocity())
+    assert np.array_equal(runs[0], runs[1])
+    assert sim.solver.setup.inlet.mean_velocity == pytest.approx(rows.mean())
+    (tmp_path / "short.txt").write_text("\n".join(map(str, rows[:10])))
+    case["domain"]["inlet"] = {"profile": "file", "file": str(tmp_path / "short.txt")}
+    with pytest.raises(CaseError, match="holds 10 values: expected 16 finite speeds"):
+        validate_case(case)
+
+
+
+def test_slip_walls_keep_a_plug_flow_on_any_split() -> None:
+    """Free-slip walls at y = 0 and 1, x periodic, a body force along x: no wall friction, so
+    the flow stays a plug accelerating as F t (Guo's half-step shift: (n - 1/2) F); 1, 2, 3
+    slabs give the same bits. With a step on the lower wall the split identity holds too."""
+    runs = []
+    for n in (1, 2, 3):
+        case = fluid_case(12, 18, n, fluid__reynolds=None, fluid__viscosity=0.05,
+                          fluid__body_force=[1e-5, 0.0])
+        case["domain"]["boundaries"] = {"x": "periodic", "y": "slip", "lid": False}
+        sim = Simulation(case)
+        sim.step(300)
+        runs.append(sim.velocity())
+    np.testing.assert_allclose(runs[0][..., 0], 1e-5 * 299.5, rtol=1e-9)
+    assert np.abs(runs[0][..., 1]).max() < 1e-15
+    for u in runs[1:]:
+        assert np.array_equal(u, runs[0])
+    stepped = []
+    for n in (1, 3):
+        case = fluid_case(24, 18, n, fluid__reynolds=None, fluid__viscosity=0.05,
+                          fluid__body_force=[1e-5, 0.0])
+        case["domain"] = {"shape": [24, 18], "boundaries": {"x": "periodic", "y": "slip",
+                                                             "lid": False},
+                          "bodies": [{"name": "step", "shape": "box", "lower": [8, 0],
+                                      "upper": [12, 4]}]}
+        sim = Simulation(case)
+        sim.step(200)
+        stepped.append(sim.velocity())
+    assert np.array_equal(stepped[0], stepped[1]) and np.abs(stepped[0][..., 1]).max() > 1e-6

@@ -114,3 +114,34 @@ def test_wca_is_lj_cut_at_the_minimum_shifted() -> None:
     assert wca.per_atom_energy().min() >= 0.0
     rec = wca.thermo()[-1]
     assert rec["press"] > 0.8442 * rec["temp"]
+
+
+@pytest.mark.parametrize(("coeffs", "message"), [
+    ("[{types: [1, 3], epsilon: 1.0, sigma: 1.0}]",
+     "md.pair_coeffs[0].types: no atom type '3'; the types are 1, 2"),
+    ("[{types: [1, 2], epsilon: 1.0, sigma: 1.0, cutoff: 0.5}]",
+     "md.pair_coeffs: the cutoff 0.5 of types 1-2 is below their sigma 1"),
+])
+def test_bad_pair_coeffs_are_one_line_and_exit_2(tmp_path, run_cli, coeffs, message) -> None:
+    (tmp_path / "case.yaml").write_text(
+        "physics: md\nmd:\n  lattice: {density: 0.8442, cells: [5, 5, 5], "
+        f"fractions: [0.5, 0.5]}}\n  pair_coeffs: {coeffs}\n"
+        "run: {steps: 5, backend: cpu}\noutput: {dir: out}\n")
+    for command in ("validate", "run"):
+        res = run_cli(command, "case.yaml")
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+        assert message in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_largest_pair_cutoff_sets_the_box_check() -> None:
+    from simsplit.case.loader import validate_case
+    from simsplit.errors import CaseError
+
+    case = lj_case(cells=(4, 4, 4), pair_coeffs=[{"types": [1, 2], "epsilon": 1.0,
+                                                  "sigma": 1.0, "cutoff": 3.5}])
+    case["md"]["lattice"]["fractions"] = [0.5, 0.5]
+    with pytest.raises(CaseError, match=r"md.lattice.cells: 4 cells along x .* shorter than "
+                                        r"2 \* \(cutoff \+ skin\) = 7.6"):
+        validate_case(case)

@@ -8,7 +8,14 @@ from typing import Any
 import numpy as np
 
 from simsplit.md.lattice import read_positions
-from simsplit.md.systems import check_typed_file, file_mass, typed_file_box
+from simsplit.md.pair_table import build_pair_table
+from simsplit.md.systems import (
+    atom_types,
+    check_typed_file,
+    file_mass,
+    file_pair_coeffs,
+    typed_file_box,
+)
 
 _POS = {"type": "number", "exclusiveMinimum": 0}
 
@@ -226,6 +233,7 @@ def check_md_case(case: dict[str, Any]) -> None:
     pot = md.get("potential", {})
     if pot.get("sigma", 1.0) > pot.get("cutoff", 2.5):
         raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
+    cutoff = _pair_cutoff(md, has_file)
     if has_file:
         check_typed_file(md)
         _, box, _ = read_positions(md["init_file"])  # a bad file: one line now, not a traceback
@@ -234,7 +242,7 @@ def check_md_case(case: dict[str, Any]) -> None:
     if has_lattice:
         lat = md["lattice"]
         a = (4.0 / lat["density"]) ** (1.0 / 3.0)
-        reach = pot.get("cutoff", 2.5) + md.get("neighbor", {}).get("skin", 0.3)
+        reach = cutoff + md.get("neighbor", {}).get("skin", 0.3)
         for n, name in zip(lat["cells"], "xyz", strict=True):
             if n * a < 2.0 * reach:
                 raise ValueError(
@@ -243,10 +251,21 @@ def check_md_case(case: dict[str, Any]) -> None:
         _check_slabs(case, lat["cells"][2] * a, reach)
 
 
+def _pair_cutoff(md: dict[str, Any], has_file: bool) -> float:
+    """The largest cutoff of any type pair (the list's reach); ``ValueError`` naming the key
+    for pair coefficients the types cannot take (an unknown type, a cutoff below sigma)."""
+    pot = {"epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5, **md.get("potential", {})}
+    full = {**md, "potential": pot}
+    names = atom_types(full, 1)[1] if has_file or (md.get("lattice") or {}).get("fractions") \
+        else ["1"]
+    return build_pair_table(full, names, file_pair_coeffs(full) if has_file else None
+                            ).max_cutoff
+
+
 def _check_file_box(case: dict[str, Any], box: np.ndarray) -> None:
     """A file's box: every edge at least 2 (cutoff + skin), every slab cutoff + skin thick."""
     md = case["md"]
-    reach = md.get("potential", {}).get("cutoff", 2.5) + md.get("neighbor", {}).get("skin", 0.3)
+    reach = _pair_cutoff(md, True) + md.get("neighbor", {}).get("skin", 0.3)
     for edge, name in zip(box, "xyz", strict=True):
         if edge < 2.0 * reach:
             raise ValueError(f"md.init_file: {md['init_file']} has a box of {edge:.4g} along "

@@ -369,6 +369,21 @@ def build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms
 
 
 # --- forces ---------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _lj_pair(dx, dy, dz, rcsq, eps4, eps24, sigsq, eshift):
+    """One pair's ``r^2``, ``f / r`` and energy; pairs beyond the cutoff give 0.0 for both
+    (a select instead of a branch: the 70/30 split mispredicts; adding +-0.0 leaves every
+    sum bitwise unchanged)."""
+    rsq = dx * dx + dy * dy + dz * dz
+    inside = rsq < rcsq
+    r2inv = 1.0 / rsq
+    sr2 = sigsq * r2inv
+    sr6 = sr2 * sr2 * sr2
+    fpair = eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+    e = eps4 * sr6 * (sr6 - 1.0) - eshift if inside else 0.0
+    return rsq, fpair, e
+
+
 @njit(cache=True)
 def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
     xi = np.float64(x[i, 0])
@@ -384,18 +399,11 @@ def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
         dx = _min_image(xi - x[j, 0], box[0])
         dy = _min_image(yi - x[j, 1], box[1])
         dz = _min_image(zi - x[j, 2], box[2])
-        rsq = dx * dx + dy * dy + dz * dz
-        # select instead of branch (the 70/30 split mispredicts); adding +-0.0 for pairs
-        # beyond the cutoff leaves every sum bitwise unchanged
-        inside = rsq < rcsq
-        r2inv = 1.0 / rsq
-        sr2 = sigsq * r2inv
-        sr6 = sr2 * sr2 * sr2
-        fpair = eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+        rsq, fpair, ep = _lj_pair(dx, dy, dz, rcsq, eps4, eps24, sigsq, eshift)
         fx += dx * fpair
         fy += dy * fpair
         fz += dz * fpair
-        e += eps4 * sr6 * (sr6 - 1.0) - eshift if inside else 0.0
+        e += ep
         w += rsq * fpair
     f[i, 0] = fx
     f[i, 1] = fy
@@ -441,16 +449,12 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
         dx = _min_image(xi - x[j, 0], box[0])
         dy = _min_image(yi - x[j, 1], box[1])
         dz = _min_image(zi - x[j, 2], box[2])
-        rsq = dx * dx + dy * dy + dz * dz
-        inside = rsq < table[p, 0]
-        r2inv = 1.0 / rsq
-        sr2 = table[p, 3] * r2inv
-        sr6 = sr2 * sr2 * sr2
-        fpair = table[p, 2] * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+        rsq, fpair, ep = _lj_pair(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
+                                  table[p, 3], table[p, 4])
         fx += dx * fpair
         fy += dy * fpair
         fz += dz * fpair
-        e += table[p, 1] * sr6 * (sr6 - 1.0) - table[p, 4] if inside else 0.0
+        e += ep
         w += rsq * fpair
     f[i, 0] = fx
     f[i, 1] = fy

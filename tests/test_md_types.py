@@ -15,7 +15,12 @@ from simsplit.md import MDSolver
 from simsplit.md.pair_table import build_pair_table
 from simsplit.md.reference import lj_case
 from tests.test_md_kernels_compile import emulated, emulated_lib  # noqa: F401
-from tests.test_md_lammps_reference import DATA, lammps_thermo
+from tests.test_md_lammps_reference import (
+    DATA,
+    assert_thermo_matches,
+    data_file_case,
+    lammps_thermo,
+)
 
 KOB_ANDERSEN = [
     {"types": [1, 1], "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5},
@@ -28,25 +33,12 @@ KOB_ANDERSEN = [
 @pytest.mark.parametrize("subdomains", [1, 2])
 def test_kob_andersen_data_file_matches_lammps(subdomains: int, tail: bool) -> None:
     log = "log.nve_binary_equal_mass" + ("_tail" if tail else "")
-    ref = lammps_thermo(DATA / log)
-    case = {"physics": "md",
-            "md": {"init_file": str(DATA / "data.binary_equal_mass"), "timestep": 0.005,
-                   "potential": {"shift": not tail, "tail": tail},
-                   "pair_coeffs": KOB_ANDERSEN, "neighbor": {"skin": 0.3},
-                   "thermo_every": 50},
-            "decomposition": {"subdomains": subdomains},
-            "run": {"backend": "cpu", "steps": 200}, "output": {"dir": None}}
-    s = MDSolver(case)
+    s = MDSolver(data_file_case(DATA / "data.binary_equal_mass", subdomains,
+                                potential={"shift": not tail, "tail": tail},
+                                pair_coeffs=KOB_ANDERSEN))
     assert s.typed and s.cutoff == 2.5
     s.step(200)
-    ours = {r["step"]: r for r in s.thermo()}
-    for row in ref:
-        tol = 1e-9 if row["step"] == 0 else 1e-6
-        for key in ("pe", "press", "temp", "etotal"):
-            rel = abs(ours[row["step"]][key] - row[key]) / abs(row[key])
-            print(f"{row['step']:>5} {key:>6} LAMMPS {row[key]:.16g} simsplit "
-                  f"{ours[row['step']][key]:.16g} rel {rel:.1e}")
-            assert rel < tol, (row["step"], key)
+    assert_thermo_matches(s, lammps_thermo(DATA / log), ("pe", "press", "temp", "etotal"))
 
 
 def _ka_case(subdomains: int = 1):

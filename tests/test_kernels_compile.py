@@ -234,8 +234,8 @@ def test_d3q19_cells_x_compiles_with_cupy_nvrtc(cells_x: int) -> None:
 def test_name_expressions_cover_dtypes() -> None:
     names = source.name_expressions("d2q9.cu")
     for ctype in ("float", "double"):
-        assert f"d2q9_stream_collide<{ctype}, true>" in names
-        assert f"d2q9_stream_collide<{ctype}, false>" in names
+        for store, rules in itertools.product(("true", "false"), repeat=2):
+            assert f"d2q9_stream_collide<{ctype}, {store}, {rules}>" in names
     with pytest.raises(TypeError):
         source.stream_collide_name(np.int32, True)
 
@@ -309,12 +309,16 @@ static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx
     const unsigned gx = (nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     launch(gx, gy, gz, [&] {
-        if (store) d2q9_stream_collide<T, true>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0,
-                                                j1, T(op), T(om), T(lid), T(fx), T(fy), per,
-                                                in, T(in_scale), T(rho_w), links);
-        else d2q9_stream_collide<T, false>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1,
-                                           T(op), T(om), T(lid), T(fx), T(fy), per, in,
-                                           T(in_scale), T(rho_w), links);
+        // store: bit 0 the macroscopic fields, bit 1 the box kernel (no open-boundary rules)
+#define SIMSPLIT_EMU_COLLIDE(S, O) d2q9_stream_collide<T, S, O>(fs, fd, fl, r, u, v, nx, ny, \
+        pitch, plane, j0, j1, T(op), T(om), T(lid), T(fx), T(fy), per, in, T(in_scale),       \
+        T(rho_w), links)
+        switch (store) {
+        case 0: SIMSPLIT_EMU_COLLIDE(false, true); break;
+        case 1: SIMSPLIT_EMU_COLLIDE(true, true); break;
+        case 2: SIMSPLIT_EMU_COLLIDE(false, false); break;
+        default: SIMSPLIT_EMU_COLLIDE(true, false); break;
+        }
     });
 }
 template <typename T>
@@ -379,7 +383,9 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
 
 
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
-                      inlet=None, links=None):
+                      inlet=None, links=None, box=False):
+    """One launch of the emulated D2Q9 kernel; ``box``: the instantiation without the
+    open-boundary rules, which the GPU backends launch for walls and a lid only."""
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -397,7 +403,8 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
     fn(*(_data(a) for a in (f_src, f_dst, flags)), *(_ptr(a) for a in macro), c_int(nx),
        c_int(ny), c_ll(int(pitch)), c_ll(int(plane)), c_int(rows[0]), c_int(rows[1]),
        c_dbl(p.omega_plus), c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x),
-       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store)), ctypes.c_uint(grid_y),
+       c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store) | 2 * bool(box)),
+       ctypes.c_uint(grid_y),
        _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links))
 
 
@@ -405,8 +412,10 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("trt", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
-def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded) -> None:
-    """Same arithmetic, same indexing: the CUDA C stream-collide reproduces the CPU kernel."""
+@pytest.mark.parametrize("box", [False, True])
+def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded, box) -> None:
+    """Same arithmetic, same indexing: the CUDA C stream-collide reproduces the CPU kernel,
+    with and without the open-boundary rules compiled in."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.numerics.lbm_params import D2Q9Params
@@ -425,9 +434,9 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded
     emu_macro = [np.zeros((9, 150), dtype) for _ in range(3)]
     # rows 1..9 in two launches; the second splits its rows over blockIdx.y and blockIdx.z
     _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, 4), params,
-                      True, 3)
+                      True, 3, box=box)
     _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (4, 10), params,
-                      True, 4)
+                      True, 4, box=box)
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
     # bit for bit: same operations in the same order, no fused multiply-adds on either side

@@ -163,6 +163,8 @@ class SlabBlock:
         self._paint_geometry(flags)
         inner = (slice(1, -1),) * flags.ndim
         flags[inner] |= self._near_wall(flags)
+        #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
+        self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
         return flags
 
     def _paint_geometry(self, flags: np.ndarray) -> None:
@@ -196,9 +198,11 @@ class SlabBlock:
             self.kernels.stream_collide_aa(self.f_src, self.flags, self.rho, *self.u, rows,
                                            self.params, store_macro, self._aa_next_odd())
             return
-        extra = {} if self.inlet is None else {"inlet": self.inlet}
+        extra: dict[str, Any] = {} if self.inlet is None else {"inlet": self.inlet}
         if self.links is not None:
             extra["links"] = self.links
+        if not self.open_rules and getattr(self.kernels, "box_variant", False):
+            extra["open_rules"] = False
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro, **extra)
 

@@ -213,6 +213,8 @@ def tune_solver(solver: Any, tuner: Autotuner | None = None) -> list[TuneResult]
     for blk in getattr(solver, "blocks", {}).values():
         kernels = getattr(blk, "kernels", None) or getattr(blk.backend, "d2q9", None)
         if kernels is not None and hasattr(kernels, "autotune"):
+            box = not getattr(blk, "open_rules", True) and getattr(kernels, "box_variant", False)
+            extra = {"open_rules": False} if box else {}
             kernels.autotune(blk.f_src, blk.f_dst, blk.flags, blk.params, tuner,
-                             dtype=blk.dtype)
+                             dtype=blk.dtype, **extra)
     return tuner.results[before:]

@@ -20,3 +20,6 @@ BOUNDARY = SOLID | INLET | OUTLET | SLIP  #: every kind whose populations are no
 #: fluid cell with a link to a body that interpolated bounce-back (Bouzidi) treats: the kernel
 #: reads that link's weight (simsplit/fluid/geometry/links.py) instead of bouncing halfway
 CURVED = 32
+#: the flags whose rules a box (walls and a lid only) never needs: GPU kernels compiled without
+#: them run faster (their code sits in the near-wall branch), so blocks say whether they hold any
+OPEN_RULES = INLET | OUTLET | SLIP | CURVED

@@ -65,6 +65,8 @@ class D2Q9Kernels:
     #: the kernels read row pitch and plane from the arrays' strides: blocks allocate padded,
     #: 128-byte aligned rows for them (simsplit.backends.layout)
     strided_fields = True
+    #: stream_collide takes ``open_rules=False`` for blocks of walls and a lid only
+    box_variant = True
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -72,8 +74,8 @@ class D2Q9Kernels:
         module = _module(device)
         dtypes = list(source.CTYPES)
         with self._dev:
-            self._collide = {(dt, s): module.get_function(source.stream_collide_name(dt, s))
-                             for dt in dtypes for s in (False, True)}
+            self._collide = {(dt, s, o): module.get_function(source.stream_collide_name(dt, s, o))
+                             for dt in dtypes for s in (False, True) for o in (False, True)}
             self._pack = {dt: module.get_function(source.pack_name("D2Q9", dt))
                           for dt in dtypes}
             self._unpack = {dt: module.get_function(source.unpack_name("D2Q9", dt))
@@ -82,7 +84,8 @@ class D2Q9Kernels:
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
         self._zeros: dict[tuple[int, np.dtype], Any] = {}  #: inflow speeds where none is given
-        #: tuned stream-collide launches: (dtype, store_macro, f shape) -> (kernel, block_x)
+        #: tuned stream-collide launches: (dtype, store_macro, open_rules, f shape) ->
+        #: (kernel, block_x)
         self._tuned: dict[tuple[Any, bool, tuple[int, ...]], tuple[Any, int]] = {}
         self._bad_launch = errors.bad_launch_target()
         props = cupy.cuda.runtime.getDeviceProperties(device)
@@ -102,7 +105,7 @@ class D2Q9Kernels:
         return args
 
     def _named(self) -> dict[str, Any]:
-        out = {source.stream_collide_name(dt, s): k for (dt, s), k in self._collide.items()}
+        out = {source.stream_collide_name(*v): k for v, k in self._collide.items()}
         out.update({source.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
         out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
         return out
@@ -137,7 +140,9 @@ class D2Q9Kernels:
         return links
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None) -> None:
+                       inlet=None, links=None, open_rules=True) -> None:
+        """``open_rules``: flags may hold inlets, outlets, free-slip walls or curved cells;
+        False (walls and the lid only) launches the kernel compiled without those rules."""
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
@@ -152,11 +157,12 @@ class D2Q9Kernels:
         if f_dst.dtype != dt or rho.dtype != dt or ux.dtype != dt or uy.dtype != dt:
             raise TypeError("populations and macroscopic fields must share one dtype")
         check_launch_device(self.device)
-        kern, block_x = self._tuned.get((dt, bool(store_macro), f_src.shape),
-                                        (self._collide[(dt, bool(store_macro))], source.BLOCK_X))
+        variant = (dt, bool(store_macro), bool(open_rules))
+        kern, block_x = self._tuned.get((*variant, f_src.shape),
+                                        (self._collide[variant], source.BLOCK_X))
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(nx, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
-        name = source.stream_collide_name(dt, bool(store_macro))
+        name = source.stream_collide_name(*variant)
         t = dt.type
         args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
@@ -168,7 +174,7 @@ class D2Q9Kernels:
 
     # --- launch-configuration autotuning ---------------------------------------------------
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D2Q9Params,
-                 tuner: autotune.Autotuner, dtype: Any = None) -> None:
+                 tuner: autotune.Autotuner, dtype: Any = None, open_rules: bool = True) -> None:
         """Pick the fastest block size for the stream-collide kernels on arrays of this shape
         (D2Q9 stores populations in the arithmetic type: ``dtype`` is ``f_src``'s).
 
@@ -184,7 +190,7 @@ class D2Q9Kernels:
             scratch = [cupy.empty((ny, nx), dt) for _ in range(3)]
         src_hash = autotune.source_hash(source.kernel_source("d2q9.cu"))
         for store in (False, True):
-            name = source.stream_collide_name(dt, store)
+            name = source.stream_collide_name(dt, store, open_rules)
 
             def time_block(block_x: int, name: str = name) -> float:
                 kern = _module(self.device, block_x).get_function(name)
@@ -204,9 +210,9 @@ class D2Q9Kernels:
                 with self._dev:
                     kern = _module(self.device, block).get_function(name)
                     _ = kern.num_regs  # load now: a launch inside a graph capture must not load
-                self._tuned[(dt, store, f_src.shape)] = (kern, block)
+                self._tuned[(dt, store, open_rules, f_src.shape)] = (kern, block)
             else:
-                self._tuned.pop((dt, store, f_src.shape), None)
+                self._tuned.pop((dt, store, open_rules, f_src.shape), None)
 
     def _halo(self, kernels: dict, f, row: int, direction: int, buf, src, dst) -> None:
         q, h, w = f.shape

@@ -65,14 +65,8 @@ md_arena_classify(const T* __restrict__ x, int n, double bx, double by, double b
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const long long a = 3LL * i;
-    long long cx = (long long)(double(x[a]) * (double(nx) / bx));
-    long long cy = (long long)(double(x[a + 1]) * (double(ny) / by));
-    long long cz = (long long)(double(x[a + 2]) * (double(nz) / bz));
-    cx = cx < 0 ? 0 : (cx > nx - 1 ? nx - 1 : cx);
-    cy = cy < 0 ? 0 : (cy > ny - 1 ? ny - 1 : cy);
-    cz = cz < 0 ? 0 : (cz > nz - 1 ? nz - 1 : cz);
     const int ncells = nx * ny * nz;
-    const int c = int((cz * ny + cy) * nx + cx);
+    const int c = global_cell(x, i, bx, by, bz, nx, ny, nz);
     const double z = double(x[a + 2]);
     const int k = slab_of(z, edges, nslab);
     const int lo_nb = k == 0 ? nslab - 1 : k - 1;

@@ -148,6 +148,22 @@ md_gather_rows(const T* __restrict__ src, const long long* __restrict__ idx, int
 }
 
 // --- cell list: counting sort ----------------------------------------------------------------
+// The global cell of row i (x[3 i .. 3 i + 2]): per axis int(x * (n / L)) clamped to [0, n), the
+// CPU's cell_index. Every binning kernel takes its cells from here, so all agree on a cell.
+template <typename T>
+__device__ __forceinline__ int global_cell(const T* __restrict__ x, int i, double bx, double by,
+                                           double bz, int nx, int ny, int nz)
+{
+    const long long a = 3LL * i;
+    long long cx = (long long)(double(x[a]) * (double(nx) / bx));
+    long long cy = (long long)(double(x[a + 1]) * (double(ny) / by));
+    long long cz = (long long)(double(x[a + 2]) * (double(nz) / bz));
+    cx = cx < 0 ? 0 : (cx > nx - 1 ? nx - 1 : cx);
+    cy = cy < 0 ? 0 : (cy > ny - 1 ? ny - 1 : cy);
+    cz = cz < 0 ? 0 : (cz > nz - 1 ? nz - 1 : cz);
+    return int((cz * ny + cy) * nx + cx);
+}
+
 // counts must be zero on entry (allocated so, and md_cell_sort clears them after use).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
@@ -156,14 +172,7 @@ md_cell_count(const T* __restrict__ x, int n, double bx, double by, double bz, i
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const long long a = 3LL * i;
-    long long cx = (long long)(double(x[a]) * (double(nx) / bx));
-    long long cy = (long long)(double(x[a + 1]) * (double(ny) / by));
-    long long cz = (long long)(double(x[a + 2]) * (double(nz) / bz));
-    cx = cx < 0 ? 0 : (cx > nx - 1 ? nx - 1 : cx);
-    cy = cy < 0 ? 0 : (cy > ny - 1 ? ny - 1 : cy);
-    cz = cz < 0 ? 0 : (cz > nz - 1 ? nz - 1 : cz);
-    const int c = int((cz * ny + cy) * nx + cx);
+    const int c = global_cell(x, i, bx, by, bz, nx, ny, nz);
     cell_of[i] = c;
     atomicAdd(counts + c, 1);
 }
@@ -546,6 +555,9 @@ md_lj_forces_lanes(const T* __restrict__ x, int n_own, const int* __restrict__ n
 
 // Several slabs of one box on one device, in one arena.
 #include "md_arena.cuh"
+
+// One slab per process on a GPU: migrants and ghosts as messages, the rest as in the arena.
+#include "md_ranks.cuh"
 
 // Exact (correctly rounded) thermo sums.
 #include "md_sums.cuh"

@@ -67,11 +67,18 @@ def _case(name: str, backend: str, subdomains: int) -> dict[str, Any]:
 
 
 def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
-          keep_solver: bool = False) -> dict[str, Any]:
+          keep_solver: bool = False, context: Any = None) -> dict[str, Any]:
+    """One timed run; under MPI (``context`` an MPI context) every rank runs the same chunks
+    (the longest rank's clock decides when to stop)."""
     from simsplit.md import MDSolver
 
     t0 = time.perf_counter()
-    s = MDSolver(_case(name, backend, subdomains), backend)
+    s = MDSolver(_case(name, backend, subdomains), context or backend)
+    comm = getattr(context, "comm", None)
+    if comm is not None:
+        from mpi4py import MPI
+
+        mpi_max = MPI.MAX
     if HOST_THERMO:  # the path before device sums: gather every atom, fsum on the host
         s._device_sums = lambda: None
     s.step(20)  # warm-up: compiles every kernel, fills memory pools
@@ -85,12 +92,15 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         steps += chunk
         s.synchronize()
         elapsed = time.perf_counter() - t0
+        if comm is not None:
+            elapsed = comm.allreduce(elapsed, op=mpi_max)
         if elapsed >= seconds:
             break
     st = s.stats()
     v = s.velocities()  # after the clock: a sanity check that the run stayed physical
     temp = s.mass * float(np.sum(v * v)) / (3 * s.n_atoms - 3)
     neighbor = st["time_neighbor"] - before["time_neighbor"]
+    exchange = st["time_comm"] - before["time_comm"]
     rebuilds = st["rebuilds"] - before["rebuilds"]
     batches = st["batches"] - before["batches"]
     row = {
@@ -100,7 +110,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "ms_per_step": 1e3 * elapsed / steps, "rebuilds": rebuilds,
         "steps_per_rebuild": steps / max(1, rebuilds),
         "steps_per_read": steps / batches if batches else 1.0,
-        "neighbor_fraction": neighbor / elapsed,
+        "neighbor_fraction": neighbor / elapsed, "exchange_fraction": exchange / elapsed,
         "ms_per_rebuild": 1e3 * neighbor / max(1, rebuilds),
         "capacity": st["neighbor_capacity"], "final_temp": temp,
     }

@@ -15,6 +15,8 @@
 #   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
+#   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
+#   bodyspeed  D2Q9 cylinder (Schaefer-Turek 2D-1 geometry) against the plain cavity, same grid
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
@@ -177,6 +179,30 @@ if has mdsplit; then
     note "MD split on one GPU: 1, 2, 4 slabs in one arena, 64k / 1M / 8M atoms (issue 20)"
     timeout ${MDSPLIT_TIMEOUT:-420} python3 scripts/bench_split_md.py ${MDSPLIT_ARGS:-} 2>&1 \
         | tee "$OUT/bench-split-md.log" | quiet
+fi
+if has mpimd; then
+    note "MD under mpiexec on the GPU, 1 slab per rank, against 1 slab in 1 process (issue 20)"
+    timeout ${MPIMD_TIMEOUT:-300} python3 scripts/bench_mpi_md.py ${MPIMD_ARGS:-} 2>&1 \
+        | tee "$OUT/bench-mpi-md.log" | quiet
+fi
+if has bodyspeed; then
+    note "D2Q9 8800x1640 float32: cylinder (2D-1 geometry) against the plain cavity (issue 21)"
+    for c in "cavity --set fluid.reynolds=20000" "cylinder2d"; do
+        set -- $c
+        echo "-- $*"
+        timeout 120 python3 -m simsplit run cases/$1.yaml --backend cupy $2 $3 \
+            --set run.precision=float32 --set domain.shape=[8800,1640] \
+            --set decomposition.subdomains=1 --steps ${BODY_STEPS:-3000} --set run.tolerance=0 \
+            --set output.dir=null --quiet 2>&1 | quiet | grep -iE "throughput|error" \
+            | tee -a "$OUT/bench-bodies.log"
+    done
+    if [[ -n "${BODY_PROFILE:-}" ]]; then
+        echo "-- host profile of the cylinder run"
+        timeout 120 python3 -m cProfile -s tottime -m simsplit run cases/cylinder2d.yaml \
+            --backend cupy --set run.precision=float32 --set domain.shape=[8800,1640] \
+            --set decomposition.subdomains=1 --steps ${BODY_STEPS:-3000} --set run.tolerance=0 \
+            --set output.dir=null --quiet 2>&1 | quiet | head -40 | tee "$OUT/prof-bodies.log"
+    fi
 fi
 if has mdprof; then
     note "host profile: 64k atoms, cupy (issue 5)"

@@ -151,13 +151,22 @@ DRIVER = textwrap.dedent("""
 
     parallel.get_backend = lambda name, device=0: FakeBackend(device)
     devices = json.loads(sys.argv[5])
+    extra = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
     ctx = parallel.MPIContext("cupy", devices=devices)
-    case = lj_case(cells=json.loads(sys.argv[2]), subdomains=ctx.size)
+    case = lj_case(cells=json.loads(sys.argv[2]), subdomains=ctx.size, **extra.get("md", {}))
     case["run"]["backend"] = "cupy"
+    case["run"]["precision"] = extra.get("precision", "float64")
     md = MDSolver(case, ctx)
     # one node: GPU = rank mod the visible GPUs (one here), or run.devices[rank mod len]
     assert md.kernels.is_device and made == [(devices or [0])[ctx.rank % len(devices or [0])]]
-    md.step(int(sys.argv[3]))
+    steps = int(sys.argv[3])
+    if extra.get("restart"):  # half the steps, then a new solver from the state
+        md.step(steps // 2)
+        state = md.state()
+        md = MDSolver(case, ctx)
+        md.load_state(state)
+        steps -= steps // 2
+    md.step(steps)
     x, v, st, stats = md.positions(), md.velocities(), md.state(), md.stats()
     if ctx.rank == 0:
         np.savez(sys.argv[4], positions=x, velocities=v, forces=st["forces"],
@@ -167,7 +176,7 @@ DRIVER = textwrap.dedent("""
 
 @needs_mpiexec
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, devices", [(2, None), (3, [0, 1])])
+@pytest.mark.parametrize("ranks, devices", [(2, None), (3, [0, 1]), (4, None)])
 def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, reference,  # noqa: F811
                                                  ranks, devices) -> None:
     script = tmp_path / "driver.py"
@@ -183,7 +192,35 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
         assert np.array_equal(got[name], want), name
     assert json.loads(str(got["thermo"])) == reference.thermo()
     stats = json.loads(str(got["stats"]))
-    assert stats["ghost_transfer"] == ["remote"]
+    assert stats["ghost_transfer"] == ["remote-device"]  # rebuilds on the device
     assert len(stats["atoms_per_slab"]) == ranks and stats["migrations"] > 0
     assert stats["rebuilds"] == reference.stats()["rebuilds"]
 
+
+@needs_mpiexec
+@pytest.mark.mpi
+def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulated_lib  # noqa: F811
+                                                                 ) -> None:
+    """A hot Langevin melt in float32 on 4 ranks, restarted half way: every rebuild migrates
+    many atoms, ghosts are picked again after the arrivals, and the run equals one process
+    on the CPU bit for bit."""
+    md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}}
+    case = lj_case(cells=CELLS, **md)
+    case["run"]["precision"] = "float32"
+    ref = MDSolver(case)
+    ref.step(STEPS)
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    out = tmp_path / "md.npz"
+    extra = {"md": md, "precision": "float32", "restart": True}
+    proc = mpirun(4, [str(script), emulated_lib._name, json.dumps(list(CELLS)), str(STEPS),
+                      str(out), "null", json.dumps(extra)], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    for name in ("positions", "velocities", "forces", "images"):
+        assert np.array_equal(got[name], ref.state()[name]), name
+    after = [r for r in json.loads(str(got["thermo"])) if r["step"] >= STEPS // 2]
+    assert after == [r for r in ref.thermo() if r["step"] >= STEPS // 2]
+    stats = json.loads(str(got["stats"]))
+    assert stats["ghost_transfer"] == ["remote-device"]
+    assert stats["migrations"] > 0.05 * ref.n_atoms, stats["migrations"]  # after the restart

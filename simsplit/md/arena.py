@@ -49,6 +49,9 @@ def _room(rows: int) -> int:
 class SlabArena:
     """The slabs of ``layout`` on the device of ``kernels`` (see the module docstring)."""
 
+    #: how the ghosts travel (the solver's stats report it)
+    transfer = "arena"
+
     def __init__(self, layout: SlabLayout, kernels: Any, ncell: np.ndarray,
                  offsets: Sequence[np.ndarray]) -> None:
         self.layout = layout
@@ -171,6 +174,9 @@ class SlabArena:
                 "img": fits("img", (n, 3), np.dtype(np.int64), False),
                 "key": fits("key", (n,), np.dtype(np.int32), False),
                 "ghost_of": fits("ghost_of", (2 * n,), np.dtype(np.int32), False)}
+
+    def refresh_ghosts(self) -> None:
+        """Nothing to do: the drift launch writes every ghost copy."""
 
     # --- bookkeeping --------------------------------------------------------------------------
     def atoms_per_slab(self) -> list[int]:

@@ -118,15 +118,22 @@ class Observables:
         """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process
         (a few hundred integers read per kernel set instead of every atom), or None where
         that does not apply (CPU, MPI, a non-finite value: the fsum path decides)."""
-        if self._comm is not None or not all(
-                getattr(k, "thermo_sums", None) for k in self.kernel_sets):
-            return None
-        totals = [0, 0, 0]
+        if not all(getattr(k, "thermo_sums", None) for k in self.kernel_sets):
+            return None  # the same answer on every rank: one backend for all
+        totals: list[int] | None = [0, 0, 0]
         for s in self.slabs:
             got = s.kernels.thermo_sums(s.v, s.pe, s.vir, s.n_own, self.mass)
             if got is None:
-                return None
+                totals = None
+                break
             totals = [a + b for a, b in zip(totals, got, strict=True)]
+        if self._comm is not None:  # exact integers: the rank order cannot change the sum
+            parts = self._comm.allgather(totals)
+            if any(p is None for p in parts):
+                return None
+            totals = [sum(col) for col in zip(*parts, strict=True)]
+        if totals is None:
+            return None
         two_ke, pe, w = (exact.to_float(t) for t in totals)
         if two_ke is None or pe is None or w is None:
             return None
@@ -304,7 +311,7 @@ class Observables:
                                      for n in part]
         out["slab_edges"] = self.layout.edges.tolist()
         #: how this process refreshes ghosts between rebuilds on GPUs (see GhostLink.mode)
-        out["ghost_transfer"] = (["arena"] if self.arena is not None else
+        out["ghost_transfer"] = ([self.arena.transfer] if self.arena is not None else
                                  sorted({link.mode for link in self._links.values()}))
         out["messages"] = self.exchange.messages
         out.update(self._last_run)

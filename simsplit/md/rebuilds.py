@@ -188,7 +188,8 @@ class NeighbourRebuilds:
 
     def _update_ghosts(self) -> None:
         if self.arena is not None:
-            return  # the drift launch wrote the ghost copies
+            self.arena.refresh_ghosts()
+            return
         if self._on_device:
             sl.update_ghosts_device(self.slabs, self._links)
         else:

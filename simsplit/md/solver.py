@@ -44,6 +44,7 @@ from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
 from simsplit.md.observables import Observables
 from simsplit.md.pair_table import build_pair_table
+from simsplit.md.rank_slab import RankSlab
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
 from simsplit.md.systems import atom_types, file_pair_coeffs
@@ -214,14 +215,18 @@ class MDSolver(NeighbourRebuilds, Observables):
         #: distinct kernel sets in slab order: every one's flags are read at each step
         self.kernel_sets = list(sets.values())
 
-    def _make_arena(self) -> SlabArena | None:
-        """A :class:`SlabArena` when every slab sits on the one GPU this process drives (and
-        no forced transfer mode asks to exercise the path between devices)."""
+    def _make_arena(self) -> SlabArena | RankSlab | None:
+        """Rebuilds on the device: a :class:`SlabArena` when every slab sits on the one GPU
+        this process drives, a :class:`RankSlab` for this rank's slab under MPI on a GPU (in
+        both cases unless a forced transfer mode asks to exercise the path between devices)."""
         k = self.kernels
-        if (self._comm is None and self.layout.parts > 1 and len(self.kernel_sets) == 1
-                and k.is_device and getattr(k, "arenas", False)
-                and self.ghost_transfer == "auto"):
+        if self.layout.parts == 1 or not k.is_device or self.ghost_transfer != "auto":
+            return None
+        if self._comm is None and len(self.kernel_sets) == 1 and getattr(k, "arenas", False):
             return SlabArena(self.layout, k, self.ncell, self._offsets)
+        if self._comm is not None and getattr(k, "rank_slabs", False):
+            s = self.slabs[0]
+            return RankSlab(self.layout, k, self.ncell, self._offsets, s.index, s.comm)
         return None
 
     @staticmethod
@@ -303,9 +308,11 @@ class MDSolver(NeighbourRebuilds, Observables):
         jumped a whole skin in one step (a time step too large)."""
         return (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
 
-    def _ghost_copies(self, s: sl.SlabState) -> dict[str, Any]:
+    @staticmethod
+    def _ghost_copies(s: sl.SlabState) -> dict[str, Any]:
         """The drift's extra argument in an arena: each owned row's ghost copies."""
-        return {} if self.arena is None else {"ghost_of": s.ghost_of}  # type: ignore[attr-defined]
+        ghost_of = getattr(s, "ghost_of", None)
+        return {} if ghost_of is None else {"ghost_of": ghost_of}
 
     def _step_one(self) -> None:
         """One step, the displacement check read before anything of the next is queued."""

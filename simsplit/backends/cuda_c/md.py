@@ -39,6 +39,10 @@ ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_scale_rows", "md_lj_forces_typed")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
+#: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
+RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
+                      "md_rank_ghost_rows", "md_scatter_rows")
+RANK_INDEX_KERNELS = ("md_rank_compose",)
 
 
 @functools.cache
@@ -76,7 +80,7 @@ def scan_scratch(n: int) -> int:
 
 def kernel_name(name: str, dtype: Any = None) -> str:
     """C++ name expression of a kernel: ``md_lj_forces<double>``, ``md_cell_sort<int>``."""
-    if name in INDEX_KERNELS or name in ARENA_INDEX_KERNELS:
+    if name in INDEX_KERNELS or name in ARENA_INDEX_KERNELS or name in RANK_INDEX_KERNELS:
         return f"{name}<int>"
     return f"{name}<{source.CTYPES[np.dtype(dtype)]}>"
 
@@ -84,8 +88,9 @@ def kernel_name(name: str, dtype: Any = None) -> str:
 def name_expressions() -> list[str]:
     """Every instantiation the CuPy launchers use."""
     return ([kernel_name(k, dt) for dt in source.CTYPES
-             for k in (*FLOAT_KERNELS, *ARENA_FLOAT_KERNELS)]
-            + [kernel_name(k) for k in (*INDEX_KERNELS, *ARENA_INDEX_KERNELS)])
+             for k in (*FLOAT_KERNELS, *ARENA_FLOAT_KERNELS, *RANK_FLOAT_KERNELS)]
+            + [kernel_name(k) for k in (*INDEX_KERNELS, *ARENA_INDEX_KERNELS,
+                                        *RANK_INDEX_KERNELS)])
 
 
 def stencil_ranges(offsets: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -167,6 +172,10 @@ class DeviceMDKernels:
     def host_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """Host memory the device copies to and from without staging (pinned on a GPU)."""
         raise NotImplementedError
+
+    def read_ints(self, arr: Any) -> np.ndarray:
+        """Wait for the queued work; a host copy of a small integer device array."""
+        return np.array(self._read_small(arr), dtype=np.int64)
 
     def download_rows(self, src, m: int, out: np.ndarray) -> np.ndarray:
         """Wait for the queued work, copy rows ``src[:m]`` into ``out[:m]``; returns that view."""
@@ -549,6 +558,101 @@ class DeviceMDKernels:
         self._launch("md_arena_bounds", None, nbounds, scratch.cell_start, np.int32(nbounds),
                      np.int32(scratch.ncells), scratch.err, self._worst, scratch.bounds)
         return np.array(self._read_small(scratch.bounds), dtype=np.int64)
+
+
+    # --- one slab per process (kernels/md_ranks.cuh, simsplit.md.rank_slab) ---------------
+    #: whether this kernel set has the per-process slab kernels
+    rank_slabs = True
+
+    def rank_classify(self, x, n: int, edges, nslab: int, me: int, lo: int, hi: int,
+                      room: int, counts, kept, to_lo, to_hi) -> None:
+        """Queue the owner test of ``n`` owned rows: ``counts`` = [kept, to lo, to hi, stray
+        flag, stray row]; the row lists ``kept`` and (at most ``room`` each) ``to_lo``,
+        ``to_hi``."""
+        self._zero(counts)
+        if n:
+            self._launch("md_rank_classify", x.dtype, n, x, np.int32(n), edges,
+                         np.int32(nslab), np.int32(me), np.int32(lo), np.int32(hi),
+                         np.int32(room), counts, kept, to_lo, to_hi, counts[3:])
+
+    def rank_select(self, x, n: int, edges, lo: int, hi: int, lz: float, cut: float,
+                    room: int, counts, to_lo, to_hi) -> None:
+        """Queue the ghost test of ``n`` owned rows: ``counts`` = [near lo, near hi] and the
+        row lists (at most ``room`` each)."""
+        self._zero(counts)
+        if n:
+            self._launch("md_rank_select", x.dtype, n, x, np.int32(n), edges, np.int32(lo),
+                         np.int32(hi), np.float64(lz), np.float64(cut), np.int32(room), counts,
+                         to_lo, to_hi)
+
+    def rank_gather(self, idx, m: int, src: dict[str, Any], out: dict[str, Any],
+                    motion: bool) -> None:
+        """Queue ``out[name][r] = src[name][idx[r]]`` for r < ``m``: x and gid, and with
+        ``motion`` v and img too."""
+        if not m:
+            return
+        x, gid = src["x"], src["gid"]
+        v, img = (src["v"], src["img"]) if motion else (x, gid)
+        v_out, img_out = (out["v"], out["img"]) if motion else (out["x"], out["gid"])
+        self._launch("md_rank_gather", x.dtype, m, idx, np.int32(m), x, v, img, gid,
+                     np.int32(motion), out["x"], v_out, img_out, out["gid"])
+
+    def rank_sort(self, x, n_own: int, rows: int, box: np.ndarray, ncell: np.ndarray, gid,
+                  scratch: ArenaScratch | None) -> ArenaScratch:
+        """Queue the counting sort of ``rows`` rows as a one-slab arena (owned rows
+        ``[0, n_own)``, then ghost rows): bucket starts and the bucket-sorted ``entry_row``,
+        by gid within a cell."""
+        nc = int(np.prod(ncell))
+        nb = 2 * nc
+        if scratch is None or scratch.rows < rows or scratch.nbuckets != nb:
+            room = rows + rows // 8 + 16
+            scratch = ArenaScratch(
+                rows=room, nbuckets=nb, nslab=1, ncells=nc,
+                keys=self.zeros((3 * room,), np.int32), counts=self.zeros((nb,), np.int32),
+                cell_start=self.zeros((nb + 1,), np.int32), fill=self.zeros((nb,), np.int32),
+                chunk_sums=self.zeros((scan_scratch(nb),), np.int32),
+                edges=self.zeros((2,), np.float64), err=self.zeros((3,), np.int32),
+                bounds=self.zeros((7,), np.int32), new_of_old=self.zeros((room,), np.int32),
+                entry_row=self.zeros((3 * room,), np.int32))
+        if rows:
+            self._launch("md_rank_keys", x.dtype, rows, x, np.int32(n_own), np.int32(rows),
+                         *_box(box), *(np.int32(c) for c in ncell), scratch.keys,
+                         scratch.counts)
+        self._exclusive_scan(scratch.counts, nb, scratch.chunk_sums, scratch.cell_start,
+                             scratch.fill)
+        if rows:
+            self._launch("md_arena_scatter", None, 3 * rows, scratch.keys, np.int32(3 * rows),
+                         scratch.fill, scratch.entry_row)
+        self._launch("md_cell_sort", None, nb, scratch.cell_start, np.int32(nb), gid,
+                     scratch.entry_row, scratch.counts)
+        return scratch
+
+    def rank_place(self, scratch: ArenaScratch, n_own: int, g: int, old: dict[str, Any],
+                   new: dict[str, Any]) -> None:
+        """Queue the copies into bucket order (owned rows with v, img and their cell key;
+        ``g`` ghost rows after them), and ``scratch.new_of_old``."""
+        dtype = old["x"].dtype
+        if n_own:
+            self._launch("md_arena_owned", dtype, n_own, np.int32(n_own), scratch.entry_row,
+                         scratch.keys, old["x"], old["v"], old["img"], old["gid"], new["key"],
+                         new["x"], new["v"], new["img"], new["gid"], scratch.new_of_old,
+                         new["ghost_of"])
+        if g:
+            self._launch("md_rank_ghost_rows", dtype, g, np.int32(n_own), np.int32(g),
+                         scratch.entry_row, old["x"], old["gid"], new["x"], new["gid"],
+                         scratch.new_of_old)
+
+    def rank_compose(self, idx, base: int, m: int, mapping, out) -> None:
+        """Queue ``out[j] = mapping[idx[j]]`` (``idx`` None: ``mapping[base + j]``), j < m."""
+        if m:
+            self._launch("md_rank_compose", None, m, mapping if idx is None else idx,
+                         np.int32(idx is not None), np.int32(base), np.int32(m), mapping, out)
+
+    def scatter_rows(self, src, idx, dst) -> None:
+        """Queue ``dst[idx[r]] = src[r]`` for every row index in ``idx`` (received ghosts)."""
+        m = int(idx.shape[0])
+        if m:
+            self._launch("md_scatter_rows", src.dtype, m, src, idx, np.int32(m), dst)
 
 
 @dataclass

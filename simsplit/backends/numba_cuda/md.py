@@ -741,6 +741,8 @@ class NumbaMDKernels(DeviceMDKernels):
 
     # the simulator runs one Python thread per CUDA thread: small blocks keep tiny tests quick
     block = 32 if SIMULATOR else DeviceMDKernels.block
+    #: no Numba twins of kernels/md_ranks.cuh yet: under MPI, rebuilds take the host path
+    rank_slabs = False
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate

@@ -1,0 +1,149 @@
+// One z slab of an MD box per process (MPI rank) on a GPU (included by md_lj.cu after
+// md_arena.cuh, whose slab_of and near_slab it shares).
+//
+// A rebuild keeps the atoms on the device; only leavers and ghosts travel, as messages:
+// 1. md_rank_classify: each owned row's owner after migration (slab_of, as in the arena): kept
+//    rows and the leavers to each neighbour listed by atomic cursors; the host reads the three
+//    counts. md_rank_gather compacts the kept rows into the new arrays and packs the leavers'
+//    x, v, img and gid for their messages; arrivals are appended after the kept rows.
+// 2. md_rank_select: the owned rows (kept and arrived) near each neighbour's interval
+//    (near_slab: the CPU's near_interval, same margin); the host reads the two counts,
+//    md_rank_gather packs their x and gid, and the ghosts received follow the owned rows.
+// 3. md_rank_keys bins the rows as a one-slab arena: owned rows under key cell, ghost rows
+//    under ncells + cell; the arena's scatter, gid sort, owned placement (md_arena_owned) and
+//    list build do the rest, md_rank_ghost_rows places the ghost rows.
+// 4. md_rank_compose turns the packed lists into the rows each step's ghost refresh gathers
+//    (md_gather_rows) and the rows received ghosts land in (md_scatter_rows).
+// Row order never enters a sum (lists are in canonical order), so atomic list order is fine.
+
+// Owned row i: kept (owner me), or leaving for the low or high neighbour (lo == hi with two
+// slabs). Lists hold at most `room` leavers each (the counts go on; the host checks them). An
+// owner that is no neighbour means the atom crossed a whole slab: err[0] = 1, err[1] = i.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_classify(const T* __restrict__ x, int n, const double* __restrict__ edges, int nslab,
+                 int me, int lo, int hi, int room, int* __restrict__ cursor,
+                 int* __restrict__ kept, int* __restrict__ to_lo, int* __restrict__ to_hi,
+                 int* __restrict__ err)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int k = slab_of(double(x[3LL * i + 2]), edges, nslab);
+    if (k == me) {
+        kept[atomicAdd(cursor, 1)] = i;
+    } else if (k == lo) {
+        const int s = atomicAdd(cursor + 1, 1);
+        if (s < room) to_lo[s] = i;
+    } else if (k == hi) {
+        const int s = atomicAdd(cursor + 2, 1);
+        if (s < room) to_hi[s] = i;
+    } else {
+        err[0] = 1;
+        err[1] = i;
+    }
+}
+
+// Rows idx[0 .. m) gathered: gid and x always, v and img with `motion` (migrants).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_gather(const int* __restrict__ idx, int m, const T* __restrict__ x,
+               const T* __restrict__ v, const long long* __restrict__ img,
+               const long long* __restrict__ gid, int motion, T* __restrict__ x_out,
+               T* __restrict__ v_out, long long* __restrict__ img_out,
+               long long* __restrict__ gid_out)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= m) return;
+    const long long s = idx[r];
+    gid_out[r] = gid[s];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) x_out[3LL * r + d] = x[3 * s + d];
+    if (motion) {
+#pragma unroll
+        for (int d = 0; d < 3; ++d) {
+            v_out[3LL * r + d] = v[3 * s + d];
+            img_out[3LL * r + d] = img[3 * s + d];
+        }
+    }
+}
+
+// Owned row i is a ghost of the low neighbour when near its interval, and of the high one
+// (another slab than the low one) when near its; lists as in md_rank_classify.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_select(const T* __restrict__ x, int n, const double* __restrict__ edges, int lo, int hi,
+               double lz, double cut, int room, int* __restrict__ cursor,
+               int* __restrict__ to_lo, int* __restrict__ to_hi)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double z = double(x[3LL * i + 2]);
+    if (near_slab(z, edges, lo, lz, cut)) {
+        const int s = atomicAdd(cursor, 1);
+        if (s < room) to_lo[s] = i;
+    }
+    if (hi != lo && near_slab(z, edges, hi, lz, cut)) {
+        const int s = atomicAdd(cursor + 1, 1);
+        if (s < room) to_hi[s] = i;
+    }
+}
+
+// Bucket keys of a one-slab arena: rows [0, n_own) owned (key = cell), [n_own, rows) ghosts
+// (key = ncells + cell); three entries per row as md_arena_scatter reads them, two unused.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_keys(const T* __restrict__ x, int n_own, int rows, double bx, double by, double bz,
+             int nx, int ny, int nz, int* __restrict__ keys, int* __restrict__ counts)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows) return;
+    const int key = (i < n_own ? 0 : nx * ny * nz) + global_cell(x, i, bx, by, bz, nx, ny, nz);
+    keys[3LL * i] = key;
+    keys[3LL * i + 1] = -1;
+    keys[3LL * i + 2] = -1;
+    atomicAdd(counts + key, 1);
+}
+
+// Ghost rows [n_own, n_own + g) of the sorted arrays: copies of the received rows in bucket
+// order; new_of_old maps each received row to its place.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_ghost_rows(int n_own, int g, const int* __restrict__ entry_row,
+                   const T* __restrict__ x, const long long* __restrict__ gid,
+                   T* __restrict__ x_out, long long* __restrict__ gid_out,
+                   int* __restrict__ new_of_old)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= g) return;
+    const int row = n_own + r;
+    const int s = entry_row[row];
+    new_of_old[s] = row;
+    gid_out[row] = gid[s];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) x_out[3LL * row + d] = x[3LL * s + d];
+}
+
+// out[j] = map[idx[j]] (use_idx) or map[base + j]: the sorted rows of a packed list, or of a
+// run of received rows.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_compose(const I* __restrict__ idx, int use_idx, int base, int m,
+                const I* __restrict__ map, long long* __restrict__ out)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    out[j] = map[use_idx ? idx[j] : base + j];
+}
+
+// dst[idx[r]] = src[r]: received ghost positions into their rows.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_scatter_rows(const T* __restrict__ src, const long long* __restrict__ idx, int m,
+                T* __restrict__ dst)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= m) return;
+    const long long s = 3LL * idx[r];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) dst[s + d] = src[3LL * r + d];
+}

@@ -1,0 +1,89 @@
+"""MD under mpiexec on GPUs against one slab in one process, in the same run (issue 20).
+
+    python scripts/bench_mpi_md.py [--ranks 2] [--systems lammps] [--seconds 4]
+                                   [--backend cupy]
+
+The script first times one slab in this process (``scripts/bench_md_gpu.py``'s systems and
+timing), then starts ``mpiexec -n RANKS`` copies of itself (``--worker``): one slab per rank,
+each on GPU rank mod the visible GPUs (all on one GPU of a one-GPU machine), ghosts and migrants
+as MPI messages staged through pinned host memory, rebuilds on the device
+(:mod:`simsplit.md.rank_slab`). Each rank row gives the rate, its fraction of the one-slab
+rate, ms per step, ms per rebuild and the shares of the run in rebuilds and in the per-step
+ghost exchange (host wall time: pack, messages, upload), from rank 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+
+import bench_md_gpu  # noqa: E402
+
+_FIELDS = ("atom_steps_per_s", "ms_per_step", "ms_per_rebuild", "neighbor_fraction",
+           "exchange_fraction", "steps_per_rebuild")
+
+
+def worker(args: argparse.Namespace) -> int:
+    from simsplit.parallel import context as parallel
+
+    ctx = parallel.MPIContext(args.backend)
+    chunk = bench_md_gpu.SYSTEMS[args.systems[0]][4]
+    row = bench_md_gpu.bench(args.systems[0], args.backend, ctx.size, chunk, args.seconds,
+                             context=ctx)
+    if ctx.rank == 0:
+        print("ROW " + json.dumps({k: row[k] for k in (*_FIELDS, "atoms", "steps")}),
+              flush=True)
+    return 0
+
+
+def _line(label: str, r: dict, base: float) -> str:
+    return (f"{label:<24} {r['atoms']:>9} {r['atom_steps_per_s']:>12.4e} "
+            f"{100 * r['atom_steps_per_s'] / base:>8.1f}% {r['ms_per_step']:>8.4f} "
+            f"{r['ms_per_rebuild']:>10.3f} {100 * r['neighbor_fraction']:>9.1f}% "
+            f"{100 * r['exchange_fraction']:>9.1f}% {r['steps_per_rebuild']:>8.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--systems", nargs="+", default=["lammps"])
+    ap.add_argument("--ranks", nargs="+", type=int, default=[2])
+    ap.add_argument("--backend", default="cupy")
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    head = (f"{'run':<24} {'atoms':>9} {'atom-steps/s':>12} {'of 1 slab':>9} {'ms/step':>8} "
+            f"{'ms/rebuild':>10} {'rebuild %':>10} {'exchange %':>10} {'steps/rb':>8}")
+    print(head)
+    print("-" * len(head), flush=True)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for name in args.systems:
+        chunk = bench_md_gpu.SYSTEMS[name][4]
+        one = bench_md_gpu.bench(name, args.backend, 1, chunk, args.seconds)
+        base = one["atom_steps_per_s"]
+        print(_line(f"{name}, 1 process, 1 slab", one, base), flush=True)
+        for ranks in args.ranks:
+            cmd = ["mpiexec", "-n", str(ranks), sys.executable, __file__, "--worker",
+                   "--systems", name, "--backend", args.backend, "--seconds", str(args.seconds)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+            rows = [json.loads(line[4:]) for line in proc.stdout.splitlines()
+                    if line.startswith("ROW ")]
+            if proc.returncode or not rows:
+                print(f"{name}, mpiexec -n {ranks}: failed ({proc.returncode})\n"
+                      f"{proc.stderr[-2000:]}", flush=True)
+                continue
+            print(_line(f"{name}, mpiexec -n {ranks}", rows[0], base), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

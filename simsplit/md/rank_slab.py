@@ -1,0 +1,336 @@
+"""One slab per MPI rank on a GPU: migration, ghosts and lists on the device, messages of
+leavers and ghosts only.
+
+A rebuild (``kernels/md_ranks.cuh``) finds each owned atom's owner after migration on the
+device, compacts the kept rows and packs the leavers (position, velocity, image, id) for the
+neighbours; the arrivals follow the kept rows. It then lists the owned rows near each
+neighbour's interval and sends their positions and ids; the ghosts received follow the owned
+rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell, by id) and the
+lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical order and
+the bits are those of one slab. The host reads five counts, then two, then the longest list row:
+three waits per rebuild, and traffic of O(leavers + ghosts), never O(N).
+
+Between rebuilds :meth:`RankSlab.refresh_ghosts` gathers the ghost positions each neighbour
+needs into a pinned buffer, sends them, and scatters the positions received into their rows.
+Messages go through the rank's :class:`~simsplit.md.exchange.Endpoint`; this module knows
+nothing of forces, and the solver sees one slab state (``state``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from simsplit.backends.cpu import md as cpu_md
+from simsplit.md.arena import ArenaState
+from simsplit.md.exchange import Endpoint
+from simsplit.md.slabs import GHOST_MARGIN, SlabLayout
+
+#: message tags of a rebuild's migrants and ghosts, and of the per-step ghost refresh
+_MIGRANT_TAGS = {"x": "mig_x", "v": "mig_v", "img": "mig_img", "gid": "mig_ids"}
+_GHOST_TAGS = {"x": "ghost_x", "gid": "ghost_ids"}
+_REFRESH_TAG = "ghost_refresh"
+
+
+def _room(rows: int) -> int:
+    return rows + rows // 8 + 16
+
+
+class RankSlab:
+    """Slab ``rank`` of ``layout`` on the device of ``kernels`` (see the module docstring)."""
+
+    #: how this slab's ghosts travel (the solver's stats report it)
+    transfer = "remote-device"
+
+    def __init__(self, layout: SlabLayout, kernels: Any, ncell: np.ndarray,
+                 offsets: Sequence[np.ndarray], rank: int, endpoint: Endpoint) -> None:
+        self.layout, self.kernels, self.ncell, self.offsets = layout, kernels, ncell, offsets
+        self.rank = rank
+        self.endpoint = endpoint
+        parts = layout.parts
+        self.lo, self.hi = (rank - 1) % parts, (rank + 1) % parts
+        #: message partners in a fixed order (low first); the low one alone with two slabs
+        self.links: tuple[int, ...] = layout.neighbours(rank)
+        self.cut = layout.reach * (1.0 + GHOST_MARGIN)
+        lo, hi = layout.interval(rank)
+        self.state = ArenaState(index=rank, lo=lo, hi=hi, neighbours=self.links, comm=endpoint,
+                                ids=np.zeros(0, np.int64), x=None, v=None, img=None)
+        self.state.kernels = kernels
+        self._edges = kernels.to_device(np.asarray(layout.edges, np.float64))
+        self._counts = kernels.zeros((5,), np.int32)
+        self._list_room = 16
+        self._buffers: dict[str, Any] = {}
+        self._sort: Any = None
+        #: per link: the sorted rows whose positions it gets each step, and the rows its
+        #: ghosts land in (int64 device arrays)
+        self.send_rows: dict[int, Any] = {}
+        self.recv_rows: dict[int, Any] = {}
+        self._pinned: dict[str, np.ndarray] = {}
+
+    # --- setup ------------------------------------------------------------------------------
+    def load(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
+        """Take this slab's atoms from global host arrays in id order (storage type); the next
+        :meth:`rebuild` picks the ghosts."""
+        k, s = self.kernels, self.state
+        ids = np.flatnonzero(cpu_md.owners(x[:, 2], x.shape[0], self.layout.edges) == self.rank)
+        s.n_own, s.n_ghosts = int(ids.size), 0
+        s.x = k.to_device(np.ascontiguousarray(x[ids]))
+        s.v = k.to_device(np.ascontiguousarray(v[ids]))
+        s.img = k.to_device(np.ascontiguousarray(img[ids], dtype=np.int64))
+        s.gid = k.to_device(ids.astype(np.int64))
+        s.ids, s.ids_stale = ids.astype(np.int64), False
+        s.key = None
+        self._size_owned(s.n_own, x.dtype)
+
+    # --- rebuild ----------------------------------------------------------------------------
+    def rebuild(self, capacity: int, cutsq: float) -> tuple[int, int, int]:
+        """Migrate, exchange ghosts, sort and build every owned row's list (and x0), growing
+        ``capacity`` until every row fits. Returns the capacity, how many times it grew and
+        how many atoms left this slab. Raises RuntimeError for an atom that crossed a whole
+        slab since the last rebuild."""
+        s = self.state
+        dtype = s.x.dtype
+        kept, leavers = self._classify(s.n_own)
+        arrivals = self._trade({nb: self._pack(lst, m, motion=True)
+                                for nb, (lst, m) in leavers.items()}, _MIGRANT_TAGS)
+        n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
+        near = self._select_ghosts(n, kept, arrivals, dtype)
+        ghosts = self._trade({nb: self._pack(lst, m, motion=False)
+                              for nb, (lst, m) in near.items()}, _GHOST_TAGS)
+        g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
+        old = self._receive_ghosts(n, g, ghosts, dtype)
+        capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
+        return capacity, growths, sum(m for _, m in leavers.values())
+
+    def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]]]:
+        """Owner test of the owned rows (one wait): the kept rows and each link's leavers."""
+        k, s = self.kernels, self.state
+        while True:
+            room = self._list_room
+            kept = self._device("kept", (max(n, 1),), np.int32)
+            to_lo = self._device("to_lo", (room,), np.int32)
+            to_hi = self._device("to_hi", (room,), np.int32)
+            k.rank_classify(s.x, n, self._edges, self.layout.parts, self.rank, self.lo,
+                            self.hi, room, self._counts, kept, to_lo, to_hi)
+            got = [int(c) for c in k.read_ints(self._counts)]
+            if got[3]:
+                self._raise_stray(got[4])
+            if max(got[1], got[2]) <= room:
+                break
+            self._list_room = _room(max(got[1], got[2]))
+        lists = {self.lo: (to_lo, got[1])}
+        if self.hi != self.lo:
+            lists[self.hi] = (to_hi, got[2])
+        return (kept, got[0]), {nb: lists[nb] for nb in self.links}
+
+    def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, dict],
+                       dtype: Any) -> dict[int, tuple[Any, int]]:
+        """Build the owned rows of the new arrangement (kept rows compacted, arrivals after
+        them) and list those near each neighbour (one wait)."""
+        k, s = self.kernels, self.state
+        g_room = self._ghost_room()
+        new = self._rows("a", n, g_room, dtype)
+        old = {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid}
+        k.rank_gather(kept[0], kept[1], old, new, motion=True)
+        row = kept[1]
+        for got in arrivals.values():
+            for name, arr in got.items():
+                self._upload(arr, new[name], row)
+            row += int(got["gid"].shape[0])
+        self._staged = new
+        while True:
+            room = self._list_room
+            to_lo = self._device("near_lo", (room,), np.int32)
+            to_hi = self._device("near_hi", (room,), np.int32)
+            k.rank_select(new["x"], n, self._edges, self.lo, self.hi,
+                          float(self.layout.box[2]), self.cut, room, self._counts, to_lo,
+                          to_hi)
+            got = [int(c) for c in k.read_ints(self._counts)[:2]]
+            if max(got) <= room:
+                break
+            self._list_room = _room(max(got))
+        lists = {self.lo: (to_lo, got[0])}
+        if self.hi != self.lo:
+            lists[self.hi] = (to_hi, got[1])
+        return {nb: lists[nb] for nb in self.links}
+
+    def _receive_ghosts(self, n: int, g: int, ghosts: dict[int, dict], dtype: Any
+                        ) -> dict[str, Any]:
+        """The received ghost rows after the ``n`` owned rows of the new arrangement (grown
+        when they outgrow its room)."""
+        new = self._staged
+        if new["x"].shape[0] < n + g:
+            grown = self._rows("a", n, g, dtype, force=True)
+            self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
+            new = grown
+        row = n
+        for got in ghosts.values():
+            for name in ("x", "gid"):
+                self._upload(got[name], new[name], row)
+            row += int(got["gid"].shape[0])
+        return new
+
+    def _sort_and_build(self, n: int, g: int, old: dict[str, Any],
+                        near: dict[int, tuple[Any, int]], ghosts: dict[int, dict],
+                        capacity: int, cutsq: float) -> tuple[int, int]:
+        """Sort the rows as a one-slab arena, plan the ghost refresh, build the lists (one
+        wait, and more only when a row outgrew ``capacity``)."""
+        k, s = self.kernels, self.state
+        self._sort = k.rank_sort(old["x"], n, n + g, self.layout.box, self.ncell, old["gid"],
+                                 self._sort)
+        new = self._rows("b", n, g, old["x"].dtype)
+        k.rank_place(self._sort, n, g, old, new)
+        self._plan_refresh(n, near, ghosts)
+        self._size_owned(n, old["x"].dtype)
+        growths = 0
+        while True:
+            s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, n, capacity)
+            k.arena_build_neighbors(new["x"], n, n + g, self.layout.box, self.ncell,
+                                    self.offsets, self._sort, new["key"], new["gid"], cutsq,
+                                    s.nl, s.cnt, s.x0)
+            worst = int(k.arena_counts(self._sort)[-1])
+            if worst <= capacity:
+                break
+            capacity = int(worst * 1.2) + 8
+            growths += 1
+        s.x, s.v, s.img, s.gid, s.key = (new["x"], new["v"], new["img"], new["gid"],
+                                         new["key"])
+        s.n_own, s.n_ghosts = n, g
+        s.ids_stale = True
+        return capacity, growths
+
+    def _plan_refresh(self, n: int, near: dict[int, tuple[Any, int]],
+                      ghosts: dict[int, dict]) -> None:
+        """Sorted rows of each link's packed ghost list (sent every step) and of the rows its
+        ghosts landed in (received every step), through the sort's new_of_old."""
+        k, mapping = self.kernels, self._sort.new_of_old
+        row = n
+        for nb in self.links:
+            lst, m = near[nb]
+            self.send_rows[nb] = out = self._device(f"send_rows_{nb}", (m,), np.int64,
+                                                    exact=True)
+            k.rank_compose(lst, 0, m, mapping, out)
+            r = int(ghosts[nb]["gid"].shape[0])
+            self.recv_rows[nb] = out = self._device(f"recv_rows_{nb}", (r,), np.int64,
+                                                    exact=True)
+            k.rank_compose(None, row, r, mapping, out)
+            row += r
+
+    # --- ghost refresh between rebuilds -----------------------------------------------------
+    def refresh_ghosts(self) -> None:
+        """Send each neighbour the positions of its ghosts, and write the positions received
+        into this slab's ghost rows (the host waits for the gathers)."""
+        k, s = self.kernels, self.state
+        for nb in self.links:
+            rows = self.send_rows[nb]
+            m = int(rows.shape[0])
+            buf = self._device(f"send_x_{nb}", (m, 3), s.x.dtype)
+            host = self._host(f"send_x_{nb}", (m, 3), s.x.dtype)
+            self.endpoint.send(nb, k.pack_rows(s.x, rows, buf, host), _REFRESH_TAG)
+        for nb in self.links:
+            got = self.endpoint.recv(nb, _REFRESH_TAG)
+            rows = self.recv_rows[nb]
+            if int(rows.shape[0]) != got.shape[0]:
+                raise RuntimeError(f"slab {self.rank}: {got.shape[0]} ghost positions from "
+                                   f"slab {nb}, {rows.shape[0]} expected")
+            if not got.shape[0]:
+                continue
+            buf = self._device(f"recv_x_{nb}", got.shape, s.x.dtype)
+            k.upload_rows(got, buf, 0, self._host(f"recv_x_{nb}", got.shape, s.x.dtype))
+            k.scatter_rows(buf, rows, s.x)
+
+    # --- messages ---------------------------------------------------------------------------
+    def _pack(self, lst: Any, m: int, motion: bool) -> dict[str, np.ndarray]:
+        """Host copies of rows ``lst[:m]`` of the current arrangement (or of the staged one
+        while ghosts are picked): x and gid, v and img with ``motion``."""
+        k = self.kernels
+        src = self._staged if not motion else {
+            "x": self.state.x, "v": self.state.v, "img": self.state.img, "gid": self.state.gid}
+        names = ("x", "v", "img", "gid") if motion else ("x", "gid")
+        out = {name: self._device(f"pack_{name}", (max(m, 1), *src[name].shape[1:]),
+                                  src[name].dtype) for name in names}
+        k.rank_gather(lst, m, src, out, motion)
+        return {name: np.asarray(k.to_host(out[name][:m])) for name in names}
+
+    def _trade(self, outgoing: dict[int, dict[str, np.ndarray]], tags: dict[str, str]
+               ) -> dict[int, dict[str, np.ndarray]]:
+        """Send each link its arrays, then receive each link's, in link order."""
+        for nb, arrays in outgoing.items():
+            for name, arr in arrays.items():
+                self.endpoint.send(nb, arr, tags[name])
+        return {nb: {name: self.endpoint.recv(nb, tag) for name, tag in tags.items()}
+                for nb in self.links}
+
+    def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
+        if host.shape[0]:
+            self.kernels.upload_rows(host.reshape(host.shape[0], -1),
+                                     dst.reshape(dst.shape[0], -1), row0)
+
+    # --- storage ----------------------------------------------------------------------------
+    def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
+                ) -> Any:
+        """A reused device buffer: at least ``shape[0]`` rows (a view of exactly that many
+        rows with ``exact``), grown with room to spare."""
+        have = self._buffers.get(name)
+        if have is None or have.dtype != np.dtype(dtype) or have.shape[1:] != shape[1:] or \
+                have.shape[0] < shape[0]:
+            have = self._buffers[name] = self.kernels.zeros((_room(shape[0]), *shape[1:]),
+                                                            dtype)
+        return have[: shape[0]] if exact else have
+
+    def _host(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A reused pinned host buffer of at least ``shape[0]`` rows."""
+        have = self._pinned.get(name)
+        if have is None or have.dtype != np.dtype(dtype) or have.shape[0] < shape[0]:
+            have = self._pinned[name] = self.kernels.host_buffer(
+                (_room(shape[0]), *shape[1:]), dtype)
+        return have
+
+    def _rows(self, which: str, n: int, g: int, dtype: Any, force: bool = False
+              ) -> dict[str, Any]:
+        """Arrays of one arrangement (``a``: after migration, ``b``: sorted): x and gid for
+        ``n + g`` rows, v, img, key and ghost_of for ``n``."""
+        shapes = {"x": ((n + g, 3), dtype), "gid": ((n + g,), np.int64),
+                  "v": ((n, 3), dtype), "img": ((n, 3), np.int64), "key": ((n,), np.int32),
+                  "ghost_of": ((2 * n,), np.int32)}
+        if force:
+            for name in shapes:
+                self._buffers.pop(f"{which}_{name}", None)
+        return {name: self._device(f"{which}_{name}", shape, dt, exact=name not in ("x", "gid"))
+                for name, (shape, dt) in shapes.items()}
+
+    def _ghost_room(self) -> int:
+        have = self._buffers.get("a_x")
+        return self.state.n_own // 2 + 16 if have is None else max(
+            int(have.shape[0]) - self.state.n_own, _room(self.state.n_ghosts))
+
+    def _identity(self, n: int) -> Any:
+        ident = self._buffers.get("identity")
+        if ident is None or ident.shape[0] < n:
+            ident = self._buffers["identity"] = self.kernels.to_device(
+                np.arange(_room(n), dtype=np.int32))
+        return ident
+
+    def _size_owned(self, n: int, dtype: Any) -> None:
+        """Forces, energies, virials and x0 of ``n`` owned rows (views of reused buffers)."""
+        s = self.state
+        s.f = self._device("f", (n, 3), dtype, exact=True)
+        s.pe = self._device("pe", (n,), np.float64, exact=True)
+        s.vir = self._device("vir", (n,), np.float64, exact=True)
+        s.x0 = self._device("x0", (n, 3), np.float64, exact=True)
+
+    def _raise_stray(self, row: int) -> None:
+        k, s = self.kernels, self.state
+        gid = int(k.to_host(s.gid[row: row + 1])[0])
+        z = float(k.to_host(s.x[row: row + 1])[0, 2])
+        raise RuntimeError(
+            f"atom {gid} (z = {z:.6g}) crossed a whole slab between two rebuilds: the time "
+            "step is far too large")
+
+    # --- bookkeeping --------------------------------------------------------------------------
+    def atoms_per_slab(self) -> list[int]:
+        return [self.state.n_own]
+
+    def ghosts_per_slab(self) -> list[int]:
+        return [self.state.n_ghosts]

@@ -412,13 +412,13 @@ __device__ __forceinline__ PairTerms lj_pair(double xi, double yi, double zi,
 
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int pitch,
+md_lj_forces(const T* __restrict__ x, int n_own, int row0, const int* __restrict__ nl, int pitch,
              const int* __restrict__ cnt, double bx, double by, double bz, double rcsq,
              double eps4, double eps24, double sigsq, double eshift, T* __restrict__ f,
              double* __restrict__ pe, double* __restrict__ vir, const int* __restrict__ flags,
              int tick)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = row0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own || halted(flags, tick, true)) return;
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
@@ -447,13 +447,13 @@ md_lj_forces(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int
 // terms in the same order.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_own,
+md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_own, int row0,
                    const int* __restrict__ nl, int pitch, const int* __restrict__ cnt,
                    double bx, double by, double bz, const double* __restrict__ table,
                    int ntypes, T* __restrict__ f, double* __restrict__ pe,
                    double* __restrict__ vir, const int* __restrict__ flags, int tick)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = row0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own || halted(flags, tick, true)) return;
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
@@ -497,7 +497,8 @@ md_row_types(const long long* __restrict__ gid, int n, const I* __restrict__ typ
 // the sums are md_lj_forces's bit for bit with twice or four times the threads in flight.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_lj_forces_lanes(const T* __restrict__ x, int n_own, const int* __restrict__ nl, int pitch,
+md_lj_forces_lanes(const T* __restrict__ x, int n_own, int row0, const int* __restrict__ nl,
+                   int pitch,
                    const int* __restrict__ cnt, double bx, double by, double bz, double rcsq,
                    double eps4, double eps24, double sigsq, double eshift, T* __restrict__ f,
                    double* __restrict__ pe, double* __restrict__ vir,
@@ -507,7 +508,7 @@ md_lj_forces_lanes(const T* __restrict__ x, int n_own, const int* __restrict__ n
     constexpr unsigned ALL = 0xffffffffu;
     if (halted(flags, tick, true)) return;  // the same for every thread
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    const int i = t / LANES, lane = t % LANES;
+    const int i = row0 + t / LANES, lane = t % LANES;
     const bool live = i < n_own;  // dead groups still take part in the shuffles
     double xi = 0.0, yi = 0.0, zi = 0.0;
     int m = 0;

@@ -147,3 +147,25 @@ md_scatter_rows(const T* __restrict__ src, const long long* __restrict__ idx, in
 #pragma unroll
     for (int d = 0; d < 3; ++d) dst[s + d] = src[3LL * r + d];
 }
+
+// The per-step ghost message of one link: buf rows [0, m) = x[idx]; with `trailer`, row m
+// carries this step's displacement flags as two int32 and the flags are cleared, so the flag
+// read travels with the ghost download (one wait per step).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_pack(const T* __restrict__ x, const long long* __restrict__ idx, int m,
+             int* __restrict__ flags, int trailer, T* __restrict__ buf)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < m) {
+        const long long s = 3LL * idx[r];
+#pragma unroll
+        for (int d = 0; d < 3; ++d) buf[3LL * r + d] = x[s + d];
+    } else if (r == m && trailer) {
+        int* words = reinterpret_cast<int*>(buf + 3LL * m);
+        words[0] = flags[0];
+        words[1] = flags[1];
+        flags[0] = 0;
+        flags[1] = 0;
+    }
+}

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,8 +40,7 @@ def worker(args: argparse.Namespace) -> int:
     row = bench_md_gpu.bench(args.systems[0], args.backend, ctx.size, chunk, args.seconds,
                              context=ctx)
     if ctx.rank == 0:
-        print("ROW " + json.dumps({k: row[k] for k in (*_FIELDS, "atoms", "steps")}),
-              flush=True)
+        Path(args.out).write_text(json.dumps({k: row[k] for k in (*_FIELDS, "atoms", "steps")}))
     return 0
 
 
@@ -58,6 +58,7 @@ def main() -> int:
     ap.add_argument("--backend", default="cupy")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -72,16 +73,19 @@ def main() -> int:
         base = one["atom_steps_per_s"]
         print(_line(f"{name}, 1 process, 1 slab", one, base), flush=True)
         for ranks in args.ranks:
-            cmd = ["mpiexec", "-n", str(ranks), sys.executable, __file__, "--worker",
-                   "--systems", name, "--backend", args.backend, "--seconds", str(args.seconds)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-            rows = [json.loads(line[4:]) for line in proc.stdout.splitlines()
-                    if line.startswith("ROW ")]
-            if proc.returncode or not rows:
-                print(f"{name}, mpiexec -n {ranks}: failed ({proc.returncode})\n"
-                      f"{proc.stderr[-2000:]}", flush=True)
-                continue
-            print(_line(f"{name}, mpiexec -n {ranks}", rows[0], base), flush=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "row.json"
+                cmd = ["mpiexec", "-n", str(ranks), sys.executable, __file__, "--worker",
+                       "--systems", name, "--backend", args.backend, "--seconds",
+                       str(args.seconds), "--out", str(out)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                      timeout=600)
+                if proc.returncode or not out.exists():
+                    print(f"{name}, mpiexec -n {ranks}: failed ({proc.returncode})\n"
+                          f"{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}", flush=True)
+                    continue
+                row = json.loads(out.read_text())
+            print(_line(f"{name}, mpiexec -n {ranks}", row, base), flush=True)
     return 0
 
 

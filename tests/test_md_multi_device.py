@@ -199,13 +199,15 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
 
 @needs_mpiexec
 @pytest.mark.mpi
-def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulated_lib  # noqa: F811
-                                                                 ) -> None:
-    """A hot Langevin melt in float32 on 4 ranks, restarted half way: every rebuild migrates
-    many atoms, ghosts are picked again after the arrivals, and the run equals one process
-    on the CPU bit for bit."""
+@pytest.mark.parametrize("ranks, cells", [(4, CELLS), (2, (5, 5, 16))])
+def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulated_lib,  # noqa: F811
+                                                                ranks, cells) -> None:
+    """A hot Langevin melt in float32, restarted half way: every rebuild migrates many
+    atoms, ghosts are picked again after the arrivals, and the run equals one process on the
+    CPU bit for bit. The tall box's slabs have interior rows, whose forces run before the
+    ghost positions arrive."""
     md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}}
-    case = lj_case(cells=CELLS, **md)
+    case = lj_case(cells=cells, **md)
     case["run"]["precision"] = "float32"
     ref = MDSolver(case)
     ref.step(STEPS)
@@ -213,8 +215,8 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     script.write_text(DRIVER)
     out = tmp_path / "md.npz"
     extra = {"md": md, "precision": "float32", "restart": True}
-    proc = mpirun(4, [str(script), emulated_lib._name, json.dumps(list(CELLS)), str(STEPS),
-                      str(out), "null", json.dumps(extra)], timeout=120)
+    proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(cells)), str(STEPS),
+                          str(out), "null", json.dumps(extra)], timeout=120)
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     for name in ("positions", "velocities", "forces", "images"):
@@ -224,3 +226,4 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     stats = json.loads(str(got["stats"]))
     assert stats["ghost_transfer"] == ["remote-device"]
     assert stats["migrations"] > 0.05 * ref.n_atoms, stats["migrations"]  # after the restart
+    assert (stats["interior_rows"] > 0) == (ranks == 2), stats["interior_rows"]

@@ -304,6 +304,8 @@ class Observables:
         if self.arena is not None:
             out["atoms_per_slab"] = self.arena.atoms_per_slab()
             out["ghosts_per_slab"] = self.arena.ghosts_per_slab()
+            if hasattr(self.arena, "interior"):  # this rank's rows whose lists hold no ghost
+                out["interior_rows"] = int(np.diff(self.arena.interior)[0])
         if self._comm is not None:
             out["migrations"] = int(self._comm.allreduce(int(out["migrations"])))
             out["ghosts"] = int(self._comm.allreduce(int(out["ghosts"])))

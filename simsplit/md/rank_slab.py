@@ -10,15 +10,18 @@ lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in can
 the bits are those of one slab. The host reads five counts, then two, then the longest list row:
 three waits per rebuild, and traffic of O(leavers + ghosts), never O(N).
 
-Between rebuilds :meth:`RankSlab.refresh_ghosts` gathers the ghost positions each neighbour
-needs into a pinned buffer, sends them, and scatters the positions received into their rows.
+Each step, :meth:`RankSlab.start_step` queues the ghost positions each neighbour needs, the
+first pack carrying the step's displacement flags, and their download into pinned memory;
+:meth:`RankSlab.trade_step` waits for them (the solver has queued the interior rows' forces
+meanwhile: ``interior`` rows list no ghost), sends them and agrees on a rebuild;
+:meth:`RankSlab.land_ghosts` scatters the positions received into their rows.
 Messages go through the rank's :class:`~simsplit.md.exchange.Endpoint`; this module knows
 nothing of forces, and the solver sees one slab state (``state``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -67,6 +70,10 @@ class RankSlab:
         self.send_rows: dict[int, Any] = {}
         self.recv_rows: dict[int, Any] = {}
         self._pinned: dict[str, np.ndarray] = {}
+        #: owned rows whose lists hold no ghost (see :meth:`_interior_rows`)
+        self.interior = (0, 0)
+        self._pending: list[tuple[int, int, Any]] = []
+        self._received: dict[int, np.ndarray] = {}
 
     # --- setup ------------------------------------------------------------------------------
     def load(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
@@ -198,7 +205,25 @@ class RankSlab:
                                          new["key"])
         s.n_own, s.n_ghosts = n, g
         s.ids_stale = True
+        self.interior = self._interior_rows(n)
         return capacity, growths
+
+    def _interior_rows(self, n: int) -> tuple[int, int]:
+        """Sorted owned rows ``[r0, r1)`` whose lists hold no ghost: rows of the cell planes
+        whose atoms were, at this build, farther than the ghost cut from both faces, with a
+        plane to spare for rounding (rows are in z-major cell order, so such planes form one
+        run). Their forces need no fresh ghost positions."""
+        lo, hi = self.layout.interval(self.rank)
+        nz = int(self.ncell[2])
+        h = float(self.layout.box[2]) / nz
+        p_lo = int(np.ceil((lo + self.cut) / h)) + 1
+        p_hi = int(np.floor((hi - self.cut) / h)) - 2
+        if p_lo > p_hi:
+            return 0, 0
+        plane = int(self.ncell[0] * self.ncell[1])
+        starts = self.kernels.read_ints(self._sort.cell_start[[p_lo * plane,
+                                                                 (p_hi + 1) * plane]])
+        return int(starts[0]), int(starts[1])
 
     def _plan_refresh(self, n: int, near: dict[int, tuple[Any, int]],
                       ghosts: dict[int, dict]) -> None:
@@ -218,18 +243,39 @@ class RankSlab:
             row += r
 
     # --- ghost refresh between rebuilds -----------------------------------------------------
-    def refresh_ghosts(self) -> None:
-        """Send each neighbour the positions of its ghosts, and write the positions received
-        into this slab's ghost rows (the host waits for the gathers)."""
+    def start_step(self) -> None:
+        """Queue this step's ghost packs and their downloads into pinned memory, the first
+        carrying the step's displacement flags (the host does not wait: the interior rows'
+        forces go on the device meanwhile)."""
         k, s = self.kernels, self.state
-        for nb in self.links:
+        self._pending = []
+        for j, nb in enumerate(self.links):
             rows = self.send_rows[nb]
             m = int(rows.shape[0])
-            buf = self._device(f"send_x_{nb}", (m, 3), s.x.dtype)
-            host = self._host(f"send_x_{nb}", (m, 3), s.x.dtype)
-            self.endpoint.send(nb, k.pack_rows(s.x, rows, buf, host), _REFRESH_TAG)
-        for nb in self.links:
-            got = self.endpoint.recv(nb, _REFRESH_TAG)
+            buf = self._device(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
+            host = self._host(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
+            k.rank_pack(s.x, rows, j == 0, buf)
+            self._pending.append((nb, m, k.download_async(buf, m + 1, host)))
+
+    def trade_step(self, any_rank: Callable[[bool], bool]) -> tuple[bool, bool]:
+        """Wait for the downloads and send them; agree on a rebuild (this rank's flags, or'ed
+        over the ranks by ``any_rank``); receive the neighbours' positions. Returns (rebuild,
+        this rank saw an atom jump a skin)."""
+        k = self.kernels
+        flags = np.zeros(2, np.int32)
+        for j, (nb, m, handle) in enumerate(self._pending):
+            host = k.wait_download(handle)
+            if j == 0:
+                flags = host[m].view(np.int32)[:2].copy()
+            self.endpoint.send(nb, host[:m], _REFRESH_TAG)
+        moved = any_rank(bool(flags[0]))
+        self._received = {nb: self.endpoint.recv(nb, _REFRESH_TAG) for nb in self.links}
+        return moved, bool(flags[1])
+
+    def land_ghosts(self) -> None:
+        """Write the positions :meth:`trade_step` received into this slab's ghost rows."""
+        k, s = self.kernels, self.state
+        for nb, got in self._received.items():
             rows = self.recv_rows[nb]
             if int(rows.shape[0]) != got.shape[0]:
                 raise RuntimeError(f"slab {self.rank}: {got.shape[0]} ghost positions from "
@@ -239,6 +285,12 @@ class RankSlab:
             buf = self._device(f"recv_x_{nb}", got.shape, s.x.dtype)
             k.upload_rows(got, buf, 0, self._host(f"recv_x_{nb}", got.shape, s.x.dtype))
             k.scatter_rows(buf, rows, s.x)
+
+    def refresh_ghosts(self) -> None:
+        """The ghost refresh on its own (the solver's generic step; its flags stay unread)."""
+        self.start_step()
+        self.trade_step(bool)
+        self.land_ghosts()
 
     # --- messages ---------------------------------------------------------------------------
     def _pack(self, lst: Any, m: int, motion: bool) -> dict[str, np.ndarray]:

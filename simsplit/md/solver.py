@@ -246,15 +246,28 @@ class MDSolver(NeighbourRebuilds, Observables):
     # --- time stepping ----------------------------------------------------------------------
     def _compute_forces(self, step: int, tick: int = 0) -> None:
         """Forces of ``step``; ``tick`` > 0: batch step ``tick`` (see :meth:`_step_batch`)."""
-        rcsq = self.cutoff * self.cutoff
         for s in self.slabs:
-            if self.typed:
-                table = self._on_kernels(s.kernels, "pair_rows", self._pair_rows)
-                s.kernels.lj_forces_typed(s.x, s.typ, s.n_own, s.nl, s.cnt, self.box, table,
-                                          self.pairs.ntypes, s.f, s.pe, s.vir, tick)
-                continue
-            s.kernels.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4,
-                                self._eps24, self._sigsq, self._eshift, s.f, s.pe, s.vir, tick)
+            self._pair_forces(s, tick)
+        self._langevin_forces(step, tick)
+
+    def _pair_forces(self, s: sl.SlabState, tick: int = 0,
+                     rows: tuple[int, int] | None = None) -> None:
+        """Pair forces of slab ``s``'s owned rows (``rows``: only rows [r0, r1), device
+        kernel sets)."""
+        r0, r1 = (0, s.n_own) if rows is None else rows
+        if r1 <= r0:
+            return
+        span = {} if rows is None else {"row0": r0}
+        if self.typed:
+            table = self._on_kernels(s.kernels, "pair_rows", self._pair_rows)
+            s.kernels.lj_forces_typed(s.x, s.typ, r1, s.nl, s.cnt, self.box, table,
+                                      self.pairs.ntypes, s.f, s.pe, s.vir, tick, **span)
+            return
+        s.kernels.lj_forces(s.x, r1, s.nl, s.cnt, self.box, self.cutoff * self.cutoff,
+                            self._eps4, self._eps24, self._sigsq, self._eshift, s.f, s.pe,
+                            s.vir, tick, **span)
+
+    def _langevin_forces(self, step: int, tick: int = 0) -> None:
         if self.ensemble == "langevin":
             for s in self.slabs:
                 s.kernels.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
@@ -294,10 +307,13 @@ class MDSolver(NeighbourRebuilds, Observables):
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
                    and self.skin > 0 and self.thermostat is None)
         end = self.steps_done + int(n)
+        by_rank = isinstance(self.arena, RankSlab)
         try:
             while self.steps_done < end:
                 if batched:
                     self._step_batch(self._batch_size(end - self.steps_done))
+                elif by_rank:
+                    self._step_rank()
                 else:
                     self._step_one()
         finally:
@@ -345,6 +361,48 @@ class MDSolver(NeighbourRebuilds, Observables):
         t4 = time.perf_counter()
         self._timers["integrate"] += (t1 - t0) + (t4 - t3) + (t_check - t1)
         self._timers["force"] += t3 - t2
+
+    def _step_rank(self) -> None:
+        """One step of this rank's slab on a GPU (:class:`RankSlab`): the ghost positions and
+        the displacement flags download while the interior rows' forces run, then travel;
+        the boundary rows' forces follow the ghosts (or a rebuild, agreed over the ranks,
+        recomputes every force)."""
+        rs, s = self.arena, self.slabs[0]
+        assert isinstance(rs, RankSlab)
+        step = self.steps_done + 1
+        limit2, jump2 = self._limits2()
+        t0 = time.perf_counter()
+        if self.thermostat is not None:
+            self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
+        kick, self._kick_pending = self._kick_pending, False
+        s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box,
+                          s.x0, limit2, jump2)
+        rs.start_step()
+        r0, r1 = rs.interior
+        self._pair_forces(s, rows=(r0, r1))
+        t1 = time.perf_counter()
+        moved, jumped = rs.trade_step(self._any_rank)
+        t2 = time.perf_counter()
+        self._timers["comm"] += t2 - t1
+        if moved or self.skin <= 0.0:
+            if jumped:
+                self._raise_jump()  # the failing rank aborts the job
+            self._rebuild()
+            t3 = time.perf_counter()
+            self._timers["neighbor"] += t3 - t2
+            self._pair_forces(s)
+        else:
+            rs.land_ghosts()
+            t3 = time.perf_counter()
+            self._timers["comm"] += t3 - t2
+            self._pair_forces(s, rows=(0, r0))
+            self._pair_forces(s, rows=(r1, s.n_own))
+        self._langevin_forces(step)
+        self.exchange.flush()  # type: ignore[union-attr]  # this step's sends are done
+        t4 = time.perf_counter()
+        self._timers["force"] += (t4 - t3) + (t1 - t0)
+        self._end_step(step)
+        self._timers["integrate"] += time.perf_counter() - t4
 
     def _step_batch(self, size: int) -> None:
         """Queue ``size`` steps of one slab on a GPU, then read the displacement flags once.

@@ -41,7 +41,7 @@ ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumula
                        "md_exact_merge", "md_row_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
 RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
-                      "md_rank_ghost_rows", "md_scatter_rows")
+                      "md_rank_ghost_rows", "md_scatter_rows", "md_rank_pack")
 RANK_INDEX_KERNELS = ("md_rank_compose",)
 
 
@@ -229,21 +229,23 @@ class DeviceMDKernels:
                          np.uint64(int(step) % 2 ** 64), self._flags, np.int32(tick))
 
     def lj_forces(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
-                  eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0) -> None:
-        """Queue the pair forces of batch step ``tick``: skipped if this step or an earlier
-        one of the batch asked for a rebuild (the host recomputes them on the new list);
-        ``tick`` 0: always run."""
-        if n_own:
-            self._launch("md_lj_forces", x.dtype, n_own,
+                  eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0,
+                  row0: int = 0) -> None:
+        """Queue the pair forces of owned rows ``[row0, n_own)`` for batch step ``tick``:
+        skipped if this step or an earlier one of the batch asked for a rebuild (the host
+        recomputes them on the new list); ``tick`` 0: always run."""
+        if n_own > row0:
+            self._launch("md_lj_forces", x.dtype, n_own - row0,
                          *self.force_args(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq,
-                                          eshift, f, pe, vir, tick))
+                                          eshift, f, pe, vir, tick, row0))
 
     def lj_forces_typed(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
-                        ntypes: int, f, pe, vir, tick: int = 0) -> None:
+                        ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0) -> None:
         """:meth:`lj_forces` with per-type-pair coefficients (``table``: a device copy of
         :meth:`simsplit.md.pair_table.PairTable.kernel_table`, ``typ`` the rows' types)."""
-        if n_own:
-            self._launch("md_lj_forces_typed", x.dtype, n_own, x, typ, np.int32(n_own), nl,
+        if n_own > row0:
+            self._launch("md_lj_forces_typed", x.dtype, n_own - row0, x, typ, np.int32(n_own),
+                         np.int32(row0), nl,
                          np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
                          pe, vir, self._flags, np.int32(tick))
 
@@ -258,9 +260,9 @@ class DeviceMDKernels:
 
     def force_args(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                    eps24: float, sigsq: float, eshift: float, f, pe, vir,
-                   tick: int = 0) -> tuple[Any, ...]:
+                   tick: int = 0, row0: int = 0) -> tuple[Any, ...]:
         """The argument list of ``md_lj_forces`` (and of its tuning variants)."""
-        return (x, np.int32(n_own), nl, np.int32(nl.shape[1]), cnt, *_box(box),
+        return (x, np.int32(n_own), np.int32(row0), nl, np.int32(nl.shape[1]), cnt, *_box(box),
                 np.float64(rcsq), np.float64(eps4), np.float64(eps24), np.float64(sigsq),
                 np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
 
@@ -648,6 +650,21 @@ class DeviceMDKernels:
             self._launch("md_rank_compose", None, m, mapping if idx is None else idx,
                          np.int32(idx is not None), np.int32(base), np.int32(m), mapping, out)
 
+    def rank_pack(self, x, rows, trailer: bool, buf) -> None:
+        """Queue ``buf[:m] = x[rows]`` (m rows) and, with ``trailer``, this step's
+        displacement flags as two int32 in row ``m`` (the flags are cleared)."""
+        m = int(rows.shape[0])
+        self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
+                     np.int32(trailer), buf)
+
+    def download_async(self, src, m: int, out: np.ndarray) -> Any:
+        """Queue the copy of rows ``src[:m]`` into the pinned ``out``; :meth:`wait_download`
+        waits for it and returns ``out[:m]`` (this version copies at once)."""
+        return self.download_rows(src, m, out)
+
+    def wait_download(self, handle: Any) -> np.ndarray:
+        return handle
+
     def scatter_rows(self, src, idx, dst) -> None:
         """Queue ``dst[idx[r]] = src[r]`` for every row index in ``idx`` (received ghosts)."""
         m = int(idx.shape[0])
@@ -793,6 +810,22 @@ class CupyMDKernels(DeviceMDKernels):
                                stream.ptr)
             stream.synchronize()
         return out[:m]
+
+    def download_async(self, src, m: int, out: np.ndarray) -> Any:
+        rt = self._cp.cuda.runtime
+        nbytes = m * src.shape[1] * src.itemsize
+        stream = self._stream()
+        with self._dev:
+            if nbytes:
+                rt.memcpyAsync(out.ctypes.data, src.data.ptr, nbytes, rt.memcpyDeviceToHost,
+                               stream.ptr)
+            done = self._cp.cuda.Event(block=False, disable_timing=True)
+            done.record(stream)
+        return done, out[:m]
+
+    def wait_download(self, handle: Any) -> np.ndarray:
+        handle[0].synchronize()
+        return handle[1]
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:
         rt = self._cp.cuda.runtime

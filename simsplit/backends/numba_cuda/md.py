@@ -344,9 +344,9 @@ def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, o
 
 
 @cuda.jit
-def md_lj_forces(x, n_own, nl, pitch, cnt, bx, by, bz, rcsq, eps4, eps24, sigsq, eshift, f, pe,
-                 vir, flags, tick):
-    i = cuda.grid(1)
+def md_lj_forces(x, n_own, row0, nl, pitch, cnt, bx, by, bz, rcsq, eps4, eps24, sigsq, eshift,
+                 f, pe, vir, flags, tick):
+    i = row0 + cuda.grid(1)
     if i >= n_own or _halted(flags[0], tick, True):
         return
     xi = np.float64(x[i, 0])
@@ -666,9 +666,9 @@ def md_scale_rows(v, n, alpha):
 
 
 @cuda.jit
-def md_lj_forces_typed(x, typ, n_own, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe, vir,
-                       flags, tick):
-    i = cuda.grid(1)
+def md_lj_forces_typed(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
+                       vir, flags, tick):
+    i = row0 + cuda.grid(1)
     if i >= n_own or _halted(flags[0], tick, True):
         return
     xi = np.float64(x[i, 0])

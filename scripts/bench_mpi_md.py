@@ -15,8 +15,11 @@ ghost exchange (host wall time: pack, messages, upload), from rank 0.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -37,8 +40,16 @@ def worker(args: argparse.Namespace) -> int:
 
     ctx = parallel.MPIContext(args.backend)
     chunk = bench_md_gpu.SYSTEMS[args.systems[0]][4]
+    profile = cProfile.Profile() if args.profile and ctx.rank == 0 else None
+    if profile is not None:
+        profile.enable()
     row = bench_md_gpu.bench(args.systems[0], args.backend, ctx.size, chunk, args.seconds,
                              context=ctx)
+    if profile is not None:
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(30)
+        Path(args.profile).write_text(text.getvalue())
     if ctx.rank == 0:
         Path(args.out).write_text(json.dumps({k: row[k] for k in (*_FIELDS, "atoms", "steps")}))
     return 0
@@ -59,6 +70,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", help="rank 0 of each mpiexec run writes a host profile "
+                    "(cProfile, by own time) to PROFILE.RANKS.txt")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -78,6 +91,8 @@ def main() -> int:
                 cmd = ["mpiexec", "-n", str(ranks), sys.executable, __file__, "--worker",
                        "--systems", name, "--backend", args.backend, "--seconds",
                        str(args.seconds), "--out", str(out)]
+                if args.profile:
+                    cmd += ["--profile", f"{args.profile}.{ranks}.txt"]
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                       timeout=600)
                 if proc.returncode or not out.exists():

@@ -23,8 +23,10 @@ class InProcessExchange:
         self.messages = 0
         self.bytes = 0
 
-    def send(self, src: int, dst: int, array: np.ndarray, tag: str = "") -> None:
-        """Queue a copy of ``array`` (the sender may reuse its buffer at once, as with MPI)."""
+    def send(self, src: int, dst: int, array: np.ndarray, tag: str = "",
+             keep: bool = False) -> None:
+        """Queue a copy of ``array`` (the sender may reuse its buffer at once, as with MPI;
+        ``keep`` changes nothing here)."""
         self._check(src)
         self._check(dst)
         buf = np.array(array, copy=True)
@@ -38,6 +40,10 @@ class InProcessExchange:
         if not box:
             raise RuntimeError(f"slab {dst}: no message from slab {src} with tag {tag!r}")
         return box.popleft()
+
+    def recv_into(self, dst: int, src: int, out: np.ndarray, tag: str = "") -> np.ndarray:
+        """:meth:`recv` into the first rows of ``out``; returns that view."""
+        return _fill(out, self.recv(dst, src, tag))
 
     def pending(self) -> int:
         """Messages sent but not yet received (0 between exchange phases)."""
@@ -60,11 +66,26 @@ class Endpoint:
         self.exchange = exchange
         self.rank = rank
 
-    def send(self, dst: int, array: np.ndarray, tag: str = "") -> None:
-        self.exchange.send(self.rank, dst, array, tag)
+    def send(self, dst: int, array: np.ndarray, tag: str = "", keep: bool = False) -> None:
+        """Send ``array``; ``keep``: the caller leaves it unchanged until the exchange's
+        ``flush`` (MPI then sends it without a copy)."""
+        self.exchange.send(self.rank, dst, array, tag, keep)
 
     def recv(self, src: int, tag: str = "") -> np.ndarray:
         return self.exchange.recv(self.rank, src, tag)
+
+    def recv_into(self, src: int, out: np.ndarray, tag: str = "") -> np.ndarray:
+        """Receive into the first rows of ``out`` (say pinned memory); returns that view."""
+        return self.exchange.recv_into(self.rank, src, out, tag)
+
+
+def _fill(out: np.ndarray, got: np.ndarray) -> np.ndarray:
+    if got.shape[1:] != out.shape[1:] or got.shape[0] > out.shape[0] or got.dtype != out.dtype:
+        raise ValueError(f"a message of {got.shape} {got.dtype} does not fit {out.shape} "
+                         f"{out.dtype}")
+    view = out[: got.shape[0]]
+    view[...] = got
+    return view
 
 
 #: dtypes a message may carry (the header names one by its index here)
@@ -106,13 +127,15 @@ class MPIExchange:
         self.messages = 0
         self.bytes = 0
 
-    def send(self, src: int, dst: int, array: np.ndarray, tag: str = "") -> None:
-        """Post ``array`` (copied: the caller may reuse its buffer at once) from slab ``src``."""
+    def send(self, src: int, dst: int, array: np.ndarray, tag: str = "",
+             keep: bool = False) -> None:
+        """Post ``array`` from slab ``src``: copied, so the caller may reuse its buffer at
+        once, unless ``keep`` promises it stays unchanged until :meth:`flush`."""
         self._check_local(src)
         self._check(dst)
         if self._receiving:
             self.flush()
-        buf = np.ascontiguousarray(np.array(array, copy=True))
+        buf = np.ascontiguousarray(array) if keep else np.array(array, copy=True, order="C")
         if buf.dtype not in _DTYPES or buf.ndim > 2:
             raise TypeError(f"MPIExchange: cannot send an array of {buf.dtype} and shape "
                             f"{buf.shape}")
@@ -137,6 +160,24 @@ class MPIExchange:
         buf = np.empty((n0, n1)[:ndim], dtype=_DTYPES[code])
         self.comm.Recv(buf, source=src, tag=2 * t + 1)
         return buf
+
+    def recv_into(self, dst: int, src: int, out: np.ndarray, tag: str = "") -> np.ndarray:
+        """:meth:`recv` straight into the first rows of ``out``; returns that view."""
+        self._check_local(dst)
+        self._check(src)
+        self._receiving = True
+        t = _tag_number(tag)
+        hdr = np.empty(_HEADER_LEN, dtype=np.int64)
+        self.comm.Recv(hdr, source=src, tag=2 * t)
+        ndim, n0, n1, code = (int(h) for h in hdr)
+        shape = (n0, n1)[:ndim]
+        if ndim != out.ndim or shape[1:] != out.shape[1:] or n0 > out.shape[0] \
+                or _DTYPES[code] != out.dtype:
+            raise ValueError(f"MPIExchange: a message of {shape} {_DTYPES[code]} from slab "
+                             f"{src} does not fit {out.shape} {out.dtype}")
+        view = out[:n0]
+        self.comm.Recv(view, source=src, tag=2 * t + 1)
+        return view
 
     def flush(self) -> None:
         """Complete every posted send (their buffers are then free)."""

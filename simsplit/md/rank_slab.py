@@ -267,9 +267,16 @@ class RankSlab:
             host = k.wait_download(handle)
             if j == 0:
                 flags = host[m].view(np.int32)[:2].copy()
-            self.endpoint.send(nb, host[:m], _REFRESH_TAG)
+            # no copy: the next write into this buffer follows this step's flush
+            self.endpoint.send(nb, host[:m], _REFRESH_TAG, keep=True)
         moved = any_rank(bool(flags[0]))
-        self._received = {nb: self.endpoint.recv(nb, _REFRESH_TAG) for nb in self.links}
+        # straight into pinned memory: the upload from it last step ended before this step's
+        # download (one stream), which trade_step waited for
+        self._received = {
+            nb: self.endpoint.recv_into(nb, self._host(f"recv_x_{nb}",
+                                                       (int(self.recv_rows[nb].shape[0]), 3),
+                                                       self.state.x.dtype), _REFRESH_TAG)
+            for nb in self.links}
         return moved, bool(flags[1])
 
     def land_ghosts(self) -> None:
@@ -283,7 +290,7 @@ class RankSlab:
             if not got.shape[0]:
                 continue
             buf = self._device(f"recv_x_{nb}", got.shape, s.x.dtype)
-            k.upload_rows(got, buf, 0, self._host(f"recv_x_{nb}", got.shape, s.x.dtype))
+            k.upload_pinned(got, buf)
             k.scatter_rows(buf, rows, s.x)
 
     def refresh_ghosts(self) -> None:
@@ -353,9 +360,10 @@ class RankSlab:
                 for name, (shape, dt) in shapes.items()}
 
     def _ghost_room(self) -> int:
-        have = self._buffers.get("a_x")
-        return self.state.n_own // 2 + 16 if have is None else max(
-            int(have.shape[0]) - self.state.n_own, _room(self.state.n_ghosts))
+        """Ghost rows to make room for before their count is known: the last rebuild's with
+        1/8 to spare (half the atoms at the first)."""
+        g = self.state.n_ghosts
+        return self.state.n_own // 2 + 16 if g == 0 else _room(g)
 
     def _identity(self, n: int) -> Any:
         ident = self._buffers.get("identity")

@@ -665,6 +665,11 @@ class DeviceMDKernels:
     def wait_download(self, handle: Any) -> np.ndarray:
         return handle
 
+    def upload_pinned(self, host: np.ndarray, dst) -> None:
+        """Queue ``dst[:len(host)] = host`` from pinned memory (:meth:`host_buffer`) that
+        stays unchanged until the queue passes the copy (this version copies at once)."""
+        self.upload_rows(host, dst, 0)
+
     def scatter_rows(self, src, idx, dst) -> None:
         """Queue ``dst[idx[r]] = src[r]`` for every row index in ``idx`` (received ghosts)."""
         m = int(idx.shape[0])
@@ -826,6 +831,14 @@ class CupyMDKernels(DeviceMDKernels):
     def wait_download(self, handle: Any) -> np.ndarray:
         handle[0].synchronize()
         return handle[1]
+
+    def upload_pinned(self, host: np.ndarray, dst) -> None:
+        rt = self._cp.cuda.runtime
+        nbytes = host.nbytes
+        if nbytes:
+            with self._dev:
+                rt.memcpyAsync(dst.data.ptr, host.ctypes.data, nbytes, rt.memcpyHostToDevice,
+                               self._stream().ptr)
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:
         rt = self._cp.cuda.runtime

@@ -134,12 +134,15 @@ MD_SCHEMA: dict[str, Any] = {
             },
         },
         "timestep": {**_POS, "default": 0.005, "description": "Time step (LJ time units)."},
-        "ensemble": {"enum": ["nve", "langevin", "bussi", "nose-hoover"], "default": "nve",
+        "ensemble": {"enum": ["nve", "langevin", "bussi", "nose-hoover", "npt"],
+                     "default": "nve",
                      "description": "nve: velocity Verlet. langevin: velocity Verlet plus "
                                     "Langevin drag and noise forces (NVT). bussi: velocity "
                                     "Verlet plus stochastic velocity rescaling (NVT; LAMMPS "
                                     "fix temp/csvr). nose-hoover: a Nose-Hoover chain (NVT; "
-                                    "LAMMPS fix nvt)."},
+                                    "LAMMPS fix nvt). npt: isotropic Martyna-Tobias-Klein "
+                                    "barostat (md.barostat) with the Nose-Hoover chain "
+                                    "(md.nose_hoover) on the atoms (LAMMPS fix npt iso)."},
         "langevin": {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Langevin thermostat (used when md.ensemble is langevin).",
@@ -167,7 +170,7 @@ MD_SCHEMA: dict[str, Any] = {
         },
         "nose_hoover": {
             "type": "object", "additionalProperties": False, "default": {},
-            "description": "Nose-Hoover chain (used when md.ensemble is nose-hoover).",
+            "description": "Nose-Hoover chain (used when md.ensemble is nose-hoover or npt).",
             "properties": {
                 "temperature": {"type": ["number", "null"], "minimum": 0, "default": None,
                                 "description": "Target temperature (null: md.temperature)."},
@@ -176,6 +179,23 @@ MD_SCHEMA: dict[str, Any] = {
                                            "Tdamp; about 100 time steps is usual)."},
                 "chain": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3,
                           "description": "Thermostats in the chain (LAMMPS tchain)."},
+            },
+        },
+        "barostat": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Isotropic Martyna-Tobias-Klein barostat (used when md.ensemble is "
+                           "npt; LAMMPS fix npt ... iso P P damping pchain n). The box and "
+                           "every position scale by one factor each step; slab edges, cells "
+                           "and the tail correction follow the box at each list rebuild.",
+            "properties": {
+                "pressure": {"type": ["number", "null"], "default": None,
+                             "description": "Target pressure (LJ units; required for npt)."},
+                "damping": {**_POS, "default": 5.0,
+                            "description": "Period of the box's oscillation (LAMMPS Pdamp; "
+                                           "about 1000 time steps is usual)."},
+                "chain": {"type": "integer", "minimum": 0, "maximum": 10, "default": 3,
+                          "description": "Thermostats on the barostat (LAMMPS pchain; 0: "
+                                         "none)."},
             },
         },
         "steps": {"type": ["integer", "null"], "minimum": 0, "default": None,
@@ -234,6 +254,8 @@ def check_md_case(case: dict[str, Any]) -> None:
     if pot.get("sigma", 1.0) > pot.get("cutoff", 2.5):
         raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
     cutoff = _pair_cutoff(md, has_file)
+    if md.get("ensemble") == "npt" and (md.get("barostat") or {}).get("pressure") is None:
+        raise ValueError("md.barostat.pressure: md.ensemble npt needs a target pressure")
     if has_file:
         check_typed_file(md)
         _, box, _ = read_positions(md["init_file"])  # a bad file: one line now, not a traceback

@@ -39,6 +39,7 @@ import numpy as np
 
 from simsplit.md import slabs as sl
 from simsplit.md.arena import SlabArena
+from simsplit.md.box_scaling import BoxScaling, cell_grid
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
@@ -50,17 +51,13 @@ from simsplit.md.systems import atom_types, file_pair_coeffs
 from simsplit.md.thermostats import make_thermostat
 from simsplit.md.velocities import maxwell_boltzmann
 
-#: neighbour-search cells per cutoff + skin
-CELL_DIVISIONS = 2
-
-
 #: Most steps one slab on a GPU queues before it reads the displacement flags (see
 #: :meth:`MDSolver._step_batch`): enough to hide the host's launch and wait time between
 #: rebuilds, which at 64,000 atoms on an H200 is most of a step.
 MAX_BATCH = 64
 
 
-class MDSolver(NeighbourRebuilds, Observables):
+class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
     """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
 
     #: what a progress display calls the throughput (work items per step: atoms)
@@ -111,11 +108,8 @@ class MDSolver(NeighbourRebuilds, Observables):
                                     self.reach)
         # cells of at least reach / CELL_DIVISIONS, searched CELL_DIVISIONS cells each way:
         # half-size cells scan ~half the candidates of reach-size ones
-        self.ncell = np.maximum((self.box * CELL_DIVISIONS // self.reach).astype(np.int64), 1)
-        # an axis with too few cells for the stencil is scanned whole, each cell once
-        span = 2 * CELL_DIVISIONS + 1
-        self._offsets = [np.arange(-CELL_DIVISIONS, CELL_DIVISIONS + 1, dtype=np.int64)
-                         if n >= span else np.arange(n, dtype=np.int64) for n in self.ncell]
+        # (an axis with too few cells for the stencil is scanned whole, each cell once)
+        self.ncell, self._offsets = cell_grid(self.box, self.reach)
         self.exchange: InProcessExchange | MPIExchange
         if self._comm is None:
             self.exchange = InProcessExchange(self.layout.parts)
@@ -157,7 +151,8 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
         self.thermo_every = int(md["thermo_every"])
         #: Bussi or Nose-Hoover: rescales every velocity around each step (None otherwise)
-        self.thermostat = make_thermostat(md, self.n_atoms)
+        self.thermostat = make_thermostat(md, self.n_atoms, self.volume)
+        self._init_box_scaling()
 
         self.steps_done = 0
         #: step of the last list build and steps between the last two (batch sizes only)
@@ -220,7 +215,7 @@ class MDSolver(NeighbourRebuilds, Observables):
         k = self.kernels
         if (self._comm is None and self.layout.parts > 1 and len(self.kernel_sets) == 1
                 and k.is_device and getattr(k, "arenas", False)
-                and self.ghost_transfer == "auto"):
+                and self.ghost_transfer == "auto" and self.case["md"]["ensemble"] != "npt"):
             return SlabArena(self.layout, k, self.ncell, self._offsets)
         return None
 
@@ -301,6 +296,8 @@ class MDSolver(NeighbourRebuilds, Observables):
     def _limits2(self) -> tuple[float, float]:
         """Squared displacements that ask for a rebuild (skin / 2) and that mean an atom
         jumped a whole skin in one step (a time step too large)."""
+        if self.barostat is not None:  # the box moved since the build: tighter limits
+            return self._npt_limits2()
         return (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
 
     def _ghost_copies(self, s: sl.SlabState) -> dict[str, Any]:
@@ -310,14 +307,14 @@ class MDSolver(NeighbourRebuilds, Observables):
     def _step_one(self) -> None:
         """One step, the displacement check read before anything of the next is queued."""
         step = self.steps_done + 1
-        limit2, jump2 = self._limits2()
         on_device = self.kernels.is_device
         t0 = time.perf_counter()
         if self.thermostat is not None:
             self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
+        limit2, jump2 = self._limits2()  # after a barostat scaled the box
         kick, self._kick_pending = self._kick_pending, False
         for s in self.slabs:
-            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
+            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self._drift_dt,
                               self.box, s.x0, limit2, jump2, **self._ghost_copies(s))
         t1 = time.perf_counter()
         rebuild = self._needs_rebuild()

@@ -96,6 +96,21 @@ def test_step0_forces_and_lists_match_cpu(potential) -> None:
 
 
 @in_child
+@pytest.mark.parametrize("md", [
+    {"potential": {"cutoff": 2.5, "shift": "force"}},
+    {"ensemble": "npt", "temperature": 1.0, "barostat": {"pressure": 5.0, "damping": 0.5}},
+], ids=["force-shift", "npt"])
+def test_force_shift_and_npt_match_cpu(md) -> None:
+    """The force-shift kernel, and NPT's box scaling, exact virial sums and moving grid."""
+    cpu = _solver("cpu", **md)
+    runs = [_solver("numba-cuda", n, **md) for n in (1, 2)]
+    for s in (cpu, *runs):
+        s.step(10)
+    for s in runs:
+        _same(s, cpu)
+
+
+@in_child
 def test_nve_one_and_two_slabs_match_cpu() -> None:
     """Skin 0.1 rebuilds every few steps; two slabs migrate atoms and refresh ghosts."""
     kw = {"potential": SHORT, "neighbor": {"skin": 0.1}}

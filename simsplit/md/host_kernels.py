@@ -61,6 +61,11 @@ class HostMDKernels:
         cpu_md.lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
     @staticmethod
+    def lj_forces_fshift(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
+                         pe, vir, tick: int = 0) -> None:
+        cpu_md.lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+
+    @staticmethod
     def row_types(gid, n: int, types_by_id, out=None) -> np.ndarray:
         return np.ascontiguousarray(types_by_id[np.asarray(gid)[:n]], dtype=np.int32)
 

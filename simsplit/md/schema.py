@@ -85,9 +85,13 @@ MD_SCHEMA: dict[str, Any] = {
                 "cutoff": {**_POS, "default": 2.5,
                            "description": "Cutoff radius (plain truncation, like LAMMPS "
                                           "bench/in.lj)."},
-                "shift": {"type": "boolean", "default": False,
-                          "description": "Shift the energy to zero at the cutoff (LAMMPS "
-                                         "pair_modify shift yes); forces are unchanged."},
+                "shift": {"enum": [False, True, "energy", "force"], "default": False,
+                          "description": "true or energy: shift the energy to zero at the "
+                                         "cutoff (LAMMPS pair_modify shift yes; forces are "
+                                         "unchanged). force: shift the force to zero there "
+                                         "and the energy with it, e(r) - e(rc) + (r - rc) "
+                                         "f(rc) (LAMMPS pair lj/smooth/linear; no tail "
+                                         "correction)."},
                 "mixing": {"enum": ["geometric", "arithmetic"], "default": "geometric",
                            "description": "Coefficients of unlike type pairs not given in "
                                           "md.pair_coeffs: geometric means (LAMMPS' default "
@@ -254,6 +258,9 @@ def check_md_case(case: dict[str, Any]) -> None:
     if pot.get("sigma", 1.0) > pot.get("cutoff", 2.5):
         raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
     cutoff = _pair_cutoff(md, has_file)
+    if pot.get("shift") == "force" and pot.get("tail"):
+        raise ValueError("md.potential.tail: no tail correction for shift: force (the "
+                         "force-shifted potential is not LJ beyond any distance)")
     if md.get("ensemble") == "npt" and (md.get("barostat") or {}).get("pressure") is None:
         raise ValueError("md.barostat.pressure: md.ensemble npt needs a target pressure")
     if has_file:

@@ -92,11 +92,15 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
         #: type (0-based) of each atom in id order, and the coefficients of each type pair
         self.atom_type, names = atom_types(md, self.n_atoms)
         self.pairs = build_pair_table(md, names, file_pair_coeffs(md))
-        self._pair_rows = self.pairs.kernel_table(bool(pot["shift"]) or pot["style"] == "wca")
+        #: forces shifted to zero at the cutoff (``md.potential.shift: force``): the
+        #: force-shift kernel, which reads every pair from the table, one type or several
+        self.force_shift = pot["shift"] == "force"
+        self._pair_rows = (self.pairs.force_shift_table() if self.force_shift else
+                           self.pairs.kernel_table(bool(pot["shift"]) or pot["style"] == "wca"))
         #: several types whose pairs differ: the typed force kernel (else the one-pair one)
-        self.typed = bool(np.any(self._pair_rows != self._pair_rows[0]))
+        self.typed = self.force_shift or bool(np.any(self._pair_rows != self._pair_rows[0]))
         self.cutoff = self.pairs.max_cutoff
-        _, self._eps4, self._eps24, self._sigsq, self._eshift = self._pair_rows[0]
+        _, self._eps4, self._eps24, self._sigsq, self._eshift = self._pair_rows[0][:5]
         #: long-range energy and virial added to thermo (``md.potential.tail``)
         counts = np.bincount(self.atom_type, minlength=self.pairs.ntypes)
         self.tail = self.pairs.tail(counts, self.volume) if pot["tail"] else (0.0, 0.0)
@@ -240,8 +244,10 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
         for s in self.slabs:
             if self.typed:
                 table = self._on_kernels(s.kernels, "pair_rows", self._pair_rows)
-                s.kernels.lj_forces_typed(s.x, s.typ, s.n_own, s.nl, s.cnt, self.box, table,
-                                          self.pairs.ntypes, s.f, s.pe, s.vir, tick)
+                typed = (s.kernels.lj_forces_fshift if self.force_shift
+                         else s.kernels.lj_forces_typed)
+                typed(s.x, s.typ, s.n_own, s.nl, s.cnt, self.box, table, self.pairs.ntypes,
+                      s.f, s.pe, s.vir, tick)
                 continue
             s.kernels.lj_forces(s.x, s.n_own, s.nl, s.cnt, self.box, rcsq, self._eps4,
                                 self._eps24, self._sigsq, self._eshift, s.f, s.pe, s.vir, tick)

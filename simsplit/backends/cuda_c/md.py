@@ -36,7 +36,7 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 #: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_arena_build_neighbors", "md_kinetic", "md_nonfinite",
-                       "md_scale_rows", "md_lj_forces_typed")
+                       "md_scale_rows", "md_lj_forces_typed", "md_lj_forces_fshift")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
 
@@ -235,6 +235,15 @@ class DeviceMDKernels:
         :meth:`simsplit.md.pair_table.PairTable.kernel_table`, ``typ`` the rows' types)."""
         if n_own:
             self._launch("md_lj_forces_typed", x.dtype, n_own, x, typ, np.int32(n_own), nl,
+                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
+                         pe, vir, self._flags, np.int32(tick))
+
+    def lj_forces_fshift(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
+                         ntypes: int, f, pe, vir, tick: int = 0) -> None:
+        """:meth:`lj_forces_typed` with the force shifted to zero at the cutoff (``table``: a
+        device copy of :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
+        if n_own:
+            self._launch("md_lj_forces_fshift", x.dtype, n_own, x, typ, np.int32(n_own), nl,
                          np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
                          pe, vir, self._flags, np.int32(tick))
 

@@ -107,6 +107,23 @@ md_final_integrate(T* __restrict__ v, const T* __restrict__ f, int n, double dtf
     }
 }
 
+// A half kick with per-type masses: v += table[typ[i]] f, table = dt / 2m per atom type (the
+// drift's own kick is then given 0, see simsplit/md/masses.py).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_kick_typed(T* __restrict__ v, const T* __restrict__ f, const int* __restrict__ typ, int n,
+              const double* __restrict__ table)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double dtf = table[typ[i]];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const long long a = 3LL * i + d;
+        v[a] = T(double(v[a]) + dtf * double(f[a]));
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restrict__ ids, int n,

@@ -49,6 +49,7 @@ class HostMDKernels:
         self.final_integrate = k.final_integrate
         self.kinetic_per_atom = k.kinetic_per_atom
         self.scale_rows = k.scale_rows
+        self.kick_typed = k.kick_typed
 
     @staticmethod
     def lj_forces(x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,

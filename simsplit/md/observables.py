@@ -102,8 +102,7 @@ class Observables:
                                            self.tail)
         pe = self._gather([s.pe for s in self.slabs])
         vir = self._gather([s.vir for s in self.slabs])
-        mv2 = self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
-                            for s in self.slabs])
+        mv2 = self._mv2_by_id()
         return thermo_record(self.steps_done, pe, vir, mv2, self.volume, self.tail)
 
     def _kinetic_total(self) -> float:
@@ -111,14 +110,14 @@ class Observables:
         sums = self._device_sums()
         if sums is not None:
             return sums[0]
-        return math.fsum(self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
-                                       for s in self.slabs]))
+        return math.fsum(self._mv2_by_id())
 
     def _device_sums(self) -> tuple[float, float, float] | None:
         """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process
         (a few hundred integers read per kernel set instead of every atom), or None where
-        that does not apply (CPU, MPI, a non-finite value: the fsum path decides)."""
-        if self._comm is not None or not all(
+        that does not apply (CPU, MPI, several masses, a non-finite value: the fsum path
+        decides)."""
+        if self._comm is not None or self.multi_mass or not all(
                 getattr(k, "thermo_sums", None) for k in self.kernel_sets):
             return None
         totals = [0, 0, 0]

@@ -43,6 +43,7 @@ from simsplit.md.box_scaling import BoxScaling, cell_grid
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
+from simsplit.md.masses import TypeMasses
 from simsplit.md.observables import Observables
 from simsplit.md.pair_table import build_pair_table
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
@@ -57,7 +58,7 @@ from simsplit.md.velocities import maxwell_boltzmann
 MAX_BATCH = 64
 
 
-class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
+class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
     """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
 
     #: what a progress display calls the throughput (work items per step: atoms)
@@ -145,6 +146,7 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
         self.mass = float(md["mass"])
         self.dt = float(md["timestep"])
         self._dtf = 0.5 * self.dt / self.mass
+        self._init_masses(md)
         self.ensemble = md["ensemble"]
         lang = md["langevin"]
         self.target_temperature = float(
@@ -182,7 +184,9 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
         self._last_frame = -1
 
         if vel is None:
-            vel = maxwell_boltzmann(self.n_atoms, self.mass, float(md["temperature"]),
+            vel = maxwell_boltzmann(self.n_atoms,
+                                    self.atom_mass if self.multi_mass else self.mass,
+                                    float(md["temperature"]),
                                     int(md["seed"]))
         x, img = wrap_into_box(pos, self.box)
         self._distribute(x, vel, img)
@@ -288,7 +292,7 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
             self._open_outputs()
         # a rescaling thermostat needs every step's kinetic energy on the host
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
-                   and self.skin > 0 and self.thermostat is None)
+                   and self.skin > 0 and self.thermostat is None and not self.multi_mass)
         end = self.steps_done + int(n)
         try:
             while self.steps_done < end:
@@ -319,8 +323,12 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
             self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
         limit2, jump2 = self._limits2()  # after a barostat scaled the box
         kick, self._kick_pending = self._kick_pending, False
+        dtf = self._dtf
+        if self.multi_mass:  # kicks per type first, then the drift with a kick of 0
+            self._typed_kicks(2 if kick else 1)
+            kick, dtf = False, 0.0
         for s in self.slabs:
-            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self._drift_dt,
+            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, dtf, self._drift_dt,
                               self.box, s.x0, limit2, jump2, **self._ghost_copies(s))
         t1 = time.perf_counter()
         rebuild = self._needs_rebuild()
@@ -427,6 +435,9 @@ class MDSolver(BoxScaling, NeighbourRebuilds, Observables):
         """Apply a deferred second half kick (velocities become those of ``steps_done``)."""
         if self._kick_pending:
             self._kick_pending = False
+            if self.multi_mass:
+                self._typed_kicks(1)
+                return
             for s in self.slabs:
                 s.kernels.final_integrate(s.v, s.f, s.n_own, self._dtf)
 

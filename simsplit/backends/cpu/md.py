@@ -132,6 +132,28 @@ def final_integrate(v, f, n, dtf) -> None:
 
 
 @njit(cache=True)
+def _kick_block(lo, hi, v, f, typ, table):
+    for i in range(lo, hi):
+        dtf = table[typ[i]]
+        for d in range(3):
+            v[i, d] = v[i, d] + dtf * f[i, d]
+
+
+@njit(parallel=True, cache=True)
+def _kick_parallel(v, f, typ, n, table):
+    for b in prange((n + _ROWS - 1) // _ROWS):
+        _kick_block(b * _ROWS, min((b + 1) * _ROWS, n), v, f, typ, table)
+
+
+def kick_typed(v, f, typ, n, table) -> None:
+    """Half kick with per-type masses: ``v += table[typ] f`` (``table``: dt / 2m per type)."""
+    if n >= PARALLEL_MIN_ATOMS:
+        _kick_parallel(v, f, typ, n, table)
+    else:
+        _kick_block(0, n, v, f, typ, table)
+
+
+@njit(cache=True)
 def scale_rows(v, n, alpha) -> None:
     """``v[:n] *= alpha`` in double, rounded to the storage type (velocity rescaling)."""
     for i in range(n):

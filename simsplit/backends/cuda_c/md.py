@@ -36,7 +36,8 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 #: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_arena_build_neighbors", "md_kinetic", "md_nonfinite",
-                       "md_scale_rows", "md_lj_forces_typed", "md_lj_forces_fshift")
+                       "md_scale_rows", "md_lj_forces_typed", "md_lj_forces_fshift",
+                       "md_kick_typed")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
 
@@ -208,6 +209,11 @@ class DeviceMDKernels:
     def final_integrate(self, v, f, n: int, dtf: float) -> None:
         if n:
             self._launch("md_final_integrate", v.dtype, n, v, f, np.int32(n), np.float64(dtf))
+
+    def kick_typed(self, v, f, typ, n: int, table) -> None:
+        """Half kick with per-type masses (``table``: dt / 2m per type, on the device)."""
+        if n:
+            self._launch("md_kick_typed", v.dtype, n, v, f, typ, np.int32(n), table)
 
     def langevin_forces(self, f, v, ids, n: int, drag: float, noise: float, seed: int,
                         step: int, tick: int = 0) -> None:

@@ -706,6 +706,16 @@ def md_lj_forces_typed(x, typ, n_own, nl, pitch, cnt, bx, by, bz, table, ntypes,
 
 
 @cuda.jit
+def md_kick_typed(v, f, typ, n, table):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    dtf = table[typ[i]]
+    for d in range(3):
+        v[i, d] = np.float64(v[i, d]) + mul(dtf, np.float64(f[i, d]))
+
+
+@cuda.jit
 def md_lj_forces_fshift(x, typ, n_own, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
                         vir, flags, tick):
     """md_lj_forces_typed with the force shifted to zero at the cutoff (the CPU's

@@ -140,3 +140,28 @@ def test_bad_masses_are_one_line_and_exit_2(tmp_path, run_cli, md, message) -> N
         assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
         assert message in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_trajectories_keep_the_masses(tmp_path) -> None:
+    """H5MD /parameters mass holds one mass per type; a run started from that trajectory
+    has them again; GSD stores each atom's mass."""
+    import h5py
+
+    from simsplit.run.simulation import Simulation
+
+    case = _ka_lattice()
+    case["run"]["steps"] = 10
+    case["output"] = {"dir": str(tmp_path / "out"), "every": 10}
+    sim = Simulation(case)
+    sim.run()
+    with h5py.File(tmp_path / "out" / "trajectory.h5md", "r") as h5:
+        assert h5["parameters"].attrs["mass"].tolist() == [1.0, 0.5]
+    again = MDSolver({"physics": "md", "md": {"init_file": str(tmp_path / "out" /
+                                                               "trajectory.h5md"),
+                                               "pair_coeffs": KA},
+                      "run": {"backend": "cpu", "steps": 0}, "output": {"dir": None}})
+    assert again.multi_mass and again.type_mass.tolist() == [1.0, 0.5]
+    assert np.array_equal(again.atom_mass, sim.solver.atom_mass)
+    gsd_hoomd = pytest.importorskip("gsd.hoomd")
+    with gsd_hoomd.open(tmp_path / "out" / "trajectory.gsd") as t:
+        assert np.array_equal(t[-1].particles.mass, sim.solver.atom_mass.astype(np.float32))

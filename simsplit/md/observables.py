@@ -203,7 +203,8 @@ class Observables:
         pot = md["potential"]
         return {"unit_system": "lj", "units": UNITS_NOTE, "epsilon": float(pot["epsilon"]),
                 "sigma": float(pot["sigma"]), "cutoff": float(pot["cutoff"]),
-                "mass": float(md["mass"]), "timestep": float(md["timestep"])}
+                "mass": self.type_mass.copy() if self.multi_mass else float(md["mass"]),
+                "timestep": float(md["timestep"])}
 
     def _write_frame(self) -> None:
         """This step's positions, velocities and images, and its thermo values as H5MD

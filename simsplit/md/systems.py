@@ -77,7 +77,8 @@ def _last_h5md_frame(path: str) -> AtomSystem:
                           origin=np.zeros(3), typeid=traj.typeid.astype(np.int32),
                           type_names=list(traj.type_names), ids=np.arange(traj.n_atoms),
                           images=traj.images(k), velocities=traj.velocities(k),
-                          masses=None if traj.mass is None else np.full(ntypes, traj.mass),
+                          masses=None if traj.mass is None else np.broadcast_to(
+                              np.asarray(traj.mass, np.float64), (ntypes,)).copy(),
                           source=f"{path} frame {k} (step {int(traj.steps[k])})")
 
 

@@ -97,6 +97,7 @@ def test_on_the_emulated_device(emulated, one_slab, subdomains) -> None:  # noqa
     s.step(200)
     _same(s, one_slab)
     assert s.thermo() == one_slab.thermo()
+    assert s.kernels.launches["md_kinetic_typed<double>"] >= 200  # exact sums on the device
 
 
 def test_equipartition_by_mass() -> None:

@@ -65,15 +65,16 @@ class BoxScaling:
         self._restart_build_box: np.ndarray | None = None
         self._type_counts = np.bincount(self.atom_type, minlength=self.pairs.ntypes)
         if self.barostat is not None:
-            self.barostat.attach(self._virial_total, lambda: self.volume, self._scale_box)
+            self.barostat.attach(self._pressure_sums, lambda: self.volume, self._scale_box)
 
-    def _virial_total(self) -> float:
-        """Pair virial over all atoms, correctly rounded, plus the tail virial (collective
-        under MPI)."""
+    def _pressure_sums(self) -> tuple[float, float]:
+        """2K and the pair virial over all atoms, correctly rounded (one device reduction for
+        both where it applies), the virial plus the tail virial (collective under MPI)."""
         sums = self._device_sums()
-        pair = sums[2] if sums is not None else math.fsum(
-            self._gather([s.vir for s in self.slabs]))
-        return pair + self.tail[1]
+        if sums is not None:
+            return sums[0], sums[2] + self.tail[1]
+        pair = math.fsum(self._gather([s.vir for s in self.slabs]))
+        return math.fsum(self._mv2_by_id()), pair + self.tail[1]
 
     def _set_box(self, box: np.ndarray) -> None:
         self.box = np.asarray(box, dtype=np.float64)

@@ -5,9 +5,10 @@ One mass for every atom keeps the scalar path unchanged (``dt / 2m`` in the drif
 kernels, ``m`` in the kinetic sums). With several masses the half kicks run as their own
 launch, ``v += table[type] f`` with ``table = dt / 2m`` per type (``kick_typed`` on every
 backend, the row types the typed force kernel already keeps), and the drift launch is given a
-kick of 0 (``v + 0 f`` leaves v as it is). The kinetic energy ``sum m v^2`` is the per-atom
-``|v|^2`` gathered by id times the atom's mass, summed with ``math.fsum``: the same correctly
-rounded total on every split (the device's exact sums take one mass, so they are not used).
+kick of 0 (``v + 0 f`` leaves v as it is). The kinetic energy ``sum m v^2``: on a device the
+exact sums with each row's mass (``md_kinetic_typed``), elsewhere the per-atom ``|v|^2``
+gathered by id times the atom's mass, summed with ``math.fsum``: the same correctly rounded
+total on every split and backend.
 
 A part of :class:`~simsplit.md.solver.MDSolver` (which inherits it).
 """
@@ -54,6 +55,14 @@ class TypeMasses:
             table = self._on_kernels(s.kernels, "dtf_by_type", self._dtf_by_type)
             for _ in range(times):
                 s.kernels.kick_typed(s.v, s.f, s.typ, s.n_own, table)
+
+    def _row_masses(self, s: Any) -> dict[str, Any]:
+        """The extra arguments of a device's exact thermo sums: each row's type and the mass
+        table (nothing with one mass)."""
+        if not self.multi_mass:
+            return {}
+        return {"typ": s.typ, "masses": self._on_kernels(s.kernels, "type_mass",
+                                                          self.type_mass)}
 
     def _mv2_by_id(self) -> np.ndarray:
         """``m |v|^2`` of every atom in id order (collective under MPI)."""

@@ -31,6 +31,7 @@ from simsplit.md.nose_hoover import NoseHooverChain
 from simsplit.md.velocities import degrees_of_freedom
 
 Kinetic = Callable[[], float]
+Sums = Callable[[], tuple[float, float]]
 Scale = Callable[[float], None]
 
 
@@ -112,7 +113,8 @@ class MTKBarostat:
 class NoseHooverNPT:
     """Isotropic NPT with the thermostat interface of :mod:`simsplit.md.thermostats`
     (``begin_step`` / ``end_step`` around a velocity Verlet step). :meth:`attach` hands it the
-    solver's exact virial total, its volume and its box scaling."""
+    solver's exact kinetic and virial totals (one reduction for both), its volume and its box
+    scaling."""
 
     def __init__(self, n_atoms: int, temperature: float, tau_t: float, tchain: int,
                  pressure: float, tau_p: float, pchain: int, dt: float, volume: float) -> None:
@@ -121,28 +123,29 @@ class NoseHooverNPT:
         self.baro = MTKBarostat(n_atoms, temperature, pressure, tau_p, pchain, dt, volume)
         #: 2K after the last thermostat half step (LAMMPS t_current), kept in the state
         self.two_ke: float | None = None
-        self._virial: Kinetic = _unattached
+        self._sums: Sums = _unattached
         self._volume: Kinetic = _unattached
         self._scale_box: Scale = _unattached
 
-    def attach(self, virial: Kinetic, volume: Kinetic, scale_box: Scale) -> None:
-        """``virial()``: the exact pair virial plus the tail virial at the current volume;
-        ``volume()``; ``scale_box(e)``: box and positions times e^2, drift time step times e."""
-        self._virial, self._volume, self._scale_box = virial, volume, scale_box
+    def attach(self, sums: Sums, volume: Kinetic, scale_box: Scale) -> None:
+        """``sums()``: the exact 2K and pair virial plus the tail virial at the current
+        volume; ``volume()``; ``scale_box(e)``: box and positions times e^2, drift time step
+        times e."""
+        self._sums, self._volume, self._scale_box = sums, volume, scale_box
 
     def begin_step(self, step: int, kinetic: Kinetic, scale: Scale) -> None:
         self.baro.chain_half_step()
         if self.two_ke is None:
             self.two_ke = kinetic()
         scale(self.chain.half_step(self.two_ke))
-        self.baro.kick(kinetic(), self._virial(), self._volume())
+        self.baro.kick(*self._sums(), self._volume())
         scale(self.baro.velocity_factor())
         self._scale_box(self.baro.half_box_factor())
 
     def end_step(self, step: int, kinetic: Kinetic, scale: Scale) -> None:
         scale(self.baro.velocity_factor())
-        two_ke = kinetic()
-        self.baro.kick(two_ke, self._virial(), self._volume())
+        two_ke, virial = self._sums()
+        self.baro.kick(two_ke, virial, self._volume())
         factor = self.chain.half_step(two_ke)
         scale(factor)
         self.two_ke = two_ke * factor * factor

@@ -115,14 +115,14 @@ class Observables:
     def _device_sums(self) -> tuple[float, float, float] | None:
         """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process
         (a few hundred integers read per kernel set instead of every atom), or None where
-        that does not apply (CPU, MPI, several masses, a non-finite value: the fsum path
-        decides)."""
-        if self._comm is not None or self.multi_mass or not all(
+        that does not apply (CPU, MPI, a non-finite value: the fsum path decides)."""
+        if self._comm is not None or not all(
                 getattr(k, "thermo_sums", None) for k in self.kernel_sets):
             return None
         totals = [0, 0, 0]
         for s in self.slabs:
-            got = s.kernels.thermo_sums(s.v, s.pe, s.vir, s.n_own, self.mass)
+            got = s.kernels.thermo_sums(s.v, s.pe, s.vir, s.n_own, self.mass,
+                                        **self._row_masses(s))
             if got is None:
                 return None
             totals = [a + b for a, b in zip(totals, got, strict=True)]

@@ -646,6 +646,17 @@ def md_kinetic(v, n, mass, mv2):
 
 
 @cuda.jit
+def md_kinetic_typed(v, typ, n, masses, mv2):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    a = np.float64(v[i, 0])
+    b = np.float64(v[i, 1])
+    c = np.float64(v[i, 2])
+    mv2[i] = mul(masses[typ[i]], mul(a, a) + mul(b, b) + mul(c, c))
+
+
+@cuda.jit
 def md_nonfinite(x, v, n, flag):
     i = cuda.grid(1)
     if i >= n:

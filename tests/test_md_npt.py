@@ -58,6 +58,20 @@ def test_split_independent(one_slab, subdomains, weights) -> None:
     assert s.stats()["migrations"] > 0
 
 
+def test_float32_split_independent() -> None:
+    """Positions stored in float32: the box scaling rounds each product to float32 in the
+    same way on every split."""
+    runs = []
+    for n in (1, 3):
+        case = _squeeze(n)
+        case["run"]["precision"] = "float32"
+        s = MDSolver(case)
+        s.step(150)
+        runs.append(s)
+    assert runs[0].positions().dtype == np.float32
+    _same(runs[1], runs[0])
+
+
 def test_lists_stay_complete_while_the_box_shrinks() -> None:
     """Forces on 3 slabs equal the all-pairs oracle in the current box every 7 steps of the
     compression (lists, ghosts and cells of an older, larger box must still hold every
@@ -271,3 +285,45 @@ def test_npt_with_two_masses_and_force_shift_under_mpi(tmp_path, ranks) -> None:
     assert np.array_equal(got["velocities"], ref.velocities())
     assert np.array_equal(got["box"], ref.box)
     assert json.loads(str(got["thermo"])) == ref.thermo()
+
+
+CLI_CASE = """physics: md
+md:
+  lattice: {density: 0.8, cells: [6, 6, 9], fractions: [0.8, 0.2]}
+  temperature: 1.0
+  masses: [1.0, 0.5]
+  ensemble: npt
+  nose_hoover: {damping: 0.5}
+  barostat: {pressure: 6.0, damping: 0.5}
+  potential: {cutoff: 2.5, shift: force}
+  thermo_every: 20
+decomposition: {subdomains: 3}
+run: {steps: STEPS, backend: cpu}
+output: {dir: DIR, checkpoint_every: 100, every: 50}
+"""
+
+
+def test_cli_checkpoint_restart_is_bitwise(tmp_path, run_cli) -> None:
+    """simsplit run, stopped at step 100 and continued with --restart from its checkpoint,
+    writes the thermo values and trajectory (boxes included) of an uninterrupted run."""
+    import h5py
+
+    for name, steps in (("full", 200), ("half", 100)):
+        (tmp_path / f"{name}.yaml").write_text(
+            CLI_CASE.replace("STEPS", str(steps)).replace("DIR", name))
+        assert run_cli("run", f"{name}.yaml", "--quiet").returncode == 0
+    (tmp_path / "half.yaml").write_text(CLI_CASE.replace("STEPS", "200").replace("DIR", "half"))
+    res = run_cli("run", "half.yaml", "--restart", "--quiet")
+    assert res.returncode == 0, res.stderr
+
+    def values(name: str) -> list[list[str]]:  # thermo.csv without the throughput column
+        rows = (tmp_path / name / "thermo.csv").read_text().splitlines()
+        return [r.split(",")[:5] for r in rows]
+
+    assert values("half") == values("full") and len(values("full")) == 12
+    with h5py.File(tmp_path / "half" / "trajectory.h5md") as a, \
+            h5py.File(tmp_path / "full" / "trajectory.h5md") as b:
+        for key in ("position", "velocity", "box/edges"):
+            path = f"particles/trajectory/{key}/value"
+            assert np.array_equal(a[path][()], b[path][()]), key
+        assert a["particles/trajectory/box/edges/value"].shape == (5, 3)

@@ -318,9 +318,11 @@ def test_cli_checkpoint_restart_is_bitwise(tmp_path, run_cli) -> None:
 
     def values(name: str) -> list[list[str]]:  # thermo.csv without the throughput column
         rows = (tmp_path / name / "thermo.csv").read_text().splitlines()
-        return [r.split(",")[:5] for r in rows]
+        return [r.split(",")[:7] for r in rows]
 
     assert values("half") == values("full") and len(values("full")) == 12
+    assert (tmp_path / "full" / "thermo.csv").read_text().split("\n")[0].split(",")[5:] == [
+        "Volume", "Density", "atom-steps/s"]
     with h5py.File(tmp_path / "half" / "trajectory.h5md") as a, \
             h5py.File(tmp_path / "full" / "trajectory.h5md") as b:
         for key in ("position", "velocity", "box/edges"):

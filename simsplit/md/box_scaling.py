@@ -65,6 +65,7 @@ class BoxScaling:
         self._restart_build_box: np.ndarray | None = None
         self._type_counts = np.bincount(self.atom_type, minlength=self.pairs.ntypes)
         if self.barostat is not None:
+            self._thermo_extra = ("vol", "density")
             self.barostat.attach(self._pressure_sums, lambda: self.volume, self._scale_box)
 
     def _pressure_sums(self) -> tuple[float, float]:
@@ -125,11 +126,12 @@ class BoxScaling:
                              ) from None
         self.ncell, self._offsets = cell_grid(self.box, self.reach)
 
-    def _record_thermo(self) -> None:
-        super()._record_thermo()  # type: ignore[misc]
+    def _thermo_now(self) -> dict[str, Any]:
+        rec = super()._thermo_now()  # type: ignore[misc]
         if self.barostat is not None:
-            self._thermo[-1]["vol"] = self.volume
-            self._thermo[-1]["density"] = self.n_atoms / self.volume
+            rec["vol"] = self.volume
+            rec["density"] = self.n_atoms / self.volume
+        return rec
 
     def _write_frame(self) -> None:
         if self._writer is not None:  # the trajectory's box is the box of each frame

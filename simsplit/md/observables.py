@@ -18,7 +18,7 @@ import numpy as np
 
 from simsplit.md.lattice import wrap_into_box
 from simsplit.md.thermo import (
-    COLUMNS,
+    columns,
     csv_row,
     format_row,
     header,
@@ -75,6 +75,9 @@ def default_frame_interval(steps: int, frame_bytes: int) -> int:
 
 class Observables:
     """Gathers, thermo, trajectory frames, statistics and state of an MD solver."""
+
+    #: record keys shown after the standard thermo columns (NPT: volume and density)
+    _thermo_extra: tuple[str, ...] = ()
 
     # --- observation ------------------------------------------------------------------------
     def _gather(self, per_slab: list[np.ndarray], width: int = 0) -> np.ndarray:
@@ -138,9 +141,9 @@ class Observables:
         self._thermo.append(rec)
         rate = self._interval_rate(rec["step"])
         if self._thermo_log is not None:  # before it opens, records wait in self._thermo
-            self._thermo_log.write(csv_row(rec, rate))
+            self._thermo_log.write(csv_row(rec, rate, self._thermo_extra))
         if self._echo:
-            print(format_row(rec, rate))
+            print(format_row(rec, rate, self._thermo_extra))
             sys.stdout.flush()
 
     def _interval_rate(self, step: int) -> float | None:
@@ -161,9 +164,9 @@ class Observables:
         self._rate_mark = (self.steps_done, time.perf_counter())
         self._echo = echo and self.rank == 0
         if self._echo:
-            print(header())
+            print(header(self._thermo_extra))
             if self._thermo and self._thermo[-1]["step"] == self.steps_done:
-                print(format_row(self._thermo[-1]))
+                print(format_row(self._thermo[-1], extra=self._thermo_extra))
             sys.stdout.flush()
         return self._echo
 
@@ -180,10 +183,11 @@ class Observables:
         if self.rank == 0 and self._thermo_log is None:
             from simsplit.io.csv_log import CSVLog
 
-            self._thermo_log = CSVLog(self.output_dir / THERMO_NAME, COLUMNS,
+            self._thermo_log = CSVLog(self.output_dir / THERMO_NAME,
+                                      columns(self._thermo_extra),
                                       resume_step=self._resume_step)
             for rec in self._thermo:
-                self._thermo_log.write(csv_row(rec))
+                self._thermo_log.write(csv_row(rec, extra=self._thermo_extra))
         if self.output_every > 0 and self.steps_done % self.output_every == 0:
             self._write_frame()
 

@@ -290,7 +290,8 @@ class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
         if self._outputs_pending:
             self._outputs_pending = False
             self._open_outputs()
-        # a rescaling thermostat needs every step's kinetic energy on the host
+        # a rescaling thermostat needs every step's kinetic energy on the host; the batch
+        # launches kick with one mass
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
                    and self.skin > 0 and self.thermostat is None and not self.multi_mass)
         end = self.steps_done + int(n)

@@ -160,10 +160,10 @@ def _blocks(values: np.ndarray, n: int = 10) -> tuple[float, float]:
     return float(b.mean()), float(b.std(ddof=1) / np.sqrt(n))
 
 
-def _npt_density(cells: tuple[int, int, int], steps: int, equilibrate: int, **kw: Any
-                 ) -> tuple[float, float]:
-    """Mean density and its error of the LAMMPS reference state point (T = 1, p = 1,
-    rc = 3 with tail corrections, Tdamp 0.5, Pdamp 5)."""
+def _npt_means(cells: tuple[int, int, int], steps: int, equilibrate: int, **kw: Any
+               ) -> dict[str, tuple[float, float]]:
+    """Means and their errors (density, pe, press, temp) at the LAMMPS reference state
+    point (T = 1, p = 1, rc = 3 with tail corrections, Tdamp 0.5, Pdamp 5)."""
     case = lj_case(cells=cells, density=0.8, temperature=1.0, ensemble="npt",
                    potential={"cutoff": 3.0, "tail": True}, nose_hoover={"damping": 0.5},
                    barostat={"pressure": 1.0, "damping": 5.0}, thermo_every=10, **kw)
@@ -171,28 +171,37 @@ def _npt_density(cells: tuple[int, int, int], steps: int, equilibrate: int, **kw
     s.step(equilibrate)
     first = len(s.thermo())
     s.step(steps)
-    return _blocks(np.array([r["density"] for r in s.thermo()[first:]]))
+    rows = s.thermo()[first:]
+    return {k: _blocks(np.array([r[k] for r in rows])) for k in LAMMPS_COLUMNS}
 
 
-def _lammps_blocks() -> np.ndarray:
-    """The 10 block means (density) of the LAMMPS production run."""
+#: the block-mean columns of ``log.npt_lj``'s production rows (f_2[1], v_pe_atom, ...)
+LAMMPS_COLUMNS = {"density": 5, "pe": 6, "press": 7, "temp": 8}
+
+
+def _lammps_blocks() -> dict[str, np.ndarray]:
+    """The 10 block means of the LAMMPS production run, per quantity."""
     rows = [line.split() for line in LAMMPS_LOG.read_text().splitlines()]
     rows = [r for r in rows if len(r) == 9 and r[0].isdigit() and int(r[0]) >= 40_000]
-    return np.array([float(r[5]) for r in rows])
+    return {k: np.array([float(r[c]) for r in rows]) for k, c in LAMMPS_COLUMNS.items()}
 
 
 @pytest.mark.slow
-def test_density_agrees_with_lammps_fix_npt() -> None:
-    """864 atoms as in ``in.npt_lj``; LAMMPS: 10 blocks of 100 tau."""
+def test_state_point_agrees_with_lammps_fix_npt() -> None:
+    """864 atoms as in ``in.npt_lj``; LAMMPS: 10 blocks of 100 tau. Density, potential
+    energy, pressure and temperature within 3 combined standard errors."""
     lmp = _lammps_blocks()
-    assert len(lmp) == 10
-    ref, dref = float(lmp.mean()), float(lmp.std(ddof=1) / np.sqrt(len(lmp)))
-    rho, drho = _npt_density((6, 6, 6), steps=40_000, equilibrate=4_000)
-    err = np.hypot(drho, dref)
-    print(f"\nNPT T=1 p=1 rc=3+tail: simsplit density {rho:.5f} +- {drho:.5f}, "
-          f"LAMMPS fix npt {ref:.5f} +- {dref:.5f}: difference {rho - ref:+.5f} "
-          f"({abs(rho - ref) / err:.2f} sigma)")
-    assert abs(rho - ref) < 3.0 * err
+    ours = _npt_means((6, 6, 6), steps=40_000, equilibrate=4_000)
+    print()
+    for key, blocks in lmp.items():
+        assert len(blocks) == 10
+        ref, dref = float(blocks.mean()), float(blocks.std(ddof=1) / np.sqrt(len(blocks)))
+        mine, dmine = ours[key]
+        err = np.hypot(dmine, dref)
+        print(f"NPT T=1 p=1 rc=3+tail, {key:>7}: simsplit {mine:.5f} +- {dmine:.5f}, "
+              f"LAMMPS fix npt {ref:.5f} +- {dref:.5f}: difference {mine - ref:+.5f} "
+              f"({abs(mine - ref) / err:.2f} sigma)")
+        assert abs(mine - ref) < 3.0 * err, key
 
 
 @pytest.mark.slow
@@ -200,7 +209,7 @@ def test_round_trip_npt_density_gives_back_the_pressure() -> None:
     """NPT at (T = 1, p = 1) gives a mean density; NVT (Nose-Hoover) at that density gives a
     mean pressure that must be 1 within the errors of both runs (the density error carried
     through the compressibility dp/drho measured from two NVT densities)."""
-    rho, drho = _npt_density((5, 5, 5), steps=30_000, equilibrate=4_000)
+    rho, drho = _npt_means((5, 5, 5), steps=30_000, equilibrate=4_000)["density"]
 
     def nvt_pressure(density: float) -> tuple[float, float]:
         case = lj_case(cells=(5, 5, 5), density=density, temperature=1.0,

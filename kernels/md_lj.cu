@@ -107,6 +107,23 @@ md_final_integrate(T* __restrict__ v, const T* __restrict__ f, int n, double dtf
     }
 }
 
+// A half kick with per-type masses: v += table[typ[i]] f, table = dt / 2m per atom type (the
+// drift's own kick is then given 0, see simsplit/md/masses.py).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_kick_typed(T* __restrict__ v, const T* __restrict__ f, const int* __restrict__ typ, int n,
+              const double* __restrict__ table)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double dtf = table[typ[i]];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const long long a = 3LL * i + d;
+        v[a] = T(double(v[a]) + dtf * double(f[a]));
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restrict__ ids, int n,
@@ -466,6 +483,67 @@ md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_o
         const double* p = table + 5LL * (row + __ldg(typ + j));
         const PairTerms t = lj_pair(xi, yi, zi, x, j, bx, by, bz, __ldg(p), __ldg(p + 1),
                                     __ldg(p + 2), __ldg(p + 3), __ldg(p + 4));
+        fx += t.fx;
+        fy += t.fy;
+        fz += t.fz;
+        e += t.e;
+        w += t.w;
+    }
+    f[3LL * i] = T(fx);
+    f[3LL * i + 1] = T(fy);
+    f[3LL * i + 2] = T(fz);
+    pe[i] = 0.5 * e;
+    vir[i] = 0.5 * w;
+}
+
+// md_lj_forces_typed with the force shifted to zero at each pair's cutoff (LAMMPS
+// lj/smooth/linear): f(r) - f(rc) and e(r) - e(rc) + (r - rc) f(rc), the CPU's
+// _lj_pair_fshift expression for expression; `table` rows hold 7 doubles: rc^2, 4 eps,
+// 24 eps, sigma^2, e(rc), f(rc), rc.
+template <typename T>
+__device__ __forceinline__ PairTerms lj_pair_fshift(double xi, double yi, double zi,
+                                                    const T* __restrict__ x, long long j,
+                                                    double bx, double by, double bz,
+                                                    const double* __restrict__ p)
+{
+    const double dx = md::min_image(xi - double(__ldg(x + 3 * j)), bx);
+    const double dy = md::min_image(yi - double(__ldg(x + 3 * j + 1)), by);
+    const double dz = md::min_image(zi - double(__ldg(x + 3 * j + 2)), bz);
+    const double rsq = dx * dx + dy * dy + dz * dz;
+    const bool inside = rsq < __ldg(p);
+    const double r2inv = 1.0 / rsq;
+    const double sr2 = __ldg(p + 3) * r2inv;
+    const double sr6 = sr2 * sr2 * sr2;
+    const double r = sqrt(rsq);
+    const double fshift = __ldg(p + 5);
+    const double fpair =
+        inside ? __ldg(p + 2) * sr6 * (2.0 * sr6 - 1.0) * r2inv - fshift / r : 0.0;
+    const double e =
+        inside ? __ldg(p + 1) * sr6 * (sr6 - 1.0) - __ldg(p + 4) + (r - __ldg(p + 6)) * fshift
+               : 0.0;
+    return {dx * fpair, dy * fpair, dz * fpair, e, rsq * fpair};
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_lj_forces_fshift(const T* __restrict__ x, const int* __restrict__ typ, int n_own,
+                    const int* __restrict__ nl, int pitch, const int* __restrict__ cnt,
+                    double bx, double by, double bz, const double* __restrict__ table,
+                    int ntypes, T* __restrict__ f, double* __restrict__ pe,
+                    double* __restrict__ vir, const int* __restrict__ flags, int tick)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_own || halted(flags, tick, true)) return;
+    const double xi = double(x[3LL * i]);
+    const double yi = double(x[3LL * i + 1]);
+    const double zi = double(x[3LL * i + 2]);
+    const int row = typ[i] * ntypes;
+    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
+    const int m = cnt[i];
+    for (int k = 0; k < m; ++k) {
+        const int j = __ldg(nl + (long long)k * pitch + i);
+        const PairTerms t = lj_pair_fshift(xi, yi, zi, x, j, bx, by, bz,
+                                           table + 7LL * (row + __ldg(typ + j)));
         fx += t.fx;
         fy += t.fy;
         fz += t.fz;

@@ -76,6 +76,19 @@ md_kinetic(const T* __restrict__ v, int n, double mass, double* __restrict__ mv2
     mv2[i] = mass * (a * a + b * b + c * c);
 }
 
+// md_kinetic with a mass per atom type (masses[typ[i]]): the same product as the host's
+// mass * |v|^2 per atom, so runs with several masses keep exact device sums.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_kinetic_typed(const T* __restrict__ v, const int* __restrict__ typ, int n,
+                 const double* __restrict__ masses, double* __restrict__ mv2)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double a = double(v[3LL * i]), b = double(v[3LL * i + 1]), c = double(v[3LL * i + 2]);
+    mv2[i] = masses[typ[i]] * (a * a + b * b + c * c);
+}
+
 // flag[0] = 1 if a position or velocity of the first n rows is not finite (a - a is 0 for
 // every finite a, NaN otherwise): the health check of a run reads one integer, not the atoms.
 template <typename T>

@@ -144,15 +144,16 @@ def _two_type_copy(tmp_path: Path, mass2: float, coeffs: str = "") -> Path:
 
 
 @pytest.mark.parametrize(("mass2", "coeffs", "message"), [
-    (0.5, "", "several atom types with different masses (type 1: 1, type 2: 0.5) are not "
-              "supported yet"),
+    (0.5, "", "md.ensemble: langevin needs one mass for every atom (the atom types differ in "
+              "mass)"),
 ])
 def test_types_that_differ_are_refused_with_exit_2(tmp_path: Path, run_cli, mass2: float,
                                                    coeffs: str, message: str) -> None:
+    """Masses per type run (tests/test_md_masses.py), but not under Langevin."""
     path = _two_type_copy(tmp_path, mass2, coeffs)
     (tmp_path / "case.yaml").write_text(
-        f"physics: md\nmd:\n  init_file: {path}\nrun: {{steps: 5, backend: cpu}}\n"
-        f"output: {{dir: out}}\n")
+        f"physics: md\nmd:\n  init_file: {path}\n  ensemble: langevin\n"
+        f"run: {{steps: 5, backend: cpu}}\noutput: {{dir: out}}\n")
     res = run_cli("run", "case.yaml")
     assert res.returncode == 2, res.stderr
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr

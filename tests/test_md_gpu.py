@@ -179,3 +179,31 @@ def test_kob_andersen_types_bitwise_cpu_and_split(backend) -> None:
         assert s.typed
         s.step(400)
         _same(s, cpu)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("md", [
+    {"potential": {"cutoff": 2.5, "shift": "force"}},
+    {"ensemble": "npt", "temperature": 1.0, "barostat": {"pressure": 6.0, "damping": 0.5}},
+    {"ensemble": "nose-hoover", "temperature": 1.0, "masses": [1.0, 0.5]},
+], ids=["force-shift", "npt", "masses"])
+def test_force_shift_and_npt_bitwise_cpu_and_split(backend, md) -> None:
+    """The force-shift kernel; NPT (box and positions scaled every step, exact virial sums,
+    slab edges and cell grid following the box); per-type masses (kicks per type, kinetic
+    sums per atom): on 1 and 3 slabs equal to the CPU."""
+    from simsplit.md import MDSolver
+    from simsplit.md.reference import lj_case
+
+    def case(n: int) -> dict:
+        c = lj_case(cells=(6, 6, 9), density=0.8, subdomains=n, **md)
+        if "masses" in md:
+            c["md"]["lattice"]["fractions"] = [0.8, 0.2]
+        c["run"]["backend"] = backend
+        return c
+
+    cpu = MDSolver(case(1))
+    cpu.step(300)
+    for n in (1, 3):
+        s = MDSolver(case(n), backend)
+        s.step(300)
+        _same(s, cpu)

@@ -174,8 +174,12 @@ def test_gsd_input_without_velocities_and_with_unequal_masses(tmp_path: Path) ->
     f.particles.mass = np.where(np.arange(s.n_atoms) % 2, 2.0, 1.0)
     with gsd_hoomd.open(path, "w") as t:
         t.append(f)
-    with pytest.raises(CaseError, match=r"different masses \(type A: 1, type B: 2\) are not "
-                                        "supported yet"):
+    assert MDSolver(case).type_mass.tolist() == [1.0, 2.0]  # a mass per type runs
+    f.particles.mass = np.where(np.arange(s.n_atoms) % 4 == 1, 2.0, 1.0)  # two within B
+    with gsd_hoomd.open(path, "w") as t:
+        t.append(f)
+    with pytest.raises(CaseError, match="atoms of one type with different masses are not "
+                                        "supported"):
         validate_case(case)
 
 

@@ -129,7 +129,8 @@ def test_one_type_positions_velocities_and_forces_match_lammps_atom_by_atom() ->
         assert max(errs.values()) < tol, errs
 
 
-def test_two_type_reference_is_kept_and_refused_until_pair_tables() -> None:
+def test_two_type_reference_is_kept() -> None:
+    """The two-mass Kob-Andersen reference; simsplit's runs of it: tests/test_md_masses.py."""
     ref = lammps_thermo(DATA / "log.nve_binary")
     assert [r["step"] for r in ref] == [0, 50, 100, 150, 200]
     assert ref[0]["pe"] == pytest.approx(-6.06224633837199, rel=1e-15)
@@ -138,7 +139,3 @@ def test_two_type_reference_is_kept_and_refused_until_pair_tables() -> None:
     assert sorted(forces) == [0, 200] and forces[0]["fx"].size == 500
     tail = lammps_thermo(DATA / "log.nve_binary_tail")  # same dynamics, tail-corrected energy
     assert [r["temp"] for r in tail] == [r["temp"] for r in ref]
-    case = {"physics": "md", "md": {"init_file": str(DATA / "data.binary")},
-            "run": {"backend": "cpu", "steps": 1}, "output": {"dir": None}}
-    with pytest.raises(ValueError, match="different masses .* are not supported yet"):
-        MDSolver(case)

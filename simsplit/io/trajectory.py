@@ -34,8 +34,9 @@ class Trajectory:
     type_names: list[str]
     has_images: bool
     _reader: Any = field(repr=False, default=None)
-    #: the one atom mass the file records (simsplit's H5MD: /parameters mass), or None
-    mass: float | None = None
+    #: the atom mass the file records (simsplit's H5MD: /parameters mass): one number, one
+    #: per type (a run with masses per type), or None
+    mass: float | np.ndarray | None = None
 
     @property
     def n_frames(self) -> int:
@@ -150,7 +151,14 @@ def _open_h5md(p: Path) -> Trajectory:
         raise
     mass = h5["parameters"].attrs.get("mass") if "parameters" in h5 else None
     return Trajectory(p, steps, times, boxes, typeid, names, "image" in g,
-                      _H5MDReader(p, g, h5), None if mass is None else float(mass))
+                      _H5MDReader(p, g, h5), _mass_attribute(mass))
+
+
+def _mass_attribute(mass: Any) -> float | np.ndarray | None:
+    if mass is None:
+        return None
+    mass = np.asarray(mass, dtype=np.float64)
+    return float(mass) if mass.ndim == 0 else mass
 
 
 def _h5md_boxes(p: Path, g: Any, n_frames: int) -> np.ndarray:

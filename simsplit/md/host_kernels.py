@@ -49,6 +49,7 @@ class HostMDKernels:
         self.final_integrate = k.final_integrate
         self.kinetic_per_atom = k.kinetic_per_atom
         self.scale_rows = k.scale_rows
+        self.kick_typed = k.kick_typed
 
     @staticmethod
     def lj_forces(x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
@@ -59,6 +60,11 @@ class HostMDKernels:
     def lj_forces_typed(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
                         pe, vir, tick: int = 0) -> None:
         cpu_md.lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+
+    @staticmethod
+    def lj_forces_fshift(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
+                         pe, vir, tick: int = 0) -> None:
+        cpu_md.lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
     @staticmethod
     def row_types(gid, n: int, types_by_id, out=None) -> np.ndarray:

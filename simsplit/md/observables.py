@@ -18,7 +18,7 @@ import numpy as np
 
 from simsplit.md.lattice import wrap_into_box
 from simsplit.md.thermo import (
-    COLUMNS,
+    columns,
     csv_row,
     format_row,
     header,
@@ -76,6 +76,9 @@ def default_frame_interval(steps: int, frame_bytes: int) -> int:
 class Observables:
     """Gathers, thermo, trajectory frames, statistics and state of an MD solver."""
 
+    #: record keys shown after the standard thermo columns (NPT: volume and density)
+    _thermo_extra: tuple[str, ...] = ()
+
     # --- observation ------------------------------------------------------------------------
     def _gather(self, per_slab: list[np.ndarray], width: int = 0) -> np.ndarray:
         """Global array in atom-id order from per-slab rows (collective under MPI)."""
@@ -102,8 +105,7 @@ class Observables:
                                            self.tail)
         pe = self._gather([s.pe for s in self.slabs])
         vir = self._gather([s.vir for s in self.slabs])
-        mv2 = self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
-                            for s in self.slabs])
+        mv2 = self._mv2_by_id()
         return thermo_record(self.steps_done, pe, vir, mv2, self.volume, self.tail)
 
     def _kinetic_total(self) -> float:
@@ -111,8 +113,7 @@ class Observables:
         sums = self._device_sums()
         if sums is not None:
             return sums[0]
-        return math.fsum(self._gather([s.kernels.kinetic_per_atom(s.v, s.n_own, self.mass)
-                                       for s in self.slabs]))
+        return math.fsum(self._mv2_by_id())
 
     def _device_sums(self) -> tuple[float, float, float] | None:
         """Totals of ``m v^2``, energy and virial summed exactly on the GPUs of this process
@@ -122,7 +123,8 @@ class Observables:
             return None  # the same answer on every rank: one backend for all
         totals: list[int] | None = [0, 0, 0]
         for s in self.slabs:
-            got = s.kernels.thermo_sums(s.v, s.pe, s.vir, s.n_own, self.mass)
+            got = s.kernels.thermo_sums(s.v, s.pe, s.vir, s.n_own, self.mass,
+                                        **self._row_masses(s))
             if got is None:
                 totals = None
                 break
@@ -146,9 +148,9 @@ class Observables:
         self._thermo.append(rec)
         rate = self._interval_rate(rec["step"])
         if self._thermo_log is not None:  # before it opens, records wait in self._thermo
-            self._thermo_log.write(csv_row(rec, rate))
+            self._thermo_log.write(csv_row(rec, rate, self._thermo_extra))
         if self._echo:
-            print(format_row(rec, rate))
+            print(format_row(rec, rate, self._thermo_extra))
             sys.stdout.flush()
 
     def _interval_rate(self, step: int) -> float | None:
@@ -169,9 +171,9 @@ class Observables:
         self._rate_mark = (self.steps_done, time.perf_counter())
         self._echo = echo and self.rank == 0
         if self._echo:
-            print(header())
+            print(header(self._thermo_extra))
             if self._thermo and self._thermo[-1]["step"] == self.steps_done:
-                print(format_row(self._thermo[-1]))
+                print(format_row(self._thermo[-1], extra=self._thermo_extra))
             sys.stdout.flush()
         return self._echo
 
@@ -188,10 +190,11 @@ class Observables:
         if self.rank == 0 and self._thermo_log is None:
             from simsplit.io.csv_log import CSVLog
 
-            self._thermo_log = CSVLog(self.output_dir / THERMO_NAME, COLUMNS,
+            self._thermo_log = CSVLog(self.output_dir / THERMO_NAME,
+                                      columns(self._thermo_extra),
                                       resume_step=self._resume_step)
             for rec in self._thermo:
-                self._thermo_log.write(csv_row(rec))
+                self._thermo_log.write(csv_row(rec, extra=self._thermo_extra))
         if self.output_every > 0 and self.steps_done % self.output_every == 0:
             self._write_frame()
 
@@ -211,7 +214,8 @@ class Observables:
         pot = md["potential"]
         return {"unit_system": "lj", "units": UNITS_NOTE, "epsilon": float(pot["epsilon"]),
                 "sigma": float(pot["sigma"]), "cutoff": float(pot["cutoff"]),
-                "mass": float(md["mass"]), "timestep": float(md["timestep"])}
+                "mass": self.type_mass.copy() if self.multi_mass else float(md["mass"]),
+                "timestep": float(md["timestep"])}
 
     def _write_frame(self) -> None:
         """This step's positions, velocities and images, and its thermo values as H5MD

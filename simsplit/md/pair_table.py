@@ -51,6 +51,20 @@ class PairTable:
                                             4.0 * eps * sr6 * (sr6 - 1.0) if shift else 0.0)
         return out
 
+    def force_shift_table(self) -> np.ndarray:
+        """``(ntypes^2, 7)`` float64 for the force-shifted kernels (LAMMPS
+        ``lj/smooth/linear``): rc^2, 4 eps, 24 eps, sigma^2, e(rc), f(rc) = -e'(rc) and rc of
+        each ordered pair."""
+        out = np.empty((self.ntypes * self.ntypes, 7))
+        for i in range(self.ntypes):
+            for j in range(self.ntypes):
+                eps, sig, rc = self.epsilon[i, j], self.sigma[i, j], self.cutoff[i, j]
+                sr6 = (sig / rc) ** 6
+                out[i * self.ntypes + j] = (rc * rc, 4.0 * eps, 24.0 * eps, sig * sig,
+                                            4.0 * eps * sr6 * (sr6 - 1.0),
+                                            24.0 * eps * sr6 * (2.0 * sr6 - 1.0) / rc, rc)
+        return out
+
     def tail(self, counts: Sequence[int], volume: float) -> tuple[float, float]:
         """Long-range energy and virial of a truncated LJ mixture with ``counts`` atoms per
         type (LAMMPS ``pair_modify tail yes``): per pair type ``8 pi N_i N_j eps sigma^6

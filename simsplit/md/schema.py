@@ -14,6 +14,7 @@ from simsplit.md.systems import (
     check_typed_file,
     file_mass,
     file_pair_coeffs,
+    file_type_masses,
     typed_file_box,
 )
 
@@ -52,9 +53,9 @@ MD_SCHEMA: dict[str, Any] = {
                            "optional 'box' and 'velocities'), a LAMMPS data file (atom_style "
                            "atomic; .data, .lmp or data.*: box, types, Masses, image flags, "
                            "Velocities) or the last frame of a GSD (.gsd) or H5MD (.h5md) "
-                           "trajectory. Several atom "
-                           "types run only if they have equal masses and pair coefficients "
-                           "(for now).",
+                           "trajectory. Atom types may differ in mass (a data file's "
+                           "Masses, md.masses) and pair coefficients; atoms of one type "
+                           "share one mass.",
         },
         "box": {
             "type": ["array", "null"], "items": _POS, "minItems": 3, "maxItems": 3,
@@ -64,6 +65,11 @@ MD_SCHEMA: dict[str, Any] = {
         "mass": {"type": ["number", "null"], "exclusiveMinimum": 0, "default": None,
                  "description": "Mass of every atom (null: the mass a LAMMPS data or GSD "
                                 "md.init_file gives, else 1.0)."},
+        "masses": {"type": ["array", "null"], "items": _POS, "minItems": 1, "default": None,
+                   "description": "Mass of each atom type, in type order (LAMMPS types 1, "
+                                  "2, ... or a file's type labels in order; lattice "
+                                  "fractions' types 1, 2, ...), overriding md.mass and a "
+                                  "data file's Masses (null: those)."},
         "temperature": {"type": "number", "minimum": 0, "default": 1.0,
                         "description": "Initial temperature (k_B = 1, over 3N - 3 degrees of "
                                        "freedom)."},
@@ -85,9 +91,13 @@ MD_SCHEMA: dict[str, Any] = {
                 "cutoff": {**_POS, "default": 2.5,
                            "description": "Cutoff radius (plain truncation, like LAMMPS "
                                           "bench/in.lj)."},
-                "shift": {"type": "boolean", "default": False,
-                          "description": "Shift the energy to zero at the cutoff (LAMMPS "
-                                         "pair_modify shift yes); forces are unchanged."},
+                "shift": {"enum": [False, True, "energy", "force"], "default": False,
+                          "description": "true or energy: shift the energy to zero at the "
+                                         "cutoff (LAMMPS pair_modify shift yes; forces are "
+                                         "unchanged). force: shift the force to zero there "
+                                         "and the energy with it, e(r) - e(rc) + (r - rc) "
+                                         "f(rc) (LAMMPS pair lj/smooth/linear; no tail "
+                                         "correction)."},
                 "mixing": {"enum": ["geometric", "arithmetic"], "default": "geometric",
                            "description": "Coefficients of unlike type pairs not given in "
                                           "md.pair_coeffs: geometric means (LAMMPS' default "
@@ -134,12 +144,15 @@ MD_SCHEMA: dict[str, Any] = {
             },
         },
         "timestep": {**_POS, "default": 0.005, "description": "Time step (LJ time units)."},
-        "ensemble": {"enum": ["nve", "langevin", "bussi", "nose-hoover"], "default": "nve",
+        "ensemble": {"enum": ["nve", "langevin", "bussi", "nose-hoover", "npt"],
+                     "default": "nve",
                      "description": "nve: velocity Verlet. langevin: velocity Verlet plus "
                                     "Langevin drag and noise forces (NVT). bussi: velocity "
                                     "Verlet plus stochastic velocity rescaling (NVT; LAMMPS "
                                     "fix temp/csvr). nose-hoover: a Nose-Hoover chain (NVT; "
-                                    "LAMMPS fix nvt)."},
+                                    "LAMMPS fix nvt). npt: isotropic Martyna-Tobias-Klein "
+                                    "barostat (md.barostat) with the Nose-Hoover chain "
+                                    "(md.nose_hoover) on the atoms (LAMMPS fix npt iso)."},
         "langevin": {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Langevin thermostat (used when md.ensemble is langevin).",
@@ -167,7 +180,7 @@ MD_SCHEMA: dict[str, Any] = {
         },
         "nose_hoover": {
             "type": "object", "additionalProperties": False, "default": {},
-            "description": "Nose-Hoover chain (used when md.ensemble is nose-hoover).",
+            "description": "Nose-Hoover chain (used when md.ensemble is nose-hoover or npt).",
             "properties": {
                 "temperature": {"type": ["number", "null"], "minimum": 0, "default": None,
                                 "description": "Target temperature (null: md.temperature)."},
@@ -176,6 +189,23 @@ MD_SCHEMA: dict[str, Any] = {
                                            "Tdamp; about 100 time steps is usual)."},
                 "chain": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3,
                           "description": "Thermostats in the chain (LAMMPS tchain)."},
+            },
+        },
+        "barostat": {
+            "type": "object", "additionalProperties": False, "default": {},
+            "description": "Isotropic Martyna-Tobias-Klein barostat (used when md.ensemble is "
+                           "npt; LAMMPS fix npt ... iso P P damping pchain n). The box and "
+                           "every position scale by one factor each step; slab edges, cells "
+                           "and the tail correction follow the box at each list rebuild.",
+            "properties": {
+                "pressure": {"type": ["number", "null"], "default": None,
+                             "description": "Target pressure (LJ units; required for npt)."},
+                "damping": {**_POS, "default": 5.0,
+                            "description": "Period of the box's oscillation (LAMMPS Pdamp; "
+                                           "about 1000 time steps is usual)."},
+                "chain": {"type": "integer", "minimum": 0, "maximum": 10, "default": 3,
+                          "description": "Thermostats on the barostat (LAMMPS pchain; 0: "
+                                         "none)."},
             },
         },
         "steps": {"type": ["integer", "null"], "minimum": 0, "default": None,
@@ -234,6 +264,12 @@ def check_md_case(case: dict[str, Any]) -> None:
     if pot.get("sigma", 1.0) > pot.get("cutoff", 2.5):
         raise ValueError(f"md.potential.cutoff: {pot.get('cutoff')!r} is below sigma")
     cutoff = _pair_cutoff(md, has_file)
+    _check_masses(md, has_file)
+    if pot.get("shift") == "force" and pot.get("tail"):
+        raise ValueError("md.potential.tail: no tail correction for shift: force (the "
+                         "force-shifted potential is not LJ beyond any distance)")
+    if md.get("ensemble") == "npt" and (md.get("barostat") or {}).get("pressure") is None:
+        raise ValueError("md.barostat.pressure: md.ensemble npt needs a target pressure")
     if has_file:
         check_typed_file(md)
         _, box, _ = read_positions(md["init_file"])  # a bad file: one line now, not a traceback
@@ -256,10 +292,32 @@ def _pair_cutoff(md: dict[str, Any], has_file: bool) -> float:
     for pair coefficients the types cannot take (an unknown type, a cutoff below sigma)."""
     pot = {"epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5, **md.get("potential", {})}
     full = {**md, "potential": pot}
-    names = atom_types(full, 1)[1] if has_file or (md.get("lattice") or {}).get("fractions") \
-        else ["1"]
+    names = _type_names(full, has_file)
     return build_pair_table(full, names, file_pair_coeffs(full) if has_file else None
                             ).max_cutoff
+
+
+def _check_masses(md: dict[str, Any], has_file: bool) -> None:
+    """md.masses: one per atom type; Langevin needs one mass for all atoms (its drag and
+    noise are per mass)."""
+    names = _type_names(md, has_file)
+    masses = md.get("masses")
+    if masses is not None and len(masses) != len(names):
+        raise ValueError(f"md.masses: {len(masses)} masses for {len(names)} atom type(s) "
+                         f"({', '.join(names)})")
+    if md.get("ensemble") != "langevin":
+        return
+    several = (masses is not None and len(set(masses)) > 1) or (
+        masses is None and has_file and file_type_masses(md) is not None)
+    if several:
+        raise ValueError("md.ensemble: langevin needs one mass for every atom (the atom types "
+                         "differ in mass); use nose-hoover or bussi")
+
+
+def _type_names(md: dict[str, Any], has_file: bool) -> list[str]:
+    if has_file or (md.get("lattice") or {}).get("fractions"):
+        return atom_types(md, 1)[1]
+    return ["1"]
 
 
 def _check_file_box(case: dict[str, Any], box: np.ndarray) -> None:

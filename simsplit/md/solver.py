@@ -39,9 +39,11 @@ import numpy as np
 
 from simsplit.md import slabs as sl
 from simsplit.md.arena import SlabArena
+from simsplit.md.box_scaling import BoxScaling, cell_grid
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
 from simsplit.md.lattice import fcc_lattice, read_positions, wrap_into_box
+from simsplit.md.masses import TypeMasses
 from simsplit.md.observables import Observables
 from simsplit.md.pair_table import build_pair_table
 from simsplit.md.rank_slab import RankSlab
@@ -51,17 +53,13 @@ from simsplit.md.systems import atom_types, file_pair_coeffs
 from simsplit.md.thermostats import make_thermostat
 from simsplit.md.velocities import maxwell_boltzmann
 
-#: neighbour-search cells per cutoff + skin
-CELL_DIVISIONS = 2
-
-
 #: Most steps one slab on a GPU queues before it reads the displacement flags (see
 #: :meth:`MDSolver._step_batch`): enough to hide the host's launch and wait time between
 #: rebuilds, which at 64,000 atoms on an H200 is most of a step.
 MAX_BATCH = 64
 
 
-class MDSolver(NeighbourRebuilds, Observables):
+class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
     """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
 
     #: what a progress display calls the throughput (work items per step: atoms)
@@ -96,11 +94,15 @@ class MDSolver(NeighbourRebuilds, Observables):
         #: type (0-based) of each atom in id order, and the coefficients of each type pair
         self.atom_type, names = atom_types(md, self.n_atoms)
         self.pairs = build_pair_table(md, names, file_pair_coeffs(md))
-        self._pair_rows = self.pairs.kernel_table(bool(pot["shift"]) or pot["style"] == "wca")
+        #: forces shifted to zero at the cutoff (``md.potential.shift: force``): the
+        #: force-shift kernel, which reads every pair from the table, one type or several
+        self.force_shift = pot["shift"] == "force"
+        self._pair_rows = (self.pairs.force_shift_table() if self.force_shift else
+                           self.pairs.kernel_table(bool(pot["shift"]) or pot["style"] == "wca"))
         #: several types whose pairs differ: the typed force kernel (else the one-pair one)
-        self.typed = bool(np.any(self._pair_rows != self._pair_rows[0]))
+        self.typed = self.force_shift or bool(np.any(self._pair_rows != self._pair_rows[0]))
         self.cutoff = self.pairs.max_cutoff
-        _, self._eps4, self._eps24, self._sigsq, self._eshift = self._pair_rows[0]
+        _, self._eps4, self._eps24, self._sigsq, self._eshift = self._pair_rows[0][:5]
         #: long-range energy and virial added to thermo (``md.potential.tail``)
         counts = np.bincount(self.atom_type, minlength=self.pairs.ntypes)
         self.tail = self.pairs.tail(counts, self.volume) if pot["tail"] else (0.0, 0.0)
@@ -112,11 +114,8 @@ class MDSolver(NeighbourRebuilds, Observables):
                                     self.reach)
         # cells of at least reach / CELL_DIVISIONS, searched CELL_DIVISIONS cells each way:
         # half-size cells scan ~half the candidates of reach-size ones
-        self.ncell = np.maximum((self.box * CELL_DIVISIONS // self.reach).astype(np.int64), 1)
-        # an axis with too few cells for the stencil is scanned whole, each cell once
-        span = 2 * CELL_DIVISIONS + 1
-        self._offsets = [np.arange(-CELL_DIVISIONS, CELL_DIVISIONS + 1, dtype=np.int64)
-                         if n >= span else np.arange(n, dtype=np.int64) for n in self.ncell]
+        # (an axis with too few cells for the stencil is scanned whole, each cell once)
+        self.ncell, self._offsets = cell_grid(self.box, self.reach)
         self.exchange: InProcessExchange | MPIExchange
         if self._comm is None:
             self.exchange = InProcessExchange(self.layout.parts)
@@ -148,6 +147,7 @@ class MDSolver(NeighbourRebuilds, Observables):
         self.mass = float(md["mass"])
         self.dt = float(md["timestep"])
         self._dtf = 0.5 * self.dt / self.mass
+        self._init_masses(md)
         self.ensemble = md["ensemble"]
         lang = md["langevin"]
         self.target_temperature = float(
@@ -158,7 +158,8 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
         self.thermo_every = int(md["thermo_every"])
         #: Bussi or Nose-Hoover: rescales every velocity around each step (None otherwise)
-        self.thermostat = make_thermostat(md, self.n_atoms)
+        self.thermostat = make_thermostat(md, self.n_atoms, self.volume)
+        self._init_box_scaling()
 
         self.steps_done = 0
         #: step of the last list build and steps between the last two (batch sizes only)
@@ -184,7 +185,9 @@ class MDSolver(NeighbourRebuilds, Observables):
         self._last_frame = -1
 
         if vel is None:
-            vel = maxwell_boltzmann(self.n_atoms, self.mass, float(md["temperature"]),
+            vel = maxwell_boltzmann(self.n_atoms,
+                                    self.atom_mass if self.multi_mass else self.mass,
+                                    float(md["temperature"]),
                                     int(md["seed"]))
         x, img = wrap_into_box(pos, self.box)
         self._distribute(x, vel, img)
@@ -222,6 +225,8 @@ class MDSolver(NeighbourRebuilds, Observables):
         k = self.kernels
         if self.layout.parts == 1 or not k.is_device or self.ghost_transfer != "auto":
             return None
+        if self.case["md"]["ensemble"] == "npt":  # the box changes: the host path follows it
+            return None
         if self._comm is None and len(self.kernel_sets) == 1 and getattr(k, "arenas", False):
             return SlabArena(self.layout, k, self.ncell, self._offsets)
         if self._comm is not None and getattr(k, "rank_slabs", False):
@@ -252,16 +257,18 @@ class MDSolver(NeighbourRebuilds, Observables):
 
     def _pair_forces(self, s: sl.SlabState, tick: int = 0,
                      rows: tuple[int, int] | None = None) -> None:
-        """Pair forces of slab ``s``'s owned rows (``rows``: only rows [r0, r1), device
-        kernel sets)."""
+        """Pair forces of slab ``s``'s owned rows (``rows``: only rows [r0, r1); a first row
+        above 0 needs a device kernel set and no force shift)."""
         r0, r1 = (0, s.n_own) if rows is None else rows
         if r1 <= r0:
             return
-        span = {} if rows is None else {"row0": r0}
+        span = {"row0": r0} if r0 else {}
         if self.typed:
             table = self._on_kernels(s.kernels, "pair_rows", self._pair_rows)
-            s.kernels.lj_forces_typed(s.x, s.typ, r1, s.nl, s.cnt, self.box, table,
-                                      self.pairs.ntypes, s.f, s.pe, s.vir, tick, **span)
+            typed = (s.kernels.lj_forces_fshift if self.force_shift
+                     else s.kernels.lj_forces_typed)
+            typed(s.x, s.typ, r1, s.nl, s.cnt, self.box, table, self.pairs.ntypes, s.f, s.pe,
+                  s.vir, tick, **span)
             return
         s.kernels.lj_forces(s.x, r1, s.nl, s.cnt, self.box, self.cutoff * self.cutoff,
                             self._eps4, self._eps24, self._sigsq, self._eshift, s.f, s.pe,
@@ -303,9 +310,10 @@ class MDSolver(NeighbourRebuilds, Observables):
         if self._outputs_pending:
             self._outputs_pending = False
             self._open_outputs()
-        # a rescaling thermostat needs every step's kinetic energy on the host
+        # a rescaling thermostat needs every step's kinetic energy on the host; the batch
+        # launches kick with one mass
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
-                   and self.skin > 0 and self.thermostat is None)
+                   and self.skin > 0 and self.thermostat is None and not self.multi_mass)
         end = self.steps_done + int(n)
         by_rank = isinstance(self.arena, RankSlab)
         try:
@@ -322,6 +330,8 @@ class MDSolver(NeighbourRebuilds, Observables):
     def _limits2(self) -> tuple[float, float]:
         """Squared displacements that ask for a rebuild (skin / 2) and that mean an atom
         jumped a whole skin in one step (a time step too large)."""
+        if self.barostat is not None:  # the box moved since the build: tighter limits
+            return self._npt_limits2()
         return (0.5 * self.skin) ** 2, (JUMP_SKINS * self.skin) ** 2
 
     @staticmethod
@@ -330,18 +340,27 @@ class MDSolver(NeighbourRebuilds, Observables):
         ghost_of = getattr(s, "ghost_of", None)
         return {} if ghost_of is None else {"ghost_of": ghost_of}
 
+    def _advance(self, step: int) -> None:
+        """The first half of ``step`` on every slab: thermostat (and barostat) half steps,
+        the deferred and the new half kick, the drift and the displacement check."""
+        if self.thermostat is not None:
+            self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
+        limit2, jump2 = self._limits2()  # after a barostat scaled the box
+        kick, self._kick_pending = self._kick_pending, False
+        dtf = self._dtf
+        if self.multi_mass:  # kicks per type first, then the drift with a kick of 0
+            self._typed_kicks(2 if kick else 1)
+            kick, dtf = False, 0.0
+        for s in self.slabs:
+            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, dtf, self._drift_dt,
+                              self.box, s.x0, limit2, jump2, **self._ghost_copies(s))
+
     def _step_one(self) -> None:
         """One step, the displacement check read before anything of the next is queued."""
         step = self.steps_done + 1
-        limit2, jump2 = self._limits2()
         on_device = self.kernels.is_device
         t0 = time.perf_counter()
-        if self.thermostat is not None:
-            self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
-        kick, self._kick_pending = self._kick_pending, False
-        for s in self.slabs:
-            s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt,
-                              self.box, s.x0, limit2, jump2, **self._ghost_copies(s))
+        self._advance(step)
         t1 = time.perf_counter()
         rebuild = self._needs_rebuild()
         t_check = time.perf_counter() if on_device else t1  # a GPU check waits for the step
@@ -370,15 +389,11 @@ class MDSolver(NeighbourRebuilds, Observables):
         rs, s = self.arena, self.slabs[0]
         assert isinstance(rs, RankSlab)
         step = self.steps_done + 1
-        limit2, jump2 = self._limits2()
         t0 = time.perf_counter()
-        if self.thermostat is not None:
-            self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
-        kick, self._kick_pending = self._kick_pending, False
-        s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box,
-                          s.x0, limit2, jump2)
+        self._advance(step)
         rs.start_step()
-        r0, r1 = rs.interior
+        # the force-shifted kernel has no first-row argument: all its rows after the ghosts
+        r0, r1 = (0, 0) if self.force_shift else rs.interior
         self._pair_forces(s, rows=(r0, r1))
         t1 = time.perf_counter()
         moved, jumped = rs.trade_step(self._any_rank)
@@ -489,6 +504,9 @@ class MDSolver(NeighbourRebuilds, Observables):
         """Apply a deferred second half kick (velocities become those of ``steps_done``)."""
         if self._kick_pending:
             self._kick_pending = False
+            if self.multi_mass:
+                self._typed_kicks(1)
+                return
             for s in self.slabs:
                 s.kernels.final_integrate(s.v, s.f, s.n_own, self._dtf)
 

@@ -1,11 +1,10 @@
 """Atom types of an MD case: the system in ``md.init_file`` when it is a LAMMPS data file or the
 last frame of a GSD or H5MD trajectory (read once and cached), its type ids and names for the
-trajectory files, the mass it implies, and the check that refuses what the force kernels cannot
-run yet.
+trajectory files, the masses it implies, and the check that refuses what the kernels cannot
+run (masses that differ within one type).
 
-Pair coefficients per type pair come from :mod:`simsplit.md.pair_table`. Every atom has the one
-mass ``md.mass`` until per-type masses reach the integrator: a file whose types differ in mass
-is refused.
+Pair coefficients per type pair come from :mod:`simsplit.md.pair_table`, masses per type from
+:mod:`simsplit.md.masses`.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ import numpy as np
 from simsplit.io.atoms import AtomSystem
 from simsplit.io.lammps_data import is_lammps_data, read_lammps_data
 
-#: what the refusal of a multi-type file says is missing
-NOT_YET = ("several atom types with different {what} are not supported yet (per-type masses "
-           "are a later step); types with equal masses run, with any pair coefficients")
+#: what the refusal of per-atom masses says
+NOT_YET = ("atoms of one type with different masses are not supported (masses are per type: "
+           "give each mass its own type)")
 
 
 def typed_file(path: str | Path | None) -> str | None:
@@ -78,7 +77,8 @@ def _last_h5md_frame(path: str) -> AtomSystem:
                           origin=np.zeros(3), typeid=traj.typeid.astype(np.int32),
                           type_names=list(traj.type_names), ids=np.arange(traj.n_atoms),
                           images=traj.images(k), velocities=traj.velocities(k),
-                          masses=None if traj.mass is None else np.full(ntypes, traj.mass),
+                          masses=None if traj.mass is None else np.broadcast_to(
+                              np.asarray(traj.mass, np.float64), (ntypes,)).copy(),
                           source=f"{path} frame {k} (step {int(traj.steps[k])})")
 
 
@@ -125,13 +125,29 @@ def file_pair_coeffs(md: dict[str, Any]) -> np.ndarray | None:
 
 
 def file_mass(md: dict[str, Any]) -> float | None:
-    """The one mass of a typed ``md.init_file`` (None: it gives none, or it is not typed)."""
+    """The one mass of a typed ``md.init_file`` (None: it gives none, its types differ in
+    mass, or it is not typed)."""
     path = md.get("init_file")
     if typed_file(path) is None:
         return None
     system = read_system(path)
     masses = _used_masses(system)
-    return None if masses is None or masses.size == 0 else float(masses[0])
+    if masses is None or masses.size == 0 or np.unique(masses).size > 1:
+        return None
+    return float(masses[0])
+
+
+def file_type_masses(md: dict[str, Any]) -> np.ndarray | None:
+    """Mass per type of a typed ``md.init_file`` whose atom types differ in mass (None
+    otherwise: one mass, none given, or not typed)."""
+    path = md.get("init_file")
+    if typed_file(path) is None:
+        return None
+    system = read_system(path)
+    masses = _used_masses(system)
+    if masses is None or np.unique(masses).size < 2 or system.masses is None:
+        return None
+    return np.asarray(system.masses, dtype=np.float64)
 
 
 def _used_masses(system: AtomSystem) -> np.ndarray | None:
@@ -153,14 +169,11 @@ def check_typed_file(md: dict[str, Any]) -> None:
     if s.n_atoms == 0:
         raise ValueError(f"md.init_file: {path} holds no atoms")
     masses = _used_masses(s)
-    if masses is not None and np.unique(masses).size > 1:
-        if s.atom_masses is not None and s.masses is None:
-            what = "masses within one type (per-atom masses)"
-        else:
-            what = "masses (" + ", ".join(
-                f"type {s.type_names[t]}: {s.masses[t]:g}" for t in np.unique(s.typeid)) + ")"
-        raise ValueError(f"md.init_file: {path}: " + NOT_YET.format(what=what))
-    if masses is not None and md.get("mass") is not None and float(md["mass"]) != masses[0]:
+    several = masses is not None and np.unique(masses).size > 1
+    if several and s.masses is None:
+        raise ValueError(f"md.init_file: {path}: " + NOT_YET)
+    if masses is not None and not several and md.get("mass") is not None \
+            and float(md["mass"]) != masses[0]:
         raise ValueError(f"md.mass: {md['mass']!r} differs from the mass {masses[0]:g} in "
                          f"{path}; leave md.mass out (null) to take the file's")
 

@@ -24,6 +24,8 @@ THERMO_KEYS = ("step", "temp", "pe", "ke", "etotal", "press")
 COLUMNS = ("Step", "Temp", "PotEng", "TotEng", "Press", "atom-steps/s")
 #: the record keys shown in the columns after Step
 _SHOWN = ("temp", "pe", "etotal", "press")
+#: columns some runs add before the throughput (NPT: the box), by record key
+EXTRA_COLUMNS = {"vol": "Volume", "density": "Density"}
 _WIDTH = 14
 
 
@@ -57,19 +59,28 @@ def thermo_record_from_sums(step: int, n: int, two_ke: float, pe: float, w: floa
     }
 
 
-def header() -> str:
+def columns(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The table's columns with the :data:`EXTRA_COLUMNS` of record keys ``extra``."""
+    return (*COLUMNS[:-1], *(EXTRA_COLUMNS[k] for k in extra), COLUMNS[-1])
+
+
+def header(extra: tuple[str, ...] = ()) -> str:
     """The console table's header line."""
-    return f"{COLUMNS[0]:>10}" + "".join(f" {name:>{_WIDTH}}" for name in COLUMNS[1:])
+    names = columns(extra)
+    return f"{names[0]:>10}" + "".join(f" {name:>{_WIDTH}}" for name in names[1:])
 
 
-def format_row(rec: dict[str, Any], rate: float | None = None) -> str:
+def format_row(rec: dict[str, Any], rate: float | None = None,
+               extra: tuple[str, ...] = ()) -> str:
     """One console row; ``rate``: atom-steps per second since the previous row (None: blank,
     as for the first row of a run)."""
-    row = f"{rec['step']:>10d}" + "".join(f" {rec[key]:>{_WIDTH}.8g}" for key in _SHOWN)
+    row = f"{rec['step']:>10d}" + "".join(f" {rec[key]:>{_WIDTH}.8g}"
+                                          for key in (*_SHOWN, *extra))
     return row if rate is None else f"{row} {rate:>{_WIDTH}.4g}"
 
 
-def csv_row(rec: dict[str, Any], rate: float | None = None) -> list[str]:
+def csv_row(rec: dict[str, Any], rate: float | None = None,
+            extra: tuple[str, ...] = ()) -> list[str]:
     """One thermo.csv row: every digit of the values; the rate empty when there is none."""
-    values = [repr(float(rec[key])) for key in _SHOWN]
+    values = [repr(float(rec[key])) for key in (*_SHOWN, *extra)]
     return [str(rec["step"]), *values, "" if rate is None else f"{rate:.6g}"]

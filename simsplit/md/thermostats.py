@@ -16,6 +16,7 @@ import numpy as np
 
 from simsplit.md.bussi import rescale_factor
 from simsplit.md.nose_hoover import NoseHooverChain
+from simsplit.md.npt import NoseHooverNPT, make_npt
 from simsplit.md.velocities import degrees_of_freedom
 
 Kinetic = Callable[[], float]
@@ -85,8 +86,11 @@ class NoseHoover:
         self.two_ke = None if np.isnan(state[-1]) else float(state[-1])
 
 
-def make_thermostat(md: dict[str, Any], n_atoms: int) -> Bussi | NoseHoover | None:
-    """The rescaling thermostat ``md.ensemble`` asks for (None for nve and langevin)."""
+def make_thermostat(md: dict[str, Any], n_atoms: int, volume: float = 0.0
+                    ) -> Bussi | NoseHoover | NoseHooverNPT | None:
+    """The rescaling thermostat ``md.ensemble`` asks for (None for nve and langevin); for npt
+    the barostat with its thermostat (``volume``: the initial volume, the zero of its PV
+    term)."""
     dt = float(md["timestep"])
     if md["ensemble"] == "bussi":
         sec = md["bussi"]
@@ -96,6 +100,8 @@ def make_thermostat(md: dict[str, Any], n_atoms: int) -> Bussi | NoseHoover | No
         sec = md["nose_hoover"]
         return NoseHoover(n_atoms, _target(md, sec), float(sec["damping"]), int(sec["chain"]),
                           dt)
+    if md["ensemble"] == "npt":
+        return make_npt(md, n_atoms, volume)
     return None
 
 

@@ -64,7 +64,8 @@ def _attach_gsd(sim: RunningSimulation, directory: Path, typeid: Any, names: lis
             from simsplit.io.gsd_trajectory import GSDWriter
 
             state["writer"] = GSDWriter(directory / GSD_NAME, solver.box, typeid, names,
-                                        mass=solver.mass, resume_step=state["resume"])
+                                        mass=solver.atom_mass, resume_step=state["resume"])
+        state["writer"].box = solver.box  # an NPT run's box changes every step
         state["writer"].write_frame(s.steps_done, s.steps_done * solver.dt, x, v, img)
         state["writer"].flush()  # a run killed later keeps every frame written so far
 

@@ -132,6 +132,28 @@ def final_integrate(v, f, n, dtf) -> None:
 
 
 @njit(cache=True)
+def _kick_block(lo, hi, v, f, typ, table):
+    for i in range(lo, hi):
+        dtf = table[typ[i]]
+        for d in range(3):
+            v[i, d] = v[i, d] + dtf * f[i, d]
+
+
+@njit(parallel=True, cache=True)
+def _kick_parallel(v, f, typ, n, table):
+    for b in prange((n + _ROWS - 1) // _ROWS):
+        _kick_block(b * _ROWS, min((b + 1) * _ROWS, n), v, f, typ, table)
+
+
+def kick_typed(v, f, typ, n, table) -> None:
+    """Half kick with per-type masses: ``v += table[typ] f`` (``table``: dt / 2m per type)."""
+    if n >= PARALLEL_MIN_ATOMS:
+        _kick_parallel(v, f, typ, n, table)
+    else:
+        _kick_block(0, n, v, f, typ, table)
+
+
+@njit(cache=True)
 def scale_rows(v, n, alpha) -> None:
     """``v[:n] *= alpha`` in double, rounded to the storage type (velocity rescaling)."""
     for i in range(n):
@@ -478,6 +500,73 @@ def _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
 def lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:
     """:func:`lj_forces` for several atom types (``typ`` per row, ``table`` per type pair)."""
     fn = _lj_typed_parallel if n_own >= PARALLEL_MIN_ATOMS else _lj_typed_serial
+    fn(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+
+
+@njit(cache=True, inline="always")
+def _lj_pair_fshift(dx, dy, dz, rcsq, eps4, eps24, sigsq, eshift, fshift, rc):
+    """:func:`_lj_pair` with the force shifted to zero at the cutoff (LAMMPS
+    ``lj/smooth/linear``): f(r) - f(rc), and e(r) - e(rc) + (r - rc) f(rc)."""
+    rsq = dx * dx + dy * dy + dz * dz
+    inside = rsq < rcsq
+    r2inv = 1.0 / rsq
+    sr2 = sigsq * r2inv
+    sr6 = sr2 * sr2 * sr2
+    r = np.sqrt(rsq)
+    fpair = (eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv - fshift / r) if inside else 0.0
+    e = (eps4 * sr6 * (sr6 - 1.0) - eshift + (r - rc) * fshift) if inside else 0.0
+    return rsq, fpair, e
+
+
+@njit(cache=True)
+def _lj_row_fshift(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
+    """:func:`_lj_row_typed` with the force shift (``table`` rows: rc^2, 4 eps, 24 eps,
+    sigma^2, e(rc), f(rc), rc)."""
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    row = typ[i] * ntypes
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    e = 0.0
+    w = 0.0
+    for k in range(cnt[i]):
+        j = nl[i, k]
+        p = row + typ[j]
+        dx = _min_image(xi - x[j, 0], box[0])
+        dy = _min_image(yi - x[j, 1], box[1])
+        dz = _min_image(zi - x[j, 2], box[2])
+        rsq, fpair, ep = _lj_pair_fshift(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
+                                         table[p, 3], table[p, 4], table[p, 5], table[p, 6])
+        fx += dx * fpair
+        fy += dy * fpair
+        fz += dz * fpair
+        e += ep
+        w += rsq * fpair
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = 0.5 * e
+    vir[i] = 0.5 * w
+
+
+@njit(parallel=True, cache=True)
+def _lj_fshift_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
+    for i in prange(n_own):
+        _lj_row_fshift(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
+
+
+@njit(cache=True)
+def _lj_fshift_serial(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
+    for i in range(n_own):
+        _lj_row_fshift(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
+
+
+def lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:
+    """:func:`lj_forces_typed` with the force shifted to zero at each pair's cutoff
+    (``table``: :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
+    fn = _lj_fshift_parallel if n_own >= PARALLEL_MIN_ATOMS else _lj_fshift_serial
     fn(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
 

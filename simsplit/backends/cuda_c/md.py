@@ -36,7 +36,8 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 #: sums (``kernels/md_sums.cuh``), by template type
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_arena_build_neighbors", "md_kinetic", "md_nonfinite",
-                       "md_scale_rows", "md_lj_forces_typed")
+                       "md_scale_rows", "md_lj_forces_typed", "md_lj_forces_fshift",
+                       "md_kick_typed", "md_kinetic_typed")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
@@ -218,6 +219,11 @@ class DeviceMDKernels:
         if n:
             self._launch("md_final_integrate", v.dtype, n, v, f, np.int32(n), np.float64(dtf))
 
+    def kick_typed(self, v, f, typ, n: int, table) -> None:
+        """Half kick with per-type masses (``table``: dt / 2m per type, on the device)."""
+        if n:
+            self._launch("md_kick_typed", v.dtype, n, v, f, typ, np.int32(n), table)
+
     def langevin_forces(self, f, v, ids, n: int, drag: float, noise: float, seed: int,
                         step: int, tick: int = 0) -> None:
         """Queue the Langevin forces (skipped, like :meth:`lj_forces`, from the batch step
@@ -249,6 +255,15 @@ class DeviceMDKernels:
                          np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
                          pe, vir, self._flags, np.int32(tick))
 
+    def lj_forces_fshift(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
+                         ntypes: int, f, pe, vir, tick: int = 0) -> None:
+        """:meth:`lj_forces_typed` with the force shifted to zero at the cutoff (``table``: a
+        device copy of :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
+        if n_own:
+            self._launch("md_lj_forces_fshift", x.dtype, n_own, x, typ, np.int32(n_own), nl,
+                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
+                         pe, vir, self._flags, np.int32(tick))
+
     def row_types(self, gid, n: int, types_by_id, out=None):
         """The atom type of each of the first ``n`` rows, from their global ids (into ``out``
         when it is large enough)."""
@@ -266,10 +281,12 @@ class DeviceMDKernels:
                 np.float64(rcsq), np.float64(eps4), np.float64(eps24), np.float64(sigsq),
                 np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
 
-    def thermo_sums(self, v, pe, vir, n: int, mass: float) -> list[int] | None:
+    def thermo_sums(self, v, pe, vir, n: int, mass: float, typ: Any = None,
+                    masses: Any = None) -> list[int] | None:
         """Exact sums of ``m |v|^2``, ``pe`` and ``vir`` over the first ``n`` rows, as integers
         in units of 2^-1074 (:mod:`simsplit.numerics.exact`; totals of several kernel sets
-        add). One small read; None if a value is not finite (the caller gathers, so that fsum
+        add); with ``typ`` and ``masses`` (device arrays) each row's mass is ``masses[typ]``.
+        One small read; None if a value is not finite (the caller gathers, so that fsum
         reports it)."""
         width = SUM_QUANTITIES * SUM_LIMBS
         sums = self.__dict__.get("_sums")
@@ -280,8 +297,12 @@ class DeviceMDKernels:
                 "nonfinite": self.zeros((1,), np.int32),
                 "mv2": self.zeros((max(n + n // 8, 1),), np.float64)}
         if n:
-            self._launch("md_kinetic", v.dtype, n, v, np.int32(n), np.float64(mass),
-                         sums["mv2"])
+            if typ is not None:
+                self._launch("md_kinetic_typed", v.dtype, n, v, typ, np.int32(n), masses,
+                             sums["mv2"])
+            else:
+                self._launch("md_kinetic", v.dtype, n, v, np.int32(n), np.float64(mass),
+                             sums["mv2"])
             for q, arr in enumerate((sums["mv2"], pe, vir)):
                 self._launch("md_exact_accumulate", None, n, arr.view(np.int64), np.int32(n),
                              np.int32(q), sums["acc"], sums["nonfinite"])

@@ -646,6 +646,17 @@ def md_kinetic(v, n, mass, mv2):
 
 
 @cuda.jit
+def md_kinetic_typed(v, typ, n, masses, mv2):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    a = np.float64(v[i, 0])
+    b = np.float64(v[i, 1])
+    c = np.float64(v[i, 2])
+    mv2[i] = mul(masses[typ[i]], mul(a, a) + mul(b, b) + mul(c, c))
+
+
+@cuda.jit
 def md_nonfinite(x, v, n, flag):
     i = cuda.grid(1)
     if i >= n:
@@ -697,6 +708,61 @@ def md_lj_forces_typed(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, n
         fy += mul(dy, fpair)
         fz += mul(dz, fpair)
         e += mul(mul(table[p, 1], sr6), sr6 - 1.0) - table[p, 4] if inside else 0.0
+        w += mul(rsq, fpair)
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = mul(0.5, e)
+    vir[i] = mul(0.5, w)
+
+
+@cuda.jit
+def md_kick_typed(v, f, typ, n, table):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    dtf = table[typ[i]]
+    for d in range(3):
+        v[i, d] = np.float64(v[i, d]) + mul(dtf, np.float64(f[i, d]))
+
+
+@cuda.jit
+def md_lj_forces_fshift(x, typ, n_own, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
+                        vir, flags, tick):
+    """md_lj_forces_typed with the force shifted to zero at the cutoff (the CPU's
+    ``_lj_pair_fshift``; table rows: rc^2, 4 eps, 24 eps, sigma^2, e(rc), f(rc), rc)."""
+    i = cuda.grid(1)
+    if i >= n_own or _halted(flags[0], tick, True):
+        return
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    row = typ[i] * ntypes
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    e = 0.0
+    w = 0.0
+    for k in range(cnt[i]):
+        j = nl[k, i]
+        p = row + typ[j]
+        dx = _min_image(xi - np.float64(x[j, 0]), bx)
+        dy = _min_image(yi - np.float64(x[j, 1]), by)
+        dz = _min_image(zi - np.float64(x[j, 2]), bz)
+        rsq = _dist2(dx, dy, dz)
+        inside = rsq < table[p, 0]
+        r2inv = 1.0 / rsq
+        sr2 = mul(table[p, 3], r2inv)
+        sr6 = mul(mul(sr2, sr2), sr2)
+        r = math.sqrt(rsq)
+        fshift = table[p, 5]
+        fpair = (mul(mul(mul(table[p, 2], sr6), mul(2.0, sr6) - 1.0), r2inv) - fshift / r
+                 if inside else 0.0)
+        fx += mul(dx, fpair)
+        fy += mul(dy, fpair)
+        fz += mul(dz, fpair)
+        e += (mul(mul(table[p, 1], sr6), sr6 - 1.0) - table[p, 4]
+              + mul(r - table[p, 6], fshift) if inside else 0.0)
         w += mul(rsq, fpair)
     f[i, 0] = fx
     f[i, 1] = fy

@@ -99,12 +99,10 @@ class RankSlab:
         s = self.state
         dtype = s.x.dtype
         kept, leavers = self._classify(s.n_own)
-        arrivals = self._trade({nb: self._pack(lst, m, motion=True)
-                                for nb, (lst, m) in leavers.items()}, _MIGRANT_TAGS)
+        arrivals = self._trade(self._pack(leavers, motion=True), _MIGRANT_TAGS)
         n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
         near = self._select_ghosts(n, kept, arrivals, dtype)
-        ghosts = self._trade({nb: self._pack(lst, m, motion=False)
-                              for nb, (lst, m) in near.items()}, _GHOST_TAGS)
+        ghosts = self._trade(self._pack(near, motion=False), _GHOST_TAGS)
         g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
         old = self._receive_ghosts(n, g, ghosts, dtype)
         capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
@@ -141,9 +139,9 @@ class RankSlab:
         old = {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid}
         k.rank_gather(kept[0], kept[1], old, new, motion=True)
         row = kept[1]
-        for got in arrivals.values():
+        for nb, got in arrivals.items():
             for name, arr in got.items():
-                self._upload(arr, new[name], row)
+                self._upload(arr, new[name], row, f"mig_{name}_{nb}")
             row += int(got["gid"].shape[0])
         self._staged = new
         while True:
@@ -172,9 +170,9 @@ class RankSlab:
             self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
             new = grown
         row = n
-        for got in ghosts.values():
+        for nb, got in ghosts.items():
             for name in ("x", "gid"):
-                self._upload(got[name], new[name], row)
+                self._upload(got[name], new[name], row, f"ghost_{name}_{nb}")
             row += int(got["gid"].shape[0])
         return new
 
@@ -244,9 +242,9 @@ class RankSlab:
 
     # --- ghost refresh between rebuilds -----------------------------------------------------
     def start_step(self) -> None:
-        """Queue this step's ghost packs and their downloads into pinned memory, the first
-        carrying the step's displacement flags (the host does not wait: the interior rows'
-        forces go on the device meanwhile)."""
+        """Queue this step's ghost packs and their downloads into pinned memory, each with the
+        step's displacement flags in a trailer row (the host does not wait: the interior
+        rows' forces go on the device meanwhile)."""
         k, s = self.kernels, self.state
         self._pending = []
         for j, nb in enumerate(self.links):
@@ -254,29 +252,32 @@ class RankSlab:
             m = int(rows.shape[0])
             buf = self._device(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
             host = self._host(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
-            k.rank_pack(s.x, rows, j == 0, buf)
+            k.rank_pack(s.x, rows, 2 if j == len(self.links) - 1 else 1, buf)
             self._pending.append((nb, m, k.download_async(buf, m + 1, host)))
 
     def trade_step(self, any_rank: Callable[[bool], bool]) -> tuple[bool, bool]:
-        """Wait for the downloads and send them; agree on a rebuild (this rank's flags, or'ed
-        over the ranks by ``any_rank``); receive the neighbours' positions. Returns (rebuild,
-        this rank saw an atom jump a skin)."""
+        """Wait for the downloads and send them; receive the neighbours' positions and
+        flags; agree on a rebuild. With at most three slabs every slab hears every other one
+        through the trailers; with more, ``any_rank`` or's this slab's flag over the ranks.
+        Returns (rebuild, this rank saw an atom jump a skin)."""
         k = self.kernels
         flags = np.zeros(2, np.int32)
-        for j, (nb, m, handle) in enumerate(self._pending):
+        for nb, m, handle in self._pending:
             host = k.wait_download(handle)
-            if j == 0:
-                flags = host[m].view(np.int32)[:2].copy()
+            flags = host[m].view(np.int32)[:2].copy()
             # no copy: the next write into this buffer follows this step's flush
-            self.endpoint.send(nb, host[:m], _REFRESH_TAG, keep=True)
-        moved = any_rank(bool(flags[0]))
+            self.endpoint.send(nb, host[: m + 1], _REFRESH_TAG, keep=True)
         # straight into pinned memory: the upload from it last step ended before this step's
-        # download (one stream), which trade_step waited for
-        self._received = {
-            nb: self.endpoint.recv_into(nb, self._host(f"recv_x_{nb}",
-                                                       (int(self.recv_rows[nb].shape[0]), 3),
-                                                       self.state.x.dtype), _REFRESH_TAG)
-            for nb in self.links}
+        # download (one stream), which this call waited for
+        got = {nb: self.endpoint.recv_into(nb, self._host(
+            f"recv_x_{nb}", (int(self.recv_rows[nb].shape[0]) + 1, 3), self.state.x.dtype),
+            _REFRESH_TAG) for nb in self.links}
+        self._received = {nb: rows[:-1] for nb, rows in got.items()}
+        if self.layout.parts <= 3:
+            moved = bool(flags[0]) or any(bool(rows[-1].view(np.int32)[0])
+                                          for rows in got.values())
+        else:
+            moved = any_rank(bool(flags[0]))
         return moved, bool(flags[1])
 
     def land_ghosts(self) -> None:
@@ -300,17 +301,28 @@ class RankSlab:
         self.land_ghosts()
 
     # --- messages ---------------------------------------------------------------------------
-    def _pack(self, lst: Any, m: int, motion: bool) -> dict[str, np.ndarray]:
-        """Host copies of rows ``lst[:m]`` of the current arrangement (or of the staged one
-        while ghosts are picked): x and gid, v and img with ``motion``."""
+    def _pack(self, lists: dict[int, tuple[Any, int]], motion: bool
+              ) -> dict[int, dict[str, np.ndarray]]:
+        """Pinned host copies of each link's rows ``lst[:m]`` of the current arrangement (or of
+        the staged one while ghosts are picked): x and gid, v and img with ``motion``. All
+        gathers and downloads are queued first; the host waits once."""
         k = self.kernels
         src = self._staged if not motion else {
             "x": self.state.x, "v": self.state.v, "img": self.state.img, "gid": self.state.gid}
         names = ("x", "v", "img", "gid") if motion else ("x", "gid")
-        out = {name: self._device(f"pack_{name}", (max(m, 1), *src[name].shape[1:]),
-                                  src[name].dtype) for name in names}
-        k.rank_gather(lst, m, src, out, motion)
-        return {name: np.asarray(k.to_host(out[name][:m])) for name in names}
+        queued = {}
+        for nb, (lst, m) in lists.items():
+            out = {name: self._device(f"pack_{name}_{nb}", (max(m, 1), *src[name].shape[1:]),
+                                      src[name].dtype) for name in names}
+            k.rank_gather(lst, m, src, out, motion)
+            queued[nb] = {}
+            for name in names:
+                rows = out[name].reshape(out[name].shape[0], -1)
+                host = self._host(f"pack_{name}_{nb}", (max(m, 1), rows.shape[1]),
+                                  rows.dtype)
+                queued[nb][name] = (k.download_async(rows, m, host), out[name].shape[1:])
+        return {nb: {name: k.wait_download(h).reshape(-1, *tail) for name, (h, tail) in
+                     arrays.items()} for nb, arrays in queued.items()}
 
     def _trade(self, outgoing: dict[int, dict[str, np.ndarray]], tags: dict[str, str]
                ) -> dict[int, dict[str, np.ndarray]]:
@@ -321,10 +333,13 @@ class RankSlab:
         return {nb: {name: self.endpoint.recv(nb, tag) for name, tag in tags.items()}
                 for nb in self.links}
 
-    def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
+    def _upload(self, host: np.ndarray, dst: Any, row0: int, key: str) -> None:
+        """Queue ``dst[row0:] = host`` through the pinned staging buffer ``key`` (the host
+        does not wait)."""
         if host.shape[0]:
-            self.kernels.upload_rows(host.reshape(host.shape[0], -1),
-                                     dst.reshape(dst.shape[0], -1), row0)
+            rows = host.reshape(host.shape[0], -1)
+            self.kernels.upload_rows(rows, dst.reshape(dst.shape[0], -1), row0,
+                                     self._host(f"stage_{key}", rows.shape, rows.dtype))
 
     # --- storage ----------------------------------------------------------------------------
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
@@ -341,7 +356,8 @@ class RankSlab:
     def _host(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A reused pinned host buffer of at least ``shape[0]`` rows."""
         have = self._pinned.get(name)
-        if have is None or have.dtype != np.dtype(dtype) or have.shape[0] < shape[0]:
+        if have is None or have.dtype != np.dtype(dtype) or have.shape[1:] != shape[1:] or \
+                have.shape[0] < shape[0]:
             have = self._pinned[name] = self.kernels.host_buffer(
                 (_room(shape[0]), *shape[1:]), dtype)
         return have

@@ -671,9 +671,9 @@ class DeviceMDKernels:
             self._launch("md_rank_compose", None, m, mapping if idx is None else idx,
                          np.int32(idx is not None), np.int32(base), np.int32(m), mapping, out)
 
-    def rank_pack(self, x, rows, trailer: bool, buf) -> None:
-        """Queue ``buf[:m] = x[rows]`` (m rows) and, with ``trailer``, this step's
-        displacement flags as two int32 in row ``m`` (the flags are cleared)."""
+    def rank_pack(self, x, rows, trailer: int, buf) -> None:
+        """Queue ``buf[:m] = x[rows]`` (m rows) and this step's displacement flags as two
+        int32 in row ``m`` (``trailer`` 1; 2: and clear the flags)."""
         m = int(rows.shape[0])
         self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
                      np.int32(trailer), buf)

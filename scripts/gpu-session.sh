@@ -190,7 +190,7 @@ if has bodyspeed; then
     for c in "cavity --set fluid.reynolds=20000" "cylinder2d"; do
         set -- $c
         echo "-- $*"
-        timeout 120 python3 -m simsplit run cases/$1.yaml --backend cupy $2 $3 \
+        timeout 120 python3 -m simsplit run cases/$1.yaml --backend cupy "${@:2}" \
             --set run.precision=float32 --set domain.shape=[8800,1640] \
             --set decomposition.subdomains=1 --steps ${BODY_STEPS:-3000} --set run.tolerance=0 \
             --set output.dir=null --quiet 2>&1 | quiet | grep -iE "throughput|error" \

@@ -459,6 +459,36 @@ md_lj_forces(const T* __restrict__ x, int n_own, int row0, const int* __restrict
     vir[i] = 0.5 * w;
 }
 
+// One owned row of a typed force kernel: the sums over its list, each pair's terms from
+// pair(j, table row of the pair's types) (rows of `width` doubles), in list order.
+template <typename T, typename Pair>
+__device__ __forceinline__ void typed_row(int i, const T* __restrict__ x,
+                                          const int* __restrict__ typ, int ntypes,
+                                          const int* __restrict__ nl, int pitch,
+                                          const int* __restrict__ cnt,
+                                          const double* __restrict__ table, int width,
+                                          T* __restrict__ f, double* __restrict__ pe,
+                                          double* __restrict__ vir, Pair pair)
+{
+    const int row = typ[i] * ntypes;
+    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
+    const int m = cnt[i];
+    for (int k = 0; k < m; ++k) {
+        const int j = __ldg(nl + (long long)k * pitch + i);
+        const PairTerms t = pair(j, table + (long long)width * (row + __ldg(typ + j)));
+        fx += t.fx;
+        fy += t.fy;
+        fz += t.fz;
+        e += t.e;
+        w += t.w;
+    }
+    f[3LL * i] = T(fx);
+    f[3LL * i + 1] = T(fy);
+    f[3LL * i + 2] = T(fz);
+    pe[i] = 0.5 * e;
+    vir[i] = 0.5 * w;
+}
+
 // md_lj_forces for several atom types: each pair's rc^2, 4 eps, 24 eps, sigma^2 and energy
 // shift come from row typ[i] * ntypes + typ[j] of `table` (5 doubles a row), the same pair
 // terms in the same order.
@@ -475,25 +505,11 @@ md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_o
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
-    const int row = typ[i] * ntypes;
-    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
-    const int m = cnt[i];
-    for (int k = 0; k < m; ++k) {
-        const int j = __ldg(nl + (long long)k * pitch + i);
-        const double* p = table + 5LL * (row + __ldg(typ + j));
-        const PairTerms t = lj_pair(xi, yi, zi, x, j, bx, by, bz, __ldg(p), __ldg(p + 1),
-                                    __ldg(p + 2), __ldg(p + 3), __ldg(p + 4));
-        fx += t.fx;
-        fy += t.fy;
-        fz += t.fz;
-        e += t.e;
-        w += t.w;
-    }
-    f[3LL * i] = T(fx);
-    f[3LL * i + 1] = T(fy);
-    f[3LL * i + 2] = T(fz);
-    pe[i] = 0.5 * e;
-    vir[i] = 0.5 * w;
+    typed_row(i, x, typ, ntypes, nl, pitch, cnt, table, 5, f, pe, vir,
+              [&](int j, const double* p) {
+                  return lj_pair(xi, yi, zi, x, j, bx, by, bz, __ldg(p), __ldg(p + 1),
+                                 __ldg(p + 2), __ldg(p + 3), __ldg(p + 4));
+              });
 }
 
 // md_lj_forces_typed with the force shifted to zero at each pair's cutoff (LAMMPS
@@ -526,35 +542,21 @@ __device__ __forceinline__ PairTerms lj_pair_fshift(double xi, double yi, double
 
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_lj_forces_fshift(const T* __restrict__ x, const int* __restrict__ typ, int n_own,
+md_lj_forces_fshift(const T* __restrict__ x, const int* __restrict__ typ, int n_own, int row0,
                     const int* __restrict__ nl, int pitch, const int* __restrict__ cnt,
                     double bx, double by, double bz, const double* __restrict__ table,
                     int ntypes, T* __restrict__ f, double* __restrict__ pe,
                     double* __restrict__ vir, const int* __restrict__ flags, int tick)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = row0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own || halted(flags, tick, true)) return;
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
-    const int row = typ[i] * ntypes;
-    double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
-    const int m = cnt[i];
-    for (int k = 0; k < m; ++k) {
-        const int j = __ldg(nl + (long long)k * pitch + i);
-        const PairTerms t = lj_pair_fshift(xi, yi, zi, x, j, bx, by, bz,
-                                           table + 7LL * (row + __ldg(typ + j)));
-        fx += t.fx;
-        fy += t.fy;
-        fz += t.fz;
-        e += t.e;
-        w += t.w;
-    }
-    f[3LL * i] = T(fx);
-    f[3LL * i + 1] = T(fy);
-    f[3LL * i + 2] = T(fz);
-    pe[i] = 0.5 * e;
-    vir[i] = 0.5 * w;
+    typed_row(i, x, typ, ntypes, nl, pitch, cnt, table, 7, f, pe, vir,
+              [&](int j, const double* p) {
+                  return lj_pair_fshift(xi, yi, zi, x, j, bx, by, bz, p);
+              });
 }
 
 // typ[r] = types_by_id[gid[r]]: the atom type of every local row (after a rebuild moved them).

@@ -449,7 +449,7 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
             "md_scale_rows": (x, i32, f64),
             "md_lj_forces_typed": (x, ints, i32, i32, arr(i32, 2), i32, ints, *box, arr(f64, 2),
                                    i32, x, arr(f64), arr(f64), ints, i32),
-            "md_lj_forces_fshift": (x, ints, i32, arr(i32, 2), i32, ints, *box, arr(f64, 2),
+            "md_lj_forces_fshift": (x, ints, i32, i32, arr(i32, 2), i32, ints, *box, arr(f64, 2),
                                     i32, x, arr(f64), arr(f64), ints, i32),
             "md_kick_typed": (x, x, ints, i32, arr(f64)),
             "md_kinetic_typed": (x, ints, i32, arr(f64), arr(f64)),

@@ -197,16 +197,21 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
     assert stats["rebuilds"] == reference.stats()["rebuilds"]
 
 
+_FORCE_SHIFT = {"potential": {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5,
+                               "shift": "force"}}
+
+
 @needs_mpiexec
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, cells", [(4, CELLS), (2, (5, 5, 16))])
+@pytest.mark.parametrize("ranks, cells, more", [(4, CELLS, {}), (2, (5, 5, 16), {}),
+                                                (2, (5, 5, 16), _FORCE_SHIFT)])
 def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulated_lib,  # noqa: F811
-                                                                ranks, cells) -> None:
+                                                                ranks, cells, more) -> None:
     """A hot Langevin melt in float32, restarted half way: every rebuild migrates many
     atoms, ghosts are picked again after the arrivals, and the run equals one process on the
     CPU bit for bit. The tall box's slabs have interior rows, whose forces run before the
-    ghost positions arrive."""
-    md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}}
+    ghost positions arrive (also with the force-shifted kernel)."""
+    md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}, **more}
     case = lj_case(cells=cells, **md)
     case["run"]["precision"] = "float32"
     ref = MDSolver(case)

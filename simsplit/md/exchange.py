@@ -150,34 +150,33 @@ class MPIExchange:
 
     def recv(self, dst: int, src: int, tag: str = "") -> np.ndarray:
         """The oldest message from slab ``src`` to the local slab ``dst`` with ``tag``."""
-        self._check_local(dst)
-        self._check(src)
-        self._receiving = True
-        t = _tag_number(tag)
-        hdr = np.empty(_HEADER_LEN, dtype=np.int64)
-        self.comm.Recv(hdr, source=src, tag=2 * t)
-        ndim, n0, n1, code = (int(h) for h in hdr)
-        buf = np.empty((n0, n1)[:ndim], dtype=_DTYPES[code])
-        self.comm.Recv(buf, source=src, tag=2 * t + 1)
+        shape, dtype, t = self._header(dst, src, tag)
+        buf = np.empty(shape, dtype=dtype)
+        self.comm.Recv(buf, source=src, tag=t + 1)
         return buf
 
     def recv_into(self, dst: int, src: int, out: np.ndarray, tag: str = "") -> np.ndarray:
         """:meth:`recv` straight into the first rows of ``out``; returns that view."""
+        shape, dtype, t = self._header(dst, src, tag)
+        if len(shape) != out.ndim or shape[1:] != out.shape[1:] or shape[0] > out.shape[0] \
+                or dtype != out.dtype:
+            raise ValueError(f"MPIExchange: a message of {shape} {dtype} from slab {src} does "
+                             f"not fit {out.shape} {out.dtype}")
+        view = out[: shape[0]]
+        self.comm.Recv(view, source=src, tag=t + 1)
+        return view
+
+    def _header(self, dst: int, src: int, tag: str) -> tuple[tuple[int, ...], np.dtype, int]:
+        """Receive the next header from ``src`` with ``tag``: the data's shape, dtype and the
+        header's MPI tag (the data's is one more)."""
         self._check_local(dst)
         self._check(src)
         self._receiving = True
-        t = _tag_number(tag)
+        t = 2 * _tag_number(tag)
         hdr = np.empty(_HEADER_LEN, dtype=np.int64)
-        self.comm.Recv(hdr, source=src, tag=2 * t)
+        self.comm.Recv(hdr, source=src, tag=t)
         ndim, n0, n1, code = (int(h) for h in hdr)
-        shape = (n0, n1)[:ndim]
-        if ndim != out.ndim or shape[1:] != out.shape[1:] or n0 > out.shape[0] \
-                or _DTYPES[code] != out.dtype:
-            raise ValueError(f"MPIExchange: a message of {shape} {_DTYPES[code]} from slab "
-                             f"{src} does not fit {out.shape} {out.dtype}")
-        view = out[:n0]
-        self.comm.Recv(view, source=src, tag=2 * t + 1)
-        return view
+        return (n0, n1)[:ndim], _DTYPES[code], t
 
     def flush(self) -> None:
         """Complete every posted send (their buffers are then free)."""

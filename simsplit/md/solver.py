@@ -258,7 +258,7 @@ class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
     def _pair_forces(self, s: sl.SlabState, tick: int = 0,
                      rows: tuple[int, int] | None = None) -> None:
         """Pair forces of slab ``s``'s owned rows (``rows``: only rows [r0, r1); a first row
-        above 0 needs a device kernel set and no force shift)."""
+        above 0 needs a device kernel set)."""
         r0, r1 = (0, s.n_own) if rows is None else rows
         if r1 <= r0:
             return
@@ -392,8 +392,7 @@ class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
         t0 = time.perf_counter()
         self._advance(step)
         rs.start_step()
-        # the force-shifted kernel has no first-row argument: all its rows after the ghosts
-        r0, r1 = (0, 0) if self.force_shift else rs.interior
+        r0, r1 = rs.interior
         self._pair_forces(s, rows=(r0, r1))
         t1 = time.perf_counter()
         moved, jumped = rs.trade_step(self._any_rank)

@@ -256,11 +256,12 @@ class DeviceMDKernels:
                          pe, vir, self._flags, np.int32(tick))
 
     def lj_forces_fshift(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
-                         ntypes: int, f, pe, vir, tick: int = 0) -> None:
+                         ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0) -> None:
         """:meth:`lj_forces_typed` with the force shifted to zero at the cutoff (``table``: a
         device copy of :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
-        if n_own:
-            self._launch("md_lj_forces_fshift", x.dtype, n_own, x, typ, np.int32(n_own), nl,
+        if n_own > row0:
+            self._launch("md_lj_forces_fshift", x.dtype, n_own - row0, x, typ, np.int32(n_own),
+                         np.int32(row0), nl,
                          np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
                          pe, vir, self._flags, np.int32(tick))
 
@@ -519,29 +520,40 @@ class DeviceMDKernels:
         nc = int(np.prod(ncell))
         nb = 2 * nslab * nc
         if scratch is None or scratch.rows != n or scratch.nbuckets != nb:
-            scratch = ArenaScratch(
-                rows=n, nbuckets=nb, nslab=nslab, ncells=nc,
-                keys=self.zeros((3 * n,), np.int32),
-                counts=self.zeros((nb,), np.int32), cell_start=self.zeros((nb + 1,), np.int32),
-                fill=self.zeros((nb,), np.int32),
-                chunk_sums=self.zeros((scan_scratch(nb),), np.int32),
-                edges=self.to_device(np.asarray(edges, np.float64)),
-                err=self.zeros((3,), np.int32), bounds=self.zeros((2 * nslab + 5,), np.int32),
-                new_of_old=self.zeros((n,), np.int32),
-                # every row is at most three entries: one owned, two ghosts
-                entry_row=self.zeros((3 * n,), np.int32))
+            scratch = self._arena_scratch(n, nslab, nc, edges)
         check = old_key is not None
         self._launch("md_arena_classify", x.dtype, n, x, np.int32(n), *_box(box),
                      *(np.int32(c) for c in ncell), scratch.edges, np.int32(nslab),
                      np.float64(cut), old_key if check else scratch.new_of_old,
                      np.int32(check), scratch.keys, scratch.counts, scratch.err)
+        self._bucket_sort(scratch, n, gid)
+        return scratch
+
+    def _arena_scratch(self, rows: int, nslab: int, ncells: int, edges: Any) -> ArenaScratch:
+        """Sort scratch for ``rows`` rows (every row at most three entries: one owned, two
+        ghosts) over 2 ``nslab`` ``ncells`` buckets."""
+        nb = 2 * nslab * ncells
+        return ArenaScratch(
+            rows=rows, nbuckets=nb, nslab=nslab, ncells=ncells,
+            keys=self.zeros((3 * rows,), np.int32), counts=self.zeros((nb,), np.int32),
+            cell_start=self.zeros((nb + 1,), np.int32), fill=self.zeros((nb,), np.int32),
+            chunk_sums=self.zeros((scan_scratch(nb),), np.int32),
+            edges=self.to_device(np.asarray(edges, np.float64)),
+            err=self.zeros((3,), np.int32), bounds=self.zeros((2 * nslab + 5,), np.int32),
+            new_of_old=self.zeros((rows,), np.int32),
+            entry_row=self.zeros((3 * rows,), np.int32))
+
+    def _bucket_sort(self, scratch: ArenaScratch, rows: int, gid) -> None:
+        """Queue bucket starts from the counts, the entries of ``rows`` rows scattered into
+        their buckets, and each bucket sorted by gid."""
+        nb = scratch.nbuckets
         self._exclusive_scan(scratch.counts, nb, scratch.chunk_sums, scratch.cell_start,
                              scratch.fill)
-        self._launch("md_arena_scatter", None, 3 * n, scratch.keys, np.int32(3 * n),
-                     scratch.fill, scratch.entry_row)
+        if rows:
+            self._launch("md_arena_scatter", None, 3 * rows, scratch.keys, np.int32(3 * rows),
+                         scratch.fill, scratch.entry_row)
         self._launch("md_cell_sort", None, nb, scratch.cell_start, np.int32(nb), gid,
                      scratch.entry_row, scratch.counts)
-        return scratch
 
     def arena_place(self, scratch: ArenaScratch, n: int, g_cap: int, old: dict[str, Any],
                     new: dict[str, Any]) -> None:
@@ -626,28 +638,13 @@ class DeviceMDKernels:
         ``[0, n_own)``, then ghost rows): bucket starts and the bucket-sorted ``entry_row``,
         by gid within a cell."""
         nc = int(np.prod(ncell))
-        nb = 2 * nc
-        if scratch is None or scratch.rows < rows or scratch.nbuckets != nb:
-            room = rows + rows // 8 + 16
-            scratch = ArenaScratch(
-                rows=room, nbuckets=nb, nslab=1, ncells=nc,
-                keys=self.zeros((3 * room,), np.int32), counts=self.zeros((nb,), np.int32),
-                cell_start=self.zeros((nb + 1,), np.int32), fill=self.zeros((nb,), np.int32),
-                chunk_sums=self.zeros((scan_scratch(nb),), np.int32),
-                edges=self.zeros((2,), np.float64), err=self.zeros((3,), np.int32),
-                bounds=self.zeros((7,), np.int32), new_of_old=self.zeros((room,), np.int32),
-                entry_row=self.zeros((3 * room,), np.int32))
+        if scratch is None or scratch.rows < rows or scratch.nbuckets != 2 * nc:
+            scratch = self._arena_scratch(rows + rows // 8 + 16, 1, nc, np.zeros(2))
         if rows:
             self._launch("md_rank_keys", x.dtype, rows, x, np.int32(n_own), np.int32(rows),
                          *_box(box), *(np.int32(c) for c in ncell), scratch.keys,
                          scratch.counts)
-        self._exclusive_scan(scratch.counts, nb, scratch.chunk_sums, scratch.cell_start,
-                             scratch.fill)
-        if rows:
-            self._launch("md_arena_scatter", None, 3 * rows, scratch.keys, np.int32(3 * rows),
-                         scratch.fill, scratch.entry_row)
-        self._launch("md_cell_sort", None, nb, scratch.cell_start, np.int32(nb), gid,
-                     scratch.entry_row, scratch.counts)
+        self._bucket_sort(scratch, rows, gid)
         return scratch
 
     def rank_place(self, scratch: ArenaScratch, n_own: int, g: int, old: dict[str, Any],

@@ -727,11 +727,11 @@ def md_kick_typed(v, f, typ, n, table):
 
 
 @cuda.jit
-def md_lj_forces_fshift(x, typ, n_own, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
+def md_lj_forces_fshift(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
                         vir, flags, tick):
     """md_lj_forces_typed with the force shifted to zero at the cutoff (the CPU's
     ``_lj_pair_fshift``; table rows: rc^2, 4 eps, 24 eps, sigma^2, e(rc), f(rc), rc)."""
-    i = cuda.grid(1)
+    i = row0 + cuda.grid(1)
     if i >= n_own or _halted(flags[0], tick, True):
         return
     xi = np.float64(x[i, 0])

@@ -242,3 +242,25 @@ def test_aa_streaming_with_bodies_is_refused() -> None:
     case["run"]["streaming"] = "aa"
     with pytest.raises(CaseError, match="run.streaming: aa is not allowed with domain.bodies"):
         validate_case(case)
+
+
+def test_cylinder3d_case_is_schaefer_turek_3d_1z() -> None:
+    """cases/cylinder3d.yaml: the duct 2.5 x 0.41 x 0.41, D = 0.1 along z through the whole
+    height at (0.5, 0.2), the product inflow, Re = U_mean D / nu = 20 with U_mean = 4/9 U_max;
+    coefficients over the area D x H."""
+    from pathlib import Path
+
+    from simsplit.case import load_case
+    from simsplit.fluid.setup import setup_from_case
+
+    case = load_case(Path(__file__).resolve().parents[1] / "cases" / "cylinder3d.yaml")
+    setup = setup_from_case(case)
+    (body,) = setup.bodies
+    assert setup.shape == (250, 41, 41) and body.kind == "cylinder"
+    assert body.reference_length == pytest.approx(10) and body.reference_area == 10 * 41
+    assert body.cells.all(axis=0).sum() == body.cells.any(axis=0).sum() > 70  # a prism in z
+    assert body.extent[:4] == pytest.approx((45, 55, 15, 25))
+    u_mean = setup.inlet.mean_velocity
+    assert u_mean == pytest.approx(4 / 9 * 0.1)
+    assert u_mean * 10 / setup.params.viscosity == pytest.approx(20)
+    assert setup.bounce_back == "linear" and setup.x_kinds == ("inlet", "outlet")

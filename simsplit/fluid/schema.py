@@ -80,9 +80,9 @@ BODY_SCHEMA = {
     "properties": {
         "name": {"type": "string", "minLength": 1,
                  "description": "Name of the body in the summary, run.json and forces.h5."},
-        "shape": {"enum": ["circle", "box", "polygon", "mask", "sphere", "cylinder"],
+        "shape": {"enum": ["circle", "box", "polygon", "mask", "sphere", "cylinder", "stl"],
                   "description": "2D: circle, box, polygon, mask; 3D: sphere, cylinder, box, "
-                                 "mask."},
+                                 "mask, stl."},
         "centre": {**_POINT, "description": "circle: centre [x, y]; sphere: centre [x, y, z]; "
                                             "cylinder: a point [x, y, z] of its axis (the "
                                             "middle, with length)."},
@@ -100,7 +100,12 @@ BODY_SCHEMA = {
         "file": {"type": "string", "minLength": 1,
                  "description": "mask: a .npy or HDF5 array (indexed [j, i], in 3D [k, j, i]; "
                                 "nonzero = solid) or a PNG image (2D: dark = solid), one pixel "
-                                "per cell; relative to the case file."},
+                                "per cell; stl: a closed binary or ASCII STL mesh; relative "
+                                "to the case file."},
+        "scale": {"type": "number", "exclusiveMinimum": 0,
+                  "description": "stl: factor on the mesh's coordinates (default 1), before "
+                                 "offset; the result is in the case's length unit."},
+        "offset": {**_POINT, "description": "stl: [x, y, z] added to the scaled vertices."},
         "dataset": {"type": "string", "minLength": 1,
                     "description": "mask in HDF5: the dataset's name (default mask)."},
         "origin": {"type": "array", "items": {"type": "integer", "minimum": 0},
@@ -174,7 +179,8 @@ DOMAIN_SCHEMA = {
                            "box (lower, upper corners), polygon (vertices) or mask (file: "
                            ".npy, .h5 or .png, dark = solid; origin); 3D: sphere (centre, "
                            "radius or diameter), cylinder (centre, axis, radius or diameter, "
-                           "length), box or mask (.npy, .h5). Forces and drag/lift "
+                           "length), box, mask (.npy, .h5) or stl (file, scale, offset). "
+                           "Forces and drag/lift "
                            "coefficients are reported per body (docs/bodies.md).",
         },
         "bounce_back": {
@@ -182,7 +188,7 @@ DOMAIN_SCHEMA = {
             "description": "Walls of bodies: halfway bounce-back (the default: the staircase "
                            "of solid cells) or linear, interpolated bounce-back (Bouzidi et al. "
                            "2001) with the exact wall distance of circles, boxes, polygons, "
-                           "spheres and cylinders (masks stay halfway).",
+                           "spheres, cylinders and STL meshes (masks stay halfway).",
         },
         "inlet": {
             "type": "object", "additionalProperties": False,

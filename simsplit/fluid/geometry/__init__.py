@@ -6,8 +6,8 @@ reference length); :mod:`.frame` converts physical to lattice units and :mod:`.c
 bad geometry in one line. :func:`build_bodies` is the entry point; the solid cells become
 ``WALL`` flags (:mod:`simsplit.fluid.block`), so kernels never branch on shapes. Every shape
 module has one ``make(spec, frame, grid, key)`` over the grid in array order, ``(ny, nx)`` in
-2D (circle, polygon; box, mask) or ``(nz, ny, nx)`` in 3D (:mod:`.sphere`, :mod:`.cylinder`;
-box, mask).
+2D (circle, polygon; box, mask) or ``(nz, ny, nx)`` in 3D (:mod:`.sphere`, :mod:`.cylinder`,
+:mod:`.mesh` for STL files; box, mask).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from simsplit.fluid.geometry import box, circle, cylinder, mask, polygon, sphere
+from simsplit.fluid.geometry import box, circle, cylinder, mask, mesh, polygon, sphere
 from simsplit.fluid.geometry.body import Body
 from simsplit.fluid.geometry.checks import check_bodies
 from simsplit.fluid.geometry.frame import Frame
 
 SHAPES = {"circle": circle.make, "box": box.make, "polygon": polygon.make, "mask": mask.make,
-          "sphere": sphere.make, "cylinder": cylinder.make}
+          "sphere": sphere.make, "cylinder": cylinder.make, "stl": mesh.make}
 
 __all__ = ["SHAPES", "Body", "Frame", "build_bodies", "solid_and_ids"]
 

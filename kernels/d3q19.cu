@@ -773,8 +773,10 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // moving-wall value at the inflow speed of the cell's line (k, j), OUTLET ones anti-bounce-back
 // at density rho_w, and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
 // linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
-// tuned box kernel keeps its registers; one resident block asked for, as the in-place kernel
-// (without it ptxas 13.0 held the double/fp16 variant to 80 registers with a 4-byte spill).
+// tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
+// registers, no spills: the box kernel's five would cap it at 48); double for one, as the
+// in-place kernel (without it ptxas 13.0 held the double/fp16 variant to 80 registers with a
+// 4-byte spill; at one it takes 102-148). GPU speed against the box: not measured yet.
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -846,7 +848,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 }  // namespace
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, 1)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 : 1)
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,

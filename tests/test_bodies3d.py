@@ -165,6 +165,7 @@ def test_bouzidi_mixes_neighbours_across_slab_faces() -> None:
     assert ((links.k >= 0) & (slab != nslab)).any()
 
 
+@pytest.mark.slow
 def test_duct_flux_is_conserved_and_the_outlet_holds_its_pressure() -> None:
     """No body: the product inflow through a square duct; at steady state every cross-section
     carries the same mass flux and the density beside the outlet is the one asked for."""
@@ -184,6 +185,7 @@ def test_duct_flux_is_conserved_and_the_outlet_holds_its_pressure() -> None:
     assert rho[..., 0].mean() > rho[..., -1].mean()
 
 
+@pytest.mark.slow
 def test_momentum_exchange_balances_the_body_force() -> None:
     """A periodic box driven by a body force past a cube (halfway bounce-back) across the slab
     boundary: at steady state the force on the cube is the force put into the fluid. The
@@ -264,3 +266,24 @@ def test_cylinder3d_case_is_schaefer_turek_3d_1z() -> None:
     assert u_mean == pytest.approx(4 / 9 * 0.1)
     assert u_mean * 10 / setup.params.viscosity == pytest.approx(20)
     assert setup.bounce_back == "linear" and setup.x_kinds == ("inlet", "outlet")
+
+
+def test_run_reports_3d_forces(tmp_path) -> None:
+    """A 3D run's outputs: run.json per body with its reference area, forces.h5 with force_z,
+    velocity.png of the middle plane; coefficients over the sphere's cross-section."""
+    import json
+
+    import h5py
+
+    case = body_case_3d(24, 10, 12, 2, run__steps=40, output__dir=str(tmp_path),
+                        output__forces_every=20)
+    summary = Simulation(case).run()
+    ball = json.loads((tmp_path / "run.json").read_text())["bodies"]["ball"]
+    assert ball["reference_area_cells"] == pytest.approx(math.pi * 2.6**2)
+    assert ball["drag_coefficient"] == summary.extra["bodies"]["ball"]["drag_coefficient"]
+    with h5py.File(tmp_path / "forces.h5") as h5:
+        fx, fz = h5["ball/force_x"][-1], h5["ball/force_z"][-1]
+        cd = h5["ball/drag_coefficient"][-1]
+    u_mean = 4 / 9 * 0.06
+    assert cd == pytest.approx(2 * fx / (u_mean**2 * math.pi * 2.6**2), rel=1e-12)
+    assert fx > 0 and abs(fz) < fx and (tmp_path / "velocity.png").stat().st_size > 1000

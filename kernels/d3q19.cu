@@ -765,3 +765,130 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
                                                reinterpret_cast<S*>(fused_ring_bytes),
                                                int(blockIdx.x), int(blockIdx.y), za, zb);
 }
+
+// --- bodies, inlets and outlets (domain.bodies, domain.boundaries.x_low/x_high) -----------------
+// d3q19_stream_collide_bodies is the one-cell two-lattice pull kernel (pull_3d, collide_3d: the
+// same bits as d3q19_stream_collide on every cell that borders no open face and no body link)
+// with the boundary rules of kernels/d2q9.cu near a wall: INLET ghost cells return Ladd's
+// moving-wall value at the inflow speed of the cell's line (k, j), OUTLET ones anti-bounce-back
+// at density rho_w, and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
+// linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
+// tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
+// registers, no spills: the box kernel's five would cap it at 48); double for one, as the
+// in-place kernel (without it ptxas 13.0 held the double/fp16 variant to 80 registers with a
+// 4-byte spill; at one it takes 102-148). GPU speed against the box: not measured yet.
+// Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
+//
+// inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
+// strides), in the arithmetic type. 32-bit element offsets only (the launcher checks).
+namespace {
+
+// Pressure outlet: -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2), u from the own
+// cell's post-collision populations of step t (every population in order, zero products
+// included, as the CPU kernel's _anti_bounce_back).
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T anti_bounce_back_3d(const S* __restrict__ f_src, P plane,
+                                                 lbm::offset_t cell, int q, T rho_w)
+{
+    using L = D3Q19;
+    T r = T(0.0), jx = T(0.0), jy = T(0.0), jz = T(0.0);
+#pragma unroll
+    for (int p = 0; p < L::Q; ++p) {
+        const T v = lbm::decode<L, T>(lbm::read_only(population_at(f_src, p, plane, cell)), p);
+        r += v;
+        jx += T(L::cx(p)) * v;
+        jy += T(L::cy(p)) * v;
+        jz += T(L::cz(p)) * v;
+    }
+    const T inv = T(1.0) / r;
+    const T ux = jx * inv;
+    const T uy = jy * inv;
+    const T uz = jz * inv;
+    const T cu = T(L::cx(q)) * ux + T(L::cy(q)) * uy + T(L::cz(q)) * uz;
+    const T usq = T(1.5) * (ux * ux + uy * uy + uz * uz);
+    const T feq = T(2.0 * L::w(q)) * rho_w * (T(1.0) + T(4.5) * cu * cu - usq);
+    return feq - lbm::decode<L, T>(lbm::read_only(population_at(f_src, L::opp(q), plane, cell)),
+                                   L::opp(q));
+}
+
+// What the geometry returns along q into fluid cell `cell` from boundary source `kind`.
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
+                                              const S* __restrict__ f_src, P plane,
+                                              lbm::offset_t cell, int i, int j, int k, int nx,
+                                              int ny, lbm::offset_t pitch, lbm::offset_t layer,
+                                              bool per_x, bool per_y, T lid_u,
+                                              const T* __restrict__ inlet, T inlet_scale,
+                                              T rho_w, const T* __restrict__ links)
+{
+    using L = D3Q19;
+    const int o = L::opp(q);
+    const T own_opp = lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, cell)), o);
+    if (kind == FLAG_INLET)
+        return own_opp + T(6.0 * L::w(q) * L::cx(q))
+                             * (inlet_scale * __ldg(inlet + lbm::index_t(k) * (ny + 2) + j));
+    if (kind == FLAG_OUTLET) return anti_bounce_back_3d(f_src, plane, cell, q, rho_w);
+    if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
+        const T w = __ldg(population_at(links, q, plane, cell));
+        if (w >= T(0.0)) {  // wall nearer than halfway: the neighbour x + c_q
+            const lbm::offset_t nb =
+                neighbour_cell_3d(q, 1, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+            return w * own_opp
+                   + (T(1.0) - w)
+                         * lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)),
+                                             o);
+        }
+        return (-w) * own_opp
+               + (T(1.0) + w)
+                     * lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
+    }
+    return lbm::bounce_back<L>(q, kind, own_opp, lid_u);
+}
+
+}  // namespace
+
+template <typename T, typename S, bool STORE_MACRO, bool FORCED>
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 : 1)
+d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
+                            const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
+                            T* __restrict__ ux_out, T* __restrict__ uy_out,
+                            T* __restrict__ uz_out, int nx, int ny, int nz, lbm::index_t pitch64,
+                            lbm::index_t layer64, lbm::index_t plane64, int k0, int k1, T om_p,
+                            T om_m, T lid_u, T fx, T fy, T fz, int periodic_x, int periodic_y,
+                            const T* __restrict__ inlet, T inlet_scale, T rho_w,
+                            const T* __restrict__ links)
+{
+    using L = D3Q19;
+    using P = lbm::offset_t;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    const int j = blockIdx.y + 1;
+    const int k = k0 + blockIdx.z;
+    if (i > nx || j > ny || k >= k1) return;
+    const lbm::offset_t pitch = lbm::offset_t(pitch64), layer = lbm::offset_t(layer64);
+    const P plane = P(plane64);
+    const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);
+    const lbm::flag_t own = flags[cell];
+    if (own & FLAG_SOLID) return;
+    const bool per_x = periodic_x != 0, per_y = periodic_y != 0;
+    const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
+    T fl[L::Q];
+    const lbm::flag_t near_wall = pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer,
+                                          plane, per_x, per_y, deltas);
+    if (near_wall) {  // rare and warp-coherent
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) {
+            const lbm::offset_t src =
+                source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+            const lbm::flag_t kind = __ldg(flags + src);
+            if (kind & FLAG_BOUNDARY)
+                fl[q] = body_boundary_3d(q, kind, own, f_src, plane, cell, i, j, k, nx, ny,
+                                         pitch, layer, per_x, per_y, lid_u, inlet, inlet_scale,
+                                         rho_w, links);
+        }
+    }
+    auto out = [&](int q, T v) {
+        lbm::store_population<L>(population_at(f_dst, q, plane, cell), q, v);
+    };
+    collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
+                                       om_p, om_m, fx, fy, fz, out);
+}

@@ -20,6 +20,9 @@
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
+#   bodies3d D3Q19 bodies (issue 21): GPU tests (tests/test_bodies3d_gpu.py), Schäfer-Turek
+#            3D-1Z (cases/cylinder3d.yaml) on cupy, float64, D = 10 and 20 cells: Cd/Cl against
+#            the reference intervals, MLUPS of the case against the plain box on its grid
 # Logs go to $OUT (./gpu-out); the ones BENCHMARKS.md cites are copied to benchmarks/logs/.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -220,5 +223,16 @@ if has monitor; then
         --steps 150000 --set run.tolerance=0 --set run.check_every=5000 --monitor 1 \
         --output "$OUT/monitor60" --quiet 2>&1 | quiet | tail -16
     rm -rf "$OUT/monitor60/fields.h5" "$OUT/monitor60/checkpoints"
+fi
+if has bodies3d; then
+    note "D3Q19 bodies: GPU tests (issue 21)"
+    timeout 240 python3 -m pytest -m gpu -q -rsfE -s -p no:cacheprovider \
+        tests/test_bodies3d_gpu.py 2>&1 | tee "$OUT/gpu-tests-bodies3d.log" \
+        | grep -E "bodies3d|passed|failed|error" | tail -20
+    note "Schäfer-Turek 3D-1Z on cupy, float64, D = 10 and 20 cells (issue 21)"
+    timeout 330 python3 scripts/cylinder_convergence.py --benchmark 3D-1Z --ny 41 82 \
+        --backend cupy --precision float64 --mlups 2000 \
+        --set run.tolerance=1e-7 run.steps=80000 output.forces_every=5000 2>&1 \
+        | tee "$OUT/cylinder3d-cupy.log" | quiet
 fi
 note "done"

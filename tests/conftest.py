@@ -48,6 +48,24 @@ def body_case(nx: int = 48, ny: int = 20, subdomains: int = 1, bodies: list | No
     return case
 
 
+def body_case_3d(nx: int = 24, ny: int = 10, nz: int = 12, subdomains: int = 1,
+                 bodies: list | None = None, **over: Any) -> dict[str, Any]:
+    """A 3D duct with a velocity inlet at x = 0 (the parabolic product profile), a pressure
+    outlet at x = 1 and, by default, a sphere off the axis that straddles the middle planes
+    (issue #21), as a case dict."""
+    if bodies is None:
+        bodies = [{"name": "ball", "shape": "sphere", "centre": [nx / 3, ny / 2 + 0.2,
+                                                                 nz / 2 + 0.1], "radius": 2.6}]
+    case = fluid_case(nx, ny, subdomains, fluid__reynolds=None, fluid__viscosity=0.05)
+    case["domain"] = {"shape": [nx, ny, nz], "bodies": bodies,
+                      "boundaries": {"x_low": "inlet", "x_high": "outlet", "lid": False},
+                      "inlet": {"velocity": 0.06, "ramp_steps": 10}}
+    for key, value in over.items():
+        section, _, name = key.partition("__")
+        case.setdefault(section, {})[name] = value
+    return case
+
+
 #: True inside the child process that runs Numba CUDA kernels on the simulator
 IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 

@@ -141,9 +141,14 @@ def test_bad_layouts() -> None:
     del case["domain"]["inlet"]
     with pytest.raises(CaseError, match="domain.inlet: required"):
         validate_case(case)
+    case = body_case(40, 20)  # a circle on a 3D grid: the 3D shapes are sphere, cylinder
+    case["domain"]["shape"] = [40, 20, 8]
+    with pytest.raises(CaseError, match="a circle needs a 2D grid"):
+        validate_case(case)
     case = body_case(40, 20, bodies=[])
     case["domain"]["shape"] = [40, 20, 8]
-    with pytest.raises(CaseError, match="not yet available in 3D"):
+    case["domain"]["inlet"] = {"profile": "file", "file": "x.npy"}
+    with pytest.raises(CaseError, match="file is not yet available in 3D"):
         validate_case(case)
 
 

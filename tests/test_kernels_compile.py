@@ -716,6 +716,52 @@ COLLIDE3_AA(float, float, aa3_float32_float32)
 COLLIDE3_AA(float, lbm::half16, aa3_float32_float16)
 COLLIDE3_AA(double, double, aa3_float64_float64)
 COLLIDE3_AA(double, lbm::half16, aa3_float64_float16)
+// d3q19_stream_collide_bodies: inlet speeds per line, outlet density, link weights
+template <typename T, typename S, bool STORE, bool FORCED>
+static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
+                        int ny, int nz, long long pitch, long long layer, long long plane,
+                        int k0, int k1, double op, double om, double lid, double fx, double fy,
+                        double fz, int px, int py, const T* in, double in_scale, double rho_w,
+                        const T* links) {
+    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+        d3q19_stream_collide_bodies<T, S, STORE, FORCED>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
+            pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, in,
+            T(in_scale), T(rho_w), links);
+    });
+}
+template <typename T, typename S>
+static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v, void* w,
+                    int nx, int ny, int nz, long long pitch, long long layer, long long plane,
+                    int k0, int k1, double op, double om, double lid, double fx, double fy,
+                    double fz, int px, int py, int store, const void* in, double in_scale,
+                    double rho_w, const void* links) {
+    auto s = static_cast<const S*>(fs);
+    auto d = static_cast<S*>(fd);
+    auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
+         ww = static_cast<T*>(w);
+    auto ii = static_cast<const T*>(in);
+    auto ll = static_cast<const T*>(links);
+    const bool forced = fx != 0 || fy != 0 || fz != 0;
+#define SIMSPLIT_EMU_BODIES(ST, F) bodies3_run<T, S, ST, F>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, \\
+        pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, rho_w, ll)
+    if (store && forced) SIMSPLIT_EMU_BODIES(true, true);
+    else if (store) SIMSPLIT_EMU_BODIES(true, false);
+    else if (forced) SIMSPLIT_EMU_BODIES(false, true);
+    else SIMSPLIT_EMU_BODIES(false, false);
+#undef SIMSPLIT_EMU_BODIES
+}
+#define BODIES3(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
+    void* r, void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, \\
+    long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
+    double fx, double fy, double fz, int px, int py, int store, const void* in, \\
+    double in_scale, double rho_w, const void* links) { \\
+    bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
+                  fx, fy, fz, px, py, store, in, in_scale, rho_w, links); }
+BODIES3(float, float, bodies3_float32_float32)
+BODIES3(float, lbm::half16, bodies3_float32_float16)
+BODIES3(double, double, bodies3_float64_float64)
+BODIES3(double, float, bodies3_float64_float32)
+BODIES3(double, lbm::half16, bodies3_float64_float16)
 #define HALO3(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
     long long stride, long long pitch, int row, int layer, int size, int set) { \\
     halo3<S>(s, d, pack, plane, stride, pitch, row, layer, size, set); }
@@ -906,6 +952,76 @@ def test_emulated_d3q19_pairs_use_vector_loads(emulated_3d_pairs) -> None:
     misaligned.value = 0
     _check_d3q19_against_cpu(emulated_3d_pairs, "float32", "float16", False, False)
     assert misaligned.value > 0
+
+
+@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("periodic_y", [False, True])
+def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces, padded,
+                                         periodic_y) -> None:
+    """D3Q19 bodies, inlets and outlets (issue #21): the CUDA C kernel's inlet, anti-bounce-
+    back, wall and interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, on a
+    middle slab (ghost planes of halo faces painted, neighbours of interpolated links in them
+    too), a ramped inflow, a body force, fp16 storage included."""
+    import ctypes
+
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.backends.cpu.d3q19 import raw_view
+    from simsplit.backends.layout import field_strides
+    from simsplit.fluid.block import D3Q19Block, Face
+    from simsplit.fluid.geometry import build_bodies
+    from simsplit.fluid.geometry.grid import GridGeometry
+    from simsplit.fluid.geometry.links import link_weights
+    from simsplit.numerics.lattice import D3Q19
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    nx, ny, nz_all, k0, nz = 13, 7, 12, 4, 4
+    (body,) = build_bodies({"shape": [nx, ny, nz_all], "bodies": [
+        {"name": "s", "shape": "sphere", "centre": [6.2, 3.3, 5.9], "radius": 2.4}]}, faces)
+    links = link_weights([body], body.cells, D3Q19, (False, periodic_y, False))
+    assert (links > 0).any() and ((links < 0) & (links != -1)).any()
+    sign = 1.0 if faces[0] == "inlet" else -1.0
+    rng = np.random.default_rng(5)
+    geometry = GridGeometry(body.cells, faces, sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)),
+                            False, links)
+    params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, False, periodic_y,
+                         inlet_scale=0.41, outlet_density=0.991)
+    block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
+                       storage, geometry=geometry)
+    assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
+    assert (block.flags[0] & 32).any() and (block.flags[1:-1] & 32).any()  # CURVED
+    dev = 0.04 * rng.standard_normal((19, nz + 2, ny, nx))
+    block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev[:, 1:-1]))
+    full = block.f_src.copy()  # ghost planes too: the neighbours' rows the links mix in
+    full[:, :, 1:-1, 1:-1] = block.storage.encode(
+        D3Q19.w[:, None, None, None] * (1 + dev), D3Q19.w)
+    flags, inlet, weights = block.flags, block.inlet, block.links
+    cpu_dst = np.zeros_like(full)
+    cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    block.kernels.stream_collide(full, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True,
+                                 inlet=inlet, links=weights)
+    f_src, emu_dst = full, np.zeros_like(full)
+    if padded:
+        f_src, emu_dst, flags, weights = (_padded_copy(a) for a in (full, emu_dst, flags,
+                                                                     weights))
+    macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    fn = getattr(emulated_3d, f"bodies3_{block.dtype.name}_{block.storage.dtype.name}")
+    c_int, c_dbl = ctypes.c_int, ctypes.c_double
+    strides = [ctypes.c_longlong(v) for v in field_strides(f_src, flags, emu_dst)]
+    assert field_strides(weights, flags) == field_strides(f_src, flags)
+    for planes in ((1, 3), (3, nz + 1)):
+        fn(*(_data(raw_view(a)) for a in (f_src, emu_dst, flags)), *(_ptr(a) for a in macro),
+           c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
+           c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(0.0),
+           c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z), c_int(0),
+           c_int(int(periodic_y)), c_int(1), _ptr(inlet), c_dbl(params.inlet_scale),
+           c_dbl(params.outlet_density), _data(weights))
+    interior = (slice(None), *(slice(1, -1),) * 3)
+    np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
+                                  cpu_dst[interior].view(np.uint8))
+    for got, want in zip(macro, cpu_macro, strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_pair_launcher_grid_and_alignment() -> None:

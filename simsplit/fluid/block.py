@@ -52,8 +52,8 @@ class SlabBlock:
         self.backend, self.lattice, self.cross = backend, lattice, tuple(cross)
         self.layers, self.layer0 = layers, layer0
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
-        self.inlet: Any = None  #: inflow speed per row (D2Q9 with an inlet), else None
-        #: interpolated bounce-back weights per link (D2Q9, domain.bounce_back: linear)
+        self.inlet: Any = None  #: inflow speed per row / line (a block with a geometry)
+        #: interpolated bounce-back weights per link (domain.bounce_back: linear)
         self.links: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
@@ -126,7 +126,7 @@ class SlabBlock:
     def _deep_pairs_fit(self, shape: tuple[int, ...]) -> bool:
         """Whether a second ghost plane per face lets this block cross its halo faces two
         steps per sweep: it has halo faces and a two-step kernel that takes the deeper arrays."""
-        if self.aa or not self.halo_faces():
+        if self.aa or not self.halo_faces() or getattr(self, "geometry", None) is not None:
             return False
         fit = getattr(self.kernels, "two_steps_fit_shape", None)
         deep = (self.lattice.q, shape[0] + 2, *shape[1:])
@@ -168,8 +168,24 @@ class SlabBlock:
         return flags
 
     def _paint_geometry(self, flags: np.ndarray) -> None:
-        """Bodies and open faces (D2Q9 blocks with a geometry paint them)."""
+        """Bodies and open faces, where the block has a geometry."""
+        geometry = getattr(self, "geometry", None)
+        if geometry is not None:
+            halo = tuple(f is Face.HALO for f in self.faces)
+            geometry.paint(flags, self.layer0, self.layer0 + self.layers, halo)
 
+    def _load_geometry(self) -> None:
+        """The kernels' geometry arrays: the inflow speed per row (2D) or line (3D), ghosts
+        included, and interpolated bounce-back weights (in the populations' layout)."""
+        geometry, stop = self.geometry, self.layer0 + self.layers
+        if geometry is None:
+            return
+        with self.backend.activate():
+            self.inlet = self.backend.asarray(
+                geometry.inflow_rows(self.layer0, stop).astype(self.dtype))
+            if geometry.links is not None:
+                self.links = self._field(geometry.link_rows(self.layer0, stop)
+                                         .astype(self.dtype))
 
     def _near_wall(self, flags: np.ndarray) -> np.ndarray:
         """NEAR_WALL on interior fluid cells with a solid pull source (periodic axes wrap)."""
@@ -213,6 +229,7 @@ class SlabBlock:
         face has two ghost planes (``depth`` 2: the sweep recomputes the neighbour's first step
         on the inner one, from the neighbour's two planes at step t)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
+                and self.inlet is None  # no bodies, inlets or outlets in the two-step kernel
                 and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype))
 
@@ -360,18 +377,7 @@ class D2Q9Block(SlabBlock):
         self.geometry = geometry
         super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype)
         self.nx, self.ny, self.row0 = nx, ny, row0
-        if geometry is not None:
-            with backend.activate():
-                self.inlet = backend.asarray(
-                    geometry.inflow_rows(row0, row0 + ny).astype(self.dtype))
-                if geometry.links is not None:  # the populations' layout: one cell index
-                    self.links = self._field(geometry.link_rows(row0, row0 + ny)
-                                             .astype(self.dtype))
-
-    def _paint_geometry(self, flags: np.ndarray) -> None:
-        if self.geometry is not None:
-            halo = tuple(f is Face.HALO for f in self.faces)
-            self.geometry.paint(flags, self.layer0, self.layer0 + self.layers, halo)
+        self._load_geometry()
 
 
 class D3Q19Block(SlabBlock):
@@ -380,10 +386,15 @@ class D3Q19Block(SlabBlock):
     def __init__(self, backend: Backend, nx: int, ny: int, nz: int, layer0: int,
                  faces: tuple[Face, Face], params: D3Q19Params, dtype: Any,
                  storage: Any = None, streaming: str = "two-lattice",
-                 ghost_depth: int = 1) -> None:
+                 ghost_depth: int = 1, geometry: GridGeometry | None = None) -> None:
+        if geometry is not None and streaming != "two-lattice":
+            raise ValueError("run.streaming: aa is not allowed with domain.bodies, inlets or "
+                             "outlets (allowed: two-lattice)")
+        self.geometry = geometry
         super().__init__(backend, D3Q19, (ny, nx), nz, layer0, faces, params, dtype, storage,
                          streaming, ghost_depth)
         self.nx, self.ny, self.nz = nx, ny, nz
+        self._load_geometry()
 
 
 def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layers: int,
@@ -402,11 +413,9 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
             raise ValueError(f"run.storage: {np.dtype(storage)} is not allowed for D2Q9 "
                              f"(2D grids store populations in run.precision, {np.dtype(dtype)})")
         return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype, geometry)
-    if geometry is not None:
-        raise ValueError("domain.bodies: bodies, inlets and outlets are not yet available in 3D")
     if lattice is D3Q19:
         return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
-                          storage, streaming, ghost_depth)
+                          storage, streaming, ghost_depth, geometry)
     raise ValueError(f"no block for lattice {lattice.name}")
 
 

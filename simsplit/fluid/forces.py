@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from simsplit.fluid.geometry import solid_and_ids
+from simsplit.fluid.geometry.links import shifted_cells
 from simsplit.numerics.lattice import Lattice
 
 
@@ -41,61 +42,59 @@ def moving_wall_return(f_out: np.ndarray, c: np.ndarray, w: np.ndarray, u_wall: 
 
 
 class BodyLinks:
-    """Every fluid-to-body link of the grid: fluid cell (j, i), direction q pointing into the
-    body, body index, and the interpolated bounce-back weight k of the returning population
+    """Every fluid-to-body link of the grid: fluid cell ``cell`` (index arrays in array order,
+    the first along the split axis), direction q pointing into the body, body index, and the
+    interpolated bounce-back weight k of the returning population
     (simsplit/fluid/geometry/links.py; -1: halfway)."""
 
-    def __init__(self, bodies: list[Any], grid: tuple[int, int], lattice: Lattice,
-                 periodic: tuple[bool, bool], weights: np.ndarray | None = None) -> None:
-        """``periodic``: (y, x) wrap; a neighbour beyond a non-periodic face is no body.
-        ``weights``: the kernels' link weights (q, ny, nx), as rounded for them."""
+    def __init__(self, bodies: list[Any], grid: tuple[int, ...], lattice: Lattice,
+                 periodic: tuple[bool, ...], weights: np.ndarray | None = None) -> None:
+        """``periodic``: wrap per array axis ((y, x) in 2D, (z, y, x) in 3D); a neighbour
+        beyond a non-periodic face is no body. ``weights``: the kernels' link weights
+        (q, *grid), as rounded for them."""
         self.lattice, self.names = lattice, [b.name for b in bodies]
         self.grid, self.periodic = grid, periodic
         solid, ids = solid_and_ids(bodies, grid)
-        ny, nx = grid
-        jj, ii = np.nonzero(~solid)
-        js, is_, qs, bs = [], [], [], []
+        fluid = np.nonzero(~solid)
+        cells: list[list[np.ndarray]] = [[] for _ in grid]
+        qs, bs = [], []
         for q in range(1, lattice.q):
-            cx, cy = (int(v) for v in lattice.c[q])
-            tj, ti, inside = self._shift(jj, ii, cy, cx)
-            hit = np.zeros(len(jj), dtype=bool)
-            hit[inside] = solid[tj[inside], ti[inside]]
-            js.append(jj[hit])
-            is_.append(ii[hit])
+            c = tuple(int(v) for v in lattice.c[q][::-1])  # array order
+            target, inside = shifted_cells(fluid, c, grid, periodic)
+            hit = inside & solid[target]
+            for axis, idx in enumerate(fluid):
+                cells[axis].append(idx[hit])
             qs.append(np.full(int(hit.sum()), q))
-            bs.append(ids[tj[hit], ti[hit]])
-        order = np.lexsort((np.concatenate(qs), np.concatenate(is_), np.concatenate(js)))
-        self.j, self.i, self.q, self.body = (np.concatenate(a)[order]
-                                             for a in (js, is_, qs, bs))
+            bs.append(ids[tuple(t[hit] for t in target)])
+        flat = [np.concatenate(a) for a in cells]
+        order = np.lexsort((np.concatenate(qs), *flat[::-1]))
+        self.cell = tuple(a[order] for a in flat)
+        self.q, self.body = np.concatenate(qs)[order], np.concatenate(bs)[order]
         self.q_in = lattice.opp[self.q]  #: the direction the wall returns
-        self.k = (weights[self.q_in, self.j, self.i].astype(np.float64) if weights is not None
-                  else np.full(len(self.j), -1.0))
+        self.k = (weights[(self.q_in, *self.cell)].astype(np.float64) if weights is not None
+                  else np.full(len(self.q), -1.0))
         # the neighbour x - c_q that a weight k >= 0 mixes in (fluid wherever k >= 0)
-        c = lattice.c[self.q]
-        self.nj, self.ni, _ = self._shift(self.j, self.i, -c[:, 1], -c[:, 0])
-
-    def _shift(self, j: np.ndarray, i: np.ndarray, dj: Any, di: Any
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        (ny, nx), ok = self.grid, np.ones(len(j), dtype=bool)
-        tj, ti = j + dj, i + di
-        for t, n, wrap in ((tj, ny, self.periodic[0]), (ti, nx, self.periodic[1])):
-            if wrap:
-                t %= n
-            else:
-                ok &= (t >= 0) & (t < n)
-        return tj, ti, ok
+        back = -lattice.c[self.q][:, ::-1]  # array order
+        self.nbr = tuple((idx + back[:, a]) % n if wrap else idx + back[:, a]
+                         for a, (idx, n, wrap) in enumerate(zip(self.cell, grid, periodic,
+                                                                strict=True)))
 
     def slab_values(self, f: np.ndarray, row0: int) -> np.ndarray:
-        """What one slab knows from its post-collision populations ``f`` (q, layers, nx), as
-        rows (link, part, value): part 0 f*_q(x), part 1 f*_q_in(x) (links of its rows), part
-        2 f*_q(x - c_q) (links whose neighbour is in its rows and whose weight is >= 0)."""
-        rows = slice(row0, row0 + f.shape[1])
-        own = np.flatnonzero((self.j >= rows.start) & (self.j < rows.stop))
-        nb = np.flatnonzero((self.k >= 0) & (self.nj >= rows.start) & (self.nj < rows.stop))
+        """What one slab knows from its post-collision populations ``f`` (q, layers, *cross),
+        as rows (link, part, value): part 0 f*_q(x), part 1 f*_q_in(x) (links of its layers),
+        part 2 f*_q(x - c_q) (links whose neighbour is in its layers and whose weight is
+        >= 0)."""
+        lo, hi = row0, row0 + f.shape[1]
+        own = np.flatnonzero((self.cell[0] >= lo) & (self.cell[0] < hi))
+        nb = np.flatnonzero((self.k >= 0) & (self.nbr[0] >= lo) & (self.nbr[0] < hi))
+
+        def at(cells: tuple[np.ndarray, ...], sel: np.ndarray) -> tuple[np.ndarray, ...]:
+            return (cells[0][sel] - row0, *(c[sel] for c in cells[1:]))
+
         parts = [
-            (own, 0, f[self.q[own], self.j[own] - row0, self.i[own]]),
-            (own, 1, f[self.q_in[own], self.j[own] - row0, self.i[own]]),
-            (nb, 2, f[self.q[nb], self.nj[nb] - row0, self.ni[nb]]),
+            (own, 0, f[(self.q[own], *at(self.cell, own))]),
+            (own, 1, f[(self.q_in[own], *at(self.cell, own))]),
+            (nb, 2, f[(self.q[nb], *at(self.nbr, nb))]),
         ]
         return np.concatenate([np.column_stack([idx.astype(np.float64),
                                                 np.full(len(idx), float(part)),
@@ -103,8 +102,8 @@ class BodyLinks:
                                for idx, part, vals in parts])
 
     def momentum(self, values: list[np.ndarray], u_wall: np.ndarray) -> np.ndarray:
-        """Per link (n, 2): the momentum passed in one step, from every slab's values."""
-        got = np.zeros((3, len(self.j)))
+        """Per link (n, dim): the momentum passed in one step, from every slab's values."""
+        got = np.zeros((3, len(self.q)))
         for rows in values:
             got[rows[:, 1].astype(int), rows[:, 0].astype(int)] = rows[:, 2]
         f_out, own_in, nb = got
@@ -115,21 +114,23 @@ class BodyLinks:
 
 
 def total_forces(momentum: np.ndarray, body: np.ndarray, n_bodies: int) -> np.ndarray:
-    """Force (n_bodies, 2) from every link's momentum, each sum exactly rounded (any order)."""
-    out = np.zeros((n_bodies, 2))
+    """Force (n_bodies, dim) from every link's momentum, each sum exactly rounded (any
+    order)."""
+    dim = momentum.shape[1]
+    out = np.zeros((n_bodies, dim))
     for b in range(n_bodies):
         mine = momentum[body == b]
-        out[b] = [math.fsum(mine[:, 0]), math.fsum(mine[:, 1])]
+        out[b] = [math.fsum(mine[:, a]) for a in range(dim)]
     return out
 
 
 def measure_forces(solver: Any, links: BodyLinks) -> np.ndarray:
-    """Force on each body (lattice units, per unit depth) from the solver's current
+    """Force on each body (lattice units; per unit depth in 2D) from the solver's current
     post-collision populations (collective under MPI)."""
     pieces = {k: links.slab_values(blk.populations(), blk.layer0)
               for k, blk in solver.blocks.items()}
     got = solver.transport.gather(pieces)
-    momentum = links.momentum([got[k] for k in sorted(got)], np.zeros(2))
+    momentum = links.momentum([got[k] for k in sorted(got)], np.zeros(links.lattice.dim))
     return total_forces(momentum, links.body, len(links.names))
 
 
@@ -139,16 +140,17 @@ def body_links(setup: Any) -> BodyLinks:
     weights = None
     if geo is not None and geo.links is not None:
         weights = geo.links.astype(setup.dtype)
-    periodic = (setup.periodic_split, bool(setup.params.periodic[-1]))
+    periodic = (setup.periodic_split, *(bool(p) for p in setup.params.periodic))
     return BodyLinks(list(setup.bodies), setup.grid, setup.lattice, periodic, weights)
 
 
-def coefficients(force: np.ndarray, velocity: float | None, length: float,
+def coefficients(force: np.ndarray, velocity: float | None, reference: float,
                  direction: float = 1.0, density: float = 1.0
                  ) -> tuple[float | None, float | None]:
-    """(drag, lift) coefficients 2 F / (rho U^2 L) of a force: drag along the flow
-    (``direction`` +1: +x, -1: -x), lift along y; None without a reference velocity."""
+    """(drag, lift) coefficients 2 F / (rho U^2 L) (2D, ``reference`` a length) or 2 F /
+    (rho U^2 A) (3D, an area) of a force: drag along the flow (``direction`` +1: +x, -1: -x),
+    lift along y; None without a reference velocity."""
     if not velocity:
         return None, None
-    scale = 0.5 * density * velocity * velocity * length
+    scale = 0.5 * density * velocity * velocity * reference
     return float(direction * force[0] / scale), float(force[1] / scale)

@@ -1,5 +1,5 @@
-"""Open faces of a 2D channel: which x faces are walls, inlets or outlets, the inlet's profile
-and ramp-up, and the reference velocity of Reynolds numbers and force coefficients."""
+"""Open faces of a channel (2D or 3D): which x faces are walls, inlets or outlets, the inlet's
+profile and ramp-up, and the reference velocity of Reynolds numbers and force coefficients."""
 
 from __future__ import annotations
 
@@ -31,14 +31,32 @@ class Inlet:
     ramp_steps: int = 0
     start: str = "rest"  #: initial state: rest, or the inflow profile everywhere
     rows: tuple[float, ...] | None = None  #: profile "file": the speed of each row
+    #: 3D: whether the parabola also spans z (walls at z = 0 and z = 1): the product profile
+    #: 16 U y (H - y) z (H - z) / H^4 of Schäfer & Turek's 3D tests; None in 2D
+    across_z: bool | None = None
 
     @property
     def mean_velocity(self) -> float:
-        """Mean over the channel height: U for a uniform inflow, 2 U / 3 for a parabola (the
-        reference velocity of Schäfer & Turek's coefficients), the rows' mean from a file."""
+        """Mean over the inlet: U for a uniform inflow, 2 U / 3 for a parabola, 4 U / 9 for
+        the 3D product of two (the reference velocities of Schäfer & Turek's coefficients),
+        the rows' mean from a file."""
         if self.rows is not None:
             return float(np.mean(self.rows))
-        return self.velocity * (2.0 / 3.0 if self.profile == "parabolic" else 1.0)
+        if self.profile != "parabolic":
+            return self.velocity
+        return self.velocity * (4.0 / 9.0 if self.across_z else 2.0 / 3.0)
+
+    def cell_velocities(self, cross: tuple[int, ...]) -> np.ndarray:
+        """Inflow speed at each row (2D, ``cross`` = (ny,)) or each line (k, j) along x (3D,
+        ``cross`` = (nz, ny)), at cell centres; walls at 0 and n."""
+        if len(cross) == 1:
+            return self.row_velocities(cross[0])
+        nz, ny = cross
+        rows = self.row_velocities(ny)
+        if self.profile != "parabolic" or not self.across_z:
+            return np.tile(rows, (nz, 1))
+        z = np.arange(nz, dtype=np.float64) + 0.5
+        return rows[None, :] * (4.0 * z * (nz - z) / (nz * nz))[:, None]
 
     def row_velocities(self, ny: int) -> np.ndarray:
         """Inflow speed at each row's cell centre y = j + 1/2 (float64), walls at 0 and ny."""
@@ -72,9 +90,6 @@ def inlet_of(case: dict[str, Any]) -> Inlet | None:
     """The case's inlet (``domain.inlet``) where a face is one; refuses what cannot run."""
     domain = case["domain"]
     faces = x_faces(case)
-    if any(f in OPEN for f in faces) and len(domain["shape"]) != 2:
-        raise CaseError("domain.boundaries.x_low: inlets and outlets are not yet available in "
-                        "3D (D2Q9 only so far; issue #21)")
     spec = domain.get("inlet")
     if "inlet" not in faces:
         if spec is not None:
@@ -88,6 +103,10 @@ def inlet_of(case: dict[str, Any]) -> Inlet | None:
         raise CaseError("domain.boundaries.x_high: inlet on both faces is not allowed: make "
                         "one an outlet")
     profile = spec.get("profile", "parabolic")
+    dim = len(domain["shape"])
+    if dim == 3 and profile == "file":
+        raise CaseError("domain.inlet.profile: file is not yet available in 3D (uniform or "
+                        "parabolic)")
     if "file" in spec and profile != "file":
         raise CaseError(f"domain.inlet.file: only with profile: file (the profile is "
                         f"{profile})")
@@ -103,8 +122,12 @@ def inlet_of(case: dict[str, Any]) -> Inlet | None:
     if domain["boundaries"]["lid"]:
         raise CaseError("domain.boundaries.lid: a lid with an inlet is not allowed: set "
                         "domain.boundaries.lid: false")
+    across_z = None
+    if dim == 3:
+        across_z = domain["boundaries"].get("z", "wall") == "wall"
     return Inlet(profile, float(spec["velocity"]), int(spec.get("ramp_steps", 0)),
-                 spec.get("start", "rest"), None if rows is None else tuple(rows.tolist()))
+                 spec.get("start", "rest"), None if rows is None else tuple(rows.tolist()),
+                 across_z)
 
 
 def read_profile(spec: dict[str, Any], ny: int) -> np.ndarray:

@@ -73,30 +73,50 @@ FLUID_RUN_PROPERTIES = {
     },
 }
 
-_POINT = {"type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 2}
+_POINT = {"type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 3}
 
 BODY_SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["name", "shape"],
     "properties": {
         "name": {"type": "string", "minLength": 1,
                  "description": "Name of the body in the summary, run.json and forces.h5."},
-        "shape": {"enum": ["circle", "box", "polygon", "mask"]},
-        "centre": {**_POINT, "description": "circle: centre [x, y]."},
+        "shape": {"enum": ["circle", "box", "polygon", "mask", "sphere", "cylinder", "stl"],
+                  "description": "2D: circle, box, polygon, mask; 3D: sphere, cylinder, box, "
+                                 "mask, stl."},
+        "centre": {**_POINT, "description": "circle: centre [x, y]; sphere: centre [x, y, z]; "
+                                            "cylinder: a point [x, y, z] of its axis (the "
+                                            "middle, with length)."},
         "radius": {"type": "number", "exclusiveMinimum": 0},
         "diameter": {"type": "number", "exclusiveMinimum": 0},
-        "lower": {**_POINT, "description": "box: lower left corner [x0, y0]."},
-        "upper": {**_POINT, "description": "box: upper right corner [x1, y1]."},
+        "axis": {"description": "cylinder: its axis, x, y, z or a vector [ax, ay, az] (any "
+                                "direction, with length)."},
+        "length": {"type": "number", "exclusiveMinimum": 0,
+                   "description": "cylinder: its length (flat caps); without, it spans the "
+                                  "domain along an axis x, y or z."},
+        "lower": {**_POINT, "description": "box: lowest corner [x0, y0] ([x0, y0, z0] in 3D)."},
+        "upper": {**_POINT, "description": "box: highest corner [x1, y1] ([x1, y1, z1] in 3D)."},
         "vertices": {"type": "array", "items": _POINT, "minItems": 3,
                      "description": "polygon: corners [[x, y], ...]."},
         "file": {"type": "string", "minLength": 1,
-                 "description": "mask: a .npy or HDF5 array (indexed [j, i], nonzero = "
-                                "solid) or a PNG image (dark = solid), one pixel per cell; "
-                                "relative to the case file."},
+                 "description": "mask: a .npy or HDF5 array (indexed [j, i], in 3D [k, j, i]; "
+                                "nonzero = solid) or a PNG image (2D: dark = solid), one pixel "
+                                "per cell; stl: a closed binary or ASCII STL mesh; relative "
+                                "to the case file."},
+        "scale": {"type": "number", "exclusiveMinimum": 0,
+                  "description": "stl: factor on the mesh's coordinates (default 1), before "
+                                 "offset; the result is in the case's length unit."},
+        "offset": {**_POINT, "description": "stl: [x, y, z] added to the scaled vertices."},
         "dataset": {"type": "string", "minLength": 1,
                     "description": "mask in HDF5: the dataset's name (default mask)."},
         "origin": {"type": "array", "items": {"type": "integer", "minimum": 0},
-                   "minItems": 2, "maxItems": 2,
-                   "description": "mask: cell [i, j] of the mask's lower left pixel."},
+                   "minItems": 2, "maxItems": 3,
+                   "description": "mask: cell [i, j] ([i, j, k] in 3D) of the mask's lowest "
+                                  "pixel."},
+        "reference_area": {"type": "number", "exclusiveMinimum": 0,
+                           "description": "3D: area of the drag and lift coefficients, 2 F / "
+                                          "(rho U^2 A) (default: a sphere's pi r^2, a "
+                                          "cylinder's diameter x length, else the extent "
+                                          "across the flow, y x z)."},
         "reference_length": {"type": "number", "exclusiveMinimum": 0,
                              "description": "Length of the drag and lift coefficients "
                                             "(default: a circle's diameter, else the "
@@ -133,9 +153,9 @@ DOMAIN_SCHEMA = {
                         "description": "The wall at y = 1 (z = 1 in 3D) moves in +x at "
                                        "fluid.lid_velocity."},
                 "x_low": {"enum": ["wall", "inlet", "outlet"],
-                          "description": "Face x = 0 alone, instead of domain.boundaries.x "
-                                         "(2D so far): inlet (domain.inlet) or outlet "
-                                         "(domain.outlet); docs/bodies.md."},
+                          "description": "Face x = 0 alone, instead of domain.boundaries.x: "
+                                         "inlet (domain.inlet) or outlet (domain.outlet); "
+                                         "docs/bodies.md."},
                 "x_high": {"enum": ["wall", "inlet", "outlet"],
                            "description": "Face x = 1 alone, instead of domain.boundaries.x."},
             },
@@ -155,17 +175,20 @@ DOMAIN_SCHEMA = {
         },
         "bodies": {
             "type": "array", "items": BODY_SCHEMA,
-            "description": "Named solid bodies (2D so far): circle (centre, radius or "
-                           "diameter), box (lower, upper corners), polygon (vertices) or mask "
-                           "(file: .npy, .h5 or .png, dark = solid; origin). Forces and "
-                           "drag/lift coefficients are reported per body (docs/bodies.md).",
+            "description": "Named solid bodies. 2D: circle (centre, radius or diameter), "
+                           "box (lower, upper corners), polygon (vertices) or mask (file: "
+                           ".npy, .h5 or .png, dark = solid; origin); 3D: sphere (centre, "
+                           "radius or diameter), cylinder (centre, axis, radius or diameter, "
+                           "length), box, mask (.npy, .h5) or stl (file, scale, offset). "
+                           "Forces and drag/lift "
+                           "coefficients are reported per body (docs/bodies.md).",
         },
         "bounce_back": {
             "enum": ["halfway", "linear"],
             "description": "Walls of bodies: halfway bounce-back (the default: the staircase "
                            "of solid cells) or linear, interpolated bounce-back (Bouzidi et al. "
-                           "2001) with the exact wall distance of circles, boxes and polygons "
-                           "(masks stay halfway).",
+                           "2001) with the exact wall distance of circles, boxes, polygons, "
+                           "spheres, cylinders and STL meshes (masks stay halfway).",
         },
         "inlet": {
             "type": "object", "additionalProperties": False,
@@ -174,8 +197,9 @@ DOMAIN_SCHEMA = {
             "properties": {
                 "profile": {"enum": ["uniform", "parabolic", "file"], "default": "parabolic",
                             "description": "uniform, parabolic between the walls at y = 0 "
-                                           "and y = 1 (4 U y (H - y) / H^2), or file "
-                                           "(domain.inlet.file)."},
+                                           "and y = 1 (4 U y (H - y) / H^2; in 3D with z "
+                                           "walls the product 16 U y (H - y) z (H - z) / "
+                                           "H^4), or file (domain.inlet.file, 2D)."},
                 "file": {"type": "string", "minLength": 1,
                          "description": "profile file: a .npy or text file of ny speeds "
                                         "into the domain (lattice units), one per row from "

@@ -47,24 +47,24 @@ class FluidSetup:
         if not self.bodies and all(k in ("wall", "periodic") for k in self.x_kinds):
             return None
         solid, _ = solid_and_ids(list(self.bodies), self.grid)
-        inflow = np.zeros(self.ny)
+        inflow = np.zeros(self.grid[:-1])
         if self.inlet is not None:
             sign = 1.0 if self.x_kinds[0] == "inlet" else -1.0
-            inflow = sign * self.inlet.row_velocities(self.ny)
+            inflow = sign * self.inlet.cell_velocities(self.grid[:-1])
         links = None
         if self.bounce_back == "linear" and self.bodies:
-            periodic = (self.periodic_split, bool(self.params.periodic[-1]))
+            periodic = (self.periodic_split, *(bool(p) for p in self.params.periodic))
             links = link_weights(list(self.bodies), solid, self.lattice, periodic)
         return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links)
 
     def initial_velocity(self) -> np.ndarray | None:
-        """Velocity to start from, ``(ny, nx, 2)`` (inlet.start: inflow: each row's inflow
+        """Velocity to start from, ``(*grid, dim)`` (inlet.start: inflow: each row's inflow
         speed in every fluid cell), or None: rest."""
         geo = self.geometry
         if self.inlet is None or self.inlet.start != "inflow" or geo is None:
             return None
-        u = np.zeros((*self.grid, 2))
-        u[..., 0] = geo.inflow[:, None] * self.inlet.scale(1)
+        u = np.zeros((*self.grid, self.dim))
+        u[..., 0] = geo.inflow[..., None] * self.inlet.scale(1)
         u[geo.solid] = 0.0
         return u
 
@@ -165,7 +165,8 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
         params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"],
                             outlet_density=outlet_density(case))
     else:
-        params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"])
+        params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"],
+                             outlet_density=outlet_density(case))
     dtype = np.dtype(case["run"]["precision"])
     storage = np.dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,

@@ -37,6 +37,11 @@ def check_fluid_case(case: dict[str, Any]) -> None:
     if "slip" in (bounds.get("y"), bounds.get("z")) and axis != "y":
         raise CaseError("domain.boundaries.y: slip is not yet available in 3D (D2Q9 only)")
     inflow = "inlet" in (bounds.get("x_low"), bounds.get("x_high"))
+    open_faces = {bounds.get("x_low"), bounds.get("x_high")} & {"inlet", "outlet"}
+    if (case["run"].get("streaming") == "aa"
+            and (open_faces or case["domain"].get("bodies"))):
+        raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets or "
+                        "outlets (allowed: two-lattice)")
     if has_re and not bounds["lid"] and not inflow:
         raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "
                         "inlet; give fluid.viscosity instead")

@@ -56,6 +56,10 @@ class D3Q19Params(_Rates):
     force_z: float
     periodic_x: bool
     periodic_y: bool
+    #: factor on the inlet velocities this step (ramp-up: 0 -> 1; 1 without a ramp)
+    inlet_scale: float = 1.0
+    #: density held at an outlet (pressure rho / 3)
+    outlet_density: float = 1.0
 
     @property
     def periodic(self) -> tuple[bool, ...]:

@@ -40,8 +40,8 @@ class BodyForces:
         """Drag and lift coefficient series of body ``k`` (NaN without an inlet)."""
         from simsplit.fluid.forces import coefficients
 
-        pairs = [coefficients(f[k], self.velocity, self.bodies[k].reference_length,
-                              self.direction) for f in self.forces]
+        pairs = [coefficients(f[k], self.velocity, self.bodies[k].reference, self.direction)
+                 for f in self.forces]
         nan = float("nan")
         return (np.array([nan if d is None else d for d, _ in pairs]),
                 np.array([nan if c is None else c for _, c in pairs]))
@@ -51,13 +51,15 @@ class BodyForces:
         out = {}
         for k, body in enumerate(self.bodies):
             drag, lift = self.coefficients(k)
-            force = self.forces[-1][k] if self.forces else np.full(2, np.nan)
+            force = self.forces[-1][k] if self.forces else np.full(self.setup.dim, np.nan)
             out[body.name] = {
                 "drag_coefficient": _number(drag[-1]) if len(drag) else None,
                 "lift_coefficient": _number(lift[-1]) if len(lift) else None,
                 "force": [_number(v) for v in force],
                 "step": self.steps[-1] if self.steps else None,
                 "reference_length_cells": body.reference_length,
+                **({} if body.reference_area is None
+                   else {"reference_area_cells": body.reference_area}),
                 "reference_velocity": self.velocity,
                 "cells": body.size,
                 **self._shedding(k, drag, lift),
@@ -89,13 +91,18 @@ class BodyForces:
         forces = np.array(self.forces)
         for k, body in enumerate(self.bodies):
             drag, lift = self.coefficients(k)
-            series[body.name] = {"force_x": forces[:, k, 0], "force_y": forces[:, k, 1],
-                                 "drag_coefficient": drag, "lift_coefficient": lift}
+            series[body.name] = {f"force_{ax}": forces[:, k, a]
+                                 for a, ax in enumerate("xyz"[:self.setup.dim])}
+            series[body.name].update(drag_coefficient=drag, lift_coefficient=lift)
             attrs[body.name] = {"reference_length_cells": body.reference_length,
                                 "reference_velocity": self.velocity, "kind": body.kind}
+            if body.reference_area is not None:
+                attrs[body.name]["reference_area_cells"] = body.reference_area
             drags[body.name], lifts[body.name] = drag, lift
         write_forces(directory / "forces.h5", np.array(self.steps), series, attrs,
-                     {"units": "lattice units, force per unit depth", "density": 1.0,
+                     {"units": "lattice units" + (", force per unit depth"
+                                                  if self.setup.dim == 2 else ""),
+                      "density": 1.0,
                       "method": "momentum exchange, Galilean invariant (Wen et al. 2014)"})
         if plots and self.velocity:
             cells = "x".join(str(n) for n in self.setup.shape)

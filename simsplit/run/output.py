@@ -143,12 +143,16 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
         if channel is not None:
             _plot_channel(s, u, channel, directory / "profile.png")
             return
-        if setup.geometry is not None and setup.dim == 2:  # bodies, inlets, outlets
+        if setup.geometry is not None:  # bodies, inlets, outlets (3D: the plane z = 1/2)
             from simsplit.io.plots import plot_flow
 
             cells = "x".join(str(n) for n in setup.shape)
-            plot_flow(u, setup.geometry.solid, directory / "velocity.png",
-                      f"{setup.lattice.name}, {cells}, step {s.steps_done}")
+            solid, where = setup.geometry.solid, ""
+            if setup.dim == 3:
+                k = setup.nz // 2
+                u, solid, where = u[k, ..., :2], solid[k], f", plane k = {k}"
+            plot_flow(u, solid, directory / "velocity.png",
+                      f"{setup.lattice.name}, {cells}{where}, step {s.steps_done}")
             return
         from simsplit.fluid.reference import cavity_reference
         from simsplit.io.plots import plot_cavity, plot_cavity_midplane

@@ -61,14 +61,15 @@ def body_lines(bodies: dict | None) -> list[str]:
     """Per body: drag and lift coefficients (at the last measurement) and the force."""
     lines = []
     for name, b in (bodies or {}).items():
-        fx, fy = (f"{v:.6g}" if v is not None else "nan" for v in b["force"])
+        force = ", ".join(f"{v:.6g}" if v is not None else "nan" for v in b["force"])
         if b["drag_coefficient"] is None:
             coeff = "no coefficients (no inlet gives a reference velocity)"
         else:
+            ref = (f"L {b['reference_length_cells']:.4g} cells" if "reference_area_cells" not in b
+                   else f"A {b['reference_area_cells']:.4g} cells^2")
             coeff = (f"Cd {b['drag_coefficient']:.5f}  Cl {b['lift_coefficient']:.5f} "
-                     f"(U {b['reference_velocity']:.4g}, L {b['reference_length_cells']:.4g} "
-                     "cells)")
-        lines.append(f"body         {name}: {coeff}; force ({fx}, {fy}) lattice units at step "
+                     f"(U {b['reference_velocity']:.4g}, {ref})")
+        lines.append(f"body         {name}: {coeff}; force ({force}) lattice units at step "
                      f"{b['step']}")
         if b.get("strouhal") is not None:
             lines.append(f"             shedding over {b['periods']} periods: Strouhal "

@@ -22,7 +22,7 @@ from numba.extending import overload
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.storage import FP16_SCALE
 
@@ -135,13 +135,20 @@ def _wrap(s, n, periodic):
 
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
-                    om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced):
+                    om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced,
+                    inlet, inlet_scale, rho_w, links):
+    """Two-lattice pull step of planes [k0, k1). Near a boundary: walls and the lid bounce
+    back; INLET ghost cells (open x faces) return Ladd's moving-wall value with the inflow
+    speed ``inlet[k, j]`` of the cell's line; OUTLET ones anti-bounce-back at density
+    ``rho_w``; body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
+    simsplit/fluid/geometry/links.py)."""
     ny = f_src.shape[2] - 2
     nx = f_src.shape[3] - 2
     dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, fz, lid_u = dt(fx), dt(fy), dt(fz), dt(lid_u)
+    inlet_scale, rho_w = dt(inlet_scale), dt(rho_w)
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
     for row in numba.prange((k1 - k0) * ny):  # rows (k, j): parallel even in a one-plane range
@@ -164,16 +171,57 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                     sj = _wrap(j - _CY[q], ny, periodic_y)
                     si = _wrap(i - _CX[q], nx, periodic_x)
                     kind = flags[k - _CZ[q], sj, si]
-                    if kind & SOLID:
+                    if kind & BOUNDARY:
                         o = _OPP[q]
                         v = _decode(f_src[o, k, j, i], dt(_W[o]))
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
+                        elif kind == INLET:  # Ladd: the wall moves at the line's inflow speed
+                            v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[k, j])
+                        elif kind == OUTLET:
+                            v = _anti_bounce_back(f_src, k, j, i, q, rho_w, rho_out)
+                        elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
+                            w = links[q, k, j, i]
+                            if w >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
+                                nj = _wrap(j + _CY[q], ny, periodic_y)
+                                ni = _wrap(i + _CX[q], nx, periodic_x)
+                                v = w * v + (one - w) * _decode(f_src[o, k + _CZ[q], nj, ni],
+                                                                dt(_W[o]))
+                            else:  # beyond halfway: the own cell's q
+                                v = (-w) * v + (one + w) * _decode(f_src[q, k, j, i], dt(_W[q]))
                         fl[q] = v
             _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i,
                      om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
             for q in range(19):
                 f_dst[q, k, j, i] = _encode(post[q], dt(_W[q]), f_dst)
+
+
+@numba.njit(inline="always")
+def _anti_bounce_back(f_src, k, j, i, q, rho_w, like):
+    """Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5
+    u^2), u the own cell's velocity from its post-collision populations (step t); sums over
+    every population in order, zero products included (kernels/d3q19.cu anti_bounce_back_3d).
+    ``like``: an array of the arithmetic type."""
+    dt = like.dtype.type
+    r = dt(0.0)
+    jx = dt(0.0)
+    jy = dt(0.0)
+    jz = dt(0.0)
+    for p in range(19):
+        v = _decode(f_src[p, k, j, i], dt(_W[p]))
+        r += v
+        jx += dt(_CX[p]) * v
+        jy += dt(_CY[p]) * v
+        jz += dt(_CZ[p]) * v
+    inv = dt(1.0) / r
+    ux = jx * inv
+    uy = jy * inv
+    uz = jz * inv
+    cu = dt(_CX[q]) * ux + dt(_CY[q]) * uy + dt(_CZ[q]) * uz
+    usq = dt(1.5) * (ux * ux + uy * uy + uz * uz)
+    feq = dt(2.0 * _W[q]) * rho_w * (dt(1.0) + dt(4.5) * cu * cu - usq)
+    o = _OPP[q]
+    return feq - _decode(f_src[o, k, j, i], dt(_W[o]))
 
 
 @numba.njit(parallel=True, cache=True)
@@ -341,10 +389,20 @@ def _layers(f: np.ndarray) -> np.ndarray:
 class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
-    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro):
+    def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
+                       inlet=None, links=None):
+        """``inlet``: inflow speed of each line (k, j) along x, ghosts included (``(nz + 2,
+        ny + 2)``, the arithmetic type; None: none); ``links``: interpolated bounce-back
+        weights, f's shape in the arithmetic type (read where flags say CURVED; None: none)."""
+        dt = rho.dtype
+        if inlet is None:
+            inlet = np.zeros((1, 1), dt)
+        if links is None:
+            links = np.full((19, 1, 1, 1), -1.0, dt)
         args = (raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
-                p.periodic_x, p.periodic_y, store_macro, p.forced)
+                p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
+                p.outlet_density, links)
         announce_compile(_stream_collide, args)
         _stream_collide(*args)
 

@@ -129,6 +129,10 @@ class D3Q19Kernels:
                              for v in variants}
             self._collide_aa = {v: module.get_function(source.d3q19_aa_name(*v))
                                 for v in variants}
+            self._bodies = {(dt, st, s, forced): module.get_function(
+                source.d3q19_bodies_name(dt, st, s, forced))
+                for dt, st in source.D3Q19_STORAGE
+                for s, forced in itertools.product((False, True), repeat=2)}
             self._two_steps = {}
             for dt, st in source.D3Q19_FUSED_PAIRS:
                 shared = source.d3q19_two_steps_launch(1, 1, 1, np.dtype(st).itemsize)[2]
@@ -142,9 +146,11 @@ class D3Q19Kernels:
                             for st in storages}
             # load every kernel now: a first launch inside a graph capture must not load modules
             kernels = [*self._collide.values(), *self._collide_aa.values(),
+                       *self._bodies.values(),
                        *self._two_steps.values(), *self._pack.values(), *self._unpack.values()]
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
+        self._halfway: dict[np.dtype, Any] = {}  #: links stand-ins (never read: no CURVED)
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
@@ -183,9 +189,17 @@ class D3Q19Kernels:
         return k0, k1
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro) -> None:
+                       store_macro, inlet=None, links=None) -> None:
+        """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
+        (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
+        geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
+        (None: no CURVED cell)."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if k0 == k1:
+            return
+        if inlet is not None:
+            self._stream_collide_bodies(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
+                                        store_macro, inlet, links)
             return
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         dt, st = rho.dtype, f_src.dtype
@@ -198,6 +212,32 @@ class D3Q19Kernels:
         with self._dev:
             kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
+
+    def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
+                               p: D3Q19Params, store_macro: bool, inlet, links) -> None:
+        nz, ny, nx = (n - 2 for n in f_src.shape[1:])
+        dt = macro[0].dtype
+        if wide_offsets(f_src):
+            raise ValueError(f"D3Q19 bodies, inlets and outlets take population arrays of at "
+                             f"most {source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape}); split "
+                             "the domain over more slabs")
+        if inlet.shape != (nz + 2, ny + 2) or inlet.dtype != dt or not inlet.flags.c_contiguous:
+            raise ValueError(f"inlet speeds {inlet.shape} {inlet.dtype} do not fit f "
+                             f"{f_src.shape} (expected ({nz + 2}, {ny + 2}) {dt}, packed)")
+        if links is None:
+            if dt not in self._halfway:
+                with self._dev:
+                    self._halfway[dt] = cupy.full(1, -1.0, dt)
+            links = self._halfway[dt]
+        elif links.dtype != dt or element_strides(links) != element_strides(f_src):
+            raise ValueError("interpolated bounce-back weights must have the populations' "
+                             "layout in the arithmetic type")
+        check_launch_device(self.device)
+        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced)]
+        args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
+        with self._dev:
+            kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
+                 (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def two_steps_fit(self, f: Any, dtype: Any) -> bool:

@@ -282,6 +282,16 @@ def d3q19_two_steps_name(dtype: np.dtype | type, storage: np.dtype | type, store
         "d3q19_stream_collide<", "d3q19_stream_collide_two_steps<")
 
 
+def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
+                      forced: bool) -> str:
+    """D3Q19 stream-collide with bodies, inlets and outlets (kernels/d3q19.cu
+    d3q19_stream_collide_bodies), as :func:`d3q19_stream_collide_name`; 32-bit element offsets
+    only."""
+    name = d3q19_stream_collide_name(dtype, storage, store_macro, forced, False)
+    return name.replace("d3q19_stream_collide<", "d3q19_stream_collide_bodies<").replace(
+        f", {D3Q19_OFFSETS[False]}>", ">")
+
+
 def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
                            itemsize: int) -> tuple[tuple[int, int, int], int, int]:
     """(grid, threads per block, dynamic shared bytes) of the two-step kernel for ``planes``
@@ -312,6 +322,8 @@ def name_expressions(name: str) -> list[str]:
             for forced, wide in itertools.product((False, True), repeat=2):
                 out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
                 out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
+            out += [d3q19_bodies_name(dt, st, s, forced)
+                    for forced, s in itertools.product((False, True), repeat=2)]
         # the two-step kernel only where the solver takes it: every instantiation lengthens
         # the first run's NVRTC compile (the host emulation tests all storage pairs)
         for dt, st in D3Q19_FUSED_PAIRS:

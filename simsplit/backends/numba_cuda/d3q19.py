@@ -16,7 +16,7 @@ from numba import cuda
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
 from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
 from simsplit.errors import BackendUnavailable
-from simsplit.numerics.flags import LID, NEAR_WALL, SOLID
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
@@ -55,10 +55,32 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
             s += mul(cz, c)
         return s
 
+    @cuda.jit(device=True)
+    def anti_bounce_back(f_src, k, j, i, q, rho_w):
+        # pressure outlet: the CPU kernel's _anti_bounce_back, operation for operation
+        r = dt(0.0)
+        jx = dt(0.0)
+        jy = dt(0.0)
+        jz = dt(0.0)
+        for p in range(19):
+            v = f_src[p, k, j, i]
+            r += v
+            jx += mul(dt(_CX[p]), v)
+            jy += mul(dt(_CY[p]), v)
+            jz += mul(dt(_CZ[p]), v)
+        inv = dt(1.0) / r
+        ux = mul(jx, inv)
+        uy = mul(jy, inv)
+        uz = mul(jz, inv)
+        cu = mul(dt(_CX[q]), ux) + mul(dt(_CY[q]), uy) + mul(dt(_CZ[q]), uz)
+        usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy) + mul(uz, uz))
+        feq = mul(mul(dt(2.0 * _W[q]), rho_w), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
+        return feq - f_src[_OPP[q], k, j, i]
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
                        omega_m, lid_velocity, force_x, force_y, force_z, periodic_x, periodic_y,
-                       store_macro, forced):
+                       store_macro, forced, inlet, inlet_scale_in, rho_w_in, links):
         ny = f_src.shape[2] - 2
         nx = f_src.shape[3] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
@@ -73,6 +95,8 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         fx = dt(force_x)
         fy = dt(force_y)
         fz = dt(force_z)
+        inlet_scale = dt(inlet_scale_in)
+        rho_w = dt(rho_w_in)
         src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
         src_m = one - mul(half, om_m)
         fl = cuda.local.array(19, dtype=dt)
@@ -92,10 +116,23 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                         sj = wrap(j - _CY[q], ny, periodic_y)
                         si = wrap(i - _CX[q], nx, periodic_x)
                         kind = flags[sk, sj, si]
-                        if (kind & SOLID) != 0:
+                        if (kind & BOUNDARY) != 0:
                             v = f_src[_OPP[q], k, j, i]
                             if kind == LID:
                                 v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
+                            elif kind == INLET:
+                                v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[k, j]))
+                            elif kind == OUTLET:
+                                v = anti_bounce_back(f_src, k, j, i, q, rho_w)
+                            elif (own & CURVED) != 0:  # Bouzidi, as the CPU kernel
+                                w = links[q, k, j, i]
+                                if w >= dt(0.0):
+                                    nj = wrap(j + _CY[q], ny, periodic_y)
+                                    ni = wrap(i + _CX[q], nx, periodic_x)
+                                    v = mul(w, v) + mul(one - w,
+                                                         f_src[_OPP[q], k + _CZ[q], nj, ni])
+                                else:
+                                    v = mul(-w, v) + mul(one + w, f_src[q, k, j, i])
                             fl[q] = v
                 # moments from the pairs' sums and differences, as on the CPU
                 r = fl[0]
@@ -194,6 +231,18 @@ class D3Q19Kernels:
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
+        self._stand_ins: dict[tuple[str, np.dtype], Any] = {}
+
+    def _stand_in(self, what: str, dtype: Any) -> Any:
+        """A small device array where a block has no inlet speeds or link weights (read only
+        next to INLET ghost cells or on CURVED cells: never then)."""
+        key = (what, np.dtype(dtype))
+        if key not in self._stand_ins:
+            host = (np.zeros((1, 1), dtype) if what == "inlet"
+                    else np.full((19, 1, 1, 1), -1.0, dtype))
+            with self._activate():
+                self._stand_ins[key] = cuda.to_device(host)
+        return self._stand_ins[key]
 
     @staticmethod
     def check_storage(storage: Any) -> None:
@@ -204,7 +253,9 @@ class D3Q19Kernels:
                 f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro) -> None:
+                       store_macro, inlet=None, links=None) -> None:
+        """``inlet``: inflow speed per line (k, j), ghosts included; ``links``: interpolated
+        bounce-back weights in f's shape (as the CPU kernel set)."""
         k0, k1 = int(layers[0]), int(layers[1])
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         if not 1 <= k0 <= k1 <= nz + 1:
@@ -221,7 +272,10 @@ class D3Q19Kernels:
             launch(f_src, f_dst, flags, rho, ux, uy, uz, k0, k1, float(p.omega_plus),
                    float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
                    float(p.force_y), float(p.force_z), bool(p.periodic_x), bool(p.periodic_y),
-                   bool(store_macro), p.forced)
+                   bool(store_macro), p.forced,
+                   inlet if inlet is not None else self._stand_in("inlet", rho.dtype),
+                   float(p.inlet_scale), float(p.outlet_density),
+                   links if links is not None else self._stand_in("links", rho.dtype))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         size = f.shape[2] * f.shape[3]

@@ -4,9 +4,10 @@ One module per shape kind (:mod:`.circle`, :mod:`.box`, :mod:`.polygon`, :mod:`.
 turning one body's entry into a :class:`~.body.Body` (its solid cells on the grid and its
 reference length); :mod:`.frame` converts physical to lattice units and :mod:`.checks` refuses
 bad geometry in one line. :func:`build_bodies` is the entry point; the solid cells become
-``WALL`` flags (:mod:`simsplit.fluid.block`), so kernels never branch on shapes. 2D (D2Q9)
-for now: every shape module works on a grid of rows ``(ny, nx)``; a 3D shape adds a module
-with the same ``make(spec, frame, grid, key)`` function over ``(nz, ny, nx)``.
+``WALL`` flags (:mod:`simsplit.fluid.block`), so kernels never branch on shapes. Every shape
+module has one ``make(spec, frame, grid, key)`` over the grid in array order, ``(ny, nx)`` in
+2D (circle, polygon; box, mask) or ``(nz, ny, nx)`` in 3D (:mod:`.sphere`, :mod:`.cylinder`,
+:mod:`.mesh` for STL files; box, mask).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from simsplit.errors import CaseError
-from simsplit.fluid.geometry import box, circle, mask, polygon
+from simsplit.fluid.geometry import box, circle, cylinder, mask, mesh, polygon, sphere
 from simsplit.fluid.geometry.body import Body
 from simsplit.fluid.geometry.checks import check_bodies
 from simsplit.fluid.geometry.frame import Frame
 
-SHAPES = {"circle": circle.make, "box": box.make, "polygon": polygon.make, "mask": mask.make}
+SHAPES = {"circle": circle.make, "box": box.make, "polygon": polygon.make, "mask": mask.make,
+          "sphere": sphere.make, "cylinder": cylinder.make, "stl": mesh.make}
 
 __all__ = ["SHAPES", "Body", "Frame", "build_bodies", "solid_and_ids"]
 
@@ -34,8 +35,6 @@ def build_bodies(domain: dict[str, Any], open_faces: tuple[str, str]) -> list[Bo
     if not specs:
         return []
     grid = tuple(int(n) for n in reversed(domain["shape"]))
-    if len(grid) != 2:
-        raise CaseError("domain.bodies: not yet for 3D grids (D2Q9 only so far; issue #21)")
     frame = Frame.from_domain(domain)
     bodies = []
     for k, spec in enumerate(specs):

@@ -1,4 +1,5 @@
-"""A body as the solver sees it: a name, its solid cells and the length its coefficients use."""
+"""A body as the solver sees it: a name, its solid cells and the length (2D) or area (3D) its
+coefficients use."""
 
 from __future__ import annotations
 
@@ -7,29 +8,37 @@ from typing import Callable
 
 import numpy as np
 
-#: where a segment from points p (n, 2) along d (n, 2) first meets a shape's boundary, as a
-#: fraction t of d (p outside, p + d inside: one crossing at least in (0, 1])
+#: where a segment from points p (n, dim) along d (n, dim) first meets a shape's boundary, as
+#: a fraction t of d (p outside, p + d inside: one crossing at least in (0, 1])
 Distance = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(eq=False)
 class Body:
-    """One named body rasterised to the grid (array order ``(ny, nx)``)."""
+    """One named body rasterised to the grid (array order ``(ny, nx)`` or ``(nz, ny, nx)``)."""
 
     name: str
-    kind: str  #: circle, box, polygon or mask
+    kind: str  #: circle, box, polygon, mask, sphere, cylinder or stl
     cells: np.ndarray  #: bool, the grid's shape: True where the body is solid
     #: reference length in cells for drag and lift coefficients (a circle's diameter, else
     #: the extent across the flow, along y, unless the case gives one)
     reference_length: float
     #: smallest width of the shape in cells (None: judged from the cells alone, masks)
     thickness: float | None
-    #: (x0, x1, y0, y1) extent of the exact shape in lattice units (cells; the domain is
-    #: [0, nx] x [0, ny])
-    extent: tuple[float, float, float, float]
+    #: (x0, x1, y0, y1[, z0, z1]) extent of the exact shape in lattice units (cells; the
+    #: domain is [0, nx] x [0, ny] (x [0, nz]))
+    extent: tuple[float, ...]
     key: str  #: where the case file defines it, for messages
     #: exact wall distances for interpolated bounce-back (None: masks, no shape to measure)
     distance: Distance | None = None
+    #: 3D: the area (cells^2) of the coefficients, 2 F / (rho U^2 A) (a sphere's cross-section,
+    #: a cylinder's diameter times its length in the domain); None in 2D (the length is used)
+    reference_area: float | None = None
+
+    @property
+    def reference(self) -> float:
+        """What a force is divided by besides rho U^2 / 2: the length in 2D, the area in 3D."""
+        return self.reference_area if self.reference_area is not None else self.reference_length
 
     @property
     def size(self) -> int:
@@ -37,9 +46,14 @@ class Body:
         return int(self.cells.sum())
 
 
-def cell_centres(grid: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Lattice coordinates (x, y) of every cell centre, broadcastable to ``grid``: cell (i, j)
-    is centred at (i + 0.5, j + 0.5), so walls (halfway) lie at 0 and n."""
-    ny, nx = grid
-    return (np.arange(nx, dtype=np.float64) + 0.5)[None, :], \
-        (np.arange(ny, dtype=np.float64) + 0.5)[:, None]
+def cell_centres(grid: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Lattice coordinates (x, y[, z]) of every cell centre, broadcastable to ``grid`` (array
+    order): cell (i, j, k) is centred at (i + 0.5, j + 0.5, k + 0.5), so walls (halfway) lie at
+    0 and n."""
+    dim = len(grid)
+    out = []
+    for axis, n in enumerate(reversed(grid)):  # x, y, z
+        shape = [1] * dim
+        shape[dim - 1 - axis] = n
+        out.append((np.arange(n, dtype=np.float64) + 0.5).reshape(shape))
+    return tuple(out)

@@ -1,5 +1,5 @@
-"""Box (axis-aligned rectangle): corners ``lower: [x0, y0]`` and ``upper: [x1, y1]``; solid
-where a cell centre lies in the closed rectangle."""
+"""Box (axis-aligned rectangle or cuboid): corners ``lower: [x0, y0(, z0)]`` and ``upper: [x1,
+y1(, z1)]``; solid where a cell centre lies in the closed box."""
 
 from __future__ import annotations
 
@@ -12,25 +12,35 @@ from simsplit.fluid.geometry.body import Body, cell_centres
 from simsplit.fluid.geometry.frame import Frame
 
 
-def make(spec: dict[str, Any], frame: Frame, grid: tuple[int, int], key: str) -> Body:
+def make(spec: dict[str, Any], frame: Frame, grid: tuple[int, ...], key: str) -> Body:
+    dim = len(grid)
     if "lower" not in spec or "upper" not in spec:
-        raise CaseError(f"{key}: a box needs lower: [x0, y0] and upper: [x1, y1]")
-    (x0, y0), (x1, y1) = frame.point(spec["lower"]), frame.point(spec["upper"])
-    if not (x1 > x0 and y1 > y0):
+        corner = "[x0, y0]" if dim == 2 else "[x0, y0, z0]"
+        raise CaseError(f"{key}: a box needs lower: {corner} and upper (the opposite corner)")
+    lo = frame.place(spec["lower"], dim, f"{key}.lower")
+    hi = frame.place(spec["upper"], dim, f"{key}.upper")
+    if not all(b > a for a, b in zip(lo, hi, strict=True)):
         raise CaseError(f"{key}: upper {spec['upper']!r} must exceed lower {spec['lower']!r} "
-                        "along both axes")
-    x, y = cell_centres(grid)
-    cells = (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
+                        "along every axis")
+    cells = np.ones(grid, dtype=bool)
+    for c, a, b in zip(cell_centres(grid), lo, hi, strict=True):
+        cells = cells & (c >= a) & (c <= b)
     ref = spec.get("reference_length")
 
     def distance(p: np.ndarray, d: np.ndarray) -> np.ndarray:
-        """Entry of the segment into the box: the latest entry over the two slabs."""
+        """Entry of the segment into the box: the latest entry over the slabs of its axes."""
         t = np.zeros(len(p))
-        for ax, (lo, hi) in enumerate(((x0, x1), (y0, y1))):
+        for ax, (a, b) in enumerate(zip(lo, hi, strict=True)):
             with np.errstate(divide="ignore", invalid="ignore"):
-                enter = np.minimum((lo - p[:, ax]) / d[:, ax], (hi - p[:, ax]) / d[:, ax])
+                enter = np.minimum((a - p[:, ax]) / d[:, ax], (b - p[:, ax]) / d[:, ax])
             t = np.maximum(t, np.where(d[:, ax] == 0, 0.0, enter))
         return t
 
-    return Body(spec["name"], "box", cells, frame.cells(ref) if ref else y1 - y0,
-                min(x1 - x0, y1 - y0), (x0, x1, y0, y1), key, distance)
+    sides = [b - a for a, b in zip(lo, hi, strict=True)]
+    extent = tuple(v for a, b in zip(lo, hi, strict=True) for v in (a, b))
+    length = frame.cells(ref) if ref else sides[1]
+    area = None
+    if dim == 3:  # the cross-section the flow (x) meets, unless the case gives one
+        given = spec.get("reference_area")
+        area = frame.area(given) if given else sides[1] * sides[2]
+    return Body(spec["name"], "box", cells, length, min(sides), extent, key, distance, area)

@@ -13,6 +13,8 @@ from simsplit.fluid.geometry.frame import Frame
 
 
 def make(spec: dict[str, Any], frame: Frame, grid: tuple[int, int], key: str) -> Body:
+    if len(grid) != 2:
+        raise CaseError(f"{key}: a circle needs a 2D grid (in 3D use a sphere or a cylinder)")
     if "centre" not in spec or ("radius" in spec) == ("diameter" in spec):
         raise CaseError(f"{key}: a circle needs centre: [x, y] and one of radius or diameter")
     cx, cy = frame.point(spec["centre"])

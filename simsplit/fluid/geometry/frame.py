@@ -27,8 +27,22 @@ class Frame:
     def cells(self, value: float) -> float:
         return float(value) / self.dx
 
-    def point(self, xy: Any) -> tuple[float, float]:
-        return self.cells(xy[0]), self.cells(xy[1])
+    def area(self, value: float) -> float:
+        """An area in the case's unit, in cells^2."""
+        return float(value) / (self.dx * self.dx)
+
+    def point(self, xy: Any) -> tuple[float, ...]:
+        """A point [x, y] or [x, y, z] in cells."""
+        return tuple(self.cells(v) for v in xy)
+
+    def place(self, value: Any, dim: int, key: str) -> tuple[float, ...]:
+        """A point of a ``dim``-D grid in cells; CaseError (``key``: the entry) unless it has
+        ``dim`` coordinates."""
+        if not isinstance(value, (list, tuple)) or len(value) != dim:
+            names = "[x, y]" if dim == 2 else "[x, y, z]"
+            raise CaseError(f"{key}: {value!r} is not allowed: expected {names} on a {dim}D "
+                            "grid")
+        return self.point(value)
 
     def show(self, cells: float) -> str:
         """A length in cells, as the case file states it."""
@@ -40,7 +54,7 @@ def cell_size(domain: dict[str, Any]) -> float:
     size, shape = domain.get("size"), domain["shape"]
     if size is None:
         raise CaseError("domain.units: physical needs domain.size (the physical extent "
-                        "[Lx, Ly] of the grid)")
+                        "[Lx, Ly] or [Lx, Ly, Lz] of the grid)")
     if len(size) != len(shape):
         raise CaseError(f"domain.size: {size!r} is not allowed: expected {len(shape)} "
                         "lengths, one per entry of domain.shape")

@@ -1,4 +1,5 @@
-"""What a slab needs of the geometry: solid cells, open x faces, inflow speeds per row."""
+"""What a slab needs of the geometry: solid cells, open x faces, inflow speeds per row (2D) or
+per (k, j) line of cells along x (3D)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ FACE_FLAGS = {"inlet": fl.INLET, "outlet": fl.OUTLET}
 
 @dataclass(eq=False)
 class GridGeometry:
-    """The whole grid's geometry (2D, array order ``(ny, nx)``); each slab takes its rows."""
+    """The whole grid's geometry (array order ``(ny, nx)`` or ``(nz, ny, nx)``); each slab takes
+    its layers (rows in 2D, planes in 3D) along the first axis."""
 
-    solid: np.ndarray  #: bool (ny, nx): cells of bodies
+    solid: np.ndarray  #: bool, the grid's shape: cells of bodies
     x_kinds: tuple[str, str]  #: faces x = 0 and x = 1: wall, periodic, inlet or outlet
-    inflow: np.ndarray  #: float64 (ny,): signed x velocity of the inlet at each row (0: none)
-    periodic_split: bool  #: rows wrap around (y periodic)
-    #: interpolated bounce-back weight of every link (q, ny, nx) (simsplit/fluid/geometry/
+    #: float64 ``grid[:-1]``: signed x velocity of the inlet at each row (2D, (ny,)) or each
+    #: line (k, j) along x (3D, (nz, ny)); 0: none
+    inflow: np.ndarray
+    periodic_split: bool  #: layers wrap around (y periodic in 2D, z in 3D)
+    #: interpolated bounce-back weight of every link (q, *grid) (simsplit/fluid/geometry/
     #: links.py), None: halfway bounce-back everywhere
     links: np.ndarray | None = None
 
@@ -32,8 +36,8 @@ class GridGeometry:
         return (self.links != -1.0).any(axis=0)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        """Indices of rows ``start - 1 .. stop`` (a slab and its ghost rows) in the global grid,
-        wrapped where y is periodic, -1 beyond a non-periodic end."""
+        """Indices of layers ``start - 1 .. stop`` (a slab and its ghost layers) in the global
+        grid, wrapped where the split axis is periodic, -1 beyond a non-periodic end."""
         ny = self.solid.shape[0]
         idx = np.arange(start - 1, stop + 1)
         if self.periodic_split:
@@ -41,32 +45,44 @@ class GridGeometry:
         return np.where((idx >= 0) & (idx < ny), idx, -1)
 
     def paint(self, flags: np.ndarray, start: int, stop: int, halo: tuple[bool, bool]) -> None:
-        """Paint a slab's flags ``(stop - start + 2, nx + 2)`` (one ghost row and column all
-        round): body cells WALL, open faces' ghost columns INLET / OUTLET. Ghost rows are
+        """Paint a slab's flags ``(stop - start + 2, *(n + 2 for n in cross))`` (one ghost
+        layer all round): body cells WALL, open faces' ghost columns INLET / OUTLET (in 3D
+        along the interior rows; the ghost rows of y walls stay walls). Ghost layers are
         painted only across halo faces (``halo``: low, high), where they stand for the
-        neighbour's rows; a wall's or the lid's ghost row stays what it is."""
+        neighbour's layers; a wall's or the lid's ghost layer stays what it is."""
         idx = self.rows(start, stop)
+        inner = (slice(1, -1),) * (flags.ndim - 1)
+        curved = self.curved
         for r, g in enumerate(idx):
             ghost = r == 0 or r == len(idx) - 1
             if g < 0 or (ghost and not halo[0 if r == 0 else 1]):
                 continue
-            flags[r, 1:-1][self.solid[g]] = fl.WALL
-            if self.links is not None:
-                flags[r, 1:-1][self.curved[g]] |= fl.CURVED
+            layer = flags[r][inner]
+            layer[self.solid[g]] = fl.WALL
+            if curved is not None:
+                layer[curved[g]] |= fl.CURVED
             for col, kind in zip((0, -1), self.x_kinds, strict=True):
                 if kind in FACE_FLAGS:
-                    flags[r, col] = FACE_FLAGS[kind]
+                    flags[(r, *inner[:-1], col)] = FACE_FLAGS[kind]
 
     def inflow_rows(self, start: int, stop: int) -> np.ndarray:
-        """Inflow speed of a slab's rows, ghost rows included (0 beyond the grid)."""
+        """Inflow speed of a slab's rows, ghost rows included (0 beyond the grid): ``(stop -
+        start + 2,)`` in 2D; in 3D ``(stop - start + 2, ny + 2)``, ghost rows of y 0."""
         idx = self.rows(start, stop)
-        return np.where(idx >= 0, self.inflow[np.maximum(idx, 0)], 0.0)
+        rows = np.where((idx >= 0).reshape(-1, *[1] * (self.inflow.ndim - 1)),
+                        self.inflow[np.maximum(idx, 0)], 0.0)
+        if self.inflow.ndim == 1:
+            return rows
+        out = np.zeros((len(idx), self.inflow.shape[1] + 2))
+        out[:, 1:-1] = rows
+        return out
 
     def link_rows(self, start: int, stop: int) -> np.ndarray:
-        """Interpolation weights of a slab ``(q, stop - start + 2, nx + 2)``, ghosts halfway
-        (a kernel reads only its own interior cells' weights)."""
+        """Interpolation weights of a slab ``(q, stop - start + 2, *(n + 2 for n in cross))``,
+        ghosts halfway (a kernel reads only its own interior cells' weights)."""
         assert self.links is not None
-        q, _, nx = self.links.shape
-        out = np.full((q, stop - start + 2, nx + 2), -1.0)
-        out[:, 1:-1, 1:-1] = self.links[:, start:stop]
+        q, _, *cross = self.links.shape
+        out = np.full((q, stop - start + 2, *(n + 2 for n in cross)), -1.0)
+        out[(slice(None), slice(1, -1), *(slice(1, -1) for _ in cross))] = \
+            self.links[:, start:stop]
         return out

@@ -26,40 +26,44 @@ from simsplit.numerics.lattice import Lattice
 HALFWAY = -1.0
 
 
+def shifted_cells(cells: tuple[np.ndarray, ...], offset: tuple[int, ...], grid: tuple[int, ...],
+                  periodic: tuple[bool, ...]) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Cells ``cells`` (index arrays in array order) moved by ``offset`` (array order), wrapped
+    along ``periodic`` axes: (indices, clipped to 0 beyond a face; inside the grid)."""
+    ok = np.ones(len(cells[0]), dtype=bool)
+    out = []
+    for idx, d, n, wrap in zip(cells, offset, grid, periodic, strict=True):
+        t = idx + d
+        if wrap:
+            t %= n
+        else:
+            ok &= (t >= 0) & (t < n)
+        out.append(t)
+    return tuple(np.where(ok, t, 0) for t in out), ok
+
+
 def link_weights(bodies: list[Body], solid: np.ndarray, lattice: Lattice,
-                 periodic: tuple[bool, bool]) -> np.ndarray:
-    """``k`` of every (q, j, i) (array order; ``periodic`` = (y, x) wrap): HALFWAY except on
-    links from fluid cells to bodies with a shape."""
-    ny, nx = solid.shape
-    out = np.full((lattice.q, ny, nx), HALFWAY)
-    jj, ii = np.nonzero(~solid)
-
-    def shifted(dj: int, di: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, columns, inside the grid) of the cells (jj + dj, ii + di), wrapped."""
-        tj, ti = jj + dj, ii + di
-        ok = np.ones(len(jj), dtype=bool)
-        for t, n, wrap in ((tj, ny, periodic[0]), (ti, nx, periodic[1])):
-            if wrap:
-                t %= n
-            else:
-                ok &= (t >= 0) & (t < n)
-        return np.where(ok, tj, 0), np.where(ok, ti, 0), ok
-
+                 periodic: tuple[bool, ...]) -> np.ndarray:
+    """``k`` of every (q, *cell) (array order; ``periodic`` per array axis, (y, x) in 2D,
+    (z, y, x) in 3D): HALFWAY except on links from fluid cells to bodies with a shape."""
+    grid = solid.shape
+    out = np.full((lattice.q, *grid), HALFWAY)
+    fluid = np.nonzero(~solid)
+    centres = np.column_stack([idx + 0.5 for idx in fluid[::-1]])  # (x, y(, z)) of each
     for q in range(1, lattice.q):
-        cx, cy = (int(v) for v in lattice.c[q])
-        sj, si, s_ok = shifted(-cy, -cx)  # the pull source x - c_q
-        nj, ni, n_ok = shifted(cy, cx)  # the neighbour x + c_q on the fluid side
+        c = np.array([int(v) for v in lattice.c[q]])
+        src, s_ok = shifted_cells(fluid, tuple(-c[::-1]), grid, periodic)  # pull source x - c_q
+        nbr, n_ok = shifted_cells(fluid, tuple(c[::-1]), grid, periodic)  # fluid side x + c_q
         for body in bodies:
             if body.distance is None:
                 continue
-            hit = s_ok & body.cells[sj, si]
+            hit = s_ok & body.cells[src]
             if not hit.any():
                 continue
-            p = np.column_stack([ii[hit] + 0.5, jj[hit] + 0.5])
-            d = np.tile(-np.array([cx, cy], dtype=np.float64), (len(p), 1))
-            delta = np.clip(body.distance(p, d), 1e-6, 1.0)
-            nb_fluid = n_ok[hit] & ~solid[nj[hit], ni[hit]]
+            d = np.tile(-c.astype(np.float64), (int(hit.sum()), 1))
+            delta = np.clip(body.distance(centres[hit], d), 1e-6, 1.0)
+            nb_fluid = n_ok[hit] & ~solid[tuple(t[hit] for t in nbr)]
             k = np.where(delta >= 0.5, -1.0 / (2.0 * delta),
                          np.where(nb_fluid, 2.0 * delta, HALFWAY))
-            out[q, jj[hit], ii[hit]] = k
+            out[(q, *(idx[hit] for idx in fluid))] = k
     return out

@@ -57,6 +57,9 @@ def hull_width(vx: np.ndarray, vy: np.ndarray) -> float:
 
 
 def make(spec: dict[str, Any], frame: Frame, grid: tuple[int, int], key: str) -> Body:
+    if len(grid) != 2:
+        raise CaseError(f"{key}: a polygon needs a 2D grid (in 3D use a box, sphere, cylinder "
+                        "or mask)")
     verts = spec.get("vertices")
     if not verts or len(verts) < 3 or any(len(v) != 2 for v in verts):
         raise CaseError(f"{key}: a polygon needs vertices: [[x, y], ...] with at least 3 "

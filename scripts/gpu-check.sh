@@ -42,12 +42,12 @@ EOF
 command -v nvcc >/dev/null && nvcc --version | tail -1
 
 note "GPU tests (pytest -m gpu)"
-timeout 250 "$PY" -m pytest -m gpu -v -rsP --durations=15 -p no:cacheprovider 2>&1 \
+timeout 250 "$PY" -m pytest -o addopts=-ra -m gpu -v -rsP --durations=15 -p no:cacheprovider 2>&1 \
     | tee "$OUT/gpu-tests.log" | grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|Ghia|max \|" \
     | tail -60
 tests_rc=$?
 note "kernel compile tests (nvcc, registers)"
-timeout 60 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_kernels_compile.py \
+timeout 60 "$PY" -m pytest -o addopts=-ra -q -rs -p no:cacheprovider tests/test_kernels_compile.py \
     tests/test_md_kernels_compile.py 2>&1 | tee -a "$OUT/gpu-tests.log" | tail -25
 compile_rc=$?
 

@@ -45,7 +45,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 if has tests; then
     note "GPU tests"
-    timeout 300 python3 -m pytest -m gpu -q -rsfE -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
+    timeout 300 python3 -m pytest -o addopts=-ra -m gpu -q -rsfE -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
         | tee "$OUT/gpu-tests.log" | quiet | tail -25
 fi
 if has d2q9; then
@@ -226,7 +226,7 @@ if has monitor; then
 fi
 if has bodies3d; then
     note "D3Q19 bodies: GPU tests (issue 21)"
-    timeout 240 python3 -m pytest -m gpu -q -rsfE -s -p no:cacheprovider \
+    timeout 240 python3 -m pytest -o addopts=-ra -m gpu -q -rsfE -s -p no:cacheprovider \
         tests/test_bodies3d_gpu.py 2>&1 | tee "$OUT/gpu-tests-bodies3d.log" \
         | grep -E "bodies3d|passed|failed|error" | tail -20
     note "Schäfer-Turek 3D-1Z on cupy, float64, D = 10 and 20 cells (issue 21)"

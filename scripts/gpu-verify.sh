@@ -15,7 +15,7 @@ else
 fi
 note() { printf '\n==== %s\n' "$*"; }
 note "GPU tests"
-timeout 150 python3 -m pytest -m gpu -q -rsfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" \
+timeout 150 python3 -m pytest -o addopts=-ra -m gpu -q -rsfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" \
     | grep -Ev "Warning|warn\(" | tail -25
 note "D2Q9 8192x8192 float32 (defaults: 256 threads, neighbour flags)"
 timeout 50 python3 -m simsplit bench --backend cupy --grid 8192x8192 --steps 100 --repeats 5 \

@@ -78,7 +78,8 @@ def run_in_cuda_simulator(test_file: str, timeout: float = 900) -> None:
     """
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    res = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=-ra", "-q", "-p",
+                          "no:cacheprovider",
                           str(test_file)], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=timeout)
     assert res.returncode == 0, (

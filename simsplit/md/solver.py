@@ -39,6 +39,7 @@ import numpy as np
 
 from simsplit.md import slabs as sl
 from simsplit.md.arena import SlabArena
+from simsplit.md.batches import BatchedSteps
 from simsplit.md.box_scaling import BoxScaling, cell_grid
 from simsplit.md.exchange import InProcessExchange, MPIExchange
 from simsplit.md.host_kernels import ghost_transfer_mode, md_kernels
@@ -47,19 +48,16 @@ from simsplit.md.masses import TypeMasses
 from simsplit.md.observables import Observables
 from simsplit.md.pair_table import build_pair_table
 from simsplit.md.rank_slab import RankSlab
+from simsplit.md.rank_steps import RankSteps
 from simsplit.md.rebuilds import JUMP_SKINS, NeighbourRebuilds
 from simsplit.md.schema import check_md_case, fill_md_defaults
 from simsplit.md.systems import atom_types, file_pair_coeffs
 from simsplit.md.thermostats import make_thermostat
 from simsplit.md.velocities import maxwell_boltzmann
 
-#: Most steps one slab on a GPU queues before it reads the displacement flags (see
-#: :meth:`MDSolver._step_batch`): enough to hide the host's launch and wait time between
-#: rebuilds, which at 64,000 atoms on an H200 is most of a step.
-MAX_BATCH = 64
 
-
-class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
+class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuilds,
+               Observables):
     """Lennard-Jones molecular dynamics of one case, split into slabs along z."""
 
     #: what a progress display calls the throughput (work items per step: atoms)
@@ -380,107 +378,6 @@ class MDSolver(BoxScaling, TypeMasses, NeighbourRebuilds, Observables):
         t4 = time.perf_counter()
         self._timers["integrate"] += (t1 - t0) + (t4 - t3) + (t_check - t1)
         self._timers["force"] += t3 - t2
-
-    def _step_rank(self) -> None:
-        """One step of this rank's slab on a GPU (:class:`RankSlab`): the ghost positions and
-        the displacement flags download while the interior rows' forces run, then travel;
-        the boundary rows' forces follow the ghosts (or a rebuild, agreed over the ranks,
-        recomputes every force)."""
-        rs, s = self.arena, self.slabs[0]
-        assert isinstance(rs, RankSlab)
-        step = self.steps_done + 1
-        t0 = time.perf_counter()
-        self._advance(step)
-        rs.start_step()
-        r0, r1 = rs.interior
-        self._pair_forces(s, rows=(r0, r1))
-        t1 = time.perf_counter()
-        moved, jumped = rs.trade_step(self._any_rank)
-        t2 = time.perf_counter()
-        self._timers["comm"] += t2 - t1
-        if moved or self.skin <= 0.0:
-            if jumped:
-                self._raise_jump()  # the failing rank aborts the job
-            self._rebuild()
-            t3 = time.perf_counter()
-            self._timers["neighbor"] += t3 - t2
-            self._pair_forces(s)
-        else:
-            rs.land_ghosts()
-            t3 = time.perf_counter()
-            self._timers["comm"] += t3 - t2
-            self._pair_forces(s, rows=(0, r0))
-            self._pair_forces(s, rows=(r1, s.n_own))
-        self._langevin_forces(step)
-        self.exchange.flush()  # type: ignore[union-attr]  # this step's sends are done
-        t4 = time.perf_counter()
-        self._timers["force"] += (t4 - t3) + (t1 - t0)
-        self._end_step(step)
-        self._timers["integrate"] += time.perf_counter() - t4
-
-    def _step_batch(self, size: int) -> None:
-        """Queue ``size`` steps of one slab on a GPU, then read the displacement flags once.
-
-        Every launch carries its step's number within the batch (its tick); the first step
-        that moves an atom beyond skin / 2 records its tick, and from there on the batch's
-        launches return at once (its own forces included), so the device state is that of
-        the end of that step's drift, exactly as if the host had checked after every step.
-        The host then rebuilds and computes that step's forces. The flags are read while the
-        last step's forces still run, so the device is busy while the host decides.
-        """
-        s, k = self.slabs[0], self.kernels
-        first = self.steps_done + 1
-        limit2, jump2 = self._limits2()
-        t0 = time.perf_counter()
-        for tick in range(1, size + 1):
-            kick = self._kick_pending or tick > 1
-            self._kick_pending = False
-            k.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box, s.x0,
-                      limit2, jump2, tick, **self._ghost_copies(s))
-            if tick == size:
-                k.queue_flags()
-            self._compute_forces(first + tick - 1, tick)
-        moved, jumped = k.displacement_flags()
-        self._stats["batches"] += 1
-        t1 = time.perf_counter()
-        # integrate and force time of queued steps are one device queue: counted as force
-        self._timers["force"] += t1 - t0
-        if not moved:
-            self._end_step(first + size - 1)
-            self._timers["integrate"] += time.perf_counter() - t1
-            return
-        step = first + moved - 1
-        self.steps_done = step - 1  # the steps before it are complete
-        if jumped:
-            self._raise_jump()
-        self._rebuild()
-        self._build_interval, self._built_at = step - self._built_at, step
-        t2 = time.perf_counter()
-        self._compute_forces(step)
-        t3 = time.perf_counter()
-        self._end_step(step)
-        self._timers["neighbor"] += t2 - t1
-        self._timers["force"] += t3 - t2
-        self._timers["integrate"] += time.perf_counter() - t3
-
-    def _batch_size(self, remaining: int) -> int:
-        """Steps to queue before the next flag read: at most ``remaining``, none past the next
-        thermo or output step, and the steps the last list interval suggests are left before
-        the next rebuild. A step queued past the rebuild costs two launches that return at
-        once; a read before it costs a drained device (64,000 atoms on an H200: about 15 us,
-        as much as three such launches), so the guess is not shortened. Past the expected
-        rebuild the batches grow again by a quarter of the overdue steps."""
-        cap = min(remaining, MAX_BATCH, self._steps_to_observation())
-        since = self.steps_done - self._built_at
-        left = self._build_interval - since
-        return max(1, min(cap, left if left > 0 else since // 4))
-
-    def _steps_to_observation(self) -> int:
-        """Steps from now to the next thermo or output step (that step included)."""
-        every = [self.thermo_every]
-        if self.output_dir is not None and self.output_every > 0:
-            every.append(self.output_every)
-        return min(e - self.steps_done % e for e in every)
 
     def _end_step(self, step: int) -> None:
         """Mark ``step`` done (its second half kick deferred, or applied and the velocities

@@ -15,6 +15,7 @@ ghost exchange (host wall time: pack, messages, upload), from rank 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -49,6 +51,8 @@ def worker(args: argparse.Namespace) -> int:
         profile.disable()
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(30)
+        pstats.Stats(profile, stream=text).sort_stats("cumtime").print_stats("rank_|exchange",
+                                                                              30)
         Path(args.profile).write_text(text.getvalue())
     if ctx.rank == 0:
         Path(args.out).write_text(json.dumps({k: row[k] for k in (*_FIELDS, "atoms", "steps")}))
@@ -56,7 +60,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def _line(label: str, r: dict, base: float) -> str:
-    return (f"{label:<24} {r['atoms']:>9} {r['atom_steps_per_s']:>12.4e} "
+    return (f"{label:<34} {r['atoms']:>9} {r['atom_steps_per_s']:>12.4e} "
             f"{100 * r['atom_steps_per_s'] / base:>8.1f}% {r['ms_per_step']:>8.4f} "
             f"{r['ms_per_rebuild']:>10.3f} {100 * r['neighbor_fraction']:>9.1f}% "
             f"{100 * r['exchange_fraction']:>9.1f}% {r['steps_per_rebuild']:>8.1f}")
@@ -70,16 +74,53 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--mps", action="store_true", help="run the mpiexec rows under an MPS "
+                    "daemon (started before them and stopped after), so that the ranks share "
+                    "one GPU context instead of time slicing")
+    ap.add_argument("--node-memory", choices=("on", "off"), default="on",
+                    help="ghost positions between the ranks of a node through shared pinned "
+                    "memory read in place (on), or as MPI messages (off)")
     ap.add_argument("--profile", help="rank 0 of each mpiexec run writes a host profile "
                     "(cProfile, by own time) to PROFILE.RANKS.txt")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    head = (f"{'run':<24} {'atoms':>9} {'atom-steps/s':>12} {'of 1 slab':>9} {'ms/step':>8} "
+    head = (f"{'run':<34} {'atoms':>9} {'atom-steps/s':>12} {'of 1 slab':>9} {'ms/step':>8} "
             f"{'ms/rebuild':>10} {'rebuild %':>10} {'exchange %':>10} {'steps/rb':>8}")
     print(head)
     print("-" * len(head), flush=True)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               SIMSPLIT_NODE_MEMORY="1" if args.node_memory == "on" else "0")
+    with _mps_daemon(args.mps, env):
+        _rows(args, env)
+    return 0
+
+
+@contextlib.contextmanager
+def _mps_daemon(on: bool, env: dict) -> Iterator[None]:
+    """An MPS control daemon for the block when ``on``, its pipe and log folders in a temporary
+    folder named in ``env`` and in this process's environment (set before this process first
+    touches the GPU, so the one-slab row is an MPS client too)."""
+    if not on:
+        yield
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+            env[key] = os.environ[key] = tmp
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
+        print("(MPS daemon started)", flush=True)
+        try:
+            yield
+        finally:
+            # not waited for: the daemon ends once this process, still a client, exits
+            quit_ = subprocess.Popen(["nvidia-cuda-mps-control"], stdin=subprocess.PIPE,
+                                     text=True, env=env)
+            quit_.stdin.write("quit\n")
+            quit_.stdin.close()
+
+
+def _rows(args: argparse.Namespace, env: dict) -> None:
+    """One slab in this process, then each mpiexec row, per system."""
     for name in args.systems:
         chunk = bench_md_gpu.SYSTEMS[name][4]
         one = bench_md_gpu.bench(name, args.backend, 1, chunk, args.seconds)
@@ -100,8 +141,9 @@ def main() -> int:
                           f"{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}", flush=True)
                     continue
                 row = json.loads(out.read_text())
-            print(_line(f"{name}, mpiexec -n {ranks}", row, base), flush=True)
-    return 0
+            label = f"{name}, mpiexec -n {ranks}" + (", MPS" if args.mps else "") + \
+                (", messages" if args.node_memory == "off" else "")
+            print(_line(label, row, base), flush=True)
 
 
 if __name__ == "__main__":

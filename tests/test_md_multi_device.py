@@ -170,7 +170,8 @@ DRIVER = textwrap.dedent("""
     x, v, st, stats = md.positions(), md.velocities(), md.state(), md.stats()
     if ctx.rank == 0:
         np.savez(sys.argv[4], positions=x, velocities=v, forces=st["forces"],
-                 images=st["images"], thermo=json.dumps(md.thermo()), stats=json.dumps(stats))
+                 images=st["images"], thermo=json.dumps(md.thermo()), stats=json.dumps(stats),
+                 in_place=md.exchange.posts_in_place)
 """)
 
 
@@ -195,6 +196,7 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
     assert stats["ghost_transfer"] == ["remote-device"]  # rebuilds on the device
     assert len(stats["atoms_per_slab"]) == ranks and stats["migrations"] > 0
     assert stats["rebuilds"] == reference.stats()["rebuilds"]
+    assert int(got["in_place"]) > 0  # ghost positions read in place from node memory
 
 
 _FORCE_SHIFT = {"potential": {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5,
@@ -203,14 +205,16 @@ _FORCE_SHIFT = {"potential": {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "
 
 @needs_mpiexec
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, cells, more", [(4, CELLS, {}), (2, (5, 5, 16), {}),
-                                                (2, (5, 5, 16), _FORCE_SHIFT)])
+@pytest.mark.parametrize("ranks, cells, more, node_memory", [
+    (4, CELLS, {}, "1"), (2, (5, 5, 16), {}, "1"), (2, (5, 5, 16), _FORCE_SHIFT, "0")])
 def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulated_lib,  # noqa: F811
-                                                                ranks, cells, more) -> None:
+                                                                ranks, cells, more,
+                                                                node_memory) -> None:
     """A hot Langevin melt in float32, restarted half way: every rebuild migrates many
     atoms, ghosts are picked again after the arrivals, and the run equals one process on the
     CPU bit for bit. The tall box's slabs have interior rows, whose forces run before the
-    ghost positions arrive (also with the force-shifted kernel)."""
+    ghost positions arrive (also with the force-shifted kernel). The ghost positions go
+    through node memory, or (``SIMSPLIT_NODE_MEMORY=0``) as messages."""
     md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}, **more}
     case = lj_case(cells=cells, **md)
     case["run"]["precision"] = "float32"
@@ -221,11 +225,13 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     out = tmp_path / "md.npz"
     extra = {"md": md, "precision": "float32", "restart": True}
     proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(cells)), str(STEPS),
-                          str(out), "null", json.dumps(extra)], timeout=120)
+                          str(out), "null", json.dumps(extra)], timeout=120,
+                  SIMSPLIT_NODE_MEMORY=node_memory)
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     for name in ("positions", "velocities", "forces", "images"):
         assert np.array_equal(got[name], ref.state()[name]), name
+    assert (int(got["in_place"]) > 0) == (node_memory == "1")
     after = [r for r in json.loads(str(got["thermo"])) if r["step"] >= STEPS // 2]
     assert after == [r for r in ref.thermo() if r["step"] >= STEPS // 2]
     stats = json.loads(str(got["stats"]))

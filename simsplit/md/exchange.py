@@ -8,10 +8,13 @@ physics. Messages between one pair of slabs with one tag arrive in the order the
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict, deque
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+
+from simsplit.transport.node_memory import NodeMemory
 
 
 class InProcessExchange:
@@ -20,6 +23,7 @@ class InProcessExchange:
     def __init__(self, n_slabs: int) -> None:
         self.n_slabs = n_slabs
         self._boxes: defaultdict[tuple[int, int, str], deque[np.ndarray]] = defaultdict(deque)
+        self._outboxes: dict[tuple[int, int, str], np.ndarray] = {}
         self.messages = 0
         self.bytes = 0
 
@@ -49,6 +53,26 @@ class InProcessExchange:
         """Messages sent but not yet received (0 between exchange phases)."""
         return sum(len(b) for b in self._boxes.values())
 
+    def outbox(self, src: int, dst: int, tag: str, shape: tuple[int, ...], dtype: Any
+               ) -> np.ndarray:
+        """A buffer to fill and hand to :meth:`post` (here: this exchange's own array)."""
+        return _grown(self._outboxes, (src, dst, tag), shape, dtype, np.empty)
+
+    def post(self, src: int, dst: int, tag: str, rows: int) -> None:
+        """Send the first ``rows`` rows of the last :meth:`outbox` of (src, dst, tag)."""
+        self.send(src, dst, self._outboxes[(src, dst, tag)][:rows], tag)
+
+    def inbox(self, dst: int, src: int, tag: str, out: np.ndarray) -> np.ndarray:
+        """The rows ``src`` posted to ``dst`` with ``tag``, in ``out``."""
+        return self.recv_into(dst, src, out, tag)
+
+    def reserve(self, src: int, needs: dict[tuple[int, str], int]) -> None:
+        """Nothing to reserve in one process."""
+
+    def use_device(self, host_buffer: Callable[[tuple[int, ...], Any], np.ndarray],
+                   pin: Callable[[np.ndarray], Any], unpin: Callable[[Any], None]) -> None:
+        """Nothing to pin: messages are copies in one process."""
+
     def endpoint(self, rank: int) -> Endpoint:
         """The view of this exchange that slab ``rank`` uses."""
         self._check(rank)
@@ -77,6 +101,43 @@ class Endpoint:
     def recv_into(self, src: int, out: np.ndarray, tag: str = "") -> np.ndarray:
         """Receive into the first rows of ``out`` (say pinned memory); returns that view."""
         return self.exchange.recv_into(self.rank, src, out, tag)
+
+    def outbox(self, dst: int, tag: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Host rows (at least ``shape``) to fill, then hand over with :meth:`post`. They may
+        be memory ``dst`` reads in place (same node): a post reuses the outbox of the post
+        before last, so the caller must know that ``dst`` has finished with that one."""
+        return self.exchange.outbox(self.rank, dst, tag, shape, dtype)
+
+    def post(self, dst: int, tag: str, rows: int) -> None:
+        """Hand the first ``rows`` rows of the last :meth:`outbox` to ``dst``."""
+        self.exchange.post(self.rank, dst, tag, rows)
+
+    def inbox(self, src: int, tag: str, out: np.ndarray) -> np.ndarray:
+        """The rows ``src`` posted with ``tag``: read in place where ``src`` shares this node
+        (valid until ``src`` posts twice more), else received into ``out``."""
+        return self.exchange.inbox(self.rank, src, tag, out)
+
+    def use_device(self, host_buffer: Callable[[tuple[int, ...], Any], np.ndarray],
+                   pin: Callable[[np.ndarray], Any], unpin: Callable[[Any], None]) -> None:
+        """Hooks of the device the slab's outboxes and inboxes are copied to and from
+        (collective, like :meth:`reserve`)."""
+        self.exchange.use_device(host_buffer, pin, unpin)
+
+    def reserve(self, needs: dict[tuple[int, str], int]) -> None:
+        """Room for outboxes of ``needs[(dst, tag)]`` bytes; collective: every slab calls it
+        at the same point."""
+        self.exchange.reserve(self.rank, needs)
+
+
+def _grown(pool: dict, key: Any, shape: tuple[int, ...], dtype: Any,
+           alloc: Callable[[tuple[int, ...], Any], np.ndarray]) -> np.ndarray:
+    """``pool[key]``, replaced by ``alloc`` (with room to spare) when it is smaller than
+    ``shape`` or of another type."""
+    have = pool.get(key)
+    if have is None or have.dtype != np.dtype(dtype) or have.shape[1:] != tuple(shape[1:]) or \
+            have.shape[0] < shape[0]:
+        have = pool[key] = alloc((shape[0] + shape[0] // 8 + 16, *shape[1:]), dtype)
+    return have
 
 
 def _fill(out: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -117,7 +178,7 @@ class MPIExchange:
 
     name = "mpi"
 
-    def __init__(self, comm: Any) -> None:
+    def __init__(self, comm: Any, node_memory: bool | None = None) -> None:
         self.comm = comm
         self.n_slabs = int(comm.Get_size())
         self.rank = int(comm.Get_rank())
@@ -126,6 +187,65 @@ class MPIExchange:
         self._receiving = False
         self.messages = 0
         self.bytes = 0
+        #: whether outboxes to ranks of this node live in shared memory (:meth:`use_device`);
+        #: by default yes, unless SIMSPLIT_NODE_MEMORY=0 (to compare with plain messages)
+        self.node_memory = node_memory if node_memory is not None else \
+            os.environ.get("SIMSPLIT_NODE_MEMORY", "1") != "0"
+        self._node: NodeMemory | None = None
+        self._host_buffer: Callable[[tuple[int, ...], Any], np.ndarray] = np.empty
+        self._outboxes: dict[tuple[int, str], np.ndarray] = {}
+        self._posted: dict[tuple[int, str], int] = {}
+        #: posts read in place from node memory (the rest went as messages)
+        self.posts_in_place = 0
+
+    def use_device(self, host_buffer: Callable[[tuple[int, ...], Any], np.ndarray],
+                   pin: Callable[[np.ndarray], Any], unpin: Callable[[Any], None]) -> None:
+        """Device hooks for outboxes (collective): private ones from ``host_buffer`` (pinned
+        memory), node-shared ones registered with ``pin``."""
+        self._host_buffer = host_buffer
+        if self.node_memory and self._node is None:
+            self._node = NodeMemory(self.comm, pin, unpin)
+
+    def outbox(self, src: int, dst: int, tag: str, shape: tuple[int, ...], dtype: Any
+               ) -> np.ndarray:
+        """Rows to fill for :meth:`post`: a slot of this rank's node-shared segment when
+        ``dst`` shares the node and the outbox was reserved large enough, else a private
+        pinned buffer (sent as a message)."""
+        self._check_local(src)
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        slot = self._node.outbox(dst, tag, nbytes) if self._node is not None else None
+        if slot is None:
+            self._posted[(dst, tag)] = -1
+            return _grown(self._outboxes, (dst, tag), shape, dtype, self._host_buffer)
+        raw, self._posted[(dst, tag)] = slot
+        return raw.view(dtype).reshape(shape)
+
+    def post(self, src: int, dst: int, tag: str, rows: int) -> None:
+        """A notice of ``rows`` rows at an offset of this rank's segment, or (offset -1) the
+        rows themselves as a message that follows, sent without a copy (see :meth:`send`)."""
+        offset = self._posted[(dst, tag)]
+        self.send(src, dst, np.array([rows, offset], np.int64), tag)
+        self.posts_in_place += offset >= 0
+        if offset < 0:
+            self.send(src, dst, self._outboxes[(dst, tag)][:rows], tag + "/rows", keep=True)
+
+    def inbox(self, dst: int, src: int, tag: str, out: np.ndarray) -> np.ndarray:
+        """The rows ``src`` posted: in place in its segment, or received into ``out``."""
+        rows, offset = (int(v) for v in self.recv(dst, src, tag))
+        if offset < 0:
+            return self.recv_into(dst, src, out, tag + "/rows")
+        assert self._node is not None
+        row_bytes = int(np.prod(out.shape[1:], dtype=np.int64)) * out.dtype.itemsize
+        raw = self._node.inbox(src, offset, rows * row_bytes)
+        return raw.view(out.dtype).reshape((rows, *out.shape[1:]))
+
+    def reserve(self, src: int, needs: dict[tuple[int, str], int]) -> None:
+        """Room in node memory for the outboxes of ``needs`` (collective over the ranks)."""
+        self._check_local(src)
+        if self._node is not None:
+            self._node.reserve(needs)
+
 
     def send(self, src: int, dst: int, array: np.ndarray, tag: str = "",
              keep: bool = False) -> None:
@@ -219,6 +339,8 @@ class MPIExchange:
         return all_ids, all_vals
 
     def close(self) -> None:
+        """Complete the sends. Node memory stays until the process ends: freeing it is
+        collective, and a rank may close alone on its way out of a failed run."""
         self.flush()
 
     def _check(self, rank: int) -> None:

@@ -60,6 +60,7 @@ class RankSlab:
         self.state = ArenaState(index=rank, lo=lo, hi=hi, neighbours=self.links, comm=endpoint,
                                 ids=np.zeros(0, np.int64), x=None, v=None, img=None)
         self.state.kernels = kernels
+        endpoint.use_device(kernels.host_buffer, kernels.pin_host, kernels.unpin_host)
         self._edges = kernels.to_device(np.asarray(layout.edges, np.float64))
         self._counts = kernels.zeros((5,), np.int32)
         self._list_room = 16
@@ -239,6 +240,9 @@ class RankSlab:
                                                     exact=True)
             k.rank_compose(None, row, r, mapping, out)
             row += r
+        itemsize = np.dtype(self.state.x.dtype).itemsize
+        self.endpoint.reserve({(nb, _REFRESH_TAG): (int(self.send_rows[nb].shape[0]) + 1) * 3
+                               * itemsize for nb in self.links})
 
     # --- ghost refresh between rebuilds -----------------------------------------------------
     def start_step(self) -> None:
@@ -251,7 +255,7 @@ class RankSlab:
             rows = self.send_rows[nb]
             m = int(rows.shape[0])
             buf = self._device(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
-            host = self._host(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
+            host = self.endpoint.outbox(nb, _REFRESH_TAG, (m + 1, 3), s.x.dtype)
             k.rank_pack(s.x, rows, 2 if j == len(self.links) - 1 else 1, buf)
             self._pending.append((nb, m, k.download_async(buf, m + 1, host)))
 
@@ -265,13 +269,14 @@ class RankSlab:
         for nb, m, handle in self._pending:
             host = k.wait_download(handle)
             flags = host[m].view(np.int32)[:2].copy()
-            # no copy: the next write into this buffer follows this step's flush
-            self.endpoint.send(nb, host[: m + 1], _REFRESH_TAG, keep=True)
-        # straight into pinned memory: the upload from it last step ended before this step's
-        # download (one stream), which this call waited for
-        got = {nb: self.endpoint.recv_into(nb, self._host(
-            f"recv_x_{nb}", (int(self.recv_rows[nb].shape[0]) + 1, 3), self.state.x.dtype),
-            _REFRESH_TAG) for nb in self.links}
+            # the outbox of the post before last is free: the neighbour's upload from it
+            # ended before the download behind the message we received from it since
+            self.endpoint.post(nb, _REFRESH_TAG, m + 1)
+        # in place where the neighbour shares the node; else straight into pinned memory,
+        # whose upload last step ended before this step's download (one stream)
+        got = {nb: self.endpoint.inbox(nb, _REFRESH_TAG, self._host(
+            f"recv_x_{nb}", (int(self.recv_rows[nb].shape[0]) + 1, 3), self.state.x.dtype))
+            for nb in self.links}
         self._received = {nb: rows[:-1] for nb, rows in got.items()}
         if self.layout.parts <= 3:
             moved = bool(flags[0]) or any(bool(rows[-1].view(np.int32)[0])

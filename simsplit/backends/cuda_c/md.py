@@ -174,6 +174,14 @@ class DeviceMDKernels:
         """Host memory the device copies to and from without staging (pinned on a GPU)."""
         raise NotImplementedError
 
+    def pin_host(self, buf: np.ndarray) -> Any:
+        """Register host memory allocated elsewhere (say shared with another process) for
+        asynchronous copies; returns a handle for :meth:`unpin_host` (here: nothing to do)."""
+        return None
+
+    def unpin_host(self, handle: Any) -> None:
+        """Undo :meth:`pin_host`."""
+
     def read_ints(self, arr: Any) -> np.ndarray:
         """Wait for the queued work; a host copy of a small integer device array."""
         return np.array(self._read_small(arr), dtype=np.int64)
@@ -818,6 +826,18 @@ class CupyMDKernels(DeviceMDKernels):
 
         with self._dev:
             return cupyx.empty_pinned(shape, dtype)
+
+    def pin_host(self, buf: np.ndarray) -> Any:
+        if not buf.nbytes:
+            return None
+        with self._dev:
+            self._cp.cuda.runtime.hostRegister(buf.ctypes.data, buf.nbytes, 0)
+        return buf.ctypes.data
+
+    def unpin_host(self, handle: Any) -> None:
+        if handle is not None:
+            with self._dev:
+                self._cp.cuda.runtime.hostUnregister(handle)
 
     def _stream(self) -> Any:
         with self._dev:

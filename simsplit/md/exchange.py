@@ -62,9 +62,10 @@ class InProcessExchange:
         """Send the first ``rows`` rows of the last :meth:`outbox` of (src, dst, tag)."""
         self.send(src, dst, self._outboxes[(src, dst, tag)][:rows], tag)
 
-    def inbox(self, dst: int, src: int, tag: str, out: np.ndarray) -> np.ndarray:
-        """The rows ``src`` posted to ``dst`` with ``tag``, in ``out``."""
-        return self.recv_into(dst, src, out, tag)
+    def inbox(self, dst: int, src: int, tag: str, row_shape: tuple[int, ...], dtype: Any,
+              out: np.ndarray | None = None) -> np.ndarray:
+        """The rows ``src`` posted to ``dst`` with ``tag`` (in ``out`` if given)."""
+        return self.recv(dst, src, tag) if out is None else self.recv_into(dst, src, out, tag)
 
     def reserve(self, src: int, needs: dict[tuple[int, str], int]) -> None:
         """Nothing to reserve in one process."""
@@ -112,10 +113,12 @@ class Endpoint:
         """Hand the first ``rows`` rows of the last :meth:`outbox` to ``dst``."""
         self.exchange.post(self.rank, dst, tag, rows)
 
-    def inbox(self, src: int, tag: str, out: np.ndarray) -> np.ndarray:
-        """The rows ``src`` posted with ``tag``: read in place where ``src`` shares this node
-        (valid until ``src`` posts twice more), else received into ``out``."""
-        return self.exchange.inbox(self.rank, src, tag, out)
+    def inbox(self, src: int, tag: str, row_shape: tuple[int, ...], dtype: Any,
+              out: np.ndarray | None = None) -> np.ndarray:
+        """The rows (each of ``row_shape`` and ``dtype``) ``src`` posted with ``tag``: read in
+        place where ``src`` shares this node (valid until ``src`` posts twice more), else
+        received (into ``out`` if given)."""
+        return self.exchange.inbox(self.rank, src, tag, row_shape, dtype, out)
 
     def use_device(self, host_buffer: Callable[[tuple[int, ...], Any], np.ndarray],
                    pin: Callable[[np.ndarray], Any], unpin: Callable[[Any], None]) -> None:
@@ -230,15 +233,19 @@ class MPIExchange:
         if offset < 0:
             self.send(src, dst, self._outboxes[(dst, tag)][:rows], tag + "/rows", keep=True)
 
-    def inbox(self, dst: int, src: int, tag: str, out: np.ndarray) -> np.ndarray:
-        """The rows ``src`` posted: in place in its segment, or received into ``out``."""
+    def inbox(self, dst: int, src: int, tag: str, row_shape: tuple[int, ...], dtype: Any,
+              out: np.ndarray | None = None) -> np.ndarray:
+        """The rows ``src`` posted: in place in its segment, or received (into ``out``)."""
         rows, offset = (int(v) for v in self.recv(dst, src, tag))
         if offset < 0:
-            return self.recv_into(dst, src, out, tag + "/rows")
+            got = self.recv(dst, src, tag + "/rows") if out is None else \
+                self.recv_into(dst, src, out, tag + "/rows")
+            return got.reshape((rows, *row_shape))
         assert self._node is not None
-        row_bytes = int(np.prod(out.shape[1:], dtype=np.int64)) * out.dtype.itemsize
+        dtype = np.dtype(dtype)
+        row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
         raw = self._node.inbox(src, offset, rows * row_bytes)
-        return raw.view(out.dtype).reshape((rows, *out.shape[1:]))
+        return raw.view(dtype).reshape((rows, *row_shape))
 
     def reserve(self, src: int, needs: dict[tuple[int, str], int]) -> None:
         """Room in node memory for the outboxes of ``needs`` (collective over the ranks)."""

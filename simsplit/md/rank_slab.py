@@ -100,13 +100,16 @@ class RankSlab:
         s = self.state
         dtype = s.x.dtype
         kept, leavers = self._classify(s.n_own)
-        arrivals = self._trade(self._pack(leavers, motion=True), _MIGRANT_TAGS)
+        arrivals = self._pack_and_trade(leavers, motion=True)
         n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
         near = self._select_ghosts(n, kept, arrivals, dtype)
-        ghosts = self._trade(self._pack(near, motion=False), _GHOST_TAGS)
+        ghosts = self._pack_and_trade(near, motion=False)
         g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
         old = self._receive_ghosts(n, g, ghosts, dtype)
         capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
+        # every rank has waited for its own queue (the longest list row), so no copy out of
+        # node memory is in flight and the segments may be replaced
+        self.endpoint.reserve(self._outbox_needs(leavers))
         return capacity, growths, sum(m for _, m in leavers.values())
 
     def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]]]:
@@ -137,9 +140,9 @@ class RankSlab:
         old = {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid}
         k.rank_gather(kept[0], kept[1], old, new, motion=True)
         row = kept[1]
-        for nb, got in arrivals.items():
+        for got in arrivals.values():
             for name, arr in got.items():
-                self._upload(arr, new[name], row, f"mig_{name}_{nb}")
+                self._upload(arr, new[name], row)
             row += int(got["gid"].shape[0])
         self._staged = new
         while True:
@@ -171,9 +174,9 @@ class RankSlab:
             self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
             new = grown
         row = n
-        for nb, got in ghosts.items():
+        for got in ghosts.values():
             for name in ("x", "gid"):
-                self._upload(got[name], new[name], row, f"ghost_{name}_{nb}")
+                self._upload(got[name], new[name], row)
             row += int(got["gid"].shape[0])
         return new
 
@@ -240,9 +243,20 @@ class RankSlab:
                                                     exact=True)
             k.rank_compose(None, row, r, mapping, out)
             row += r
-        itemsize = np.dtype(self.state.x.dtype).itemsize
-        self.endpoint.reserve({(nb, _REFRESH_TAG): (int(self.send_rows[nb].shape[0]) + 1) * 3
-                               * itemsize for nb in self.links})
+
+    def _outbox_needs(self, leavers: dict[int, tuple[Any, int]]) -> dict[tuple[int, str], int]:
+        """Bytes of each outbox the steps until the next rebuild and that rebuild fill: this
+        rebuild's ghosts, and twice its leavers (at least 256 rows)."""
+        size = np.dtype(self.state.x.dtype).itemsize
+        row = {"x": 3 * size, "v": 3 * size, "img": 24, "gid": 8}
+        needs = {}
+        for nb in self.links:
+            m = int(self.send_rows[nb].shape[0])
+            needs[(nb, _REFRESH_TAG)] = (m + 1) * row["x"]
+            needs.update({(nb, tag): m * row[name] for name, tag in _GHOST_TAGS.items()})
+            mig = max(2 * leavers[nb][1], 256)
+            needs.update({(nb, tag): mig * row[name] for name, tag in _MIGRANT_TAGS.items()})
+        return needs
 
     # --- ghost refresh between rebuilds -----------------------------------------------------
     def start_step(self) -> None:
@@ -274,8 +288,9 @@ class RankSlab:
             self.endpoint.post(nb, _REFRESH_TAG, m + 1)
         # in place where the neighbour shares the node; else straight into pinned memory,
         # whose upload last step ended before this step's download (one stream)
-        got = {nb: self.endpoint.inbox(nb, _REFRESH_TAG, self._host(
-            f"recv_x_{nb}", (int(self.recv_rows[nb].shape[0]) + 1, 3), self.state.x.dtype))
+        dtype = self.state.x.dtype
+        got = {nb: self.endpoint.inbox(nb, _REFRESH_TAG, (3,), dtype, self._host(
+            f"recv_x_{nb}", (int(self.recv_rows[nb].shape[0]) + 1, 3), dtype))
             for nb in self.links}
         self._received = {nb: rows[:-1] for nb, rows in got.items()}
         if self.layout.parts <= 3:
@@ -306,45 +321,39 @@ class RankSlab:
         self.land_ghosts()
 
     # --- messages ---------------------------------------------------------------------------
-    def _pack(self, lists: dict[int, tuple[Any, int]], motion: bool
-              ) -> dict[int, dict[str, np.ndarray]]:
-        """Pinned host copies of each link's rows ``lst[:m]`` of the current arrangement (or of
-        the staged one while ghosts are picked): x and gid, v and img with ``motion``. All
-        gathers and downloads are queued first; the host waits once."""
+    def _pack_and_trade(self, lists: dict[int, tuple[Any, int]], motion: bool
+                        ) -> dict[int, dict[str, np.ndarray]]:
+        """Send each link its rows ``lst[:m]`` of the current arrangement (or of the staged
+        one while ghosts are picked): x and gid, v and img with ``motion``; return each link's
+        rows, in link order. All gathers and downloads (into the outboxes) are queued first;
+        the host waits once. What arrives is read in place where the neighbour shares the
+        node; it stays valid until the neighbour's next rebuild but one."""
         k = self.kernels
         src = self._staged if not motion else {
             "x": self.state.x, "v": self.state.v, "img": self.state.img, "gid": self.state.gid}
-        names = ("x", "v", "img", "gid") if motion else ("x", "gid")
-        queued = {}
+        tags = _MIGRANT_TAGS if motion else _GHOST_TAGS
+        queued = []
         for nb, (lst, m) in lists.items():
             out = {name: self._device(f"pack_{name}_{nb}", (max(m, 1), *src[name].shape[1:]),
-                                      src[name].dtype) for name in names}
+                                      src[name].dtype) for name in tags}
             k.rank_gather(lst, m, src, out, motion)
-            queued[nb] = {}
-            for name in names:
+            for name, tag in tags.items():
                 rows = out[name].reshape(out[name].shape[0], -1)
-                host = self._host(f"pack_{name}_{nb}", (max(m, 1), rows.shape[1]),
-                                  rows.dtype)
-                queued[nb][name] = (k.download_async(rows, m, host), out[name].shape[1:])
-        return {nb: {name: k.wait_download(h).reshape(-1, *tail) for name, (h, tail) in
-                     arrays.items()} for nb, arrays in queued.items()}
-
-    def _trade(self, outgoing: dict[int, dict[str, np.ndarray]], tags: dict[str, str]
-               ) -> dict[int, dict[str, np.ndarray]]:
-        """Send each link its arrays, then receive each link's, in link order."""
-        for nb, arrays in outgoing.items():
-            for name, arr in arrays.items():
-                self.endpoint.send(nb, arr, tags[name])
-        return {nb: {name: self.endpoint.recv(nb, tag) for name, tag in tags.items()}
+                host = self.endpoint.outbox(nb, tag, (max(m, 1), rows.shape[1]), rows.dtype)
+                queued.append((nb, tag, m, k.download_async(rows, m, host)))
+        for nb, tag, m, handle in queued:
+            k.wait_download(handle)
+            self.endpoint.post(nb, tag, m)
+        return {nb: {name: self.endpoint.inbox(nb, tag, src[name].shape[1:],
+                                               src[name].dtype) for name, tag in tags.items()}
                 for nb in self.links}
 
-    def _upload(self, host: np.ndarray, dst: Any, row0: int, key: str) -> None:
-        """Queue ``dst[row0:] = host`` through the pinned staging buffer ``key`` (the host
-        does not wait)."""
+    def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
+        """Queue ``dst[row0:] = host`` straight from ``host`` (an inbox: unchanged until the
+        neighbour's next rebuild but one; the host does not wait)."""
         if host.shape[0]:
-            rows = host.reshape(host.shape[0], -1)
-            self.kernels.upload_rows(rows, dst.reshape(dst.shape[0], -1), row0,
-                                     self._host(f"stage_{key}", rows.shape, rows.dtype))
+            self.kernels.upload_rows_queued(host.reshape(host.shape[0], -1),
+                                            dst.reshape(dst.shape[0], -1), row0)
 
     # --- storage ----------------------------------------------------------------------------
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False

@@ -174,6 +174,11 @@ class DeviceMDKernels:
         """Host memory the device copies to and from without staging (pinned on a GPU)."""
         raise NotImplementedError
 
+    def upload_rows_queued(self, host: np.ndarray, dst, row0: int) -> None:
+        """Queue ``dst[row0 : row0 + len(host)] = host`` straight from ``host``, which the
+        caller leaves unchanged until the queue passes the copy (this version copies at once)."""
+        self.upload_rows(host, dst, row0)
+
     def pin_host(self, buf: np.ndarray) -> Any:
         """Register host memory allocated elsewhere (say shared with another process) for
         asynchronous copies; returns a handle for :meth:`unpin_host` (here: nothing to do)."""
@@ -826,6 +831,18 @@ class CupyMDKernels(DeviceMDKernels):
 
         with self._dev:
             return cupyx.empty_pinned(shape, dtype)
+
+    def upload_rows_queued(self, host: np.ndarray, dst, row0: int) -> None:
+        # asynchronous from pinned memory; from pageable memory CUDA copies to its own
+        # staging before returning, so that case is safe too
+        rt = self._cp.cuda.runtime
+        m = int(host.shape[0])
+        if m:
+            src = np.ascontiguousarray(host, dtype=dst.dtype)
+            with self._dev:
+                rt.memcpyAsync(dst.data.ptr + row0 * dst.shape[1] * dst.itemsize,
+                               src.ctypes.data, m * dst.shape[1] * dst.itemsize,
+                               rt.memcpyHostToDevice, self._stream().ptr)
 
     def pin_host(self, buf: np.ndarray) -> Any:
         if not buf.nbytes:

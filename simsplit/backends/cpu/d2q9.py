@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.backends.cpu.rowgen import RowKernel, const, in_cell_pass, planes, sum_terms
+from simsplit.backends.cpu.rowgen import RowKernel, const, planes, sum_terms
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -41,7 +41,8 @@ _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                     om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
                     rho_w, links, every_cell):
-    """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves."""
+    """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
+    (``_takes``: next to an open face, a curved link or the ends of a periodic x)."""
     nx = f_src.shape[2] - 2
     dt = f_src.dtype.type
     one, half = dt(1.0), dt(0.5)
@@ -54,7 +55,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
         fl = np.empty(9, dtype=f_src.dtype)
         for i in range(1, nx + 1):
             own = flags[j, i]
-            if own & SOLID or not (every_cell or in_cell_pass(own, i, nx, periodic_x)):
+            if own & SOLID or (not every_cell and _takes(flags, j, i, nx, periodic_x)):
                 continue
             for q in range(9):
                 si = i - _CX[q]
@@ -192,11 +193,19 @@ def _collide_source(macro: bool, forced: bool) -> list[str]:
     return lines
 
 
-_rows = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "fx", "fy"), [
+_row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u", "fx", "fy"), [
     "one, half = dt(1.0), dt(0.5)",
     "om_p, om_m, fx, fy = dt(om_p), dt(om_m), dt(fx), dt(fy)",
     "src_p = one - half * om_p",
-    "src_m = one - half * om_m"]).compile()
+    "src_m = one - half * om_m",
+    "lid_u = dt(lid_u)"])
+_rows = _row_kernel.compile()  # by (store_macro, forced)
+globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
+_takes = _row_kernel.takes
+
+
+#: the types the launcher has run the scalar pass for in this process
+_launched: set = set()
 
 
 @numba.njit(cache=True)
@@ -228,14 +237,18 @@ class D2Q9Kernels:
         if links is None:
             links = np.full((9, 1, 1), -1.0, f_src.dtype)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
-                 p.omega_minus, p.force_x, p.force_y, p.periodic_x, store_macro)
+                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, False)
-        announce_compile(_rows, plain)
-        _rows(*plain)
-        announce_compile(_stream_collide, args)
-        _stream_collide(*args)
+        rows_kernel = _rows[bool(store_macro), False]
+        announce_compile(rows_kernel, plain)
+        # the scalar pass runs where cells are left (open faces, curved links, periodic ends)
+        # and on a first launch, so that a warm-up run compiles and caches it too
+        if rows_kernel(*plain) or f_src.dtype not in _launched:
+            _launched.add(f_src.dtype)
+            announce_compile(_stream_collide, args)
+            _stream_collide(*args)
 
     def pack(self, f, row, direction, buf):
         _pack(f, row, _HALO_DIRS[direction], buf)

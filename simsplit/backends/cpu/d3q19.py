@@ -30,7 +30,6 @@ from simsplit.backends.cpu.rowgen import (
     RowKernel,
     const,
     dot_c,
-    in_cell_pass,
     planes,
     sum_terms,
 )
@@ -146,7 +145,8 @@ def raw_view(a: np.ndarray) -> np.ndarray:
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
                     om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced,
                     every_cell):
-    """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves."""
+    """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
+    (``_takes``: next to an open face, a curved link or the ends of a periodic x)."""
     ny = f_src.shape[2] - 2
     nx = f_src.shape[3] - 2
     dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
@@ -164,7 +164,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
         pair_dif = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[k, j, i]
-            if own & SOLID or not (every_cell or in_cell_pass(own, i, nx, periodic_x)):
+            if own & SOLID or (not every_cell
+                               and _takes(flags, k, j, i, nx, periodic_x, ny, periodic_y)):
                 continue
             for q in range(19):
                 sj = _wrap(j - _CY[q], ny, periodic_y)
@@ -379,7 +380,8 @@ def _collide_source(macro: bool, forced: bool) -> list[str]:
     return lines
 
 
-_rows = RowKernel(D3Q19, __name__, _collide_source, ("om_p", "om_m", "fx", "fy", "fz"), [
+_row_kernel = RowKernel(D3Q19, __name__, _collide_source,
+                        ("om_p", "om_m", "lid_u", "fx", "fy", "fz"), [
     "one, half = dt(1.0), dt(0.5)",
     "om_p, om_m = dt(om_p), dt(om_m)",
     "fx, fy, fz = dt(fx), dt(fy), dt(fz)",
@@ -387,9 +389,17 @@ _rows = RowKernel(D3Q19, __name__, _collide_source, ("om_p", "om_m", "fx", "fy",
     "src_m = one - half * om_m",
     "nh_om_p = dt(-0.5) * om_p",
     "nh_om_m = dt(-0.5) * om_m",
-    "stored = out0.dtype.type(0)"], arith="rho_out.dtype.type", decode="_decode({v}, {w})",
+    "stored = out0.dtype.type(0)",
+    "lid_u = dt(lid_u)"], arith="rho_out.dtype.type", decode="_decode({v}, {w})",
     encode="_encode({v}, {w}, stored)", forced=True,
-    env={"_decode": _decode, "_encode": _encode}).compile()
+    env={"_decode": _decode, "_encode": _encode})
+_rows = _row_kernel.compile()  # by (store_macro, forced)
+globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
+_takes = _row_kernel.takes
+
+
+#: the types the launcher has run the scalar pass for in this process
+_launched: set = set()
 
 
 def _layers(f: np.ndarray) -> np.ndarray:
@@ -403,15 +413,19 @@ class D3Q19Kernels:
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro):
         plain = (raw_view(f_src), *planes(raw_view(f_dst)), flags, rho, ux, uy, uz, layers[0],
                  layers[1],
-                 p.omega_plus, p.omega_minus, p.force_x, p.force_y, p.force_z, p.periodic_x,
-                 p.periodic_y, store_macro, p.forced)
+                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
+                 p.periodic_x, p.periodic_y, store_macro, p.forced)
         args = (raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, False)
-        announce_compile(_rows, plain)
-        _rows(*plain)
-        announce_compile(_stream_collide, args)
-        _stream_collide(*args)
+        rows_kernel = _rows[bool(store_macro), p.forced]
+        announce_compile(rows_kernel, plain)
+        # the scalar pass runs where cells are left (open faces, curved links, periodic ends)
+        # and on a first launch, so that a warm-up run compiles and caches it too
+        if rows_kernel(*plain) or (f_src.dtype, rho.dtype) not in _launched:
+            _launched.add((f_src.dtype, rho.dtype))
+            announce_compile(_stream_collide, args)
+            _stream_collide(*args)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""

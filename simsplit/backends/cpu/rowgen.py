@@ -25,11 +25,12 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
-from simsplit.numerics.flags import NEAR_WALL, SOLID
+from simsplit.numerics.flags import BOUNDARY, CURVED, LID, NEAR_WALL, SOLID
 from simsplit.numerics.lattice import Lattice
 
-#: flag bits that send a cell to the scalar (cell by cell) pass
-SPECIAL = SOLID | NEAR_WALL
+#: boundary kinds with a rule other than halfway bounce-back (a cell pulling from one of them
+#: goes to the scalar pass)
+OPEN = BOUNDARY & ~SOLID
 
 #: ``collide(macro, forced)`` -> source lines reading ``f{q}`` and setting ``p{q}`` (the
 #: post-collision populations) and, where ``macro``, the names in the row kernel's ``macro``
@@ -42,16 +43,6 @@ def wrap(s, n, periodic):
     if periodic:
         return n if s == 0 else (1 if s == n + 1 else s)
     return s
-
-
-@numba.njit(inline="always")
-def in_cell_pass(own, i, nx, periodic_x):
-    """Whether the scalar pass updates the cell at x index ``i`` with flags ``own`` (when the
-    row kernel has taken the plain cells): not solid, and next to a wall or, on a periodic x,
-    at an end (its pulls wrap)."""
-    if own & SOLID:
-        return False
-    return (own & NEAR_WALL) != 0 or (periodic_x and (i == 1 or i == nx))
 
 
 _planes: dict[int, tuple[Any, tuple[Any, ...]]] = {}
@@ -95,7 +86,7 @@ def dot_c(c: tuple[int, ...], names: tuple[str, ...]) -> str:
 
 
 class RowKernel:
-    """Source and compiled dispatcher of one lattice's plain-cell row kernel.
+    """Source and compiled dispatchers of one lattice's row kernels.
 
     ``scalars``: the kernel's parameters after the arrays and the layer range, up to the
     ``periodic_*`` flags; ``prelude``: lines run once per launch (casts to ``dt``, derived
@@ -112,10 +103,25 @@ class RowKernel:
         self.scalars, self.prelude, self.arith = scalars, prelude, arith
         self.decode, self.encode, self.forced = decode, encode, forced
         self.env = env or {}
-        self.source = self._source("NAME")
+        #: (store_macro, forced) of each kernel: one function each, so that a run compiles only
+        #: the ones it calls (a D3Q19 kernel takes a minute or more to compile)
+        self.variants = [(m, f) for m in (False, True)
+                         for f in ((False, True) if forced else (False,))]
+        parts = self._takes_source()
+        for macro, forced_ in self.variants:
+            parts += ["", ""] + self._source(self._tag(macro, forced_), macro, forced_)
+        self.source = "\n".join(parts) + "\n"
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
-        self.name = f"_rows_{lattice.name.lower()}_{digest}"
-        self.source = self.source.replace("NAME", self.name)
+        #: the kernels' names: the source's hash in them keeps a changed generator or collision
+        #: from loading a stale cache entry (Numba keys its cache on the bytecode, not constants)
+        self.names = {v: f"_rows_{lattice.name.lower()}_{self._tag(*v)}_{digest}"
+                      for v in self.variants}
+        for v, name in self.names.items():
+            self.source = self.source.replace(f"def {self._tag(*v)}(", f"def {name}(")
+
+    @staticmethod
+    def _tag(macro: bool, forced: bool) -> str:
+        return f"{'macro' if macro else 'nomacro'}_{'forced' if forced else 'free'}"
 
     # --- index math: axes in array order (k, j, i) or (j, i); the split axis first -------------
     @property
@@ -138,7 +144,11 @@ class RowKernel:
     def _weight(self, q: int) -> str:
         return f"wq{q}"
 
-    def _loop(self, macro: bool, forced: bool, indent: str) -> list[str]:
+    def _here(self, q: int) -> str:
+        """Source of the stored element ``q`` of the cell ``(.., c)`` itself."""
+        return f"f_src[{q}, {', '.join(self._axes[:-1])}, c]"
+
+    def _loop(self, macro: bool, forced: bool, wall: bool, indent: str) -> list[str]:
         lat = self.lattice
         here = ", ".join(self._axes[:-1])
         # x runs unsigned: Numba wraps negative signed indices (a select per load), which
@@ -147,7 +157,17 @@ class RowKernel:
         body = indent + "    "
         for q in range(lat.q):
             v = self.decode.format(v=self._pull(q), w=self._weight(q))
-            out.append(f"{body}f{q} = {v}")
+            if wall and q:  # halfway bounce-back from a solid source, moving if the lid
+                o = int(lat.opp[q])
+                back = self.decode.format(v=self._here(o), w=self._weight(o))
+                lid = const(6.0 * lat.w[q] * lat.c[q][0])
+                src = self._pull(q).replace("f_src", "flags").replace(f"[{q}, ", "[")
+                out += [f"{body}n{q} = {src}",
+                        f"{body}o{q} = {back}",
+                        f"{body}f{q} = ((o{q} + {lid} * lid_u) if n{q} == LID else o{q}) "
+                        f"if n{q} & SOLID else {v}"]
+            else:
+                out.append(f"{body}f{q} = {v}")
         out += [body + line for line in self.collide(macro, forced)]
         if macro:
             inner = ", ".join(f"{a} - 1" for a in self._axes[:-1])
@@ -159,7 +179,33 @@ class RowKernel:
             out.append(f"{body}out{q}[{here}, c] = {v}")
         return out
 
-    def _source(self, name: str) -> str:
+    def _takes(self, i: str) -> str:
+        """Source of whether the row kernel updates the cell at x index ``i`` of the row (the
+        scalar pass updates the other fluid cells): not solid, not an end of a periodic x
+        (its pulls wrap) and, next to a wall, no curved link and no open face among its
+        sources (halfway bounce-back only). Needs ``y0``..``y2`` in 3D."""
+        axes = self._axes
+        own = f"flags[{', '.join(axes[:-1])}, {i}]"
+        pulls = [self._pull(q).replace("f_src", "flags").replace(f"[{q}, ", "[")
+                 .replace("c - step", f"{i} - 1").replace("c + step", f"{i} + 1")
+                 .replace(", c]", f", {i}]") for q in range(1, self.lattice.q)]
+        return (f"(not {own} & SOLID and not (periodic_x and ({i} == 1 or {i} == nx))"
+                f" and (not {own} & NEAR_WALL or (not {own} & CURVED"
+                f" and not ({' | '.join(pulls)}) & OPEN)))")
+
+    def _takes_source(self) -> list[str]:
+        """``takes(flags, <row>, i, nx, periodic_x[, ny, periodic_y])`` for the scalar pass."""
+        lat, axes = self.lattice, self._axes
+        wraps = ["ny", "periodic_y"] if lat.dim == 3 else []
+        lines = ['@numba.njit(inline="always")',
+                 f"def takes({', '.join(['flags', *axes, 'nx', 'periodic_x', *wraps])}):"]
+        if lat.dim == 3:
+            lines += [f"    y{s} = wrap({shifted('j', s - 1)}, ny, periodic_y)" for s in range(3)]
+        return lines + [f"    return {self._takes('i')}"]
+
+    def _source(self, name: str, macro: bool, forced: bool) -> list[str]:
+        """One kernel: every row's runs of cells taken, plain or walled (``store_macro`` and
+        ``forced`` stay parameters, so that every variant is called alike)."""
         lat, axes = self.lattice, self._axes
         periodic = [f"periodic_{a}" for a in "xy"[:lat.dim - 1]]
         params = ["f_src", *(f"out{q}" for q in range(lat.q)), "flags", *self._macro,
@@ -173,6 +219,7 @@ class RowKernel:
                  "    step = np.uint64(1)"]
         lines += [f"    wq{q} = {const(w)}" for q, w in enumerate(lat.w)]
         lines += ["    " + line for line in self.prelude]
+        lines.append("    left = 1 if periodic_x else 0  # fluid cells for the scalar pass")
         if lat.dim == 2:
             lines.append("    for j in numba.prange(j0, j1):")
         else:
@@ -182,33 +229,39 @@ class RowKernel:
                       "        j = 1 + row % ny"]
             lines += [f"        y{s} = wrap({shifted('j', s - 1)}, ny, periodic_y)"
                       for s in range(3)]
-        flag = f"flags[{', '.join(axes[:-1])}, "
+        row = ", ".join(axes[:-1])
+        # the test is written out, not called: an array passed to a call counts as aliased for
+        # Numba's parfors, which then drop the no-alias promise the vectoriser relies on
         lines += ["        a = lo",
-                  "        while a < hi:  # runs [a, b) of plain cells",
-                  f"            if {flag}a] & SPECIAL:",
+                  "        while a < hi:  # runs [a, b) of cells taken, all plain or all walled",
+                  f"            if not {self._takes('a')}:",
+                  f"                if not flags[{row}, a] & SOLID:",
+                  "                    left += 1",
                   "                a += 1",
                   "                continue",
+                  f"            wall = flags[{row}, a] & NEAR_WALL",
                   "            b = a + 1",
-                  f"            while b < hi and not {flag}b] & SPECIAL:",
+                  f"            while b < hi and flags[{row}, b] & NEAR_WALL == wall and "
+                  f"{self._takes('b')}:",
                   "                b += 1"]
-        variants = [(m, f) for m in (True, False) for f in ((True, False) if self.forced
-                                                             else (False,))]
-        for n, (macro, forced) in enumerate(variants):
-            cond = " and ".join((["store_macro"] if macro else ["not store_macro"])
-                                + ((["forced"] if forced else ["not forced"])
-                                   if self.forced else []))
-            lines.append(f"            {'if' if n == 0 else 'elif'} {cond}:")
-            lines += self._loop(macro, forced, "                ")
-        lines.append("            a = b")
-        return "\n".join(lines) + "\n"
+        lines.append("            if wall:")
+        lines += self._loop(macro, forced, True, "                ")
+        lines.append("            else:")
+        lines += self._loop(macro, forced, False, "                ")
+        lines += ["            a = b", "    return left"]
+        return lines
 
-    def compile(self) -> Any:
-        """The ``@njit(parallel=True, cache=True)`` dispatcher, as a function of ``module``
-        (whose file and name Numba's cache and :mod:`.jit_cache` go by)."""
-        env = {"numba": numba, "np": np, "wrap": wrap, "SPECIAL": SPECIAL, "__name__": self.module,
+    def compile(self) -> dict[tuple[bool, bool], Any]:
+        """``@njit(parallel=True, cache=True)`` dispatchers by (store_macro, forced), functions
+        of ``module`` (whose file and name Numba's cache and :mod:`.jit_cache` go by; the
+        module keeps them as globals under :attr:`names`). Each returns how many fluid cells
+        it left to the scalar pass (0: that pass can be skipped; at least 1 with a periodic x,
+        whose ends it never takes)."""
+        env = {"numba": numba, "np": np, "wrap": wrap, "SOLID": SOLID, "LID": LID,
+               "NEAR_WALL": NEAR_WALL, "CURVED": CURVED, "OPEN": OPEN, "__name__": self.module,
                **self.env}
         filename = sys.modules[self.module].__file__
         exec(compile(self.source, filename, "exec"), env)  # noqa: S102 - our own source
-        fn = env[self.name]
-        return numba.njit(parallel=True, cache=True, error_model="numpy",
-                          boundscheck=False)(fn)
+        self.takes = env["takes"]
+        jit = numba.njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
+        return {v: jit(env[name]) for v, name in self.names.items()}

@@ -1,8 +1,9 @@
 """D2Q9 kernels for the CPU: fused pull stream-collide (BGK/TRT, Guo forcing), halo pack/unpack.
 
-A step is two passes (:mod:`.rowgen`): a row kernel written out from the lattice tables updates
-the plain cells, vectorised across x; ``_stream_collide`` then updates the cells next to walls,
-bodies and open faces, one at a time, with the boundary rules.
+A step is up to two passes (:mod:`.rowgen`): a row kernel written out from the lattice tables
+updates the fluid cells, vectorised across x, those next to walls and bodies too (halfway
+bounce-back, the lid); ``_stream_collide`` then updates, one at a time, the cells it leaves:
+next to open faces (inlet, outlet, slip), with curved links, at the ends of a periodic x.
 
 Array layout shared with the GPU backends: populations ``f[q, j, i]`` with one ghost layer all
 round (shape ``(9, ny + 2, nx + 2)``), flags ``(ny + 2, nx + 2)`` uint8, macroscopic fields

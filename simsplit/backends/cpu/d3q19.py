@@ -1,8 +1,9 @@
 """D3Q19 kernels for the CPU: fused pull stream-collide (BGK/TRT, Guo forcing), halo pack/unpack.
 
-Two-lattice steps are two passes (:mod:`.rowgen`): a row kernel written out from the lattice
-tables updates the plain cells, vectorised across x; ``_stream_collide`` then updates the cells
-next to walls one at a time. The in-place (AA) kernel updates every cell one at a time.
+Two-lattice steps are up to two passes (:mod:`.rowgen`): a row kernel written out from the
+lattice tables updates the fluid cells, vectorised across x, those next to walls and the lid
+too; ``_stream_collide`` then updates, one at a time, the cells it leaves (the ends of a periodic
+x). The in-place (AA) kernel updates every cell one at a time.
 
 Layout as in 2D with one more axis: populations ``f[q, k, j, i]`` with one ghost layer all round
 (shape ``(19, nz + 2, ny + 2, nx + 2)``), flags ``(nz + 2, ny + 2, nx + 2)`` uint8, macroscopic

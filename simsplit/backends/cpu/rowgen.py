@@ -1,19 +1,22 @@
-"""Row kernels written out from the lattice tables: every plain cell of a row in one loop over x.
+"""Row kernels written out from the lattice tables: a row's cells in straight loops over x.
 
-A plain cell is fluid with no boundary pull source (no ``SOLID`` or ``NEAR_WALL`` bit). Its
-update is the same for every cell: pull the q populations from x - c_q, collide, store. The
-generator here writes that update as straight-line source, one scalar per population, inside a
-loop over a run of plain cells of one row, so LLVM vectorises it across x (no per-cell branch,
-no small array). Each lattice module supplies its collision as source lines that repeat its
-scalar ``_collide`` expression for expression, in the same order and the same type, so a plain
-cell gets the same bits from either; the scalar kernels then update only the cells left over
-(walls, bodies, open faces, the wrapped ends of a periodic x). Both passes read ``f_src`` and
-write disjoint cells of ``f_dst``, so their order does not matter.
+Most fluid cells update alike: pull the q populations from x - c_q, collide, store. The
+generator writes that update as straight-line source, one scalar per population, inside a loop
+over a run of cells of one row, so LLVM vectorises it across x (no per-cell branch, no small
+array). A second loop takes runs of cells next to plain walls or the lid: each pull becomes a
+select between the neighbour's population and the halfway bounce-back (plus the lid's momentum),
+still vectorised. Each lattice module supplies its collision as source lines that repeat its
+scalar ``_collide`` expression for expression, in the same order and type, so every cell gets
+the bits the scalar kernel gives it. The scalar kernels keep the other rules (open faces,
+interpolated bounce-back, the wrapped ends of a periodic x) in a separate pass over the cells
+the row kernel leaves (:meth:`RowKernel._takes`); both passes read ``f_src`` and write disjoint
+cells of ``f_dst``, so their order does not matter.
 
-The generated function is compiled like the handwritten kernels (``cache=True``) under a name
-that carries a hash of its source: a changed generator or collision can never load a stale
-cache entry. ``error_model="numpy"`` drops the divide-by-zero branch of ``1 / rho`` (the IEEE
-result is the same); no fast-math flags, so LLVM neither reassociates nor fuses multiply-adds.
+The generated functions are compiled like the handwritten kernels (``cache=True``), one per
+(store_macro, forced), under names that carry a hash of their source: a changed generator or
+collision never loads a stale cache entry. ``error_model="numpy"`` drops the divide-by-zero
+branch of ``1 / rho`` (the IEEE result is the same); no fast-math flags, so LLVM neither
+reassociates nor contracts multiply-adds into FMAs.
 """
 
 from __future__ import annotations

@@ -48,20 +48,13 @@ def wrap(s, n, periodic):
     return s
 
 
-_planes: dict[int, tuple[Any, tuple[Any, ...]]] = {}
-
-
 def planes(f: Any) -> tuple[Any, ...]:
     """``f[q]`` for every q: the row kernel writes each population through an argument of its
     own. The planes do not overlap, so the no-alias promise Numba gives its parallel loops holds,
     and LLVM vectorises without run-time overlap checks between the stores (one array would
-    need a check per pair of the q stores, far past LLVM's limit for D3Q19)."""
-    hit = _planes.get(id(f))
-    if hit is None or hit[0] is not f:
-        if len(_planes) > 16:  # a few population arrays per block; drop stale entries
-            _planes.clear()
-        hit = _planes[id(f)] = (f, tuple(f))
-    return hit[1]
+    need a check per pair of the q stores, far past LLVM's limit for D3Q19). Made afresh each
+    launch (a few microseconds): a cache of views would keep old population arrays alive."""
+    return tuple(f)
 
 
 def const(x: float) -> str:
@@ -244,9 +237,13 @@ class RowKernel:
                   "                continue",
                   f"            wall = flags[{row}, a] & NEAR_WALL",
                   "            b = a + 1",
-                  f"            while b < hi and flags[{row}, b] & NEAR_WALL == wall and "
+                  "            if wall:",
+                  f"                while b < hi and flags[{row}, b] & NEAR_WALL and "
                   f"{self._takes('b')}:",
-                  "                b += 1"]
+                  "                    b += 1",
+                  "            else:  # the common case, one flag byte a cell: plain fluid",
+                  f"                while b < hi and not flags[{row}, b] & (SOLID | NEAR_WALL):",
+                  "                    b += 1"]
         lines.append("            if wall:")
         lines += self._loop(macro, forced, True, "                ")
         lines.append("            else:")

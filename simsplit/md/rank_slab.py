@@ -124,10 +124,7 @@ class RankSlab:
             if max(got[1], got[2]) <= room:
                 break
             self._list_room = _room(max(got[1], got[2]))
-        lists = {self.lo: (to_lo, got[1])}
-        if self.hi != self.lo:
-            lists[self.hi] = (to_hi, got[2])
-        return (kept, got[0]), {nb: lists[nb] for nb in self.links}
+        return (kept, got[0]), self._by_link((to_lo, got[1]), (to_hi, got[2]))
 
     def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, dict],
                        dtype: Any) -> dict[int, tuple[Any, int]]:
@@ -155,10 +152,13 @@ class RankSlab:
             if max(got) <= room:
                 break
             self._list_room = _room(max(got))
-        lists = {self.lo: (to_lo, got[0])}
-        if self.hi != self.lo:
-            lists[self.hi] = (to_hi, got[1])
-        return {nb: lists[nb] for nb in self.links}
+        return self._by_link((to_lo, got[0]), (to_hi, got[1]))
+
+    def _by_link(self, low: tuple[Any, int], high: tuple[Any, int]
+                 ) -> dict[int, tuple[Any, int]]:
+        """A kernel's (rows, count) lists for the low and high neighbour, keyed by link in
+        link order (with two slabs both are one neighbour, whose rows the low list holds)."""
+        return {nb: low if nb == self.lo else high for nb in self.links}
 
     def _receive_ghosts(self, n: int, g: int, ghosts: dict[int, dict], dtype: Any
                         ) -> dict[str, Any]:

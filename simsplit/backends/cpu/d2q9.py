@@ -1,5 +1,10 @@
 """D2Q9 kernels for the CPU: fused pull stream-collide (BGK/TRT, Guo forcing), halo pack/unpack.
 
+A step is up to two passes (:mod:`.rowgen`): a row kernel written out from the lattice tables
+updates the fluid cells, vectorised across x, those next to walls and bodies too (halfway
+bounce-back, the lid); ``_stream_collide`` then updates, one at a time, the cells it leaves:
+next to open faces (inlet, outlet, slip), with curved links, at the ends of a periodic x.
+
 Array layout shared with the GPU backends: populations ``f[q, j, i]`` with one ghost layer all
 round (shape ``(9, ny + 2, nx + 2)``), flags ``(ny + 2, nx + 2)`` uint8, macroscopic fields
 ``(ny, nx)`` for the interior only. Rows ``j`` are along the split axis.
@@ -11,6 +16,7 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.jit_cache import announce_compile
+from simsplit.backends.cpu.rowgen import RowKernel, const, planes, sum_terms
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -21,7 +27,7 @@ from simsplit.numerics.flags import (
     SLIP,
     SOLID,
 )
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.lattice import D2Q9, D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
@@ -35,7 +41,9 @@ _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                     om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
-                    rho_w, links):
+                    rho_w, links, every_cell):
+    """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
+    (``_takes``: next to an open face, a curved link or the ends of a periodic x)."""
     nx = f_src.shape[2] - 2
     dt = f_src.dtype.type
     one, half = dt(1.0), dt(0.5)
@@ -48,7 +56,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
         fl = np.empty(9, dtype=f_src.dtype)
         for i in range(1, nx + 1):
             own = flags[j, i]
-            if own & SOLID:
+            if own & SOLID or (not every_cell and _takes(flags, j, i, nx, periodic_x)):
                 continue
             for q in range(9):
                 si = i - _CX[q]
@@ -160,6 +168,47 @@ def _relax_pair(fl, f_dst, q, j, i, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_
     f_dst[o, j, i] = fl[o] + relax_p - relax_m
 
 
+def _collide_source(macro: bool, forced: bool) -> list[str]:
+    """:func:`_collide` and :func:`_relax_pair` as straight-line source for the row kernel:
+    the same expressions in the same order (``f{q}`` for ``fl[q]``, ``p{q}`` for ``f_dst``)."""
+    q9 = range(9)
+    lines = [f"r = {sum_terms(['dt(0.0)'] + [f'f{q}' for q in q9])}",
+             f"jx = {sum_terms(['dt(0.0)'] + [f'{const(_CX[q])} * f{q}' for q in q9])}",
+             f"jy = {sum_terms(['dt(0.0)'] + [f'{const(_CY[q])} * f{q}' for q in q9])}",
+             "inv = one / r",
+             "ux = (jx + half * fx) * inv",
+             "uy = (jy + half * fy) * inv",
+             "usq = dt(1.5) * (ux * ux + uy * uy)",
+             "uf = ux * fx + uy * fy",
+             "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq)) + src_p * (wq0 * dt(-3.0) * uf)"]
+    for q in _PAIRS:
+        o, cx, cy = _OPP[q], const(_CX[q]), const(_CY[q])
+        lines += [f"cu = {cx} * ux + {cy} * uy",
+                  f"cf = {cx} * fx + {cy} * fy",
+                  f"relax_p = -om_p * (half * (f{q} + f{o}) - wq{q} * r * (one + dt(4.5) * cu * cu"
+                  f" - usq)) + src_p * (wq{q} * (dt(9.0) * cu * cf - dt(3.0) * uf))",
+                  f"relax_m = -om_m * (half * (f{q} - f{o}) - wq{q} * r * dt(3.0) * cu)"
+                  f" + src_m * (wq{q} * dt(3.0) * cf)",
+                  f"p{q} = f{q} + relax_p + relax_m",
+                  f"p{o} = f{o} + relax_p - relax_m"]
+    return lines
+
+
+_row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u", "fx", "fy"), [
+    "one, half = dt(1.0), dt(0.5)",
+    "om_p, om_m, fx, fy = dt(om_p), dt(om_m), dt(fx), dt(fy)",
+    "src_p = one - half * om_p",
+    "src_m = one - half * om_m",
+    "lid_u = dt(lid_u)"])
+_rows = _row_kernel.compile()  # by (store_macro, forced)
+globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
+_takes = _row_kernel.takes
+
+
+#: the types the launcher has run the scalar pass for in this process
+_launched: set = set()
+
+
 @numba.njit(cache=True)
 def _pack(f, row, dirs, buf):
     for k in range(dirs.shape[0]):
@@ -188,11 +237,19 @@ class D2Q9Kernels:
             inlet = np.zeros(f_src.shape[1], f_src.dtype)
         if links is None:
             links = np.full((9, 1, 1), -1.0, f_src.dtype)
+        plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
+                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
-                p.inlet_scale, p.outlet_density, links)
-        announce_compile(_stream_collide, args)
-        _stream_collide(*args)
+                p.inlet_scale, p.outlet_density, links, False)
+        rows_kernel = _rows[bool(store_macro), False]
+        announce_compile(rows_kernel, plain)
+        # the scalar pass runs where cells are left (open faces, curved links, periodic ends)
+        # and on a first launch, so that a warm-up run compiles and caches it too
+        if rows_kernel(*plain) or f_src.dtype not in _launched:
+            _launched.add(f_src.dtype)
+            announce_compile(_stream_collide, args)
+            _stream_collide(*args)
 
     def pack(self, f, row, direction, buf):
         _pack(f, row, _HALO_DIRS[direction], buf)

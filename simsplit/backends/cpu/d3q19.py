@@ -1,5 +1,10 @@
 """D3Q19 kernels for the CPU: fused pull stream-collide (BGK/TRT, Guo forcing), halo pack/unpack.
 
+Two-lattice steps are up to two passes (:mod:`.rowgen`): a row kernel written out from the
+lattice tables updates the fluid cells, vectorised across x, those next to walls and the lid
+too; ``_stream_collide`` then updates, one at a time, the cells it leaves (the ends of a periodic
+x). The in-place (AA) kernel updates every cell one at a time.
+
 Layout as in 2D with one more axis: populations ``f[q, k, j, i]`` with one ghost layer all round
 (shape ``(19, nz + 2, ny + 2, nx + 2)``), flags ``(nz + 2, ny + 2, nx + 2)`` uint8, macroscopic
 fields ``(nz, ny, nx)`` for the interior only. Planes ``k`` are along the split axis; x and y
@@ -22,6 +27,14 @@ from numba.extending import overload
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
 from simsplit.backends.cpu.jit_cache import announce_compile
+from simsplit.backends.cpu.rowgen import (
+    RowKernel,
+    const,
+    dot_c,
+    planes,
+    sum_terms,
+)
+from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.storage import FP16_SCALE
@@ -102,15 +115,18 @@ def _decode_impl(raw, w):
 
 @overload(_encode, inline="always")
 def _encode_impl(x, w, out):
-    """f in the arithmetic type -> element of ``out``'s storage type."""
+    """f in the arithmetic type -> element of ``out``'s storage type (``out``: the array, or
+    an element of it: the row kernel passes an element, as an array passed to a call counts as
+    aliased for Numba's parfors, which then give up LLVM's no-alias guarantee)."""
     cast = np.float32 if x.bitwidth == 32 else np.float64
-    if isinstance(out.dtype, types.Integer):
+    stored = out.dtype if isinstance(out, types.Array) else out
+    if isinstance(stored, types.Integer):
         scale = FP16_SCALE
 
         def fp16(x, w, out):
             return half_from((x - w) * cast(scale))
         return fp16
-    if out.dtype.bitwidth < x.bitwidth:
+    if stored.bitwidth < x.bitwidth:
 
         def narrow(x, w, out):
             return np.float32((x - w) * cast(1.0))
@@ -126,21 +142,16 @@ def raw_view(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint16) if a.dtype == np.float16 else a
 
 
-@numba.njit(inline="always")
-def _wrap(s, n, periodic):
-    if periodic:
-        return n if s == 0 else (1 if s == n + 1 else s)
-    return s
-
-
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
                     om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced,
-                    inlet, inlet_scale, rho_w, links):
-    """Two-lattice pull step of planes [k0, k1). Near a boundary: walls and the lid bounce
-    back; INLET ghost cells (open x faces) return Ladd's moving-wall value with the inflow
-    speed ``inlet[k, j]`` of the cell's line; OUTLET ones anti-bounce-back at density
-    ``rho_w``; body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
+                    inlet, inlet_scale, rho_w, links, every_cell):
+    """Two-lattice pull step of planes [k0, k1), cell by cell: every fluid cell
+    (``every_cell``), or those the row kernel leaves (``_takes``: next to an open face, a
+    curved link or the ends of a periodic x). Near a boundary: walls and the lid bounce back;
+    INLET ghost cells (open x faces) return Ladd's moving-wall value with the inflow speed
+    ``inlet[k, j]`` of the cell's line; OUTLET ones anti-bounce-back at density ``rho_w``;
+    body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
     simsplit/fluid/geometry/links.py)."""
     ny = f_src.shape[2] - 2
     nx = f_src.shape[3] - 2
@@ -160,7 +171,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
         pair_dif = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[k, j, i]
-            if own & SOLID:
+            if own & SOLID or (not every_cell
+                               and _takes(flags, k, j, i, nx, periodic_x, ny, periodic_y)):
                 continue
             for q in range(19):
                 sj = _wrap(j - _CY[q], ny, periodic_y)
@@ -381,6 +393,63 @@ def _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j
         post[o] = fl[o] + relax_p - relax_m
 
 
+def _collide_source(macro: bool, forced: bool) -> list[str]:
+    """:func:`_collide` as straight-line source for the row kernel: the same expressions in the
+    same order (``f{q}`` for ``fl[q]``, ``s{q}``/``d{q}`` for the pair sums and differences,
+    ``p{q}`` for ``post[q]``)."""
+    lines = []
+    for q in _PAIRS:
+        lines += [f"s{q} = f{q} + f{_OPP[q]}", f"d{q} = f{q} - f{_OPP[q]}"]
+    lines.append(f"r = {sum_terms(['f0'] + [f's{q}' for q in _PAIRS])}")
+    for axis, c in zip("xyz", (_CX, _CY, _CZ), strict=True):
+        terms = [f"{const(c[q])} * d{q}" for q in _PAIRS if c[q] != 0]
+        lines.append(f"j{axis} = {sum_terms(terms)}")
+    lines.append("inv = one / r")
+    if forced:
+        lines += [f"u{a} = (j{a} + half * f{a}) * inv" for a in "xyz"]
+        lines.append("uf = ux * fx + uy * fy + uz * fz")
+    else:
+        lines += [f"u{a} = j{a} * inv" for a in "xyz"]
+    lines += ["usq = dt(1.5) * (ux * ux + uy * uy + uz * uz)",
+              "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq))"]
+    if forced:
+        lines.append("p0 = p0 + src_p * (wq0 * dt(-3.0) * uf)")
+    u, force = ("ux", "uy", "uz"), ("fx", "fy", "fz")
+    for q in _PAIRS:
+        o, c, w2 = _OPP[q], (_CX[q], _CY[q], _CZ[q]), const(2.0 * _W[q])
+        lines += [f"cu = {dot_c(c, u)}",
+                  f"relax_p = nh_om_p * (s{q} - {w2} * r * (one + dt(4.5) * cu * cu - usq))",
+                  f"relax_m = nh_om_m * (d{q} - {w2} * r * dt(3.0) * cu)"]
+        if forced:
+            lines += [f"cf = {dot_c(c, force)}",
+                      f"relax_p = relax_p + src_p * (wq{q} * (dt(9.0) * cu * cf - dt(3.0) * uf))",
+                      f"relax_m = relax_m + src_m * (wq{q} * dt(3.0) * cf)"]
+        lines += [f"p{q} = f{q} + relax_p + relax_m", f"p{o} = f{o} + relax_p - relax_m"]
+    return lines
+
+
+_row_kernel = RowKernel(D3Q19, __name__, _collide_source,
+                        ("om_p", "om_m", "lid_u", "fx", "fy", "fz"), [
+    "one, half = dt(1.0), dt(0.5)",
+    "om_p, om_m = dt(om_p), dt(om_m)",
+    "fx, fy, fz = dt(fx), dt(fy), dt(fz)",
+    "src_p = one - half * om_p",
+    "src_m = one - half * om_m",
+    "nh_om_p = dt(-0.5) * om_p",
+    "nh_om_m = dt(-0.5) * om_m",
+    "stored = out0.dtype.type(0)",
+    "lid_u = dt(lid_u)"], arith="rho_out.dtype.type", decode="_decode({v}, {w})",
+    encode="_encode({v}, {w}, stored)", forced=True,
+    env={"_decode": _decode, "_encode": _encode})
+_rows = _row_kernel.compile()  # by (store_macro, forced)
+globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
+_takes = _row_kernel.takes
+
+
+#: the types the launcher has run the scalar pass for in this process
+_launched: set = set()
+
+
 def _layers(f: np.ndarray) -> np.ndarray:
     """View of ``f`` as ``(q, layers, cells per layer)``: halos move whole layers."""
     return f.reshape(f.shape[0], f.shape[1], -1)
@@ -399,12 +468,22 @@ class D3Q19Kernels:
             inlet = np.zeros((1, 1), dt)
         if links is None:
             links = np.full((19, 1, 1, 1), -1.0, dt)
+        plain = (raw_view(f_src), *planes(raw_view(f_dst)), flags, rho, ux, uy, uz, layers[0],
+                 layers[1],
+                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
+                 p.periodic_x, p.periodic_y, store_macro, p.forced)
         args = (raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
-                p.outlet_density, links)
-        announce_compile(_stream_collide, args)
-        _stream_collide(*args)
+                p.outlet_density, links, False)
+        rows_kernel = _rows[bool(store_macro), p.forced]
+        announce_compile(rows_kernel, plain)
+        # the scalar pass runs where cells are left (open faces, curved links, periodic ends)
+        # and on a first launch, so that a warm-up run compiles and caches it too
+        if rows_kernel(*plain) or (f_src.dtype, rho.dtype) not in _launched:
+            _launched.add((f_src.dtype, rho.dtype))
+            announce_compile(_stream_collide, args)
+            _stream_collide(*args)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""

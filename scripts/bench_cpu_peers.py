@@ -1,0 +1,189 @@
+"""simsplit's CPU backend side by side with lbmpy on the same machine, in the same run.
+
+    python scripts/bench_cpu_peers.py [--grid 512x512 --grid 2048x2048 --grid 128x128x128]
+        [--threads 2] [--precision float32] [--repeats 7] [--seconds 1.0]
+        [--peer-python /tmp/vlbm/bin/python] [--install]
+
+Each grid is a lid-driven cavity, single relaxation time (simsplit ``collision: bgk``, lbmpy
+``Method.SRT``), at the same precision and thread count (Numba threads; OpenMP threads of
+lbmpy's generated C). lbmpy runs in a worker process of its own Python (it needs pystencils
+and lbmpy 2.0, which simsplit does not depend on); the worker builds its scenario once, then
+both codes are timed alternately, ``--repeats`` times, each time for about ``--seconds``. The
+table gives the median MLUPS of each and the median of the per-repeat ratios, so load from
+other processes falls on both alike.
+
+The peer is not installed with simsplit. ``--install`` makes a virtual environment at
+``--peer-python``'s location with ``pip install lbmpy pystencils`` (needs a network or a local
+index, and a C compiler: g++ with OpenMP); by hand:
+
+    python3.11 -m venv /tmp/vlbm && /tmp/vlbm/bin/pip install lbmpy pystencils
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: the lbmpy worker: reads "steps" lines, answers seconds; first line of input is its config
+_WORKER = r"""
+import json, sys, time
+cfg = json.loads(sys.stdin.readline())
+from lbmpy import LBMConfig, LBStencil, Method, Stencil
+from lbmpy.scenarios import create_lid_driven_cavity
+from pystencils import CreateKernelConfig, Target
+kc = CreateKernelConfig(target=Target.CurrentCPU, default_dtype=cfg["precision"])
+kc.cpu.openmp.enable = True
+kc.cpu.openmp.num_threads = cfg["threads"]
+stencil = LBStencil(Stencil.D2Q9 if len(cfg["grid"]) == 2 else Stencil.D3Q19)
+lbm = LBMConfig(stencil=stencil, method=Method.SRT, relaxation_rate=cfg["omega"],
+                compressible=True)
+sc = create_lid_driven_cavity(domain_size=tuple(cfg["grid"]), lid_velocity=0.1, lbm_config=lbm,
+                              config=kc)
+sc.run(10)
+print("ready", flush=True)
+for line in sys.stdin:
+    n = int(line)
+    t0 = time.perf_counter()
+    sc.run(n)
+    print(time.perf_counter() - t0, flush=True)
+"""
+
+
+class Peer:
+    """An lbmpy worker process for one grid."""
+
+    def __init__(self, python: str, grid: tuple[int, ...], threads: int, precision: str,
+                 omega: float) -> None:
+        env = {"OMP_NUM_THREADS": str(threads), "PATH": "/usr/bin:/bin"}
+        self.proc = subprocess.Popen([python, "-c", _WORKER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        self._send(json.dumps({"grid": grid, "threads": threads, "precision": precision,
+                               "omega": omega}))
+        if self._read() != "ready":
+            raise RuntimeError("lbmpy worker did not start")
+
+    def _send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def _read(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line:
+            raise RuntimeError(f"lbmpy worker ended (exit {self.proc.wait()})")
+        return line
+
+    def seconds(self, steps: int) -> float:
+        self._send(str(steps))
+        return float(self._read())
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def simsplit_solver(grid: tuple[int, ...], precision: str, viscosity: float) -> Any:
+    from simsplit.case import validate_case
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel.context import ParallelContext
+
+    walls = {"x": "wall", "y": "wall", "lid": True} | ({"z": "wall"} if len(grid) == 3 else {})
+    case = validate_case({
+        "physics": "fluid",
+        "fluid": {"viscosity": viscosity, "lid_velocity": 0.1, "collision": "bgk"},
+        "domain": {"shape": list(grid), "boundaries": walls},
+        "decomposition": {"subdomains": 1},
+        "run": {"backend": "cpu", "precision": precision},
+        "output": {"dir": None},
+    }, source="peer benchmark")
+    run = case["run"]
+    return FluidSolver(case, ParallelContext("cpu", run["devices"], run["transport"]))
+
+
+def ensure_peer(python: str, install: bool) -> None:
+    probe = [python, "-c", "import lbmpy, pystencils; print(lbmpy.__version__)"]
+    ok = Path(python).exists() and subprocess.run(probe, capture_output=True).returncode == 0
+    if ok:
+        return
+    if not install:
+        sys.exit(f"lbmpy not found for {python}: run with --install, or\n"
+                 f"  {sys.executable} -m venv {Path(python).parents[1]} && "
+                 f"{Path(python).parent}/pip install lbmpy pystencils")
+    venv = Path(python).parents[1]
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "lbmpy", "pystencils"], check=True)
+
+
+def parse_grid(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.lower().split("x"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", action="append", type=parse_grid)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", default="float32", choices=("float32", "float64"))
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--seconds", type=float, default=1.0, help="length of one timing")
+    ap.add_argument("--peer-python", default="/tmp/vlbm/bin/python")
+    ap.add_argument("--install", action="store_true", help="install lbmpy if missing")
+    ap.add_argument("--json", help="also write the rows here")
+    args = ap.parse_args()
+    grids = args.grid or [(512, 512), (2048, 2048), (128, 128, 128)]
+    ensure_peer(args.peer_python, args.install)
+
+    import numba
+
+    numba.set_num_threads(args.threads)
+    viscosity = 0.05
+    omega = 1.0 / (3.0 * viscosity + 0.5)
+    rows = []
+    for grid in grids:
+        cells = 1
+        for n in grid:
+            cells *= n
+        solver = simsplit_solver(grid, args.precision, viscosity)
+        peer = Peer(args.peer_python, grid, args.threads, args.precision, omega)
+        solver.step(20)  # warm-up: compile or load, first touch
+        t0 = time.perf_counter()
+        solver.step(10)
+        steps = max(4, int(args.seconds * 10 / (time.perf_counter() - t0)))
+        steps -= steps % 2
+        ours, theirs, ratios = [], [], []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            solver.step(steps)
+            a = cells * steps / (time.perf_counter() - t0) / 1e6
+            b = cells * steps / peer.seconds(steps) / 1e6
+            ours.append(a)
+            theirs.append(b)
+            ratios.append(a / b)
+        peer.close()
+        row = {"grid": "x".join(map(str, grid)), "steps": steps, "threads": args.threads,
+               "precision": args.precision, "simsplit_mlups": statistics.median(ours),
+               "lbmpy_mlups": statistics.median(theirs), "ratio": statistics.median(ratios),
+               "ratio_min": min(ratios), "ratio_max": max(ratios)}
+        rows.append(row)
+        print(f"{row['grid']:>12}  simsplit cpu {row['simsplit_mlups']:8.1f} MLUPS  "
+              f"lbmpy {row['lbmpy_mlups']:8.1f} MLUPS  ratio {row['ratio']:.2f} "
+              f"({row['ratio_min']:.2f}-{row['ratio_max']:.2f}, {args.repeats} x {steps} "
+              f"steps each)", flush=True)
+    print(f"{args.threads} threads, {args.precision}, lid-driven cavity, single relaxation time; "
+          "ratio: median of simsplit/lbmpy over alternating repeats")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

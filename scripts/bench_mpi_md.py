@@ -104,19 +104,19 @@ def _mps_daemon(on: bool, env: dict) -> Iterator[None]:
     if not on:
         yield
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
-            env[key] = os.environ[key] = tmp
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
-        print("(MPS daemon started)", flush=True)
-        try:
-            yield
-        finally:
-            # not waited for: the daemon ends once this process, still a client, exits
-            quit_ = subprocess.Popen(["nvidia-cuda-mps-control"], stdin=subprocess.PIPE,
-                                     text=True, env=env)
-            quit_.stdin.write("quit\n")
-            quit_.stdin.close()
+    tmp = tempfile.mkdtemp(prefix="mps-")  # kept: the daemon may outlive this process
+    for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        env[key] = os.environ[key] = tmp
+    subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
+    print("(MPS daemon started)", flush=True)
+    try:
+        yield
+    finally:
+        # this process is still a client, so 'quit' may wait for it to exit: do not wait
+        quit_ = subprocess.Popen(["nvidia-cuda-mps-control"], stdin=subprocess.PIPE,
+                                 text=True, env=env)
+        quit_.stdin.write("quit\n")
+        quit_.stdin.close()
 
 
 def _rows(args: argparse.Namespace, env: dict) -> None:

@@ -63,7 +63,8 @@ class RankSlab:
         endpoint.use_device(kernels.host_buffer, kernels.pin_host, kernels.unpin_host)
         self._edges = kernels.to_device(np.asarray(layout.edges, np.float64))
         self._counts = kernels.zeros((5,), np.int32)
-        self._list_room = 16
+        #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
+        self._rooms = {"leavers": 16, "near": 16}
         self._buffers: dict[str, Any] = {}
         self._sort: Any = None
         #: per link: the sorted rows whose positions it gets each step, and the rows its
@@ -99,11 +100,11 @@ class RankSlab:
         slab since the last rebuild."""
         s = self.state
         dtype = s.x.dtype
-        kept, leavers = self._classify(s.n_own)
-        arrivals = self._pack_and_trade(leavers, motion=True)
+        kept, leavers, queued = self._classify(s.n_own)
+        arrivals = self._post_and_receive(leavers, queued, _MIGRANT_TAGS)
         n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
-        near = self._select_ghosts(n, kept, arrivals, dtype)
-        ghosts = self._pack_and_trade(near, motion=False)
+        near, queued = self._select_ghosts(n, kept, arrivals, dtype)
+        ghosts = self._post_and_receive(near, queued, _GHOST_TAGS)
         g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
         old = self._receive_ghosts(n, g, ghosts, dtype)
         capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
@@ -112,28 +113,34 @@ class RankSlab:
         self.endpoint.reserve(self._outbox_needs(leavers))
         return capacity, growths, sum(m for _, m in leavers.values())
 
-    def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]]]:
-        """Owner test of the owned rows (one wait): the kept rows and each link's leavers."""
+    def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]], list]:
+        """Owner test of the owned rows and the leavers' packs, downloaded into the outboxes
+        (one wait): the kept rows, each link's leavers and the queued downloads. The packs
+        take every row of the lists' room (zero past the count: row 0 again), so the host
+        waits once, for the counts and the packs together."""
         k, s = self.kernels, self.state
         while True:
-            room = self._list_room
+            room = self._rooms["leavers"]
             kept = self._device("kept", (max(n, 1),), np.int32)
             to_lo = self._device("to_lo", (room,), np.int32)
             to_hi = self._device("to_hi", (room,), np.int32)
             k.rank_classify(s.x, n, self._edges, self.layout.parts, self.rank, self.lo,
                             self.hi, room, self._counts, kept, to_lo, to_hi)
+            full = room if n else 0
+            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), True)
             got = [int(c) for c in k.read_ints(self._counts)]
             if got[3]:
                 self._raise_stray(got[4])
             if max(got[1], got[2]) <= room:
                 break
-            self._list_room = _room(max(got[1], got[2]))
-        return (kept, got[0]), self._by_link((to_lo, got[1]), (to_hi, got[2]))
+            self._rooms["leavers"] = _room(max(got[1], got[2]))
+        return (kept, got[0]), self._by_link((to_lo, got[1]), (to_hi, got[2])), queued
 
     def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, dict],
-                       dtype: Any) -> dict[int, tuple[Any, int]]:
+                       dtype: Any) -> tuple[dict[int, tuple[Any, int]], list]:
         """Build the owned rows of the new arrangement (kept rows compacted, arrivals after
-        them) and list those near each neighbour (one wait)."""
+        them), list those near each neighbour and queue their packs as :meth:`_classify`
+        does (one wait)."""
         k, s = self.kernels, self.state
         g_room = self._ghost_room()
         new = self._rows("a", n, g_room, dtype)
@@ -146,17 +153,19 @@ class RankSlab:
             row += int(got["gid"].shape[0])
         self._staged = new
         while True:
-            room = self._list_room
+            room = self._rooms["near"]
             to_lo = self._device("near_lo", (room,), np.int32)
             to_hi = self._device("near_hi", (room,), np.int32)
             k.rank_select(new["x"], n, self._edges, self.lo, self.hi,
                           float(self.layout.box[2]), self.cut, room, self._counts, to_lo,
                           to_hi)
+            full = room if n else 0
+            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), False)
             got = [int(c) for c in k.read_ints(self._counts)[:2]]
             if max(got) <= room:
                 break
-            self._list_room = _room(max(got))
-        return self._by_link((to_lo, got[0]), (to_hi, got[1]))
+            self._rooms["near"] = _room(max(got))
+        return self._by_link((to_lo, got[0]), (to_hi, got[1])), queued
 
     def _by_link(self, low: tuple[Any, int], high: tuple[Any, int]
                  ) -> dict[int, tuple[Any, int]]:
@@ -245,16 +254,18 @@ class RankSlab:
             row += r
 
     def _outbox_needs(self, leavers: dict[int, tuple[Any, int]]) -> dict[tuple[int, str], int]:
-        """Bytes of each outbox the steps until the next rebuild and that rebuild fill: this
-        rebuild's ghosts, and twice its leavers (at least 256 rows)."""
+        """Bytes of each outbox the steps until the next rebuild and that rebuild fill: the
+        ghost list's room, and the leaver list's (at least twice this rebuild's leavers and
+        256 rows)."""
         size = np.dtype(self.state.x.dtype).itemsize
         row = {"x": 3 * size, "v": 3 * size, "img": 24, "gid": 8}
         needs = {}
         for nb in self.links:
             m = int(self.send_rows[nb].shape[0])
             needs[(nb, _REFRESH_TAG)] = (m + 1) * row["x"]
-            needs.update({(nb, tag): m * row[name] for name, tag in _GHOST_TAGS.items()})
-            mig = max(2 * leavers[nb][1], 256)
+            near = max(m, self._rooms["near"])
+            needs.update({(nb, tag): near * row[name] for name, tag in _GHOST_TAGS.items()})
+            mig = max(2 * leavers[nb][1], 256, self._rooms["leavers"])
             needs.update({(nb, tag): mig * row[name] for name, tag in _MIGRANT_TAGS.items()})
         return needs
 
@@ -321,13 +332,10 @@ class RankSlab:
         self.land_ghosts()
 
     # --- messages ---------------------------------------------------------------------------
-    def _pack_and_trade(self, lists: dict[int, tuple[Any, int]], motion: bool
-                        ) -> dict[int, dict[str, np.ndarray]]:
-        """Send each link its rows ``lst[:m]`` of the current arrangement (or of the staged
-        one while ghosts are picked): x and gid, v and img with ``motion``; return each link's
-        rows, in link order. All gathers and downloads (into the outboxes) are queued first;
-        the host waits once. What arrives is read in place where the neighbour shares the
-        node; it stays valid until the neighbour's next rebuild but one."""
+    def _queue_packs(self, lists: dict[int, tuple[Any, int]], motion: bool) -> list:
+        """Queue the gathers of each link's rows ``lst[:m]`` of the current arrangement (or of
+        the staged one while ghosts are picked), x and gid, v and img with ``motion``, and
+        their downloads into the outboxes; the host does not wait."""
         k = self.kernels
         src = self._staged if not motion else {
             "x": self.state.x, "v": self.state.v, "img": self.state.img, "gid": self.state.gid}
@@ -340,13 +348,22 @@ class RankSlab:
             for name, tag in tags.items():
                 rows = out[name].reshape(out[name].shape[0], -1)
                 host = self.endpoint.outbox(nb, tag, (max(m, 1), rows.shape[1]), rows.dtype)
-                queued.append((nb, tag, m, k.download_async(rows, m, host)))
-        for nb, tag, m, handle in queued:
-            k.wait_download(handle)
-            self.endpoint.post(nb, tag, m)
-        return {nb: {name: self.endpoint.inbox(nb, tag, src[name].shape[1:],
-                                               src[name].dtype) for name, tag in tags.items()}
-                for nb in self.links}
+                queued.append((nb, tag, k.download_async(rows, m, host),
+                               src[name].shape[1:], src[name].dtype))
+        return queued
+
+    def _post_and_receive(self, lists: dict[int, tuple[Any, int]], queued: list,
+                          tags: dict[str, str]) -> dict[int, dict[str, np.ndarray]]:
+        """Post the first ``m`` rows of each queued pack (``lists``: link -> (rows, m)), then
+        return each link's rows, in link order: read in place where the neighbour shares the
+        node (valid until the neighbour's next rebuild but one)."""
+        shapes = {}
+        for nb, tag, handle, row_shape, dtype in queued:
+            self.kernels.wait_download(handle)
+            self.endpoint.post(nb, tag, lists[nb][1])
+            shapes[tag] = (row_shape, dtype)
+        return {nb: {name: self.endpoint.inbox(nb, tag, *shapes[tag])
+                     for name, tag in tags.items()} for nb in self.links}
 
     def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
         """Queue ``dst[row0:] = host`` straight from ``host`` (an inbox: unchanged until the

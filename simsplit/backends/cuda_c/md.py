@@ -616,8 +616,9 @@ class DeviceMDKernels:
                       room: int, counts, kept, to_lo, to_hi) -> None:
         """Queue the owner test of ``n`` owned rows: ``counts`` = [kept, to lo, to hi, stray
         flag, stray row]; the row lists ``kept`` and (at most ``room`` each) ``to_lo``,
-        ``to_hi``."""
-        self._zero(counts)
+        ``to_hi``, zero past their counts (a gather of the whole room reads row 0 there)."""
+        for arr in (counts, to_lo, to_hi):
+            self._zero(arr)
         if n:
             self._launch("md_rank_classify", x.dtype, n, x, np.int32(n), edges,
                          np.int32(nslab), np.int32(me), np.int32(lo), np.int32(hi),
@@ -626,8 +627,9 @@ class DeviceMDKernels:
     def rank_select(self, x, n: int, edges, lo: int, hi: int, lz: float, cut: float,
                     room: int, counts, to_lo, to_hi) -> None:
         """Queue the ghost test of ``n`` owned rows: ``counts`` = [near lo, near hi] and the
-        row lists (at most ``room`` each)."""
-        self._zero(counts)
+        row lists (at most ``room`` each, zero past their counts)."""
+        for arr in (counts, to_lo, to_hi):
+            self._zero(arr)
         if n:
             self._launch("md_rank_select", x.dtype, n, x, np.int32(n), edges, np.int32(lo),
                          np.int32(hi), np.float64(lz), np.float64(cut), np.int32(room), counts,

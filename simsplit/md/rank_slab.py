@@ -7,13 +7,16 @@ neighbours; the arrivals follow the kept rows. It then lists the owned rows near
 neighbour's interval and sends their positions and ids; the ghosts received follow the owned
 rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell, by id) and the
 lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical order and
-the bits are those of one slab. The host reads five counts, then two, then the longest list row:
-three waits per rebuild, and traffic of O(leavers + ghosts), never O(N).
+the bits are those of one slab. Each pack is gathered over its list's whole room and
+downloaded into an outbox before the host reads the list's counts, so the host waits once for
+the leavers (counts and packs), once for the ghosts and once for the longest list row, and
+traffic is O(leavers + ghosts), never O(N). Outboxes are memory the neighbour reads in place
+where it shares the node (:meth:`Endpoint.outbox`), else messages.
 
 Each step, :meth:`RankSlab.start_step` queues the ghost positions each neighbour needs, the
-first pack carrying the step's displacement flags, and their download into pinned memory;
+first pack carrying the step's displacement flags, and their download into the outboxes;
 :meth:`RankSlab.trade_step` waits for them (the solver has queued the interior rows' forces
-meanwhile: ``interior`` rows list no ghost), sends them and agrees on a rebuild;
+meanwhile: ``interior`` rows list no ghost), posts them and agrees on a rebuild;
 :meth:`RankSlab.land_ghosts` scatters the positions received into their rows.
 Messages go through the rank's :class:`~simsplit.md.exchange.Endpoint`; this module knows
 nothing of forces, and the solver sees one slab state (``state``).

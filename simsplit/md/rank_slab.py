@@ -325,8 +325,7 @@ class RankSlab:
             if not got.shape[0]:
                 continue
             buf = self._device(f"recv_x_{nb}", got.shape, s.x.dtype)
-            k.upload_pinned(got, buf)
-            k.scatter_rows(buf, rows, s.x)
+            k.land_rows(got, buf, rows, s.x)
 
     def refresh_ghosts(self) -> None:
         """The ghost refresh on its own (the solver's generic step; its flags stay unread)."""

@@ -709,6 +709,12 @@ class DeviceMDKernels:
         if m:
             self._launch("md_scatter_rows", src.dtype, m, src, idx, np.int32(m), dst)
 
+    def land_rows(self, host: np.ndarray, buf, idx, dst) -> None:
+        """Queue ``dst[idx[r]] = host[r]`` through the device buffer ``buf`` (received ghost
+        positions: ``host`` pinned and unchanged until the queue passes the copy)."""
+        self.upload_pinned(host, buf)
+        self.scatter_rows(buf, idx, dst)
+
 
 @dataclass
 class ArenaScratch:
@@ -771,6 +777,11 @@ class CupyMDKernels(DeviceMDKernels):
         #: per staging buffer of :meth:`upload_rows` (by id): its last upload's done event
         self._uploads: dict[int, Any] = {}
         self._peers: dict[int, bool] = {}
+        #: the stream of the host copies of rank slabs (:meth:`download_async`,
+        #: :meth:`land_rows`), so they overlap the kernels; per landing buffer (by pointer) the
+        #: event after the last scatter out of it
+        self._copy_stream: Any = None
+        self._scattered: dict[int, Any] = {}
         super().__init__()
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -873,29 +884,56 @@ class CupyMDKernels(DeviceMDKernels):
             stream.synchronize()
         return out[:m]
 
+    def _copies(self) -> Any:
+        if self._copy_stream is None:
+            with self._dev:
+                self._copy_stream = self._cp.cuda.Stream(non_blocking=True)
+        return self._copy_stream
+
+    def _after_main(self, copies: Any) -> None:
+        """Make ``copies`` wait for the work queued so far on the main stream."""
+        ready = self._cp.cuda.Event(disable_timing=True)
+        ready.record(self._stream())
+        copies.wait_event(ready)
+
     def download_async(self, src, m: int, out: np.ndarray) -> Any:
+        # on the copy stream: the kernels queued next (a step's interior forces) need not
+        # wait for the copy; the done event covers it
         rt = self._cp.cuda.runtime
         nbytes = m * src.shape[1] * src.itemsize
-        stream = self._stream()
+        copies = self._copies()
         with self._dev:
+            self._after_main(copies)
             if nbytes:
                 rt.memcpyAsync(out.ctypes.data, src.data.ptr, nbytes, rt.memcpyDeviceToHost,
-                               stream.ptr)
+                               copies.ptr)
             done = self._cp.cuda.Event(block=False, disable_timing=True)
-            done.record(stream)
+            done.record(copies)
         return done, out[:m]
+
+    def land_rows(self, host: np.ndarray, buf, idx, dst) -> None:
+        # the upload on the copy stream, after the last scatter out of ``buf``; the scatter on
+        # the main stream after the upload (queued kernels, say interior forces, go on)
+        rt = self._cp.cuda.runtime
+        copies, main = self._copies(), self._stream()
+        with self._dev:
+            last = self._scattered.get(buf.data.ptr)
+            if last is not None:
+                copies.wait_event(last)
+            if host.nbytes:
+                rt.memcpyAsync(buf.data.ptr, host.ctypes.data, host.nbytes,
+                               rt.memcpyHostToDevice, copies.ptr)
+            landed = self._cp.cuda.Event(disable_timing=True)
+            landed.record(copies)
+            main.wait_event(landed)
+        self.scatter_rows(buf, idx, dst)
+        with self._dev:
+            done = self._scattered[buf.data.ptr] = self._cp.cuda.Event(disable_timing=True)
+            done.record(main)
 
     def wait_download(self, handle: Any) -> np.ndarray:
         handle[0].synchronize()
         return handle[1]
-
-    def upload_pinned(self, host: np.ndarray, dst) -> None:
-        rt = self._cp.cuda.runtime
-        nbytes = host.nbytes
-        if nbytes:
-            with self._dev:
-                rt.memcpyAsync(dst.data.ptr, host.ctypes.data, nbytes, rt.memcpyHostToDevice,
-                               self._stream().ptr)
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:
         rt = self._cp.cuda.runtime

@@ -129,7 +129,9 @@ def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str,
     assert "error" not in res.stderr.lower(), res.stderr
     entries = re.findall(r"\.entry\s+(\w+)", ptx)
     assert len(entries) == len(exprs)
-    if any("lbm::half16" in e for e in exprs):  # fp16 loads ask the L2 for 256 B (lbm_common)
+    # the stream kernels' fp16 loads ask the L2 for 256 B (lbm_common); the link-force sums
+    # read a few scattered populations through the plain read-only path
+    if name != "link_forces.cu" and any("lbm::half16" in e for e in exprs):
         assert "ld.global.nc.L2::256B.u16" in ptx
     # --fmad=false: no contracted multiply-adds, so results round as on the CPU; the one
     # fused operation is lbm_common.cuh's exact_product_add (fp16 coding, exact products):

@@ -13,7 +13,7 @@
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
 // (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
 // interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED. Rows
-// [j0, j1) are 1-based interior rows.
+// [j0, j1) and columns [i0, i1) are 1-based interior ones.
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
 
@@ -116,22 +116,27 @@ __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
 // OPEN: the rules of inlets, outlets, free-slip walls and interpolated bounce-back are compiled
 // in. A box (walls and the lid only) launches the kernel without them: their code in the rare
 // near-wall branch cost a box 13 % of its speed on an H200 (44,416 against 50,919 MLUPS at
-// 8192^2 float32), although no box cell ever takes it.
+// 8192^2 float32), although no box cell ever takes it. A slab with open faces or curved walls
+// launches it only on the column spans that need those rules (SlabBlock.column_spans: next to
+// an inlet or outlet, across a curved body) and the kernel without them elsewhere.
 template <typename T, bool STORE_MACRO, bool OPEN>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
                     const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                     T* __restrict__ ux_out, T* __restrict__ uy_out, int nx, int ny,
-                    lbm::index_t pitch, lbm::index_t plane, int j0, int j1, T om_p, T om_m,
+                    lbm::index_t pitch, lbm::index_t plane, int j0, int j1, int i0, int i1,
+                    T om_p, T om_m,
                     T lid_u, T fx, T fy, int periodic_x, const T* __restrict__ inlet,
                     T inlet_scale, T rho_w, const T* __restrict__ links)
 {
     using L = D2Q9;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    // __umul24: the product fits 24 bits; with a plain multiply ptxas allotted the double
+    // open kernel 64 registers and spilled (74 before the column offset, none spilled)
+    const int i = __umul24(blockIdx.x, blockDim.x) + threadIdx.x + i0;
     // one row per block row; rows beyond CUDA's 65535 limit on gridDim.y go on in blockIdx.z
     // (a grid-stride loop over rows instead costs 24 registers: loop-invariant hoisting)
     const int j = j0 + blockIdx.y + blockIdx.z * gridDim.y;
-    if (i > nx || j >= j1) return;
+    if (i >= i1 || j >= j1) return;
     const lbm::index_t cell = j * pitch + i;
     const lbm::flag_t own = flags[cell];
     if (own & FLAG_SOLID) return;

@@ -1,13 +1,7 @@
-// Exact sums on the device for the MD thermo (included by md_lj.cu).
-//
-// The CPU sums per-atom values with math.fsum (correctly rounded), which no split or thread
-// count changes. The device gets the same bits by adding every value exactly: a double is
-// m * 2^(b - 1074) with m < 2^53 and 0 <= b < 2047, so m shifted by b mod 32 spans three 32-bit
-// limbs of a fixed-point number whose lowest bit is 2^-1074. Each piece (< 2^32) is added with
-// an integer atomic into its limb (64 bits: fewer than 2^31 values cannot overflow one), in one
-// of SIMSPLIT_MD_SUM_REPLICAS copies to spread contention; md_exact_merge adds the copies. The
-// host adds the limbs as one integer and rounds it once: the correctly rounded sum, fsum's.
-// Integer additions commute, so the order of the atomics does not matter.
+// Exact sums on the device for the MD thermo (included by md_lj.cu): every value is added
+// exactly into 32-bit limbs (exact_sum.cuh), in one of SIMSPLIT_MD_SUM_REPLICAS copies to
+// spread contention; md_exact_merge adds the copies.
+#include "exact_sum.cuh"
 
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
@@ -16,31 +10,9 @@ md_exact_accumulate(const long long* __restrict__ bits, int n, int quantity,
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const unsigned long long u = (unsigned long long)bits[i];
-    const int ex = int((u >> 52) & 0x7ffULL);
-    if (ex == 0x7ff) {  // inf or nan: the host takes fsum's path (and its errors)
-        nonfinite[0] = 1;
-        return;
-    }
-    unsigned long long m = u & 0xfffffffffffffULL;
-    int b = 0;
-    if (ex != 0) {
-        m |= 1ULL << 52;
-        b = ex - 1;
-    }
-    if (m == 0ULL) return;
-    const int s = b & 31;
-    const unsigned long long lo = m << s;
-    const unsigned long long hi = s ? (m >> (64 - s)) : 0ULL;
-    const bool neg = (u >> 63) != 0ULL;
-    const unsigned long long piece[3] = {lo & 0xffffffffULL, lo >> 32, hi};
-    unsigned long long* limb =
-        acc + ((long long)(blockIdx.x % SIMSPLIT_MD_SUM_REPLICAS) * SIMSPLIT_MD_SUM_QUANTITIES
-               + quantity) * SIMSPLIT_MD_SUM_LIMBS + (b >> 5);
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-        if (piece[k]) atomicAdd(limb + k, neg ? 0ULL - piece[k] : piece[k]);
-    }
+    exact_add(acc + ((long long)(blockIdx.x % SIMSPLIT_MD_SUM_REPLICAS)
+                     * SIMSPLIT_MD_SUM_QUANTITIES + quantity) * SIMSPLIT_MD_SUM_LIMBS,
+              (unsigned long long)bits[i], nonfinite);
 }
 
 // out[t] = the replicas' limb t added (two's complement: the signed sum), replicas cleared;

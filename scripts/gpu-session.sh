@@ -16,7 +16,8 @@
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
-#   bodyspeed  D2Q9 cylinder (Schaefer-Turek 2D-1 geometry) against the plain cavity, same grid
+#   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
+#            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
@@ -189,16 +190,9 @@ if has mpimd; then
         | tee "$OUT/bench-mpi-md.log" | quiet
 fi
 if has bodyspeed; then
-    note "D2Q9 8800x1640 float32: cylinder (2D-1 geometry) against the plain cavity (issue 21)"
-    for c in "cavity --set fluid.reynolds=20000" "cylinder2d"; do
-        set -- $c
-        echo "-- $*"
-        timeout 120 python3 -m simsplit run cases/$1.yaml --backend cupy "${@:2}" \
-            --set run.precision=float32 --set domain.shape=[8800,1640] \
-            --set decomposition.subdomains=1 --steps ${BODY_STEPS:-3000} --set run.tolerance=0 \
-            --set output.dir=null --quiet 2>&1 | quiet | grep -iE "throughput|error" \
-            | tee -a "$OUT/bench-bodies.log"
-    done
+    note "flows around bodies against the plain box, same grids: kernels, whole runs, forces (issue 21)"
+    timeout 480 python3 scripts/bench_bodies.py --backend cupy --steps ${BODY_STEPS:-10000} 2>&1 \
+        | quiet | tee "$OUT/bench-bodies.log"
     if [[ -n "${BODY_PROFILE:-}" ]]; then
         echo "-- host profile of the cylinder run"
         timeout 120 python3 -m cProfile -s tottime -m simsplit run cases/cylinder2d.yaml \

@@ -99,7 +99,8 @@ def main() -> None:
         def step(k: int, kern=kern, grid=grid, block=block, scal=scal) -> None:
             kern(grid, (block,), (f[k % 2], f[(k + 1) % 2], flags, macro, macro, macro,
                                   np.int32(n), np.int32(n), np.int64(n + 2),
-                                  np.int64((n + 2) ** 2), np.int32(1), np.int32(n + 1), *scal))
+                                  np.int64((n + 2) ** 2), np.int32(1), np.int32(n + 1),
+                                  np.int32(1), np.int32(n + 1), *scal))
 
         mlups = n * n * steps / timed_launches(step, steps) / 1e6
         frac = mlups * 1e6 * 73 / bw

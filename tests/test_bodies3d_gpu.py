@@ -19,7 +19,7 @@ BODIES = [{"name": "ball", "shape": "sphere", "centre": [11.3, 8.2, 9.1], "radiu
 def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
          storage: str | None = None, steps: int = 200):
     from simsplit.case import validate_case
-    from simsplit.fluid.forces import body_links, measure_forces
+    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel.context import ParallelContext
 
@@ -34,8 +34,11 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
     solver.step(steps)
-    return (solver.populations(), solver.velocity(),
-            measure_forces(solver, body_links(solver.setup)))
+    links = body_links(solver.setup)
+    forces = measure_forces(solver, links)
+    # reduced on the device: the host path's bits (fp16 storage decoded as stored)
+    np.testing.assert_array_equal(DeviceForces(links).measure(solver), forces)
+    return solver.populations(), solver.velocity(), forces
 
 
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])

@@ -236,7 +236,7 @@ def test_bodies_split_identity_and_cpu_agreement(bounce) -> None:
     """A channel with an inlet, an outlet and a circle across slab boundaries: numba-cuda on
     1, 2 and 3 slabs and the CPU backend give the same bits (and the same forces)."""
     from simsplit.case import validate_case
-    from simsplit.fluid.forces import body_links, measure_forces
+    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel.context import ParallelContext
     from tests.conftest import body_case
@@ -250,10 +250,13 @@ def test_bodies_split_identity_and_cpu_agreement(bounce) -> None:
         case = validate_case(raw)
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(7)
+        links = body_links(solver.setup)
         runs[(backend, subdomains)] = (solver.populations(), solver.velocity(),
-                                       measure_forces(solver, body_links(solver.setup)))
+                                       measure_forces(solver, links),
+                                       DeviceForces(links).measure(solver))
     one = runs[("numba-cuda", 1)]
     assert np.abs(one[1]).max() > 0.005 and np.abs(one[2]).max() > 0
+    # the device reduction (numba-cuda kernels; NumPy on the cpu) equals the host's
     for key, got in runs.items():
         for a, b in zip(got, one, strict=True):
             np.testing.assert_array_equal(a, b, err_msg=str(key))

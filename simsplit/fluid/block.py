@@ -23,6 +23,9 @@ from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import population_storage
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
+#: column granule of the 2D spans with and without open rules (a warp of cells: whole 128-byte
+#: rows of float32 per warp in the padded layout)
+SPAN_COLUMNS = 32
 
 
 class Face(Enum):
@@ -165,7 +168,31 @@ class SlabBlock:
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
+        self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
         return flags
+
+    def _column_spans(self, flags: np.ndarray) -> list[tuple[int, int, bool]]:
+        """1-based interior column spans ``(i0, i1, open)`` covering a 2D slab: ``open`` where
+        some cell of the columns takes an open rule (curved itself, or next to an inlet,
+        outlet or free-slip cell), widened to whole spans of SPAN_COLUMNS so that launches
+        stay aligned; kernel sets with a box variant run it on the other spans."""
+        n = flags.shape[1] - 2
+        own = flags[1:-1, 1:-1]
+        need = (own & fl.CURVED) != 0
+        near = (own & fl.NEAR_WALL) != 0
+        for cx, cy in self.lattice.c:  # pull sources x - c (ghosts as painted: none wraps)
+            src = flags[1 - cy:flags.shape[0] - 1 - cy, 1 - cx:n + 1 - cx]
+            need |= near & ((src & (fl.INLET | fl.OUTLET | fl.SLIP)) != 0)
+        chunk = need.any(axis=0)
+        chunk = np.pad(chunk, (0, -n % SPAN_COLUMNS)).reshape(-1, SPAN_COLUMNS).any(axis=1)
+        spans: list[tuple[int, int, bool]] = []
+        for k, is_open in enumerate(chunk.tolist()):
+            i0, i1 = 1 + k * SPAN_COLUMNS, min(1 + (k + 1) * SPAN_COLUMNS, n + 1)
+            if spans and spans[-1][2] == is_open:
+                spans[-1] = (spans[-1][0], i1, is_open)
+            else:
+                spans.append((i0, i1, is_open))
+        return spans
 
     def _paint_geometry(self, flags: np.ndarray) -> None:
         """Bodies and open faces, where the block has a geometry."""
@@ -217,8 +244,15 @@ class SlabBlock:
         extra: dict[str, Any] = {} if self.inlet is None else {"inlet": self.inlet}
         if self.links is not None:
             extra["links"] = self.links
-        if not self.open_rules and getattr(self.kernels, "box_variant", False):
-            extra["open_rules"] = False
+        if getattr(self.kernels, "box_variant", False):
+            if not self.open_rules:
+                extra["open_rules"] = False
+            elif self.column_spans is not None and len(self.column_spans) > 1:
+                for i0, i1, is_open in self.column_spans:  # open rules only where needed
+                    self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho,
+                                                *self.u, rows, self.params, store_macro,
+                                                open_rules=is_open, columns=(i0, i1), **extra)
+                return
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro, **extra)
 

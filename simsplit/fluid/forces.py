@@ -24,15 +24,15 @@ import numpy as np
 
 from simsplit.fluid.geometry import solid_and_ids
 from simsplit.fluid.geometry.links import shifted_cells
+from simsplit.numerics.exact import limb_sums
 from simsplit.numerics.lattice import Lattice
+from simsplit.numerics.momentum_exchange import (
+    SlabLinkTable,
+    link_momentum,
+    returned_population,
+)
 
-
-def link_momentum(f_out: np.ndarray, f_back: np.ndarray, c: np.ndarray,
-                  u_wall: np.ndarray) -> np.ndarray:
-    """Momentum (per link, ``(n, dim)``) that links with outgoing post-collision populations
-    ``f_out`` (n,) along ``c`` (n, dim), and ``f_back`` (n,) returned along -c by the wall
-    rule, pass in one step to a wall moving at ``u_wall`` (dim,) (Wen et al. 2014)."""
-    return (c - u_wall) * f_out[:, None] - (-c - u_wall) * f_back[:, None]
+__all__ = ["BodyLinks", "DeviceForces", "link_momentum", "measure_forces", "total_forces"]
 
 
 def moving_wall_return(f_out: np.ndarray, c: np.ndarray, w: np.ndarray, u_wall: np.ndarray,
@@ -107,10 +107,31 @@ class BodyLinks:
         for rows in values:
             got[rows[:, 1].astype(int), rows[:, 0].astype(int)] = rows[:, 2]
         f_out, own_in, nb = got
-        k = self.k
-        # what the kernels return (bodies at rest; halfway: k = -1, f_back = f_out)
-        f_back = np.where(k >= 0, k * f_out + (1 - k) * nb, -k * f_out + (1 + k) * own_in)
+        f_back = returned_population(f_out, own_in, nb, self.k)
         return link_momentum(f_out, f_back, self.lattice.c[self.q].astype(np.float64), u_wall)
+
+
+    def slab_table(self, layer0: int, layers: int, storage: Any) -> SlabLinkTable:
+        """The links of layers ``[layer0, layer0 + layers)`` in the coordinates of that
+        slab's population array (one ghost plane and cell all round); f*_q(x - c_q) beyond the
+        slab is read from its ghost plane, which holds the neighbour's plane after a step."""
+        own = np.flatnonzero((self.cell[0] >= layer0) & (self.cell[0] < layer0 + layers))
+        lat, q, q_in = self.lattice, self.q[own], self.q_in[own]
+        k = self.k[own]
+        cell = (self.cell[0][own] - layer0 + 1, *(c[own] + 1 for c in self.cell[1:]))
+        # the neighbour: along the split axis a plane away (ghosts hold it), across the slab
+        # the whole grid's (wrapped where periodic); where k < 0 it is never read
+        nb_split = cell[0] - lat.c[q][:, -1]
+        nb = (np.where(k >= 0, nb_split, cell[0]),
+              *(np.where(k >= 0, n[own] + 1, c) for n, c in zip(self.nbr[1:], cell[1:],
+                                                                 strict=True)))
+        w = np.asarray(lat.w, np.float64)
+        return SlabLinkTable(
+            out=(q, *cell), own_in=(q_in, *cell), nb=(q, *nb), k=k,
+            c=lat.c[q].astype(np.float64), body=self.body[own].astype(np.int32),
+            n_bodies=len(self.names), arith=np.dtype(storage.arith),
+            shifted=bool(storage.shifted), inv_scale=1.0 / storage.scale,
+            w_out=w[q], w_in=w[q_in])
 
 
 def total_forces(momentum: np.ndarray, body: np.ndarray, n_bodies: int) -> np.ndarray:
@@ -142,6 +163,42 @@ def body_links(setup: Any) -> BodyLinks:
         weights = geo.links.astype(setup.dtype)
     periodic = (setup.periodic_split, *(bool(p) for p in setup.params.periodic))
     return BodyLinks(list(setup.bodies), setup.grid, setup.lattice, periodic, weights)
+
+
+class DeviceForces:
+    """Forces on bodies reduced where the populations live: per slab a link table (built once,
+    again when slabs move), one kernel launch, and n_bodies x dim exact sums read back (limbs,
+    :mod:`simsplit.numerics.exact`). The same bits as :func:`measure_forces` (both are the
+    correctly rounded sum of the same per-link momenta) on every backend and split; where a
+    link's momentum is not finite, :func:`measure_forces` decides (fsum's NaN or error)."""
+
+    def __init__(self, links: BodyLinks) -> None:
+        self.links = links
+        self._tables: dict[int, Any] = {}
+        self._key: tuple[Any, ...] | None = None
+
+    def _prepared(self, solver: Any) -> dict[int, Any]:
+        key = tuple((k, id(blk), blk.layer0, blk.layers) for k, blk in solver.blocks.items())
+        if key != self._key:
+            self._tables = {k: blk.backend.link_forces.prepare(
+                self.links.slab_table(blk.layer0, blk.layers, blk.storage), blk.f_src)
+                for k, blk in solver.blocks.items()}
+            self._key = key
+        return self._tables
+
+    def measure(self, solver: Any) -> np.ndarray:
+        """Force on each body (lattice units; per unit depth in 2D) from the solver's current
+        post-collision populations (collective under MPI)."""
+        solver.refresh_ghosts()  # f*_q(x - c_q) of links at slab faces lies in ghost planes
+        tables, pieces = self._prepared(solver), {}
+        for k, blk in solver.blocks.items():
+            limbs, bad = blk.backend.link_forces.sums(blk.f_src, tables[k])
+            pieces[k] = np.append(limbs.ravel(), np.int64(bad))
+        total = sum(solver.transport.gather(pieces).values())  # integers: exact, any order
+        if total[-1]:
+            return measure_forces(solver, self.links)
+        dim = self.links.lattice.dim
+        return limb_sums(total[:-1].reshape(len(self.links.names) * dim, -1)).reshape(-1, dim)
 
 
 def coefficients(force: np.ndarray, velocity: float | None, reference: float,

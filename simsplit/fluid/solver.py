@@ -196,6 +196,13 @@ class FluidSolver:
         self._fresh_src = fresh if overlap or paired else None
         self._fresh_deep = fresh if paired else None
 
+    def refresh_ghosts(self) -> None:
+        """Make the ghost planes of every ``f_src`` hold the neighbours' current planes (as
+        they do already after an overlapped step) for readers of post-collision populations."""
+        if self._halo_keys and not self._ghosts_current(self._fresh_src):
+            self.exchange_halos()
+            self._fresh_src = [b.f_src for b in self.blocks.values()]
+
     def _pairs_allowed(self) -> bool:
         """Whether steps go two per sweep (run.temporal_blocking): every block can
         (SlabBlock.fuses_two_steps: no halo face, or two ghost planes at each, which the

@@ -17,11 +17,13 @@ class BodyForces:
     """The force series of every body of a run (every rank measures; rank 0 writes)."""
 
     def __init__(self, sim: RunningSimulation) -> None:
-        from simsplit.fluid.forces import body_links
+        from simsplit.fluid.forces import DeviceForces, body_links
 
         setup = sim.solver.setup
         self.setup, self.bodies = setup, list(setup.bodies)
         self.links = body_links(setup)
+        #: reduced on each slab's device: a few numbers per body cross to the host
+        self.reducer = DeviceForces(self.links)
         inlet = setup.inlet
         self.velocity = inlet.mean_velocity if inlet is not None else None
         self.direction = -1.0 if setup.x_kinds[1] == "inlet" else 1.0
@@ -29,12 +31,10 @@ class BodyForces:
         self.forces: list[np.ndarray] = []
 
     def measure(self, sim: RunningSimulation) -> None:
-        from simsplit.fluid.forces import measure_forces
-
         if self.steps and self.steps[-1] == sim.steps_done:
             return
         self.steps.append(sim.steps_done)
-        self.forces.append(measure_forces(sim.solver, self.links))
+        self.forces.append(self.reducer.measure(sim.solver))
 
     def coefficients(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Drag and lift coefficient series of body ``k`` (NaN without an inlet)."""

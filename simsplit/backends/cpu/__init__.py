@@ -15,10 +15,11 @@ class CPUBackend(Backend):
 
     def __init__(self, device: int = 0) -> None:
         super().__init__(device)
-        from simsplit.backends.cpu import d2q9, d3q19
+        from simsplit.backends.cpu import d2q9, d3q19, link_forces
 
         self.d2q9 = d2q9.D2Q9Kernels()
         self.d3q19 = d3q19.D3Q19Kernels()
+        self.link_forces = link_forces.LinkForceKernels()
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         return np.zeros(shape, dtype=dtype)

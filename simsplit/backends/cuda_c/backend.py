@@ -57,6 +57,13 @@ class CupyBackend(Backend):
         return D3Q19Kernels(self.device)
 
     @functools.cached_property
+    def link_forces(self) -> Any:
+        """Exact force sums on bodies (``kernels/link_forces.cu``), compiled on first use."""
+        from simsplit.backends.cuda_c.link_forces import LinkForceKernels
+
+        return LinkForceKernels(self.device)
+
+    @functools.cached_property
     def md(self) -> Any:
         """Lennard-Jones MD kernels (``kernels/md_lj.cu``), compiled on first use."""
         from simsplit.backends.cuda_c.md import CupyMDKernels

@@ -140,18 +140,22 @@ class D2Q9Kernels:
         return links
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None, open_rules=True) -> None:
+                       inlet=None, links=None, open_rules=True, columns=None) -> None:
         """``open_rules``: flags may hold inlets, outlets, free-slip walls or curved cells;
-        False (walls and the lid only) launches the kernel compiled without those rules."""
+        False (walls and the lid only) launches the kernel compiled without those rules.
+        ``columns``: 1-based interior columns ``[i0, i1)`` to update (default all)."""
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
+        i0, i1 = (1, nx + 1) if columns is None else (int(columns[0]), int(columns[1]))
+        if not 1 <= i0 <= i1 <= nx + 1:
+            raise ValueError(f"columns {columns} outside the interior columns [1, {nx + 1})")
         if q != Q or f_dst.shape != f_src.shape or flags.shape != (h, w) or rho.shape != (ny, nx):
             raise ValueError(f"inconsistent D2Q9 arrays: f {f_src.shape}, f_dst {f_dst.shape}, "
                              f"flags {flags.shape}, rho {rho.shape}")
         if not 1 <= j0 <= j1 <= ny + 1:
             raise ValueError(f"rows {rows} outside the interior rows [1, {ny + 1})")
-        if j0 == j1:
+        if j0 == j1 or i0 == i1:
             return
         dt = f_src.dtype
         if f_dst.dtype != dt or rho.dtype != dt or ux.dtype != dt or uy.dtype != dt:
@@ -161,13 +165,13 @@ class D2Q9Kernels:
         kern, block_x = self._tuned.get((*variant, f_src.shape),
                                         (self._collide[variant], source.BLOCK_X))
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
-        grid = (_grid_x(nx, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        grid = (_grid_x(i1 - i0, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         name = source.stream_collide_name(*variant)
         t = dt.type
         args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
-                                 np.int32(j1), *self._params(p, dt), self._inlet(inlet, h, dt),
-                                 t(p.inlet_scale), t(p.outlet_density),
+                                 np.int32(j1), np.int32(i0), np.int32(i1), *self._params(p, dt),
+                                 self._inlet(inlet, h, dt), t(p.inlet_scale), t(p.outlet_density),
                                  self._links(links, f_src)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
@@ -198,8 +202,8 @@ class D2Q9Kernels:
                         (ny + source.MAX_GRID_Y - 1) // source.MAX_GRID_Y)
                 args = (f_src, f_dst, flags, *scratch, np.int32(nx), np.int32(ny),
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
-                        np.int32(ny + 1), *self._params(p, dt), self._inlet(None, h, dt),
-                        dt.type(p.inlet_scale), dt.type(p.outlet_density),
+                        np.int32(ny + 1), np.int32(1), np.int32(nx + 1), *self._params(p, dt),
+                        self._inlet(None, h, dt), dt.type(p.inlet_scale), dt.type(p.outlet_density),
                         self._links(None, f_src))
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from simsplit.numerics import flags
+from simsplit.numerics.exact import EXACT_LIMBS
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
 from simsplit.numerics.storage import FP16_SCALE, STORAGE_CHOICES
 
@@ -120,6 +121,7 @@ def generated_header() -> str:
         "#define SIMSPLIT_GENERATED_CUH",
         f"#define SIMSPLIT_BLOCK_X {BLOCK_X}",
         f"#define SIMSPLIT_FP16_SCALE {float(FP16_SCALE).hex()}  // fp16 storage: (f - w) * scale",
+        f"#define SIMSPLIT_EXACT_LIMBS {EXACT_LIMBS}  // limbs of one exact sum (exact_sum.cuh)",
         "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
         "#ifndef SIMSPLIT_D3Q19_CELLS_X  // cells per thread of d3q19_stream_collide",
         f"#define SIMSPLIT_D3Q19_CELLS_X {D3Q19_CELLS_X}",
@@ -311,8 +313,16 @@ def unpack_name(lattice: str, dtype: np.dtype | type) -> str:
     return f"lbm_unpack<{lattice}, {_storage_ctype(dtype)}>"
 
 
+def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> str:
+    """Exact per-body sums of the momentum exchanged on fluid-to-body links
+    (kernels/link_forces.cu) for arithmetic ``dtype`` and population storage ``storage``."""
+    return f"link_force_sums<{_ctype(dtype)}, {_storage_ctype(storage)}>"
+
+
 def name_expressions(name: str) -> list[str]:
     """Every kernel instantiation of kernel file ``name`` that a backend may launch."""
+    if name == "link_forces.cu":
+        return [link_force_sums_name(dt, st) for dt, st in D3Q19_STORAGE]
     lattice = {"d2q9.cu": "D2Q9", "d3q19.cu": "D3Q19"}.get(name)
     if lattice is None:
         return []

@@ -50,6 +50,13 @@ class NumbaCudaBackend(Backend):
         return D3Q19Kernels(self.activate)
 
     @functools.cached_property
+    def link_forces(self) -> Any:
+        """Exact force sums on bodies, compiled on first use."""
+        from simsplit.backends.numba_cuda.link_forces import LinkForceKernels
+
+        return LinkForceKernels(self.activate)
+
+    @functools.cached_property
     def md(self) -> Any:
         """Lennard-Jones MD kernels, compiled on first use of each."""
         from simsplit.backends.numba_cuda.md import NumbaMDKernels

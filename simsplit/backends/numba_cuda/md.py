@@ -29,6 +29,7 @@ from simsplit.backends.cuda_c.md import (
     md_constants,
 )
 from simsplit.backends.numba_cuda.d2q9 import SIMULATOR
+from simsplit.backends.numba_cuda.exact_sum import exact_add
 
 if SIMULATOR:  # plain Python arithmetic: nothing fuses
     mul: Callable[[Any, Any], Any] = operator.mul
@@ -579,15 +580,7 @@ def md_arena_build_neighbors(x, n_own, rows, bx, by, bz, nx, ny, nz, hx, hy, hz,
 # --- exact thermo sums (kernels/md_sums.cuh) ----------------------------------------------------
 _SUM = md_constants()
 _LIMBS, _QUANTITIES, _REPLICAS = _SUM["sum_limbs"], _SUM["sum_quantities"], _SUM["sum_replicas"]
-_U32 = np.uint64(0xFFFFFFFF)
 _U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@cuda.jit(device=True)
-def _add_piece(acc, index, piece, neg):
-    if piece != np.uint64(0):
-        # -piece in two's complement, written so that no step wraps (the simulator warns)
-        cuda.atomic.add(acc, index, (_U64 - piece) + np.uint64(1) if neg else piece)
 
 
 @cuda.jit
@@ -595,26 +588,8 @@ def md_exact_accumulate(bits, n, quantity, acc, nonfinite):
     i = cuda.grid(1)
     if i >= n:
         return
-    u = np.uint64(bits[i])
-    ex = int((u >> np.uint64(52)) & np.uint64(0x7FF))
-    if ex == 0x7FF:
-        nonfinite[0] = 1
-        return
-    m = u & np.uint64(0xFFFFFFFFFFFFF)
-    b = 0
-    if ex != 0:
-        m = m | (np.uint64(1) << np.uint64(52))
-        b = ex - 1
-    if m == np.uint64(0):
-        return
-    s = b & 31
-    lo = (m << np.uint64(s)) & _U64
-    hi = (m >> np.uint64(64 - s)) if s != 0 else np.uint64(0)
-    neg = (u >> np.uint64(63)) != np.uint64(0)
-    base = ((cuda.blockIdx.x % _REPLICAS) * _QUANTITIES + quantity) * _LIMBS + (b >> 5)
-    _add_piece(acc, base, lo & _U32, neg)
-    _add_piece(acc, base + 1, lo >> np.uint64(32), neg)
-    _add_piece(acc, base + 2, hi, neg)
+    exact_add(acc, ((cuda.blockIdx.x % _REPLICAS) * _QUANTITIES + quantity) * _LIMBS,
+              np.uint64(bits[i]), nonfinite)
 
 
 @cuda.jit

@@ -1,0 +1,56 @@
+// Forces on bodies by momentum exchange (Wen et al. 2014), summed exactly on the device: one
+// thread per fluid-to-body link of a slab (the table simsplit/numerics/momentum_exchange.py
+// describes, built once), each link's momentum along every axis added exactly into the limbs
+// of its body's sum (exact_sum.cuh). The host reads n_bodies x dim limb rows, no populations.
+//
+// The arithmetic is SlabLinkTable.momentum's operation for operation (decode in the arithmetic
+// type, then double; compiled with --fmad=false), so every backend gets the same momentum per
+// link and, the sums being exact, the same force bits on every split.
+#include "simsplit_generated.cuh"
+#include "lbm_common.cuh"
+#include "exact_sum.cuh"
+
+namespace {
+
+// A stored population in double: decoded as PopulationStorage.decode does (x * inv_scale + w
+// in the arithmetic type T where the storage S is shifted), then widened exactly.
+template <typename T, typename S>
+__device__ __forceinline__ double decoded(const S* __restrict__ f, long long at, T inv_scale,
+                                          double w, bool shifted)
+{
+    T x = lbm::widen<T>(lbm::read_only(f + at));
+    if (shifted) x = x * inv_scale + T(w);
+    return double(x);
+}
+
+}  // namespace
+
+// acc: (n_bodies * dim) rows of SIMSPLIT_EXACT_LIMBS limbs, body-major; c: (n, dim) doubles.
+template <typename T, typename S>
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
+link_force_sums(const S* __restrict__ f, int n, const long long* __restrict__ at_out,
+                const long long* __restrict__ at_in, const long long* __restrict__ at_nb,
+                const double* __restrict__ w_out, const double* __restrict__ w_in,
+                const double* __restrict__ k, const double* __restrict__ c,
+                const int* __restrict__ body, int dim, T inv_scale, int shifted,
+                unsigned long long* __restrict__ acc, int* __restrict__ nonfinite)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const bool sh = shifted != 0;
+    const double kk = k[i];
+    const double f_out = decoded(f, at_out[i], inv_scale, w_out[i], sh);
+    // the population the wall rule returns (bodies at rest; halfway: k = -1)
+    double f_back;
+    if (kk >= 0.0)
+        f_back = kk * f_out + (1.0 - kk) * decoded(f, at_nb[i], inv_scale, w_out[i], sh);
+    else
+        f_back = (-kk) * f_out + (1.0 + kk) * decoded(f, at_in[i], inv_scale, w_in[i], sh);
+    const double u_wall = 0.0;
+    for (int a = 0; a < dim; ++a) {
+        const double ca = c[(long long)i * dim + a];
+        const double m = (ca - u_wall) * f_out - (-ca - u_wall) * f_back;
+        exact_add(acc + ((long long)body[i] * dim + a) * SIMSPLIT_EXACT_LIMBS,
+                  (unsigned long long)__double_as_longlong(m), nonfinite);
+    }
+}

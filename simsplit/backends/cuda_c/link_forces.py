@@ -1,0 +1,84 @@
+"""Forces on bodies on a CuPy device: the launcher of ``kernels/link_forces.cu`` (exact
+per-body sums of the momentum on fluid-to-body links; one small read per measurement)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import cupy
+import numpy as np
+
+from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c.d2q9 import compile_options
+from simsplit.backends.layout import element_strides
+from simsplit.numerics.exact import EXACT_LIMBS
+from simsplit.numerics.momentum_exchange import SlabLinkTable
+
+KERNEL_FILE = "link_forces.cu"
+
+
+@functools.cache
+def _module(device: int) -> Any:
+    with cupy.cuda.Device(device):
+        return cupy.RawModule(code=source.kernel_source(KERNEL_FILE),
+                              options=compile_options(device),
+                              name_expressions=source.name_expressions(KERNEL_FILE))
+
+
+@dataclass
+class DeviceLinkTable:
+    """A slab's link table on the device, with its accumulator (cleared after each read)."""
+
+    n: int
+    dim: int
+    slots: int
+    arith: np.dtype
+    shifted: bool
+    inv_scale: float
+    strides: tuple[int, ...]
+    arrays: tuple[Any, ...]  #: at_out, at_in, at_nb, w_out, w_in, k, c, body
+    acc: Any
+    nonfinite: Any
+
+
+class LinkForceKernels:
+    """The link-force reduction of one device."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self._dev = cupy.cuda.Device(device)
+        self._module = _module(device)
+
+    def prepare(self, table: SlabLinkTable, f: Any) -> DeviceLinkTable:
+        """``table`` on the device, addressed as populations laid out as ``f``."""
+        strides = element_strides(f)
+        host = (*table.flat(strides), table.w_out, table.w_in, table.k,
+                np.ascontiguousarray(table.c, np.float64), table.body.astype(np.int32))
+        with self._dev:
+            arrays = tuple(cupy.asarray(np.ascontiguousarray(a)) for a in host)
+            slots = table.n_bodies * table.dim
+            return DeviceLinkTable(table.n, table.dim, slots, table.arith, table.shifted,
+                                   table.inv_scale, strides, arrays,
+                                   cupy.zeros(slots * EXACT_LIMBS, np.uint64),
+                                   cupy.zeros(1, np.int32))
+
+    def sums(self, f: Any, t: DeviceLinkTable) -> tuple[np.ndarray, bool]:
+        """(signed limb totals ``(n_bodies * dim, EXACT_LIMBS)``, whether a link's momentum
+        was not finite) of the populations ``f``."""
+        if element_strides(f) != t.strides:
+            raise ValueError("populations laid out unlike the link table's")
+        with self._dev:
+            if t.n:
+                name = source.link_force_sums_name(t.arith, f.dtype)
+                kern = self._module.get_function(name)
+                threads = source.BLOCK_X
+                kern(((t.n + threads - 1) // threads,), (threads,),
+                     (f, np.int32(t.n), *t.arrays, np.int32(t.dim), t.arith.type(t.inv_scale),
+                      np.int32(t.shifted), t.acc, t.nonfinite))
+            limbs = t.acc.get().view(np.int64).reshape(t.slots, EXACT_LIMBS)
+            bad = bool(t.nonfinite.get()[0])
+            t.acc.fill(0)
+            t.nonfinite.fill(0)
+        return limbs, bad

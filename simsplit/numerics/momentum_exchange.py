@@ -1,0 +1,90 @@
+"""Momentum exchange on the links from fluid cells to bodies (Wen et al. 2014): the per-link
+formulas, and the table of one slab's links that every backend's force kernel reads.
+
+The formulas here, in NumPy, are the CPU kernel and the reference the device kernels
+(kernels/link_forces.cu, simsplit/backends/numba_cuda/link_forces.py) follow operation for
+operation, in double precision without fused multiply-adds, so every backend produces the same
+momentum per link; the sums over links are exact (:mod:`simsplit.numerics.exact`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def returned_population(f_out: np.ndarray, own_in: np.ndarray, nb: np.ndarray,
+                        k: np.ndarray) -> np.ndarray:
+    """What the kernels return along -c_q at a wall at rest (simsplit/fluid/geometry/links.py):
+    interpolated bounce-back with weight k (k >= 0 mixes f*_q(x - c_q) = ``nb``, k < 0 the own
+    f*_qbar(x) = ``own_in``; halfway: k = -1, f_back = f_out)."""
+    return np.where(k >= 0, k * f_out + (1 - k) * nb, -k * f_out + (1 + k) * own_in)
+
+
+def link_momentum(f_out: np.ndarray, f_back: np.ndarray, c: np.ndarray,
+                  u_wall: np.ndarray) -> np.ndarray:
+    """Momentum (per link, ``(n, dim)``) that links with outgoing post-collision populations
+    ``f_out`` (n,) along ``c`` (n, dim), and ``f_back`` (n,) returned along -c by the wall
+    rule, pass in one step to a wall moving at ``u_wall`` (dim,) (Wen et al. 2014)."""
+    return (c - u_wall) * f_out[:, None] - (-c - u_wall) * f_back[:, None]
+
+
+@dataclass(frozen=True)
+class SlabLinkTable:
+    """The fluid-to-body links of one slab, in the coordinates of its population array
+    ``f[q, layer, *cross]`` (ghost planes and cells counted: interior cell 0 is index 1).
+
+    ``out``: where f*_q(x) is (q pointing into the body); ``own_in``: f*_qbar(x); ``nb``:
+    f*_q(x - c_q), which may lie in a ghost plane (the neighbour slab's, current after a
+    step), read only where ``k`` >= 0 (elsewhere it repeats ``out``). ``k``: the link's
+    interpolated bounce-back weight as the kernels round it (-1: halfway); ``c``: c_q
+    (n, dim), x first; ``body``: the body index. Stored populations are decoded as
+    :class:`simsplit.numerics.storage.PopulationStorage` does: ``x * inv_scale + w_q`` in the
+    arithmetic type where ``shifted``, with ``w_out`` / ``w_in`` the weights of q and qbar.
+    """
+
+    out: tuple[np.ndarray, ...]
+    own_in: tuple[np.ndarray, ...]
+    nb: tuple[np.ndarray, ...]
+    k: np.ndarray
+    c: np.ndarray
+    body: np.ndarray
+    n_bodies: int
+    arith: np.dtype
+    shifted: bool
+    inv_scale: float
+    w_out: np.ndarray
+    w_in: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.k)
+
+    @property
+    def dim(self) -> int:
+        return int(self.c.shape[1])
+
+    def flat(self, strides: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Element offsets of ``out``, ``own_in`` and ``nb`` in an array with these element
+        strides (int64), for kernels that index memory themselves."""
+        return tuple(sum(idx.astype(np.int64) * int(s) for idx, s in zip(where, strides,
+                                                                          strict=True))
+                     for where in (self.out, self.own_in, self.nb))
+
+    def _decoded(self, f: np.ndarray, where: tuple[np.ndarray, ...],
+                 w: np.ndarray) -> np.ndarray:
+        x = f[where].astype(self.arith)
+        if self.shifted:
+            t = self.arith.type
+            x = x * t(self.inv_scale) + w.astype(self.arith)
+        return x.astype(np.float64)
+
+    def momentum(self, f: np.ndarray) -> np.ndarray:
+        """Per link ``(n, dim)``: the momentum passed in one step, from the slab's host
+        population array ``f`` (bodies at rest)."""
+        f_out = self._decoded(f, self.out, self.w_out)
+        own_in = self._decoded(f, self.own_in, self.w_in)
+        nb = self._decoded(f, self.nb, self.w_out)
+        f_back = returned_population(f_out, own_in, nb, self.k)
+        return link_momentum(f_out, f_back, self.c, np.zeros(self.dim))

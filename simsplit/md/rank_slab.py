@@ -255,6 +255,9 @@ class RankSlab:
                                                     exact=True)
             k.rank_compose(None, row, r, mapping, out)
             row += r
+            # made here, where the host waits for the queue before the next step: the ghost
+            # positions may land in it on a copy stream that does not wait for the kernels
+            self._device(f"recv_x_{nb}", (r, 3), self.state.x.dtype)
 
     def _outbox_needs(self, leavers: dict[int, tuple[Any, int]]) -> dict[tuple[int, str], int]:
         """Bytes of each outbox the steps until the next rebuild and that rebuild fill: the

@@ -912,13 +912,16 @@ class CupyMDKernels(DeviceMDKernels):
         return done, out[:m]
 
     def land_rows(self, host: np.ndarray, buf, idx, dst) -> None:
-        # the upload on the copy stream, after the last scatter out of ``buf``; the scatter on
-        # the main stream after the upload (queued kernels, say interior forces, go on)
+        # the upload on the copy stream, after the last scatter out of ``buf`` (callers make
+        # buffers before the kernels they overlap: a buffer first seen waits for them all);
+        # the scatter on the main stream after the upload
         rt = self._cp.cuda.runtime
         copies, main = self._copies(), self._stream()
         with self._dev:
             last = self._scattered.get(buf.data.ptr)
-            if last is not None:
+            if last is None:  # a new buffer: its allocation (a fill) may still be queued
+                self._after_main(copies)
+            else:
                 copies.wait_event(last)
             if host.nbytes:
                 rt.memcpyAsync(buf.data.ptr, host.ctypes.data, host.nbytes,

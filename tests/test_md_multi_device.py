@@ -238,3 +238,46 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     assert stats["ghost_transfer"] == ["remote-device"]
     assert stats["migrations"] > 0.05 * ref.n_atoms, stats["migrations"]  # after the restart
     assert (stats["interior_rows"] > 0) == (ranks == 2), stats["interior_rows"]
+
+
+# --- Numba CUDA (on the simulator) under mpiexec ----------------------------------------------
+NUMBA_DRIVER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from simsplit.parallel import context as parallel
+    from simsplit.md import MDSolver
+    from simsplit.md.reference import lj_case
+
+    ctx = parallel.MPIContext("numba-cuda")
+    case = lj_case(cells=json.loads(sys.argv[1]), subdomains=ctx.size, temperature=3.0)
+    case["run"]["backend"] = "numba-cuda"
+    md = MDSolver(case, ctx)
+    md.step(int(sys.argv[2]))
+    x, v, st, stats = md.positions(), md.velocities(), md.state(), md.stats()
+    if ctx.rank == 0:
+        np.savez(sys.argv[3], positions=x, velocities=v, forces=st["forces"],
+                 images=st["images"], stats=json.dumps(stats))
+""")
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+def test_numba_cuda_rank_kernels_under_mpi_match_one_process(tmp_path) -> None:
+    """The Numba twins of kernels/md_ranks.cuh (on Numba's CUDA simulator): a hot melt on two
+    ranks migrates, picks ghosts and builds lists on the device, and equals one CPU process."""
+    cells, steps = (4, 4, 8), 12
+    ref = MDSolver(lj_case(cells=cells, temperature=3.0))
+    ref.step(steps)
+    script = tmp_path / "driver.py"
+    script.write_text(NUMBA_DRIVER)
+    out = tmp_path / "md.npz"
+    proc = mpirun(2, [str(script), json.dumps(list(cells)), str(steps), str(out)],
+                  timeout=300, NUMBA_ENABLE_CUDASIM="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(out)
+    for name in ("positions", "velocities", "forces", "images"):
+        want = ref.state()[name] if name in ("forces", "images") else getattr(ref, name)()
+        assert np.array_equal(got[name], want), name
+    stats = json.loads(str(got["stats"]))
+    assert stats["ghost_transfer"] == ["remote-device"]
+    assert stats["migrations"] > 0 and stats["rebuilds"] == ref.stats()["rebuilds"] > 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import warnings
 from typing import Any, Callable, ContextManager
 
@@ -30,13 +29,8 @@ from simsplit.backends.cuda_c.md import (
 )
 from simsplit.backends.numba_cuda.d2q9 import SIMULATOR
 from simsplit.backends.numba_cuda.exact_sum import exact_add
-
-if SIMULATOR:  # plain Python arithmetic: nothing fuses
-    mul: Callable[[Any, Any], Any] = operator.mul
-else:
-    from numba.cuda import libdevice
-
-    mul = libdevice.dmul_rn
+from simsplit.backends.numba_cuda.md_device import global_cell, mul, near_slab, slab_of
+from simsplit.backends.numba_cuda.md_ranks import RANK_KERNELS
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -382,51 +376,16 @@ def md_lj_forces(x, n_own, row0, nl, pitch, cnt, bx, by, bz, rcsq, eps4, eps24, 
 
 
 # --- several slabs in one arena (kernels/md_arena.cuh) ----------------------------------------
-@cuda.jit(device=True)
-def _py_mod(a, m):
-    r = math.fmod(a, m)
-    if r != 0.0:
-        if (m < 0.0) != (r < 0.0):
-            r += m
-    else:
-        r = math.copysign(0.0, m)
-    return r
-
-
-@cuda.jit(device=True)
-def _slab_of(z, edges, nslab):
-    k = -1
-    for m in range(nslab + 1):
-        if not (z < edges[m]):
-            k += 1
-    return min(max(k, 0), nslab - 1)
-
-
-@cuda.jit(device=True)
-def _near_slab(z, edges, s, lz, cut):
-    lo = edges[s]
-    hi = edges[s + 1]
-    if lo <= z and z < hi:
-        return True
-    return min(_py_mod(lo - z, lz), _py_mod(z - hi, lz)) < cut
-
-
 @cuda.jit
 def md_arena_classify(x, n, bx, by, bz, nx, ny, nz, edges, nslab, cut, old_key, check, keys,
                       counts, err):
     i = cuda.grid(1)
     if i >= n:
         return
-    cx = int(mul(np.float64(x[i, 0]), np.float64(nx) / bx))
-    cy = int(mul(np.float64(x[i, 1]), np.float64(ny) / by))
-    cz = int(mul(np.float64(x[i, 2]), np.float64(nz) / bz))
-    cx = min(max(cx, 0), nx - 1)
-    cy = min(max(cy, 0), ny - 1)
-    cz = min(max(cz, 0), nz - 1)
     ncells = nx * ny * nz
-    c = (cz * ny + cy) * nx + cx
+    c = global_cell(x, i, bx, by, bz, nx, ny, nz)
     z = np.float64(x[i, 2])
-    k = _slab_of(z, edges, nslab)
+    k = slab_of(z, edges, nslab)
     lo_nb = nslab - 1 if k == 0 else k - 1
     hi_nb = 0 if k == nslab - 1 else k + 1
     if check != 0:
@@ -442,10 +401,10 @@ def md_arena_classify(x, n, bx, by, bz, nx, ny, nz, edges, nslab, cut, old_key, 
     cuda.atomic.add(counts, own, np.int32(1))
     g0 = -1
     g1 = -1
-    if lo_nb != k and _near_slab(z, edges, lo_nb, bz, cut):
+    if lo_nb != k and near_slab(z, edges, lo_nb, bz, cut):
         g0 = (nslab + lo_nb) * ncells + c
         cuda.atomic.add(counts, g0, np.int32(1))
-    if hi_nb != k and hi_nb != lo_nb and _near_slab(z, edges, hi_nb, bz, cut):
+    if hi_nb != k and hi_nb != lo_nb and near_slab(z, edges, hi_nb, bz, cut):
         g1 = (nslab + hi_nb) * ncells + c
         cuda.atomic.add(counts, g1, np.int32(1))
     keys[3 * i + 1] = g0
@@ -762,8 +721,9 @@ def _zero_fill(arr):
 
 
 #: kernel name (as in md_lj.cu) -> kernel
-_KERNELS = {name: globals()[name] for name in (*FLOAT_KERNELS, *INDEX_KERNELS,
-                                               *ARENA_FLOAT_KERNELS, *ARENA_INDEX_KERNELS)}
+_KERNELS = {**{name: globals()[name] for name in (*FLOAT_KERNELS, *INDEX_KERNELS,
+                                                  *ARENA_FLOAT_KERNELS, *ARENA_INDEX_KERNELS)},
+            **RANK_KERNELS}
 
 
 def _configure(name: str, grid: int, block: int) -> Any:
@@ -782,8 +742,8 @@ class NumbaMDKernels(DeviceMDKernels):
 
     # the simulator runs one Python thread per CUDA thread: small blocks keep tiny tests quick
     block = 32 if SIMULATOR else DeviceMDKernels.block
-    #: no Numba twins of kernels/md_ranks.cuh yet: under MPI, rebuilds take the host path
-    rank_slabs = False
+    #: kernels/md_ranks.cuh's twins are in md_ranks.py: under MPI, rebuilds stay on the device
+    rank_slabs = True
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
@@ -844,3 +804,11 @@ class NumbaMDKernels(DeviceMDKernels):
     def _launch(self, name: str, dtype: Any, threads: int, *args: Any) -> None:
         with self._activate():
             _configured(name, self._grid(threads), self.block)(*args)
+
+    def rank_pack(self, x, rows, trailer: int, buf) -> None:
+        # the trailer row's flags are written through an int32 view of the pack
+        m = int(rows.shape[0])
+        with self._activate():
+            words = buf.view(np.int32)
+        self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
+                     np.int32(trailer), buf, words)

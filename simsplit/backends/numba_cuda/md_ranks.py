@@ -1,0 +1,129 @@
+"""One slab per MPI rank in Numba CUDA: ``kernels/md_ranks.cuh`` kernel for kernel.
+
+:class:`~simsplit.backends.cuda_c.md.DeviceMDKernels` launches them by name with the CuPy
+backend's argument lists (its ``rank_*`` methods); positions are (rows, 3) arrays here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from simsplit.backends.numba_cuda.md_device import global_cell, near_slab, slab_of
+
+
+@cuda.jit
+def md_rank_classify(x, n, edges, nslab, me, lo, hi, room, cursor, kept, to_lo, to_hi, err):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    k = slab_of(np.float64(x[i, 2]), edges, nslab)
+    if k == me:
+        kept[cuda.atomic.add(cursor, 0, np.int32(1))] = i
+    elif k == lo:
+        s = cuda.atomic.add(cursor, 1, np.int32(1))
+        if s < room:
+            to_lo[s] = i
+    elif k == hi:
+        s = cuda.atomic.add(cursor, 2, np.int32(1))
+        if s < room:
+            to_hi[s] = i
+    else:
+        err[0] = 1
+        err[1] = i
+
+
+@cuda.jit
+def md_rank_gather(idx, m, x, v, img, gid, motion, x_out, v_out, img_out, gid_out):
+    r = cuda.grid(1)
+    if r >= m:
+        return
+    s = idx[r]
+    gid_out[r] = gid[s]
+    for d in range(3):
+        x_out[r, d] = x[s, d]
+    if motion != 0:
+        for d in range(3):
+            v_out[r, d] = v[s, d]
+            img_out[r, d] = img[s, d]
+
+
+@cuda.jit
+def md_rank_select(x, n, edges, lo, hi, lz, cut, room, cursor, to_lo, to_hi):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    z = np.float64(x[i, 2])
+    if near_slab(z, edges, lo, lz, cut):
+        s = cuda.atomic.add(cursor, 0, np.int32(1))
+        if s < room:
+            to_lo[s] = i
+    if hi != lo and near_slab(z, edges, hi, lz, cut):
+        s = cuda.atomic.add(cursor, 1, np.int32(1))
+        if s < room:
+            to_hi[s] = i
+
+
+@cuda.jit
+def md_rank_keys(x, n_own, rows, bx, by, bz, nx, ny, nz, keys, counts):
+    i = cuda.grid(1)
+    if i >= rows:
+        return
+    key = (0 if i < n_own else nx * ny * nz) + global_cell(x, i, bx, by, bz, nx, ny, nz)
+    keys[3 * i] = key
+    keys[3 * i + 1] = -1
+    keys[3 * i + 2] = -1
+    cuda.atomic.add(counts, key, np.int32(1))
+
+
+@cuda.jit
+def md_rank_ghost_rows(n_own, g, entry_row, x, gid, x_out, gid_out, new_of_old):
+    r = cuda.grid(1)
+    if r >= g:
+        return
+    row = n_own + r
+    s = entry_row[row]
+    new_of_old[s] = row
+    gid_out[row] = gid[s]
+    for d in range(3):
+        x_out[row, d] = x[s, d]
+
+
+@cuda.jit
+def md_rank_compose(idx, use_idx, base, m, mapping, out):
+    j = cuda.grid(1)
+    if j >= m:
+        return
+    out[j] = mapping[idx[j]] if use_idx != 0 else mapping[base + j]
+
+
+@cuda.jit
+def md_scatter_rows(src, idx, m, dst):
+    r = cuda.grid(1)
+    if r >= m:
+        return
+    s = idx[r]
+    for d in range(3):
+        dst[s, d] = src[r, d]
+
+
+@cuda.jit
+def md_rank_pack(x, idx, m, flags, trailer, buf, words):
+    """``words``: the int32 view of ``buf``'s rows (row m's first two words hold the flags)."""
+    r = cuda.grid(1)
+    if r < m:
+        s = idx[r]
+        for d in range(3):
+            buf[r, d] = x[s, d]
+    elif r == m and trailer != 0:
+        words[m, 0] = flags[0]
+        words[m, 1] = flags[1]
+        if trailer == 2:
+            flags[0] = 0
+            flags[1] = 0
+
+
+#: kernel name (as in md_ranks.cuh) -> kernel
+RANK_KERNELS = {name: globals()[name] for name in (
+    "md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
+    "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack")}

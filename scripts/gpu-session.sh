@@ -21,6 +21,8 @@
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
+#   re100    Schäfer-Turek 2D-2 at D = 40, 80, 160 cells, channel 2.2 and 3.0 long: Cd max,
+#            Cl max, Strouhal against the resolution and the outlet's distance (issue 21)
 #   bodies3d D3Q19 bodies (issue 21): GPU tests (tests/test_bodies3d_gpu.py), Schäfer-Turek
 #            3D-1Z (cases/cylinder3d.yaml) on cupy, float64, D = 10 and 20 cells: Cd/Cl against
 #            the reference intervals, MLUPS of the case against the plain box on its grid
@@ -200,6 +202,20 @@ if has bodyspeed; then
             --set decomposition.subdomains=1 --steps ${BODY_STEPS:-3000} --set run.tolerance=0 \
             --set output.dir=null --quiet 2>&1 | quiet | head -40 | tee "$OUT/prof-bodies.log"
     fi
+fi
+if has re100; then
+    note "Schäfer-Turek 2D-2 (Re 100) on cupy, float64: D = 40, 80, 160 cells, channel 2.2 and 3.0 long (issue 21)"
+    for d in 40 80 160; do
+        for len in 22 30; do
+            ny=$((41 * d / 10)); nx=$((ny * len * 10 / 41))
+            echo "-- D $d, channel ${len:0:1}.${len:1} x 0.41 ($nx x $ny), $((3000 * d)) steps"
+            timeout 240 python3 -m simsplit run cases/cylinder2d_re100.yaml --backend cupy \
+                --set domain.shape=[$nx,$ny] --set domain.size=[${len:0:1}.${len:1},0.41] \
+                --steps $((3000 * d)) --set output.forces_every=$((d / 2)) \
+                --set output.animation=0 --set output.dir=null --quiet 2>&1 \
+                | quiet | grep -E "shedding|throughput|error" | tee -a "$OUT/cylinder2d-re100-cupy.log"
+        done
+    done
 fi
 if has mdprof; then
     note "host profile: 64k atoms, cupy (issue 5)"

@@ -11,8 +11,11 @@ it is the classical 2 c_q f*_q(x, t); the u_w terms are kept so moving bodies fo
 interpolated bounce-back the returned f_qbar(x, t + 1) is the interpolated one (the kernels'
 weights, simsplit/fluid/geometry/links.py), which may mix in the neighbour x - c_q.
 Links are found once on the whole grid; each slab sums the links of its own rows from its
-post-collision populations, and the sum over all links is exactly rounded (``math.fsum``), so
-the force does not depend on the split (nor on the order slabs report in).
+post-collision populations, and the sum over all links is exactly rounded, so the force does
+not depend on the split (nor on the order slabs report in). Runs use :class:`DeviceForces`
+(each slab's backend sums exactly into integer limbs where its populations live; a few numbers
+per body reach the host); :func:`measure_forces` gathers the per-link values to the host and
+takes ``math.fsum``: the same bits, kept as the reference and the fallback.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from simsplit.numerics.momentum_exchange import (
     returned_population,
 )
 
-__all__ = ["BodyLinks", "DeviceForces", "link_momentum", "measure_forces", "total_forces"]
+__all__ = ["BodyLinks", "DeviceForces", "link_momentum", "measure_forces", "moving_wall_return",
+           "total_forces"]
 
 
 def moving_wall_return(f_out: np.ndarray, c: np.ndarray, w: np.ndarray, u_wall: np.ndarray,

@@ -124,6 +124,21 @@ md_kick_typed(T* __restrict__ v, const T* __restrict__ f, const int* __restrict_
     }
 }
 
+// Row i's Langevin force: drag -drag v and noise noise N(0, 1) keyed by (seed, step, id).
+template <typename T>
+__device__ __forceinline__ void langevin_row(T* __restrict__ f, const T* __restrict__ v, int i,
+                                             long long id, double drag, double noise,
+                                             unsigned long long seed, unsigned long long step)
+{
+    double g[3];
+    md::counter_normals(seed, step, md::u64(id), g[0], g[1], g[2]);
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+        const long long a = 3LL * i + d;
+        f[a] = T(double(f[a]) - drag * double(v[a]) + noise * g[d]);
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restrict__ ids, int n,
@@ -132,13 +147,22 @@ md_langevin(T* __restrict__ f, const T* __restrict__ v, const long long* __restr
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || halted(flags, tick, true)) return;
-    double g[3];
-    md::counter_normals(seed, step, md::u64(ids[i]), g[0], g[1], g[2]);
-#pragma unroll
-    for (int d = 0; d < 3; ++d) {
-        const long long a = 3LL * i + d;
-        f[a] = T(double(f[a]) - drag * double(v[a]) + noise * g[d]);
-    }
+    langevin_row(f, v, i, ids[i], drag, noise, seed, step);
+}
+
+// Atoms that differ in mass: drag and noise of each row's type (m / damping and
+// sqrt(2 m T / (damping dt)) per type).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_langevin_typed(T* __restrict__ f, const T* __restrict__ v, const long long* __restrict__ ids,
+                  const int* __restrict__ typ, int n, const double* __restrict__ drag,
+                  const double* __restrict__ noise, unsigned long long seed,
+                  unsigned long long step, const int* __restrict__ flags, int tick)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || halted(flags, tick, true)) return;
+    const int t = typ[i];
+    langevin_row(f, v, i, ids[i], drag[t], noise[t], seed, step);
 }
 
 // x0 = x of the owned atoms, in double (the reference of the displacement check).

@@ -75,6 +75,11 @@ class HostMDKernels:
                         tick: int = 0) -> None:
         cpu_md.langevin_forces(f, v, ids, n, drag, noise, seed, step)
 
+    @staticmethod
+    def langevin_forces_typed(f, v, ids, typ, n: int, drag, noise, seed: int, step: int,
+                              tick: int = 0) -> None:
+        cpu_md.langevin_forces_typed(f, v, ids, typ, n, drag, noise, seed, step)
+
     def to_device(self, host: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(host)
 

@@ -8,7 +8,8 @@ backend, the row types the typed force kernel already keeps), and the drift laun
 kick of 0 (``v + 0 f`` leaves v as it is). The kinetic energy ``sum m v^2``: on a device the
 exact sums with each row's mass (``md_kinetic_typed``), elsewhere the per-atom ``|v|^2``
 gathered by id times the atom's mass, summed with ``math.fsum``: the same correctly rounded
-total on every split and backend.
+total on every split and backend. Langevin drag and noise go by type too
+(``langevin_forces_typed``).
 
 A part of :class:`~simsplit.md.solver.MDSolver` (which inherits it).
 """
@@ -48,6 +49,17 @@ class TypeMasses:
         if self.multi_mass:
             self.typed = True  # the kicks need each row's type
             self._dtf_by_type = 0.5 * self.dt / self.type_mass
+
+    def _init_langevin_masses(self, damping: float) -> None:
+        """Langevin drag ``m / damping`` and noise ``sqrt(2 m T / (damping dt))`` per type
+        (the scalar path's expressions, type by type)."""
+        m = self.type_mass
+        self._drag_by_type = m / damping
+        self._noise_by_type = np.sqrt(2.0 * m * self.target_temperature / (damping * self.dt))
+
+    def _langevin_tables(self, kernels: Any) -> tuple[Any, Any]:
+        return (self._on_kernels(kernels, "langevin_drag", self._drag_by_type),
+                self._on_kernels(kernels, "langevin_noise", self._noise_by_type))
 
     def _typed_kicks(self, times: int) -> None:
         """``times`` half kicks of every owned atom with its own mass."""

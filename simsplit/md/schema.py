@@ -14,7 +14,6 @@ from simsplit.md.systems import (
     check_typed_file,
     file_mass,
     file_pair_coeffs,
-    file_type_masses,
     typed_file_box,
 )
 
@@ -298,20 +297,12 @@ def _pair_cutoff(md: dict[str, Any], has_file: bool) -> float:
 
 
 def _check_masses(md: dict[str, Any], has_file: bool) -> None:
-    """md.masses: one per atom type; Langevin needs one mass for all atoms (its drag and
-    noise are per mass)."""
+    """md.masses: one per atom type."""
     names = _type_names(md, has_file)
     masses = md.get("masses")
     if masses is not None and len(masses) != len(names):
         raise ValueError(f"md.masses: {len(masses)} masses for {len(names)} atom type(s) "
                          f"({', '.join(names)})")
-    if md.get("ensemble") != "langevin":
-        return
-    several = (masses is not None and len(set(masses)) > 1) or (
-        masses is None and has_file and file_type_masses(md) is not None)
-    if several:
-        raise ValueError("md.ensemble: langevin needs one mass for every atom (the atom types "
-                         "differ in mass); use nose-hoover or bussi")
 
 
 def _type_names(md: dict[str, Any], has_file: bool) -> list[str]:

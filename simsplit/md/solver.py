@@ -154,6 +154,7 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         damp = float(lang["damping"])
         self._drag = self.mass / damp
         self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
+        self._init_langevin_masses(damp)
         self.thermo_every = int(md["thermo_every"])
         #: Bussi or Nose-Hoover: rescales every velocity around each step (None otherwise)
         self.thermostat = make_thermostat(md, self.n_atoms, self.volume)
@@ -273,8 +274,14 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
                             s.vir, tick, **span)
 
     def _langevin_forces(self, step: int, tick: int = 0) -> None:
-        if self.ensemble == "langevin":
-            for s in self.slabs:
+        if self.ensemble != "langevin":
+            return
+        for s in self.slabs:
+            if self.multi_mass:
+                drag, noise = self._langevin_tables(s.kernels)
+                s.kernels.langevin_forces_typed(s.f, s.v, s.gid, s.typ, s.n_own, drag, noise,
+                                                self.noise_seed, step, tick)
+            else:
                 s.kernels.langevin_forces(s.f, s.v, s.gid, s.n_own, self._drag, self._noise,
                                           self.noise_seed, step, tick)
 

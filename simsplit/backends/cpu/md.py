@@ -162,26 +162,36 @@ def scale_rows(v, n, alpha) -> None:
 
 
 @njit(cache=True)
-def _langevin_block(lo, hi, f, v, ids, drag, noise, seed, step):
+def _langevin_block(lo, hi, f, v, ids, typ, drag, noise, seed, step):
+    # typ all zero and one-entry tables for atoms of one mass
     for i in range(lo, hi):
+        t = typ[i]
         g0, g1, g2 = counter_normals(seed, step, ids[i])
-        f[i, 0] = f[i, 0] - drag * v[i, 0] + noise * g0
-        f[i, 1] = f[i, 1] - drag * v[i, 1] + noise * g1
-        f[i, 2] = f[i, 2] - drag * v[i, 2] + noise * g2
+        f[i, 0] = f[i, 0] - drag[t] * v[i, 0] + noise[t] * g0
+        f[i, 1] = f[i, 1] - drag[t] * v[i, 1] + noise[t] * g1
+        f[i, 2] = f[i, 2] - drag[t] * v[i, 2] + noise[t] * g2
 
 
 @njit(parallel=True, cache=True)
-def _langevin_parallel(f, v, ids, n, drag, noise, seed, step):
+def _langevin_parallel(f, v, ids, typ, n, drag, noise, seed, step):
     for b in prange((n + _ROWS - 1) // _ROWS):
-        _langevin_block(b * _ROWS, min((b + 1) * _ROWS, n), f, v, ids, drag, noise, seed, step)
+        _langevin_block(b * _ROWS, min((b + 1) * _ROWS, n), f, v, ids, typ, drag, noise, seed,
+                        step)
+
+
+def langevin_forces_typed(f, v, ids, typ, n, drag, noise, seed, step) -> None:
+    """Add Langevin drag ``-drag[t]*v`` and noise ``noise[t]*N(0,1)`` keyed by (seed, step,
+    id), with ``t`` each row's type."""
+    if n >= PARALLEL_MIN_ATOMS:
+        _langevin_parallel(f, v, ids, typ, n, drag, noise, seed, step)
+    else:
+        _langevin_block(0, n, f, v, ids, typ, drag, noise, seed, step)
 
 
 def langevin_forces(f, v, ids, n, drag, noise, seed, step) -> None:
     """Add Langevin drag ``-drag*v`` and noise ``noise*N(0,1)`` keyed by (seed, step, id)."""
-    if n >= PARALLEL_MIN_ATOMS:
-        _langevin_parallel(f, v, ids, n, drag, noise, seed, step)
-    else:
-        _langevin_block(0, n, f, v, ids, drag, noise, seed, step)
+    langevin_forces_typed(f, v, ids, np.zeros(n, np.int32), n, np.array([float(drag)]),
+                          np.array([float(noise)]), seed, step)
 
 
 @njit(cache=True)

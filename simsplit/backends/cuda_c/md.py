@@ -37,7 +37,7 @@ INDEX_KERNELS = ("md_scan_chunks", "md_scan_serial", "md_scan_inplace", "md_scan
 ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_arena_build_neighbors", "md_kinetic", "md_nonfinite",
                        "md_scale_rows", "md_lj_forces_typed", "md_lj_forces_fshift",
-                       "md_kick_typed", "md_kinetic_typed")
+                       "md_kick_typed", "md_kinetic_typed", "md_langevin_typed")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
@@ -246,6 +246,15 @@ class DeviceMDKernels:
             self._launch("md_langevin", f.dtype, n, f, v, ids, np.int32(n), np.float64(drag),
                          np.float64(noise), np.uint64(int(seed) % 2 ** 64),
                          np.uint64(int(step) % 2 ** 64), self._flags, np.int32(tick))
+
+    def langevin_forces_typed(self, f, v, ids, typ, n: int, drag, noise, seed: int,
+                              step: int, tick: int = 0) -> None:
+        """:meth:`langevin_forces` with the drag and noise of each row's type (``drag`` and
+        ``noise``: device tables of float64 per type)."""
+        if n:
+            self._launch("md_langevin_typed", f.dtype, n, f, v, ids, typ, np.int32(n), drag,
+                         noise, np.uint64(int(seed) % 2 ** 64), np.uint64(int(step) % 2 ** 64),
+                         self._flags, np.int32(tick))
 
     def lj_forces(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                   eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0,

@@ -139,14 +139,11 @@ def md_final_integrate(v, f, n, dtf):
         v[i, d] = np.float64(v[i, d]) + mul(dtf, np.float64(f[i, d]))
 
 
-@cuda.jit
-def md_langevin(f, v, ids, n, drag, noise, seed, step, flags, tick):
-    i = cuda.grid(1)
-    if i >= n or _halted(flags[0], tick, True):
-        return
+@cuda.jit(device=True)
+def _langevin_row(f, v, i, atom_id, drag, noise, seed, step):
     key = _mix64(seed)
     key = _mix64(key ^ step)
-    key = _mix64(key ^ np.uint64(ids[i]))
+    key = _mix64(key ^ np.uint64(atom_id))
     u1 = _unit_open(_mix64(key ^ np.uint64(1)))
     u2 = _unit_open(_mix64(key ^ np.uint64(2)))
     u3 = _unit_open(_mix64(key ^ np.uint64(3)))
@@ -159,6 +156,23 @@ def md_langevin(f, v, ids, n, drag, noise, seed, step, flags, tick):
     f[i, 0] = np.float64(f[i, 0]) - mul(drag, np.float64(v[i, 0])) + mul(noise, g0)
     f[i, 1] = np.float64(f[i, 1]) - mul(drag, np.float64(v[i, 1])) + mul(noise, g1)
     f[i, 2] = np.float64(f[i, 2]) - mul(drag, np.float64(v[i, 2])) + mul(noise, g2)
+
+
+@cuda.jit
+def md_langevin(f, v, ids, n, drag, noise, seed, step, flags, tick):
+    i = cuda.grid(1)
+    if i >= n or _halted(flags[0], tick, True):
+        return
+    _langevin_row(f, v, i, ids[i], drag, noise, seed, step)
+
+
+@cuda.jit
+def md_langevin_typed(f, v, ids, typ, n, drag, noise, seed, step, flags, tick):
+    i = cuda.grid(1)
+    if i >= n or _halted(flags[0], tick, True):
+        return
+    t = typ[i]
+    _langevin_row(f, v, i, ids[i], drag[t], noise[t], seed, step)
 
 
 @cuda.jit

@@ -111,14 +111,16 @@ def test_force_shift_and_npt_match_cpu(md) -> None:
 
 
 @in_child
-def test_two_masses_match_cpu() -> None:
-    """Per-type masses: the per-type kick kernel, kinetic sums per atom, under Nose-Hoover."""
+@pytest.mark.parametrize("ensemble", ["nose-hoover", "langevin"])
+def test_two_masses_match_cpu(ensemble: str) -> None:
+    """Per-type masses: the per-type kick kernel, kinetic sums per atom, under Nose-Hoover;
+    under Langevin also drag and noise per type."""
     from simsplit.md import MDSolver
     from simsplit.md.reference import lj_case
 
     def solver(backend: str, n: int) -> Any:
         case = lj_case(cells=(4, 4, 4), subdomains=n, masses=[1.0, 0.5], temperature=1.0,
-                       ensemble="nose-hoover")
+                       ensemble=ensemble)
         case["md"]["lattice"]["fractions"] = [0.8, 0.2]
         case["run"]["backend"] = backend
         return MDSolver(case, backend)

@@ -198,13 +198,7 @@ def md_cell_count(x, n, bx, by, bz, nx, ny, nz, cell_of, counts):
     i = cuda.grid(1)
     if i >= n:
         return
-    cx = int(mul(np.float64(x[i, 0]), np.float64(nx) / bx))
-    cy = int(mul(np.float64(x[i, 1]), np.float64(ny) / by))
-    cz = int(mul(np.float64(x[i, 2]), np.float64(nz) / bz))
-    cx = min(max(cx, 0), nx - 1)
-    cy = min(max(cy, 0), ny - 1)
-    cz = min(max(cz, 0), nz - 1)
-    c = (cz * ny + cy) * nx + cx
+    c = global_cell(x, i, bx, by, bz, nx, ny, nz)
     cell_of[i] = c
     cuda.atomic.add(counts, c, np.int32(1))
 

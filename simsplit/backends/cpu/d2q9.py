@@ -15,8 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.backends.cpu.rowgen import RowKernel, const, planes, sum_terms
+from simsplit.backends.cpu.rowgen import RowKernel, const, launch, planes, sum_terms
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -242,14 +241,8 @@ class D2Q9Kernels:
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, False)
-        rows_kernel = _rows[bool(store_macro), False]
-        announce_compile(rows_kernel, plain)
-        # the scalar pass runs where cells are left (open faces, curved links, periodic ends)
-        # and on a first launch, so that a warm-up run compiles and caches it too
-        if rows_kernel(*plain) or f_src.dtype not in _launched:
-            _launched.add(f_src.dtype)
-            announce_compile(_stream_collide, args)
-            _stream_collide(*args)
+        launch(_rows[bool(store_macro), False], plain, _stream_collide, args, f_src.dtype,
+               _launched)
 
     def pack(self, f, row, direction, buf):
         _pack(f, row, _HALO_DIRS[direction], buf)

@@ -31,6 +31,7 @@ from simsplit.backends.cpu.rowgen import (
     RowKernel,
     const,
     dot_c,
+    launch,
     planes,
     sum_terms,
 )
@@ -476,14 +477,8 @@ class D3Q19Kernels:
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
                 p.outlet_density, links, False)
-        rows_kernel = _rows[bool(store_macro), p.forced]
-        announce_compile(rows_kernel, plain)
-        # the scalar pass runs where cells are left (open faces, curved links, periodic ends)
-        # and on a first launch, so that a warm-up run compiles and caches it too
-        if rows_kernel(*plain) or (f_src.dtype, rho.dtype) not in _launched:
-            _launched.add((f_src.dtype, rho.dtype))
-            announce_compile(_stream_collide, args)
-            _stream_collide(*args)
+        launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
+               (f_src.dtype, rho.dtype), _launched)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""

@@ -17,23 +17,57 @@ The generated functions are compiled like the handwritten kernels (``cache=True`
 collision never loads a stale cache entry. ``error_model="numpy"`` drops the divide-by-zero
 branch of ``1 / rho`` (the IEEE result is the same); no fast-math flags, so LLVM neither
 reassociates nor contracts multiply-adds into FMAs.
+
+``SIMSPLIT_CPU_ROWS=0`` in the environment turns the row kernels off: the scalar kernel then
+updates every fluid cell (same bits, slower; nothing generated is compiled). The test suite runs
+so by default, as each row kernel takes 10-25 s to compile and most tests run tiny grids; the
+tests that compare or run the row kernels ask for them (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from typing import Any, Callable
 
 import numba
 import numpy as np
 
+from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.numerics.flags import BOUNDARY, CURVED, LID, NEAR_WALL, SOLID
 from simsplit.numerics.lattice import Lattice
 
 #: boundary kinds with a rule other than halfway bounce-back (a cell pulling from one of them
 #: goes to the scalar pass)
 OPEN = BOUNDARY & ~SOLID
+
+#: environment variable: "0" runs the scalar kernel on every cell instead of the row kernels
+ROWS_ENV = "SIMSPLIT_CPU_ROWS"
+
+
+def rows_enabled() -> bool:
+    """Whether the launchers run the row kernels (``$SIMSPLIT_CPU_ROWS`` is not "0")."""
+    return os.environ.get(ROWS_ENV, "1").strip() != "0"
+
+
+def launch(rows_kernel: Any, plain: tuple, scalar: Any, args: tuple, key: Any,
+           launched: set) -> None:
+    """One two-lattice step: ``rows_kernel(*plain)``, then ``scalar(*args)`` (``args`` ending
+    in ``every_cell=False``) where the row kernel left cells (open faces, curved links,
+    periodic ends) and on the first launch for ``key`` (recorded in ``launched``), so that a
+    warm-up run compiles and caches it too. Row kernels off: the scalar kernel on every cell."""
+    if not rows_enabled():
+        args = (*args[:-1], True)
+        announce_compile(scalar, args)
+        scalar(*args)
+        return
+    announce_compile(rows_kernel, plain)
+    if rows_kernel(*plain) or key not in launched:
+        launched.add(key)
+        announce_compile(scalar, args)
+        scalar(*args)
+
 
 #: ``collide(macro, forced)`` -> source lines reading ``f{q}`` and setting ``p{q}`` (the
 #: post-collision populations) and, where ``macro``, the names in the row kernel's ``macro``

@@ -178,7 +178,7 @@ __host__ __device__ inline unsigned long long float_bits(double v)
 
 // The 15 low bits put 12 places up in a float are exponent field and significand of
 // x * 2^-120 (a float subnormal for exponent 0, in the same 2^-137 steps): exact, and so is
-// the product that scales it back.
+// the product that scales it back (exponent field 15 becomes a float's inf or NaN).
 __host__ __device__ inline float e4m11_to_float(unsigned short h)
 {
     const unsigned int e = (h >> SIMSPLIT_E4M11_MANT_BITS) & 15u;
@@ -190,7 +190,7 @@ __host__ __device__ inline float e4m11_to_float(unsigned short h)
 #else
     const float x = __uint_as_float(u);
 #endif
-    return e == 15u ? x : x * 0x1p120f;
+    return x * 0x1p120f;  // inf and NaN stay what they are
 }
 
 // round to the nearest integer, ties to even

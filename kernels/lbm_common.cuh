@@ -193,41 +193,33 @@ __host__ __device__ inline float e4m11_to_float(unsigned short h)
     return x * 0x1p120f;  // inf and NaN stay what they are
 }
 
-// round to the nearest integer, ties to even
-template <typename T>
-__host__ __device__ inline T round_even(T x)
-{
-#ifdef SIMSPLIT_HOST_EMULATION
-    if constexpr (sizeof(T) == 4) return __builtin_rintf(x);
-    else return __builtin_rint(x);
-#else
-    return rint(x);
-#endif
-}
-
-// One rounding to nearest even onto the e4m11 grid. Normal: the float's bits rounded to 11
-// stored significand bits on the bit pattern (a carry runs into the exponent, past the
-// largest finite into inf), rebiased; below 2^-6: steps of 2^-17, an exact product then rint
-// (a carry gives the smallest normal's bits).
+// One rounding to nearest even onto the e4m11 grid, in integer operations on the float's bits
+// and one add. Normal: the bits rounded to 11 stored significand bits on the pattern (a carry
+// runs into the exponent, past the largest finite into inf), rebiased. Below 2^-6: adding
+// 2^6 (float; 2^35 for double), whose ulp is the subnormal step 2^-17, rounds a onto that grid
+// once; the sum's low bits are the subnormal's (a carry gives the smallest normal's bits).
 template <typename T>
 __host__ __device__ inline unsigned short e4m11_from(T v)
 {
     constexpr int mant = SIMSPLIT_E4M11_MANT_BITS, bias = SIMSPLIT_E4M11_BIAS;
-    constexpr unsigned int one = 1u << mant, inf = 15u << mant;
-    constexpr int drop = (sizeof(T) == 4 ? 23 : 52) - mant;  // significand bits dropped
-    constexpr int rebias = (sizeof(T) == 4 ? 127 : 1023) - bias;
-    if (v != v) return static_cast<unsigned short>(inf | (one - 1u));
+    constexpr int width = 8 * sizeof(T), frac = sizeof(T) == 4 ? 23 : 52;
+    constexpr int drop = frac - mant;  // significand bits dropped
+    constexpr int ebias = sizeof(T) == 4 ? 127 : 1023;
+    constexpr unsigned int inf = 15u << mant;
     const auto u = float_bits(v);
     using U = decltype(u + 0u);
-    const U mag = u & ~(U(1) << (8 * sizeof(T) - 1));
-    const unsigned int sign = (u >> (8 * sizeof(T) - 1)) ? 0x8000u : 0u;
+    const U mag = u & ~(U(1) << (width - 1));
+    const unsigned int sign = static_cast<unsigned int>(u >> (width - 16)) & 0x8000u;
     unsigned int bits;
-    if (mag < U(rebias + 1) << (8 * sizeof(T) - 1 - (sizeof(T) == 4 ? 8 : 11))) {  // < 2^-6
+    if (mag > U(2 * ebias + 1) << frac) {  // NaN
+        bits = inf | ((1u << mant) - 1u);
+    } else if (mag < U(ebias + 1 - bias) << frac) {  // below 2^-6
+        const T step_up = T(1ull << (frac - mant - bias + 1));  // 2^6 or 2^35: ulp 2^-17
         const T a = v < T(0) ? -v : v;
-        bits = static_cast<unsigned int>(round_even(a * T(1 << (mant + bias - 1))));
+        bits = static_cast<unsigned int>(float_bits(a + step_up) - float_bits(step_up));
     } else {
         const U r = (mag + ((U(1) << (drop - 1)) - 1) + ((mag >> drop) & 1)) >> drop;
-        const U b = r - (U(rebias) << mant);
+        const U b = r - (U(ebias - bias) << mant);
         bits = b >= inf ? inf : static_cast<unsigned int>(b);
     }
     return static_cast<unsigned short>(sign | bits);

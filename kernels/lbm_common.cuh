@@ -210,10 +210,10 @@ __host__ __device__ inline unsigned short e4m11_from(T v)
     using U = decltype(u + 0u);
     const U mag = u & ~(U(1) << (width - 1));
     const unsigned int sign = static_cast<unsigned int>(u >> (width - 16)) & 0x8000u;
+    // NaN: its bits round past inf below; the significand's ones keep it a NaN
+    const unsigned int nan = mag > U(2 * ebias + 1) << frac ? (1u << mant) - 1u : 0u;
     unsigned int bits;
-    if (mag > U(2 * ebias + 1) << frac) {  // NaN
-        bits = inf | ((1u << mant) - 1u);
-    } else if (mag < U(ebias + 1 - bias) << frac) {  // below 2^-6
+    if (mag < U(ebias + 1 - bias) << frac) {  // below 2^-6
         const T step_up = T(1ull << (frac - mant - bias + 1));  // 2^6 or 2^35: ulp 2^-17
         const T a = v < T(0) ? -v : v;
         bits = static_cast<unsigned int>(float_bits(a + step_up) - float_bits(step_up));
@@ -222,7 +222,7 @@ __host__ __device__ inline unsigned short e4m11_from(T v)
         const U b = r - (U(ebias - bias) << mant);
         bits = b >= inf ? inf : static_cast<unsigned int>(b);
     }
-    return static_cast<unsigned short>(sign | bits);
+    return static_cast<unsigned short>(sign | bits | nan);
 }
 
 template <int F>

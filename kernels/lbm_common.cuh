@@ -102,10 +102,14 @@ __device__ __forceinline__ void store_population(T* p, T v)
 // matter. Equal T and S store f_q itself, unchanged. simsplit/fluid/params.py (PopulationStorage)
 // and simsplit/backends/cpu/d3q19.py do exactly the same operations.
 
-// IEEE binary16 bits (fp16 storage); a struct, so it never converts implicitly
-struct half16 {
+// 16 bits of a storage format (F: FP16 IEEE binary16, E4M11 the project's 1-4-11 format,
+// simsplit/numerics/storage.py); a struct, so it never converts implicitly
+enum bits16_format { FP16 = 0, E4M11 = 1 };
+template <int F> struct bits16 {
     unsigned short bits;
 };
+using half16 = bits16<FP16>;
+using e4m11 = bits16<E4M11>;
 
 #ifdef SIMSPLIT_HOST_EMULATION  // host C++ (tests/test_kernels_compile.py): the compiler's _Float16
 __host__ __device__ inline float half_to_float(unsigned short h)
@@ -149,15 +153,88 @@ __device__ __forceinline__ unsigned short half_from(double v)
 }
 #endif
 
-__device__ __forceinline__ half16 load_population(const half16* p)
+// e4m11 (simsplit/numerics/storage.py): sign, 4 exponent bits (bias 7; 15: inf and NaN), 11
+// stored significand bits; subnormal steps of 2^-17 below 2^-6.
+__host__ __device__ inline unsigned int float_bits(float v)
+{
+#ifdef SIMSPLIT_HOST_EMULATION
+    unsigned int u;
+    __builtin_memcpy(&u, &v, 4);
+    return u;
+#else
+    return __float_as_uint(v);
+#endif
+}
+__host__ __device__ inline unsigned long long float_bits(double v)
+{
+#ifdef SIMSPLIT_HOST_EMULATION
+    unsigned long long u;
+    __builtin_memcpy(&u, &v, 8);
+    return u;
+#else
+    return static_cast<unsigned long long>(__double_as_longlong(v));
+#endif
+}
+
+// The 15 low bits put 12 places up in a float are exponent field and significand of
+// x * 2^-120 (a float subnormal for exponent 0, in the same 2^-137 steps): exact, and so is
+// the product that scales it back (exponent field 15 becomes a float's inf or NaN).
+__host__ __device__ inline float e4m11_to_float(unsigned short h)
+{
+    const unsigned int e = (h >> SIMSPLIT_E4M11_MANT_BITS) & 15u;
+    const unsigned int u = (e == 15u ? 0x7F800000u : 0u) | ((h & 0x7FFFu) << 12)
+                           | (static_cast<unsigned int>(h & 0x8000u) << 16);
+#ifdef SIMSPLIT_HOST_EMULATION
+    float x;
+    __builtin_memcpy(&x, &u, 4);
+#else
+    const float x = __uint_as_float(u);
+#endif
+    return x * 0x1p120f;  // inf and NaN stay what they are
+}
+
+// One rounding to nearest even onto the e4m11 grid, in integer operations on the float's bits
+// and one add. Normal: the bits rounded to 11 stored significand bits on the pattern (a carry
+// runs into the exponent, past the largest finite into inf), rebiased. Below 2^-6: adding
+// 2^6 (float; 2^35 for double), whose ulp is the subnormal step 2^-17, rounds a onto that grid
+// once; the sum's low bits are the subnormal's (a carry gives the smallest normal's bits).
+template <typename T>
+__host__ __device__ inline unsigned short e4m11_from(T v)
+{
+    constexpr int mant = SIMSPLIT_E4M11_MANT_BITS, bias = SIMSPLIT_E4M11_BIAS;
+    constexpr int width = 8 * sizeof(T), frac = sizeof(T) == 4 ? 23 : 52;
+    constexpr int drop = frac - mant;  // significand bits dropped
+    constexpr int ebias = sizeof(T) == 4 ? 127 : 1023;
+    constexpr unsigned int inf = 15u << mant;
+    const auto u = float_bits(v);
+    using U = decltype(u + 0u);
+    const U mag = u & ~(U(1) << (width - 1));
+    const unsigned int sign = static_cast<unsigned int>(u >> (width - 16)) & 0x8000u;
+    // NaN: its bits round past inf below; the significand's ones keep it a NaN
+    const unsigned int nan = mag > U(2 * ebias + 1) << frac ? (1u << mant) - 1u : 0u;
+    unsigned int bits;
+    if (mag < U(ebias + 1 - bias) << frac) {  // below 2^-6
+        const T step_up = T(1ull << (frac - mant - bias + 1));  // 2^6 or 2^35: ulp 2^-17
+        const T a = v < T(0) ? -v : v;
+        bits = static_cast<unsigned int>(float_bits(a + step_up) - float_bits(step_up));
+    } else {
+        const U r = (mag + ((U(1) << (drop - 1)) - 1) + ((mag >> drop) & 1)) >> drop;
+        const U b = r - (U(ebias - bias) << mant);
+        bits = b >= inf ? inf : static_cast<unsigned int>(b);
+    }
+    return static_cast<unsigned short>(sign | bits | nan);
+}
+
+template <int F>
+__device__ __forceinline__ bits16<F> load_population(const bits16<F>* p)
 {
     const unsigned short* bits = reinterpret_cast<const unsigned short*>(p);
 #if defined(SIMSPLIT_STREAMING_LOADS) || SIMSPLIT_FP16_L2_FETCH_BYTES == 0
-    return half16{load_population(bits)};
+    return bits16<F>{load_population(bits)};
 #else
     unsigned short v;
     SIMSPLIT_LD_L2(SIMSPLIT_FP16_L2_FETCH_BYTES, "u16", "h", v, bits);
-    return half16{v};
+    return bits16<F>{v};
 #endif
 }
 
@@ -170,7 +247,8 @@ __device__ __forceinline__ S load_in_place(const S* p)
     return *p;
 }
 
-__device__ __forceinline__ half16 load_in_place(const half16* p)
+template <int F>
+__device__ __forceinline__ bits16<F> load_in_place(const bits16<F>* p)
 {
 #if defined(SIMSPLIT_HOST_EMULATION) || SIMSPLIT_FP16_L2_FETCH_BYTES == 0
     return *p;
@@ -180,11 +258,12 @@ __device__ __forceinline__ half16 load_in_place(const half16* p)
                  : "=h"(v)
                  : "l"(p)
                  : "memory");
-    return half16{v};
+    return bits16<F>{v};
 #endif
 }
 
-__device__ __forceinline__ void store_population(half16* p, half16 v)
+template <int F>
+__device__ __forceinline__ void store_population(bits16<F>* p, bits16<F> v)
 {
     store_population(reinterpret_cast<unsigned short*>(p), v.bits);
 }
@@ -196,10 +275,10 @@ __device__ __forceinline__ S read_only(const S* p)
     return __ldg(p);
 }
 
-template <>
-__device__ __forceinline__ half16 read_only<half16>(const half16* p)
+template <int F>
+__device__ __forceinline__ bits16<F> read_only(const bits16<F>* p)
 {
-    return half16{__ldg(reinterpret_cast<const unsigned short*>(p))};
+    return bits16<F>{__ldg(reinterpret_cast<const unsigned short*>(p))};
 }
 
 template <typename A, typename B> struct same_type { static constexpr bool value = false; };
@@ -207,6 +286,7 @@ template <typename A> struct same_type<A, A> { static constexpr bool value = tru
 
 template <typename S> struct storage_scale { static constexpr double value = 1.0; };
 template <> struct storage_scale<half16> { static constexpr double value = SIMSPLIT_FP16_SCALE; };
+template <> struct storage_scale<e4m11> { static constexpr double value = SIMSPLIT_E4M11_SCALE; };
 
 // exact widening of a stored element
 template <typename T> __device__ __forceinline__ T widen(float v) { return T(v); }
@@ -214,6 +294,10 @@ template <typename T> __device__ __forceinline__ T widen(double v) { return T(v)
 template <typename T> __device__ __forceinline__ T widen(half16 v)
 {
     return T(half_to_float(v.bits));
+}
+template <typename T> __device__ __forceinline__ T widen(e4m11 v)
+{
+    return T(e4m11_to_float(v.bits));
 }
 
 // one rounding (to nearest even) into the storage type
@@ -228,6 +312,12 @@ template <> struct narrow<half16> {
     template <typename T> __device__ __forceinline__ static half16 to(T v)
     {
         return half16{half_from(v)};
+    }
+};
+template <> struct narrow<e4m11> {
+    template <typename T> __device__ __forceinline__ static e4m11 to(T v)
+    {
+        return e4m11{e4m11_from(v)};
     }
 };
 
@@ -320,17 +410,17 @@ template <typename S, typename P> struct vector_pair {
 template <typename S> struct pair_of;
 template <> struct pair_of<float> : vector_pair<float, float2> {};
 template <> struct pair_of<double> : vector_pair<double, double2> {};
-template <> struct pair_of<half16> {  // one 32-bit word, the lower address in the low half
+template <int F> struct pair_of<bits16<F>> {  // one 32-bit word, the lower address low
     using type = unsigned int;
-    __device__ __forceinline__ static half16 get(unsigned int p, int c)
+    __device__ __forceinline__ static bits16<F> get(unsigned int p, int c)
     {
-        return half16{static_cast<unsigned short>(c ? p >> 16 : p & 0xFFFFu)};
+        return bits16<F>{static_cast<unsigned short>(c ? p >> 16 : p & 0xFFFFu)};
     }
-    __device__ __forceinline__ static unsigned int make(half16 a, half16 b)
+    __device__ __forceinline__ static unsigned int make(bits16<F> a, bits16<F> b)
     {
         return a.bits | (static_cast<unsigned int>(b.bits) << 16);
     }
-    __device__ __forceinline__ static unsigned int with_first(unsigned int p, half16 a)
+    __device__ __forceinline__ static unsigned int with_first(unsigned int p, bits16<F> a)
     {
         return (p & 0xFFFF0000u) | a.bits;
     }

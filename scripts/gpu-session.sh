@@ -13,6 +13,10 @@
 #   d3q19tuned  D3Q19 512^3 bench with --autotune, float32 and fp16
 #   ncu      Nsight Compute sections of the production D3Q19 kernel, fp16 and float32 (if ncu)
 #   fp16acc  fp16 against float32 storage on the 128^3 cavity (issue 7)
+#   storage25  16-bit formats (issue 25): fp16 and e4m11 D3Q19 512^3 MLUPS (one and two steps
+#            per sweep), the two-step kernel's check and speed for both
+#   acc25    issue 25 accuracy: 3D cavity Re 1000 128^3, float64 / float32 / fp16 / e4m11
+#            storage against Albensoeder & Kuhlmann (2005) (scripts/fp16_study.py; minutes)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
@@ -176,6 +180,22 @@ print(f"max |u_x(fp16) - u_x(fp32)| on the vertical centreline: {np.abs(c16 - c3
 print(f"max |u(fp16) - u(fp32)| over the field: {np.abs(u16 - u32).max():.3e}")
 print(f"max |u_x| on the centreline (fp32): {np.abs(c32).max():.3f}")
 PYEOF
+fi
+if has storage25; then
+    note "16-bit storage formats, D3Q19 512^3 (issue 25)"
+    for variant in "--storage float16" "--storage e4m11" "--storage float32"; do
+        echo "-- $variant"
+        timeout 120 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+            --repeats 3 --no-graph $variant 2>&1 | quiet | tail -4 | tee -a "$OUT/bench-storage25.log"
+    done
+    timeout 300 python3 scripts/tune_d3q19_two_steps.py --n 512 --storages float16 e4m11 \
+        ${TWOSTEP_ARGS:-} 2>&1 | quiet | tee "$OUT/two-steps-storage25.log"
+fi
+if has acc25; then
+    note "storage formats on the 3D cavity Re 1000 128^3 against Albensoeder & Kuhlmann (issue 25)"
+    timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
+        --storages ${ACC25_STORAGES:-f64,f32,f32/float16,f32/e4m11} 2>&1 | quiet \
+        | tee "$OUT/acc25.log"
 fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"

@@ -30,9 +30,11 @@ from simsplit.backends.cuda_c import source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
 from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
 from simsplit.numerics.lbm_params import D3Q19Params  # noqa: E402
+from simsplit.numerics.storage import E4M11_DTYPE  # noqa: E402
 
-CTYPE = {"float32": "float", "float16": "lbm::half16"}
-STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}
+CTYPE = {"float32": "float", "float16": "lbm::half16", "e4m11": "lbm::e4m11"}
+STORAGE_DTYPE = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+                 "e4m11": E4M11_DTYPE}
 #: (threads per block, resident blocks per SM asked for, extras, cells per thread); extras:
 #: "nbflags" (every cell reads its sources' flags), "stcs" / "ldcs" (streaming, evict-first
 #: stores / loads). The 2026-12-02 19:35 run (benchmarks/logs/tune_d3q19_h200_2026-12-02.log) found

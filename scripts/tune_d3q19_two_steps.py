@@ -32,8 +32,10 @@ from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
 from simsplit.numerics import flags as fl  # noqa: E402
 from simsplit.numerics.lattice import D3Q19  # noqa: E402
 from simsplit.numerics.lbm_params import D3Q19Params  # noqa: E402
+from simsplit.numerics.storage import E4M11_DTYPE  # noqa: E402
 
-STORAGE_DTYPE = {"float32": np.float32, "float16": np.float16}
+STORAGE_DTYPE = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+                 "e4m11": E4M11_DTYPE}
 #: (TX, TY, ring planes, resident blocks per SM asked for, shared-memory carveout in percent
 #: of the maximum, -1: the driver's choice). 0-11: the first round (2026-12-03 09:03 UTC,
 #: benchmarks/logs/tune_d3q19_two_steps_h200_2026-12-03.log): a ring of 3 ran faster than 4

@@ -18,6 +18,7 @@ import pytest
 
 from simsplit.backends.cuda_c import source
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.storage import storage_dtype
 from tests.conftest import CXX, find_nvcc
 
 NVCC = find_nvcc()
@@ -733,10 +734,14 @@ TWO3(float, lbm::half16, two3_float32_float16)
 TWO3(double, double, two3_float64_float64)
 TWO3(double, float, two3_float64_float32)
 TWO3(double, lbm::half16, two3_float64_float16)
+TWO3(float, lbm::e4m11, two3_float32_e4m11)
+TWO3(double, lbm::e4m11, two3_float64_e4m11)
 COLLIDE3_AA(float, float, aa3_float32_float32)
 COLLIDE3_AA(float, lbm::half16, aa3_float32_float16)
 COLLIDE3_AA(double, double, aa3_float64_float64)
 COLLIDE3_AA(double, lbm::half16, aa3_float64_float16)
+COLLIDE3_AA(float, lbm::e4m11, aa3_float32_e4m11)
+COLLIDE3_AA(double, lbm::e4m11, aa3_float64_e4m11)
 // d3q19_stream_collide_bodies: inlet speeds per line, outlet density, link weights
 template <typename T, typename S, bool STORE, bool FORCED>
 static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
@@ -783,6 +788,8 @@ BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
 BODIES3(double, float, bodies3_float64_float32)
 BODIES3(double, lbm::half16, bodies3_float64_float16)
+BODIES3(float, lbm::e4m11, bodies3_float32_e4m11)
+BODIES3(double, lbm::e4m11, bodies3_float64_e4m11)
 #define HALO3(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
     long long stride, long long pitch, int row, int layer, int size, int set) { \\
     halo3<S>(s, d, pack, plane, stride, pitch, row, layer, size, set); }
@@ -791,7 +798,10 @@ COLLIDE3(float, lbm::half16, collide3_float32_float16)
 COLLIDE3(double, double, collide3_float64_float64)
 COLLIDE3(double, float, collide3_float64_float32)
 COLLIDE3(double, lbm::half16, collide3_float64_float16)
+COLLIDE3(float, lbm::e4m11, collide3_float32_e4m11)
+COLLIDE3(double, lbm::e4m11, collide3_float64_e4m11)
 HALO3(float, halo3_float32) HALO3(double, halo3_float64) HALO3(lbm::half16, halo3_float16)
+HALO3(lbm::e4m11, halo3_e4m11)
 """
 
 
@@ -831,7 +841,8 @@ def test_d3q19_instantiations_cover_storage() -> None:
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = source.name_expressions("d3q19.cu")
-    ctype = {"float16": "lbm::half16", "float32": "float", "float64": "double"}
+    ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
+             "float64": "double"}
     for precision, storages in STORAGE_CHOICES.items():
         for st in storages:
             for store, forced, offset in itertools.product(
@@ -850,8 +861,8 @@ def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=T
     from simsplit.backends.cpu.d3q19 import raw_view
     from simsplit.backends.layout import field_strides
 
-    st, dt = block.storage.dtype, block.dtype
-    fn = getattr(lib, f"collide3_{dt.name}_{st.name}")
+    dt = block.dtype
+    fn = getattr(lib, f"collide3_{dt.name}_{block.storage.name}")
     p = block.params
     nz, ny, nx = (n - 2 for n in flags.shape)
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
@@ -865,7 +876,8 @@ def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=T
 
 
 D3Q19_PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),
-               ("float64", "float32"), ("float64", "float16")]
+               ("float64", "float32"), ("float64", "float16"), ("float32", "e4m11"),
+               ("float64", "e4m11")]
 
 
 def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
@@ -914,7 +926,7 @@ def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
         _emulated_collide_3d(lib, block, f_src, emu_dst_nomacro, flags, scratch, planes, False,
                              wide)
     interior = (slice(None), *(slice(1, -1),) * 3)
-    assert cpu_dst.dtype == np.dtype(storage)
+    assert cpu_dst.dtype == storage_dtype(storage)
     for dst in (emu_dst, emu_dst_nomacro):
         np.testing.assert_array_equal(dst[interior].view(np.uint8),
                                       cpu_dst[interior].view(np.uint8))
@@ -1027,7 +1039,7 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
         f_src, emu_dst, flags, weights = (_padded_copy(a) for a in (full, emu_dst, flags,
                                                                      weights))
     macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
-    fn = getattr(emulated_3d, f"bodies3_{block.dtype.name}_{block.storage.dtype.name}")
+    fn = getattr(emulated_3d, f"bodies3_{block.dtype.name}_{block.storage.name}")
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
     strides = [ctypes.c_longlong(v) for v in field_strides(f_src, flags, emu_dst)]
     assert field_strides(weights, flags) == field_strides(f_src, flags)
@@ -1074,7 +1086,7 @@ def ctypes_int(lib, name: str):
     return ctypes.c_int.in_dll(lib, name)
 
 
-@pytest.mark.parametrize("storage", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("storage", ["float16", "e4m11", "float32", "float64"])
 @pytest.mark.parametrize("padded", [False, True])
 def test_emulated_d3q19_halo_kernels_match_cpu(emulated_3d, storage, padded) -> None:
     import ctypes
@@ -1086,12 +1098,14 @@ def test_emulated_d3q19_halo_kernels_match_cpu(emulated_3d, storage, padded) -> 
     rng = np.random.default_rng(5)
     from simsplit.backends.layout import element_strides
 
-    f = rng.random((19, 6, 4, 7)).astype(storage)
+    f = rng.random((19, 6, 4, 7)).astype(storage_dtype(storage))
+    if storage == "e4m11":  # any bits
+        f = rng.integers(0, 1 << 16, f.shape).astype(np.uint16).view(np.int16)
     size = 4 * 7
     g = _padded_copy(f) if padded else f
     strides = [ctypes.c_longlong(v) for v in element_strides(g)[:3]]  # plane, layer, pitch
     for direction in (0, 1):
-        want, got = np.zeros((5, size), storage), np.zeros((5, size), storage)
+        want, got = (np.zeros((5, size), storage_dtype(storage)) for _ in range(2))
         cpu.pack(f, 4, direction, want)
         fn(_data(raw_view(g)), _ptr(raw_view(got)), 1, *strides, 7, 4, size, direction)
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

@@ -50,11 +50,13 @@ FLUID_SCHEMA = {
 #: keys of the ``run:`` section that belong to the fluid solver (merged into the run schema)
 FLUID_RUN_PROPERTIES = {
     "storage": {
-        "enum": ["float16", "float32", "float64"],
-        "description": "Storage type of the D3Q19 populations (default: run.precision); no wider "
-                       "than run.precision. A narrower type stores f - w (the deviation from "
-                       "rest, fp16 scaled by 2^10) and computes in run.precision: float16 "
-                       "halves memory and traffic of float32 (docs/d3q19.md). cpu and cupy.",
+        "enum": ["float16", "e4m11", "float32", "float64"],
+        "description": "Storage type of the populations (default: run.precision); no wider "
+                       "than run.precision. A 16-bit type stores f - w (the deviation from "
+                       "rest) and computes in run.precision: float16 (IEEE, scaled by 2^10) or "
+                       "e4m11 (one more significand bit, 4 exponent bits, scaled by 2^9: about "
+                       "half fp16's error) halve memory and traffic of float32 "
+                       "(docs/storage.md). cpu and cupy.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

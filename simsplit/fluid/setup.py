@@ -21,6 +21,7 @@ from simsplit.fluid.params import check_stability, relaxation_rates
 from simsplit.fluid.schema import check_dimensions
 from simsplit.numerics.lattice import Lattice, lattice_for
 from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
+from simsplit.numerics.storage import storage_dtype
 
 
 @dataclass
@@ -168,7 +169,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
         params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"],
                              outlet_density=outlet_density(case))
     dtype = np.dtype(case["run"]["precision"])
-    storage = np.dtype(case["run"].get("storage") or dtype)
+    storage = storage_dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
                       inlet, domain.get("bounce_back", "halfway"),

@@ -15,6 +15,7 @@ import numpy as np
 
 from simsplit.fluid.block import SlabBlock
 from simsplit.fluid.setup import FluidSetup
+from simsplit.numerics.storage import storage_name
 from simsplit.transport.base import Transport
 
 
@@ -73,8 +74,8 @@ def load_state(solver: FluidSolverState, state: dict[str, np.ndarray], step: int
         raise ValueError(f"checkpoint populations have shape {f.shape}, the case needs {expect}")
     stored = {b.storage.dtype for b in solver.blocks.values()}
     if stored and f.dtype not in stored:
-        raise ValueError(f"checkpoint populations are stored as {f.dtype}, the run stores "
-                         f"{', '.join(map(str, stored))} (run.storage)")
+        raise ValueError(f"checkpoint populations are stored as {storage_name(f.dtype)}, the "
+                         f"run stores {', '.join(map(storage_name, stored))} (run.storage)")
     names = _velocity_names(solver)
     has_prev = "ux_prev" in state
     solver._u_prev = {} if has_prev else None

@@ -1,5 +1,12 @@
 """How populations are held in memory: full precision, or 16-bit in a shifted encoding.
 
+Two 16-bit formats hold the deviation ``d = f - w`` (docs/storage.md): IEEE binary16 of
+``d * 2^10`` (``float16``) and ``e4m11`` of ``d * 2^9``, a 16-bit format of this project's own
+with a sign, 4 exponent bits (bias 7) and 11 stored significand bits: one bit more precision
+than binary16 over ``2^-15 <= |d| < 1/2``. numpy has no e4m11 type, so its bits travel in int16
+arrays (:data:`E4M11_DTYPE`): a 2-byte type of their own by which every backend tells the
+formats apart.
+
 Every backend's kernels decode and encode exactly as :class:`PopulationStorage` does, so the
 choice changes memory traffic, never which backend or split a result comes from.
 """
@@ -15,8 +22,60 @@ import numpy as np
 #: deviations down to 6e-8 in fp16's normal range (full 11-bit relative precision) and leaves
 #: room for |f_q - w_q| up to 64 before overflow (physical runs stay below 1).
 FP16_SCALE = 1024.0
+#: e4m11 storage keeps (f_q - w_q) * E4M11_SCALE: |f_q - w_q| < 1/2 fits (largest finite
+#: 4095 * 2^-4 = 255.9375 before scaling), normal down to 2^-15, in steps of 2^-26 below.
+E4M11_SCALE = 512.0
+#: e4m11 fields: 11 stored significand bits, exponent bias 7 (exponent 15: inf and NaN)
+E4M11_MANT_BITS = 11
+E4M11_BIAS = 7
+#: the numpy type that carries e4m11 bits
+E4M11_DTYPE = np.dtype(np.int16)
+#: run.storage names -> the numpy type populations are held in
+STORAGE_DTYPES = {"float16": np.dtype(np.float16), "e4m11": E4M11_DTYPE,
+                  "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 #: population storage types per arithmetic precision (run.storage, no wider than run.precision)
-STORAGE_CHOICES = {"float32": ("float16", "float32"), "float64": ("float16", "float32", "float64")}
+STORAGE_CHOICES = {"float32": ("float16", "e4m11", "float32"),
+                   "float64": ("float16", "e4m11", "float32", "float64")}
+
+
+def storage_dtype(name: Any) -> np.dtype:
+    """The numpy type of run.storage ``name`` (a name or a numpy type)."""
+    if isinstance(name, str) and name in STORAGE_DTYPES:
+        return STORAGE_DTYPES[name]
+    return np.dtype(name)
+
+
+def storage_name(dtype: Any) -> str:
+    """run.storage's name for the numpy type ``dtype`` holds populations in."""
+    dt = np.dtype(dtype)
+    return next((k for k, v in STORAGE_DTYPES.items() if v == dt), str(dt))
+
+
+def e4m11_from(x: np.ndarray) -> np.ndarray:
+    """Floats (float32 or float64, any shape) -> e4m11 bits (int16), one rounding to nearest
+    even: 12 significant bits from 2^-6 up, steps of 2^-17 below; inf past 255.9375."""
+    a = np.abs(np.asarray(x, np.float64))  # exact
+    exp = np.frexp(a)[1] - 1  # 2^exp <= a < 2^(exp + 1)
+    small = a < 2.0 ** (1 - E4M11_BIAS)
+    m = np.rint(np.ldexp(a, np.where(small, E4M11_MANT_BITS + E4M11_BIAS - 1,
+                                     E4M11_MANT_BITS - exp)))  # exact scaling, one rounding
+    one = 1 << E4M11_MANT_BITS
+    bits = np.where(small, m, ((exp + E4M11_BIAS) << E4M11_MANT_BITS) + m - one)
+    inf = 15 << E4M11_MANT_BITS
+    bits = np.where(np.isnan(a), inf | (one - 1), np.minimum(bits, inf)).astype(np.uint16)
+    return (bits | np.where(np.signbit(x), 0x8000, 0).astype(np.uint16)).view(np.int16)
+
+
+def e4m11_to_float(bits: np.ndarray) -> np.ndarray:
+    """e4m11 bits (int16 or uint16) -> the float64 values they denote (exact)."""
+    b = np.asarray(bits).view(np.uint16).astype(np.int64)
+    e = (b >> E4M11_MANT_BITS) & 15
+    m = b & ((1 << E4M11_MANT_BITS) - 1)
+    lead = np.where(e == 0, 0, 1 << E4M11_MANT_BITS)
+    v = np.ldexp((lead + m).astype(np.float64),
+                 np.maximum(e, 1) - E4M11_BIAS - E4M11_MANT_BITS)
+    v = np.where(e == 15, np.where(m == 0, np.inf, np.nan), v)
+    return np.where(b & 0x8000, -v, v)
 
 
 @dataclass(frozen=True)
@@ -44,7 +103,12 @@ class PopulationStorage:
 
     @property
     def scale(self) -> float:
-        return FP16_SCALE if self.dtype == np.float16 else 1.0
+        return {np.dtype(np.float16): FP16_SCALE, E4M11_DTYPE: E4M11_SCALE}.get(self.dtype, 1.0)
+
+    @property
+    def name(self) -> str:
+        """run.storage's name of the storage type."""
+        return storage_name(self.dtype)
 
     def _weights(self, w: np.ndarray, ndim: int) -> np.ndarray:
         return np.asarray(w, np.float64).astype(self.arith).reshape((-1,) + (1,) * (ndim - 1))
@@ -55,14 +119,16 @@ class PopulationStorage:
         if not self.shifted:
             return x
         t = self.arith.type
-        return ((x - self._weights(w, x.ndim)) * t(self.scale)).astype(self.dtype)
+        d = (x - self._weights(w, x.ndim)) * t(self.scale)
+        return e4m11_from(d) if self.dtype == E4M11_DTYPE else d.astype(self.dtype)
 
     def decode(self, raw: np.ndarray, w: np.ndarray) -> np.ndarray:
         """Stored populations ``raw[q, ...]`` -> ``f`` in the arithmetic type."""
         if not self.shifted:
             return np.array(raw, dtype=self.arith)
         t = self.arith.type
-        x = np.asarray(raw).astype(self.arith)
+        x = e4m11_to_float(raw) if self.dtype == E4M11_DTYPE else np.asarray(raw)
+        x = x.astype(self.arith)
         return x * t(1.0 / self.scale) + self._weights(w, x.ndim)
 
     def rest(self, w: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -74,4 +140,4 @@ class PopulationStorage:
 
 def population_storage(storage: Any, arith: Any) -> PopulationStorage:
     """``storage`` (None: same as ``arith``) for arithmetic type ``arith``."""
-    return PopulationStorage(np.dtype(arith if storage is None else storage), np.dtype(arith))
+    return PopulationStorage(storage_dtype(arith if storage is None else storage), np.dtype(arith))

@@ -12,18 +12,13 @@ may be periodic within a slab (their ghost cells are then never read).
 
 Arithmetic runs in the type of the macroscopic fields; populations may be stored narrower
 (``run.storage``) in the shifted encoding of :class:`simsplit.numerics.storage.PopulationStorage`.
-Numba's CPU target has no float16, so fp16 arrays reach the kernels as uint16 views of their
-bits and are converted here, rounding to nearest even exactly as the GPU's ``cvt.rn.f16``.
+The conversions are :mod:`.storage_codec`'s.
 """
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
-from numba import types
-from numba.extending import overload
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
 from simsplit.backends.cpu.jit_cache import announce_compile
@@ -36,9 +31,9 @@ from simsplit.backends.cpu.rowgen import (
     sum_terms,
 )
 from simsplit.backends.cpu.rowgen import wrap as _wrap
+from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
-from simsplit.numerics.storage import FP16_SCALE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
 _CY = tuple(int(c) for c in D3Q19.c[:, 1])
@@ -47,100 +42,6 @@ _W = tuple(float(w) for w in D3Q19.w)
 _OPP = tuple(int(o) for o in D3Q19.opp)
 _PAIRS = tuple(q for q in range(1, D3Q19.q) if q < _OPP[q])
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
-
-
-# --- fp16 bits <-> float, and the storage encoding ------------------------------------------------
-@numba.njit(cache=True)
-def half_to_float(h):
-    """IEEE binary16 bits -> the float64 they denote (exact)."""
-    v = np.int64(h)
-    e = (v >> 10) & 0x1F
-    m = v & 0x3FF
-    if e == 0:
-        x = math.ldexp(float(m), -24)
-    elif e == 31:
-        x = math.inf if m == 0 else math.nan
-    else:
-        x = math.ldexp(float(1024 + m), int(e) - 25)
-    return -x if v & 0x8000 else x
-
-
-@numba.njit(cache=True)
-def half_from(x):
-    """float32/float64 -> IEEE binary16 bits, one rounding to nearest even (as cvt.rn.f16)."""
-    v = float(x)  # exact: float32 values are float64 values
-    if v != v:
-        return np.uint16(0x7E00)
-    sign = 0x8000 if math.copysign(1.0, v) < 0 else 0
-    a = abs(v)
-    if a >= 65520.0:  # halfway between 65504 and 2^16 rounds to even: infinity
-        return np.uint16(sign | 0x7C00)
-    if a < 2.0**-14:  # subnormal (the rounding may carry into the smallest normal: same bits)
-        return np.uint16(sign | int(np.rint(math.ldexp(a, 24))))
-    e = math.frexp(a)[1] - 1  # 2^e <= a < 2^(e + 1)
-    m = int(np.rint(math.ldexp(a, 10 - e)))  # 1024 .. 2048, exact scaling then one rounding
-    if m == 2048:
-        m = 1024
-        e += 1
-    return np.uint16(sign | ((e + 15) << 10) | (m - 1024))
-
-
-def _decode(raw, w):  # pragma: no cover - replaced by the overload in compiled code
-    raise NotImplementedError
-
-
-def _encode(x, w, out):  # pragma: no cover - replaced by the overload in compiled code
-    raise NotImplementedError
-
-
-@overload(_decode, inline="always")
-def _decode_impl(raw, w):
-    """Stored element -> f in w's (the arithmetic) type: raw, or raw / scale + w if narrower."""
-    cast = np.float32 if w.bitwidth == 32 else np.float64
-    if isinstance(raw, types.Integer):  # uint16 bits of fp16
-        inv = 1.0 / FP16_SCALE
-
-        def fp16(raw, w):
-            return cast(half_to_float(raw)) * cast(inv) + w
-        return fp16
-    if raw.bitwidth < w.bitwidth:  # float32 under float64: scale 1, same operations
-
-        def narrow(raw, w):
-            return cast(raw) * cast(1.0) + w
-        return narrow
-
-    def same(raw, w):
-        return raw
-    return same
-
-
-@overload(_encode, inline="always")
-def _encode_impl(x, w, out):
-    """f in the arithmetic type -> element of ``out``'s storage type (``out``: the array, or
-    an element of it: the row kernel passes an element, as an array passed to a call counts as
-    aliased for Numba's parfors, which then give up LLVM's no-alias guarantee)."""
-    cast = np.float32 if x.bitwidth == 32 else np.float64
-    stored = out.dtype if isinstance(out, types.Array) else out
-    if isinstance(stored, types.Integer):
-        scale = FP16_SCALE
-
-        def fp16(x, w, out):
-            return half_from((x - w) * cast(scale))
-        return fp16
-    if stored.bitwidth < x.bitwidth:
-
-        def narrow(x, w, out):
-            return np.float32((x - w) * cast(1.0))
-        return narrow
-
-    def same(x, w, out):
-        return x
-    return same
-
-
-def raw_view(a: np.ndarray) -> np.ndarray:
-    """The array as the kernels take it: fp16 as uint16 bits (Numba's CPU target has no fp16)."""
-    return a.view(np.uint16) if a.dtype == np.float16 else a
 
 
 @numba.njit(parallel=True, cache=True)

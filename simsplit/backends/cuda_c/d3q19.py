@@ -5,7 +5,7 @@ current CuPy stream of the backend's device (graph-capturable), as for D2Q9. Hal
 lattice-generic ``lbm_pack_strided``/``lbm_unpack_strided`` of ``lbm_common.cuh`` on whole
 xy-planes. The
 kernel is chosen by the arithmetic type (that of rho/u) and the population storage type (that
-of f: float16 arrays hold the shifted fp16 encoding, see ``lbm_common.cuh``).
+of f: float16 and e4m11 (int16) arrays hold the shifted 16-bit encodings, see ``lbm_common.cuh``).
 
 The two-lattice kernel takes ``source.D3Q19_CELLS_X`` adjacent x-cells per thread (the one place
 that choice is made). With 2 it moves every population as 2-element vectors, which needs both
@@ -96,8 +96,8 @@ def _module(device: int, block_x: int = source.BLOCK_X,
 
 def default_block(storage: Any) -> int:
     """Threads per block of the untuned two-lattice launch for populations stored as
-    ``storage``: source.D3Q19_FP16_BLOCK_X for fp16, source.BLOCK_X otherwise."""
-    return source.D3Q19_FP16_BLOCK_X if np.dtype(storage) == np.float16 else source.BLOCK_X
+    ``storage``: source.D3Q19_FP16_BLOCK_X for the 16-bit formats, source.BLOCK_X otherwise."""
+    return source.D3Q19_FP16_BLOCK_X if np.dtype(storage).itemsize == 2 else source.BLOCK_X
 
 
 def _kernel(device: int, block_x: int, name: str) -> Any:

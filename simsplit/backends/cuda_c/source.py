@@ -22,7 +22,15 @@ import numpy as np
 from simsplit.numerics import flags
 from simsplit.numerics.exact import EXACT_LIMBS
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
-from simsplit.numerics.storage import FP16_SCALE, STORAGE_CHOICES
+from simsplit.numerics.storage import (
+    E4M11_BIAS,
+    E4M11_DTYPE,
+    E4M11_MANT_BITS,
+    E4M11_SCALE,
+    FP16_SCALE,
+    STORAGE_CHOICES,
+    storage_dtype,
+)
 
 #: name under which kernels include the generated header
 GENERATED_HEADER = "simsplit_generated.cuh"
@@ -64,9 +72,10 @@ MAX_GRID_Y = 65535
 COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 #: population storage types of the D3Q19 kernels (fp16 as raw bits, see lbm_common.cuh)
-STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16"}
+STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16", E4M11_DTYPE: "lbm::e4m11"}
 #: (arithmetic, storage) pairs the D3Q19 kernels are instantiated for: run.storage's choices
-D3Q19_STORAGE = tuple((np.dtype(a), np.dtype(s)) for a, ss in STORAGE_CHOICES.items() for s in ss)
+D3Q19_STORAGE = tuple((np.dtype(a), storage_dtype(s))
+                      for a, ss in STORAGE_CHOICES.items() for s in ss)
 _AXES = ("cx", "cy", "cz")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.MULTILINE)
 
@@ -122,6 +131,9 @@ def generated_header() -> str:
         f"#define SIMSPLIT_BLOCK_X {BLOCK_X}",
         f"#define SIMSPLIT_FP16_SCALE {float(FP16_SCALE).hex()}  // fp16 storage: (f - w) * scale",
         f"#define SIMSPLIT_EXACT_LIMBS {EXACT_LIMBS}  // limbs of one exact sum (exact_sum.cuh)",
+        f"#define SIMSPLIT_E4M11_SCALE {float(E4M11_SCALE).hex()}  // e4m11 storage: the same",
+        f"#define SIMSPLIT_E4M11_MANT_BITS {E4M11_MANT_BITS}",
+        f"#define SIMSPLIT_E4M11_BIAS {E4M11_BIAS}",
         "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
         "#ifndef SIMSPLIT_D3Q19_CELLS_X  // cells per thread of d3q19_stream_collide",
         f"#define SIMSPLIT_D3Q19_CELLS_X {D3Q19_CELLS_X}",
@@ -237,7 +249,7 @@ def _storage_ctype(dtype: np.dtype | type) -> str:
     try:
         return STORAGE_CTYPES[np.dtype(dtype)]
     except KeyError:
-        raise TypeError(f"populations are stored as float16, float32 or float64, "
+        raise TypeError(f"populations are stored as float16, e4m11, float32 or float64, "
                         f"not {np.dtype(dtype)}") from None
 
 

@@ -249,7 +249,7 @@ class D3Q19Kernels:
         """Populations are stored in the arithmetic type only: no narrow (fp16) storage here."""
         if storage.dtype != storage.arith:
             raise BackendUnavailable(
-                f"run.storage: {storage.dtype} is not allowed on backend numba-cuda (allowed: "
+                f"run.storage: {storage.name} is not allowed on backend numba-cuda (allowed: "
                 f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,

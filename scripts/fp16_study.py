@@ -1,0 +1,311 @@
+"""Where does the error of 16-bit population storage come from? (issue 25)
+
+Runs small CPU cases (D2Q9 and D3Q19 cavities against Ghia et al. 1982 and Albensoeder &
+Kuhlmann 2005, Taylor-Green decay, Poiseuille) with float64 storage, float32 storage and
+candidate 16-bit formats, and prints each run's error against float64 storage and against the
+reference. The 16-bit candidates are emulated: the solver keeps float32 populations, and after
+every step each stored population is replaced by what a kernel that stores it in the candidate
+format would read back (``decode(encode(f))`` in the arithmetic type). A kernel that decodes,
+computes and encodes sees exactly those values, so this is the candidate's run (checked against
+the native fp16 kernels bit for bit with ``--check``).
+
+    PYTHONPATH=$PWD python scripts/fp16_study.py [--cases cavity2d_re100,...] [--check]
+
+Storages are ``<arithmetic>/<format>``: f64, f32 (store what is computed), f32/float16 and
+f32/e4m11 (run.storage, the solver's own kernels: any backend), f32/fp16, f32/e4m11-1 (the
+same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding), emulated only. On a GPU:
+
+    python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
+        --storages f64,f32,f32/float16,f32/e4m11
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+import numba
+import numpy as np
+
+from simsplit.case import validate_case
+from simsplit.fluid.reference import compare_to_cube, compare_to_ghia
+from simsplit.fluid.solver import FluidSolver
+from simsplit.parallel.context import ParallelContext
+
+# --- storage formats: (significand bits p incl. the implicit one, smallest normal exponent of
+# the stored deviation, largest exponent); the deviation d = f - w is rounded to nearest even
+# with p bits, absolute quantum 2^(emin - p + 1) below 2^emin (subnormals).
+FORMATS: dict[str, tuple[int, int, int]] = {
+    "fp16": (11, -14 - 10, 15 - 10),        # IEEE binary16 of d * 2^10 (today's run.storage)
+    "fp16-s14": (11, -14 - 14, 15 - 14),    # the same at scale 2^14 (more range below, less above)
+    "e4m11-1": (12, -14, -1),               # 1-4-11: 14 normal binades, |d| < 1
+    "e4m11-0": (12, -13, 0),                # 1-4-11: |d| < 2
+    "e4m11-2": (12, -15, -2),               # 1-4-11: |d| < 1/2 (run.storage e4m11)
+    "e3m12": (13, -9, -3),                  # 1-3-12: 7 binades, |d| < 1/4
+}
+#: "<format>-sr": the same format, rounded stochastically (up with probability of the fraction,
+#: from a hash of cell, population and step: unbiased, reproducible)
+
+
+@numba.njit(cache=True)
+def _uniform(i, q, step):
+    """A hash of (i, q, step) -> [0, 1) (splitmix64's finaliser)."""
+    z = np.uint64(i) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(q * 0x10001 + step * 0x3C6EF372)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * 2.0**-53
+
+
+@numba.njit(cache=True)
+def _round_dev(d, p, emin, emax, u):
+    """d rounded to p significant bits (exponent >= emin: subnormal quantum below), to nearest
+    even (u < 0) or stochastically (up with the fraction's probability: u in [0, 1));
+    +-inf past 2^(emax + 1)."""
+    a = abs(d)
+    if a == 0.0 or a != a:
+        return d
+    e = max(math.frexp(a)[1] - 1, emin)
+    q = math.ldexp(1.0, e - p + 1)
+    r = (np.rint(a / q) if u < 0 else math.floor(a / q + u)) * q
+    if r >= math.ldexp(1.0, emax + 1):
+        r = math.inf
+    return -r if d < 0 else r
+
+
+@numba.njit(cache=True)
+def _round_trip(f, w, p, emin, emax, stochastic, step):
+    """In place: f (float32 or float64, populations first) <- decode(encode(f)) of the format,
+    with the kernels' operations: d = f - w in the arithmetic type, then one rounding of d, then
+    f = d + w in the arithmetic type."""
+    flat = f.reshape(f.shape[0], -1)
+    for q in range(flat.shape[0]):
+        wq = w[q]
+        for i in range(flat.shape[1]):
+            d = flat[q, i] - wq
+            u = _uniform(i, q, step) if stochastic else -1.0
+            flat[q, i] = _round_dev(np.float64(d), p, emin, emax, u) + wq  # one rounding
+    return 0
+
+
+#: the backend the runs take (--backend); emulated formats need the CPU's numpy arrays
+BACKEND = ["cpu"]
+
+
+def _solver(case: dict[str, Any]) -> FluidSolver:
+    case["run"].update(backend=BACKEND[0], devices=None if BACKEND[0] == "cpu" else [0],
+                       transport="auto")
+    case = validate_case(case)
+    run = case["run"]
+    return FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
+
+
+def _case(shape: list[int], precision: str, storage: str, **fluid: Any) -> dict[str, Any]:
+    bounds = fluid.pop("boundaries", None)
+    base = {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"}
+    base.update(fluid)
+    dom: dict[str, Any] = {"shape": shape}
+    if bounds:
+        dom["boundaries"] = bounds
+    return {"physics": "fluid", "fluid": base, "domain": dom,
+            "decomposition": {"subdomains": 1},
+            "run": {"backend": "cpu", "precision": precision, "storage": storage,
+                    "tolerance": 0.0},
+            "output": {"dir": None}}
+
+
+#: run.storage choices the solver has (the rest of --storages are emulated, CPU only)
+NATIVE = ("float64", "float32", "float16", "e4m11")
+
+
+class Storage:
+    """A storage variant: native (float64, float32, float16 in 3D) or an emulated format."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        arith, _, fmt = name.partition("/")
+        self.arith = {"f64": "float64", "f32": "float32"}[arith]
+        self.fmt = fmt or {"f64": "float64", "f32": "float32"}[arith]
+
+    def case(self, shape: list[int], **fluid: Any) -> dict[str, Any]:
+        native = self.fmt if self.fmt in NATIVE else self.arith
+        return _case(shape, self.arith, native, **fluid)
+
+    def hook(self, solver: FluidSolver):
+        fmt = self.fmt[:-3] if self.fmt.endswith("-sr") else self.fmt
+        if fmt not in FORMATS:
+            return None
+        p, emin, emax = FORMATS[fmt]
+        stochastic = self.fmt.endswith("-sr")
+        count = [0]
+        blocks = list(solver.blocks.values())
+        w = np.asarray(solver.setup.lattice.w, np.float64).astype(self.arith)
+
+        def apply() -> None:
+            count[0] += 1
+            for b in blocks:
+                _round_trip(b.f_src, w, p, emin, emax, stochastic, count[0])
+        apply()
+        return apply
+
+
+#: steps the first storage of a case took to its steady state: the others run as many (their
+#: own velocity change between checks may never fall below the tolerance: round-off)
+STEPS: dict[str, int] = {}
+
+
+def run_steady(storage: Storage, shape: list[int], tol: float, max_steps: int,
+               setup=None, check: int = 200, **fluid: Any) -> tuple[FluidSolver, int]:
+    key = f"{shape}{sorted(fluid.items())}"
+    if key in STEPS:
+        tol, max_steps = 0.0, STEPS[key]
+    solver = _solver(storage.case(shape, **fluid))
+    if setup is not None:
+        setup(solver)
+    hook = storage.hook(solver)
+    prev = solver.velocity()
+    n = 0
+    while n < max_steps:
+        if hook is None:
+            solver.step(check)
+        for _ in range(check if hook else 0):
+            solver.step(1)
+            hook()
+        n += check
+        u = solver.velocity()
+        change = np.abs(u - prev).max() / max(np.abs(u).max(), 1e-30)
+        prev = u
+        if tol > 0 and change < tol:
+            break
+    STEPS.setdefault(key, n)
+    return solver, n
+
+
+# --- cases: each returns (velocity field, {error name: error against the reference}) ----------
+def cavity2d(storage: Storage, n: int, re: int) -> tuple[np.ndarray, dict[str, float]]:
+    solver, steps = run_steady(storage, [n, n], 1e-9, 400_000, reynolds=re)
+    u = solver.velocity()
+    cmp = compare_to_ghia(u, re)
+    return u, {"ghia_max": cmp["max_abs_error"], "steps": steps}
+
+
+def cavity3d(storage: Storage, n: int, re: int, max_steps: int = 200_000,
+             lid: float = 0.1) -> tuple[np.ndarray, dict[str, float]]:
+    solver, steps = run_steady(storage, [n, n, n], 1e-6, max_steps, reynolds=re,
+                               lid_velocity=lid)
+    u = solver.velocity()
+    cmp = compare_to_cube(u, re)
+    return u, {"ak_u": cmp["vertical"]["max_abs_error"],
+               "ak_w": cmp["horizontal"]["max_abs_error"], "steps": steps}
+
+
+def cavity3d_re100(storage: Storage, n: int, steps: int) -> tuple[np.ndarray, dict[str, float]]:
+    solver, steps = run_steady(storage, [n, n, n], 0.0, steps, reynolds=100)
+    return solver.velocity(), {"steps": steps}
+
+
+def taylor_green2d(storage: Storage, n: int, u0: float = 0.02,
+                   nu: float = 0.02) -> tuple[np.ndarray, dict[str, float]]:
+    """2D Taylor-Green vortex: the velocity after n^2/(4 pi^2 nu) / 2 steps against exp decay."""
+    k = 2 * np.pi / n
+    x = (np.arange(n) + 0.5) * k
+    y, xx = np.meshgrid(x, x, indexing="ij")
+    u_init = u0 * np.stack([np.cos(xx) * np.sin(y), -np.sin(xx) * np.cos(y)], axis=-1)
+    steps = int(round(1 / (4 * nu * k * k)))  # to exp(-1/2)... of the velocity amplitude
+
+    def setup(s: FluidSolver) -> None:
+        s.set_fields(np.ones((n, n)), u_init)
+    solver = _solver(storage.case([n, n], reynolds=None, viscosity=nu, lid_velocity=0.1,
+                                  boundaries={"x": "periodic", "y": "periodic",
+                                              "lid": False}))
+    setup(solver)
+    hook = storage.hook(solver)
+    for _ in range(steps):
+        solver.step(1)
+        if hook:
+            hook()
+    u = solver.velocity() * solver.setup.velocity_scale
+    exact = u_init * np.exp(-2 * nu * k * k * steps)
+    err = float(np.sqrt(np.sum((u - exact) ** 2) / np.sum(exact**2)))
+    return u, {"exact_l2": err, "steps": steps}
+
+
+def poiseuille2d(storage: Storage, h: int = 32) -> tuple[np.ndarray, dict[str, float]]:
+    nu, u_max = 0.1, 0.05
+    g = 8 * nu * u_max / h**2
+    solver, steps = run_steady(storage, [8, h], 1e-10, 200_000, reynolds=None, viscosity=nu,
+                               body_force=[g, 0.0],
+                               boundaries={"x": "periodic", "y": "wall", "lid": False})
+    u = solver.velocity() * solver.setup.velocity_scale
+    y = np.arange(h) + 0.5
+    exact = g / (2 * nu) * y * (h - y)
+    prof = u[:, 0, 0]
+    return u, {"exact_l2": float(np.sqrt(np.sum((prof - exact) ** 2) / np.sum(exact**2))),
+               "steps": steps}
+
+
+CASES = {
+    "cavity2d_re100": lambda s: cavity2d(s, 128, 100),
+    "cavity2d_re1000": lambda s: cavity2d(s, 128, 1000),
+    "cavity2d_re1000_64": lambda s: cavity2d(s, 64, 1000),
+    "cavity2d_re100_64": lambda s: cavity2d(s, 64, 100),
+    # Re 1000 blows up at 24^3 and 32^3 (cell Reynolds numbers 24-31); Re 100 at 32^3 (no
+    # published cube table there: against f64 storage only), 4000 steps = 12.5 lid transits
+    "cavity3d_re100_32_4k": lambda s: cavity3d_re100(s, 32, 4_000),
+    "cavity3d_re1000_32": lambda s: cavity3d(s, 32, 1000),
+    "cavity3d_re1000_48": lambda s: cavity3d(s, 48, 1000),
+    "cavity3d_re1000_128": lambda s: cavity3d(s, 128, 1000),  # the GPU run of issue 25
+    "taylor_green2d": lambda s: taylor_green2d(s, 64),
+    "poiseuille2d": lambda s: poiseuille2d(s),
+}
+
+
+def check_emulation() -> None:
+    """The emulated formats equal the native D3Q19 kernels bit for bit (decoded f)."""
+    for native, emulated in (("float16", "fp16"), ("e4m11", "e4m11-2")):
+        _check_one(native, emulated)
+
+
+def _check_one(native: str, emulated: str) -> None:
+    nat = _solver(_case([12, 10, 11], "float32", native))
+    emu_storage = Storage(f"f32/{emulated}")
+    emu = _solver(emu_storage.case([12, 10, 11]))
+    hook = emu_storage.hook(emu)
+    assert hook is not None
+    for _ in range(60):
+        nat.step(1)
+        emu.step(1)
+        hook()
+    a, b = nat.populations(), emu.populations()
+    print(f"emulated {emulated} == native {native} after 60 steps: {np.array_equal(a, b)} "
+          f"(max diff {np.abs(a - b).max():.3g})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="cavity2d_re100,taylor_green2d,poiseuille2d")
+    ap.add_argument("--storages", default="f64,f32,f32/fp16,f64/fp16,f32/e4m11-1")
+    ap.add_argument("--check", action="store_true", help="emulation against native fp16 first")
+    ap.add_argument("--backend", default="cpu", help="cpu, cupy or numba-cuda (native formats)")
+    args = ap.parse_args()
+    BACKEND[0] = args.backend
+    if args.check:
+        check_emulation()
+    for name in args.cases.split(","):
+        runs: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
+        for st in args.storages.split(","):
+            t0 = time.perf_counter()
+            runs[st] = CASES[name](Storage(st))
+            u, errs = runs[st]
+            ref = runs[next(iter(runs))][0]
+            vs64 = float(np.abs(u - ref).max())
+            info = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                            for k, v in errs.items())
+            print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -425,6 +425,18 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
                            f64, i32, ints, ints, i32),
             "md_final_integrate": (x, x, i32, f64),
             "md_langevin": (x, x, arr(i64), i32, f64, f64, u64, u64, ints, i32),
+            "md_langevin_typed": (x, x, arr(i64), ints, i32, arr(f64), arr(f64), u64, u64, ints,
+                                  i32),
+            "md_rank_classify": (x, i32, arr(f64), i32, i32, i32, i32, i32, ints, ints, ints,
+                                 ints, ints),
+            "md_rank_gather": (ints, i32, x, x, arr(i64, 2), arr(i64), i32, x, x, arr(i64, 2),
+                               arr(i64)),
+            "md_rank_select": (x, i32, arr(f64), i32, i32, f64, f64, i32, ints, ints, ints),
+            "md_rank_keys": (x, i32, i32, *box, i32, i32, i32, ints, ints),
+            "md_rank_ghost_rows": (i32, i32, ints, x, arr(i64), x, arr(i64), ints),
+            "md_rank_compose": (ints, i32, i32, i32, ints, arr(i64)),
+            "md_scatter_rows": (x, arr(i64), i32, x),
+            "md_rank_pack": (x, arr(i64), i32, ints, i32, x, arr(i32, 2)),
             "md_snapshot": (x, i32, arr(f64, 2)),
             "md_gather_rows": (x, arr(i64), i32, x),
             "md_cell_count": (x, i32, *box, i32, i32, i32, ints, ints),
@@ -466,11 +478,12 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
                                          ints, arr(f64, 2)),
         }
         assert set(sigs) == set(cmd.FLOAT_KERNELS + cmd.INDEX_KERNELS + cmd.ARENA_FLOAT_KERNELS
-                                + cmd.ARENA_INDEX_KERNELS)
+                                + cmd.ARENA_INDEX_KERNELS + cmd.RANK_FLOAT_KERNELS
+                                + cmd.RANK_INDEX_KERNELS)
         for name, sig in sigs.items():
             ptx, _ = cuda.compile_ptx(nmd._KERNELS[name].py_func, sig, cc=(9, 0))
             assert ".entry" in ptx, name
-            if name != "md_langevin":
+            if name not in ("md_langevin", "md_langevin_typed"):
                 assert not re.search(r"\bfma\.rn\.f(32|64)", ptx), (t, name)
 
 

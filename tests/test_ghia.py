@@ -24,16 +24,13 @@ def _ghia_error(reynolds: int, n: int, tolerance: float, backend: str = "cpu") -
 BACKENDS = ["cpu", pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
-# the row kernels (same bits) repay their compile many times over in these long runs
 @pytest.mark.slow
-@pytest.mark.cpu_rows
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ghia_re100_128(backend):
     assert _ghia_error(100, 128, 1e-7, backend) <= 0.01
 
 
 @pytest.mark.slow
-@pytest.mark.cpu_rows
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ghia_re1000_256_trt(backend):
     assert _ghia_error(1000, 256, 1e-6, backend) <= 0.02

@@ -45,7 +45,7 @@ def padded_empty(xp: Any, shape: tuple[int, ...], dtype: Any) -> Any:
 
 def element_strides(arr: Any) -> tuple[int, ...]:
     """Strides of ``arr`` in elements."""
-    return tuple(s // arr.itemsize for s in arr.strides)
+    return tuple(s // arr.dtype.itemsize for s in arr.strides)
 
 
 def field_strides(f: Any, flags: Any, other: Any = None) -> tuple[int, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -138,13 +139,16 @@ def test_poiseuille_trt_magic_is_exact(height: int) -> None:
 
 
 def test_poiseuille_bgk_second_order() -> None:
-    errors = [channel_error(h, "bgk") for h in (8, 16, 32)]
+    # the halfway walls' slip error of BGK falls as H^-2 from the coarsest grids on (orders
+    # 1.998 and 2.000 here), and the steps to steady state grow as H^2
+    errors = [channel_error(h, "bgk") for h in (4, 8, 16)]
     orders = [float(np.log2(errors[k] / errors[k + 1])) for k in range(2)]
     print(f"D3Q19 Poiseuille BGK tau={TAU}: L2 errors {errors}, orders {orders}")
     assert all(1.8 <= p <= 2.2 for p in orders), orders
 
 
 # --- lid-driven cavity, infinitely wide (periodic y): the mid-plane is the 2D cavity ------------
+@functools.cache
 def cavity_midplane(n: int) -> np.ndarray:
     """u_x, u_z / U_lid in the plane y = 0.5 of an n x 2 x n cavity, periodic in y, Re = 100."""
     case = case3d((n, 2, n), domain__boundaries={"x": "wall", "y": "periodic", "z": "wall",
@@ -176,7 +180,7 @@ def test_cavity_converges_with_resolution() -> None:
         prof = u[:, n // 2 - 1:n // 2 + 1, 0].mean(axis=1)
         return np.interp(np.linspace(0.05, 0.95, 19), (np.arange(n) + 0.5) / n, prof)
 
-    finest = centreline(64)
-    errors = [float(np.abs(centreline(n) - finest).max()) for n in (16, 32)]
-    print(f"cavity D3Q19 centreline u_x vs 64 cells: 16 -> {errors[0]:.3e}, 32 -> {errors[1]:.3e}")
+    finest = centreline(32)  # the 32-cell cavity of test_cavity_wide_equals_2d, run once
+    errors = [float(np.abs(centreline(n) - finest).max()) for n in (8, 16)]
+    print(f"cavity D3Q19 centreline u_x vs 32 cells: 8 -> {errors[0]:.3e}, 16 -> {errors[1]:.3e}")
     assert errors[1] < errors[0] / 2

@@ -42,7 +42,9 @@ def channel_error(height: int, collision: str, subdomains: int = 2) -> float:
 
 
 def test_bgk_second_order_convergence():
-    errors = [channel_error(h, "bgk") for h in (8, 16, 32)]
+    # the halfway walls' slip error of BGK falls as H^-2 from the coarsest grids on (orders
+    # 1.998 and 2.000 here), and the steps to steady state grow as H^2
+    errors = [channel_error(h, "bgk") for h in (4, 8, 16)]
     orders = [np.log2(errors[k] / errors[k + 1]) for k in range(2)]
     print(f"Poiseuille BGK tau={TAU}: L2 errors {errors}, observed orders {orders}")
     assert all(1.8 <= p <= 2.2 for p in orders), orders

@@ -85,6 +85,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
     s.synchronize()
     setup = time.perf_counter() - t0
     before = s.stats()
+    waits = getattr(s.kernels, "host_waits", 0)
     steps = 0
     t0 = time.perf_counter()
     while True:  # whole chunks until the timed span is long enough for a steady figure
@@ -113,6 +114,8 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "neighbor_fraction": neighbor / elapsed, "exchange_fraction": exchange / elapsed,
         "ms_per_rebuild": 1e3 * neighbor / max(1, rebuilds),
         "capacity": st["neighbor_capacity"], "final_temp": temp,
+        # this process's host waits for its device per step (rebuilds included)
+        "waits_per_step": (getattr(s.kernels, "host_waits", 0) - waits) / steps,
     }
     if keep_solver:
         row["solver"] = s

@@ -9,7 +9,8 @@ each on GPU rank mod the visible GPUs (all on one GPU of a one-GPU machine), gho
 as MPI messages staged through pinned host memory, rebuilds on the device
 (:mod:`simsplit.md.rank_slab`). Each rank row gives the rate, its fraction of the one-slab
 rate, ms per step, ms per rebuild and the shares of the run in rebuilds and in the per-step
-ghost exchange (host wall time: pack, messages, upload), from rank 0.
+ghost exchange (host wall time: pack, messages, upload), from rank 0, and rank 0's host waits
+for its GPU per step (reads, downloads; a rebuild adds its waits over its steps).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import bench_md_gpu  # noqa: E402
 
 _FIELDS = ("atom_steps_per_s", "ms_per_step", "ms_per_rebuild", "neighbor_fraction",
-           "exchange_fraction", "steps_per_rebuild")
+           "exchange_fraction", "steps_per_rebuild", "waits_per_step")
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -63,7 +64,8 @@ def _line(label: str, r: dict, base: float) -> str:
     return (f"{label:<34} {r['atoms']:>9} {r['atom_steps_per_s']:>12.4e} "
             f"{100 * r['atom_steps_per_s'] / base:>8.1f}% {r['ms_per_step']:>8.4f} "
             f"{r['ms_per_rebuild']:>10.3f} {100 * r['neighbor_fraction']:>9.1f}% "
-            f"{100 * r['exchange_fraction']:>9.1f}% {r['steps_per_rebuild']:>8.1f}")
+            f"{100 * r['exchange_fraction']:>9.1f}% {r['steps_per_rebuild']:>8.1f} "
+            f"{r.get('waits_per_step', 0.0):>8.2f}")
 
 
 def main() -> int:
@@ -86,7 +88,8 @@ def main() -> int:
     if args.worker:
         return worker(args)
     head = (f"{'run':<34} {'atoms':>9} {'atom-steps/s':>12} {'of 1 slab':>9} {'ms/step':>8} "
-            f"{'ms/rebuild':>10} {'rebuild %':>10} {'exchange %':>10} {'steps/rb':>8}")
+            f"{'ms/rebuild':>10} {'rebuild %':>10} {'exchange %':>10} {'steps/rb':>8} "
+            f"{'waits/st':>8}")
     print(head)
     print("-" * len(head), flush=True)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

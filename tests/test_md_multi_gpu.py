@@ -86,14 +86,18 @@ def test_slabs_on_two_gpus_bitwise(backend, one_slab, monkeypatch) -> None:
 
 
 # --- mpiexec: one slab per rank, both ranks on GPU 0 -----------------------------------------
-def _gpu_overrides() -> list[str]:
-    return [o for o in TALL if not o.startswith("run.backend=")] + ["run.backend=cupy"]
+def _gpu_overrides(cells: str | None = None) -> list[str]:
+    drop = ("run.backend=",) + (("md.lattice.cells=",) if cells else ())
+    return [o for o in TALL if not o.startswith(drop)] + ["run.backend=cupy"] + \
+        ([f"md.lattice.cells={cells}"] if cells else [])
 
 
 @needs_mpiexec
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks) -> None:
+@pytest.mark.parametrize("ranks, cells", [(2, None), (3, None), (2, "[6,6,24]")])
+def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, cells) -> None:
+    """Also a box tall enough for interior rows, whose forces a rebuild step queues before the
+    rebuild (which runs beside them on a second stream)."""
     from simsplit.case import load_case
     from simsplit.run.simulation import Simulation
 
@@ -102,11 +106,12 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks) ->
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     out = tmp_path / "md.npz"
-    proc = mpirun(ranks, [str(script), str(CASE), json.dumps(_gpu_overrides()), str(out)],
+    overrides = _gpu_overrides(cells)
+    proc = mpirun(ranks, [str(script), str(CASE), json.dumps(overrides), str(out)],
                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
-    ref = Simulation(load_case(CASE, _gpu_overrides() + ["decomposition.subdomains=1"]))
+    ref = Simulation(load_case(CASE, overrides + ["decomposition.subdomains=1"]))
     ref.solver.step(ref.case["run"]["steps"])
     md = ref.solver
     assert md.kernels.is_device
@@ -119,6 +124,7 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks) ->
     # rebuilds on the device (simsplit.md.rank_slab), messages between the processes
     assert stats["ghost_transfer"] == ["remote-device"] and stats["migrations"] > 100
     assert stats["rebuilds"] == md.stats()["rebuilds"]
+    assert (stats["interior_rows"] > 0) == (cells is not None), stats["interior_rows"]
 
 
 @needs_mpiexec

@@ -9,9 +9,11 @@ rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell
 lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical order and
 the bits are those of one slab. Each pack is gathered over its list's whole room and
 downloaded into an outbox before the host reads the list's counts, so the host waits once for
-the leavers (counts and packs), once for the ghosts and once for the longest list row, and
-traffic is O(leavers + ghosts), never O(N). Outboxes are memory the neighbour reads in place
-where it shares the node (:meth:`Endpoint.outbox`), else messages.
+the leavers (counts and packs), once for the ghosts and once for the longest list row (and the
+interior rows), and traffic is O(leavers + ghosts), never O(N). A rebuild runs on the kernel
+set's side queue, beside the interior forces its step queued before the rebuild was agreed.
+Outboxes are memory the neighbour reads in place where it shares the node
+(:meth:`Endpoint.outbox`), else messages.
 
 Each step, :meth:`RankSlab.start_step` queues the ghost positions each neighbour needs, the
 first pack carrying the step's displacement flags, and their download into the outboxes;
@@ -79,6 +81,12 @@ class RankSlab:
         self.interior = (0, 0)
         self._pending: list[tuple[int, int, Any]] = []
         self._received: dict[int, np.ndarray] = {}
+        #: marks on the main queue of this step: after its ghost pack, after its interior
+        #: forces (see :meth:`rebuild`); reused events
+        self._marks: dict[str, Any] = {}
+        self._stepping = False
+        #: node-memory room the last rebuild asked for, reserved before the next outbox use
+        self._needs: dict[tuple[int, str], int] | None = None
 
     # --- setup ------------------------------------------------------------------------------
     def load(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
@@ -101,20 +109,50 @@ class RankSlab:
         ``capacity`` until every row fits. Returns the capacity, how many times it grew and
         how many atoms left this slab. Raises RuntimeError for an atom that crossed a whole
         slab since the last rebuild."""
-        s = self.state
+        k, s = self.kernels, self.state
         dtype = s.x.dtype
-        kept, leavers, queued = self._classify(s.n_own)
-        arrivals = self._post_and_receive(leavers, queued, _MIGRANT_TAGS)
-        n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
-        near, queued = self._select_ghosts(n, kept, arrivals, dtype)
-        ghosts = self._post_and_receive(near, queued, _GHOST_TAGS)
-        g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
-        old = self._receive_ghosts(n, g, ghosts, dtype)
-        capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
-        # every rank has waited for its own queue (the longest list row), so no copy out of
-        # node memory is in flight and the segments may be replaced
-        self.endpoint.reserve(self._outbox_needs(leavers))
+        self._reserve()
+        # On a side queue: a step's interior forces (queued before the host knew that this
+        # step rebuilds, and then thrown away) run beside the migration and ghost rounds
+        # instead of ahead of them. Those rounds read the positions (after the step's pack)
+        # and write only rebuild scratch; the sort and the build wait for the interior forces,
+        # whose arrays they replace.
+        packed, interior = self._step_marks()
+        with k.side_queue():
+            k.wait_mark(packed)
+            kept, leavers, queued = self._classify(s.n_own)
+            arrivals = self._post_and_receive(leavers, queued, _MIGRANT_TAGS)
+            n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
+            near, queued = self._select_ghosts(n, kept, arrivals, dtype)
+            ghosts = self._post_and_receive(near, queued, _GHOST_TAGS)
+            g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
+            old = self._receive_ghosts(n, g, ghosts, dtype)
+            k.wait_mark(interior)
+            capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
+            built = k.mark()
+        k.wait_mark(built)
+        self._needs = self._outbox_needs(leavers)
         return capacity, growths, sum(m for _, m in leavers.values())
+
+    def _step_marks(self) -> tuple[Any, Any]:
+        """Marks on the main queue that a rebuild's first kernels and its sort wait for: this
+        step's pack and interior forces when the rebuild follows :meth:`interior_queued`,
+        else the main queue's end for both."""
+        k = self.kernels
+        if self._stepping:
+            self._stepping = False
+            return self._marks["packed"], self._marks["interior"]
+        end = k.mark()
+        return end, end
+
+    def _reserve(self) -> None:
+        """Reserve the node memory the last rebuild asked for (collective; every rank gets
+        here at the same point: the next step's pack or rebuild, whichever comes first). Every
+        rank has waited for its rebuild's queue by then, so no copy out of node memory is in
+        flight and the segments may be replaced; the forces queued since touch none."""
+        if self._needs is not None:
+            needs, self._needs = self._needs, None
+            self.endpoint.reserve(needs)
 
     def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]], list]:
         """Owner test of the owned rows and the leavers' packs, downloaded into the outboxes
@@ -204,6 +242,7 @@ class RankSlab:
         k.rank_place(self._sort, n, g, old, new)
         self._plan_refresh(n, near, ghosts)
         self._size_owned(n, old["x"].dtype)
+        bounds = self._queue_interior_bounds()
         growths = 0
         while True:
             s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, n, capacity)
@@ -219,25 +258,26 @@ class RankSlab:
                                          new["key"])
         s.n_own, s.n_ghosts = n, g
         s.ids_stale = True
-        self.interior = self._interior_rows(n)
+        self.interior = (0, 0) if bounds is None else \
+            tuple(int(r) for r in k.queued_read(bounds))  # type: ignore[assignment]
         return capacity, growths
 
-    def _interior_rows(self, n: int) -> tuple[int, int]:
-        """Sorted owned rows ``[r0, r1)`` whose lists hold no ghost: rows of the cell planes
-        whose atoms were, at this build, farther than the ghost cut from both faces, with a
-        plane to spare for rounding (rows are in z-major cell order, so such planes form one
-        run). Their forces need no fresh ghost positions."""
+    def _queue_interior_bounds(self) -> Any:
+        """Queue the read of the sorted owned rows ``[r0, r1)`` whose lists hold no ghost
+        (None: no such rows): rows of the cell planes whose atoms were, at this build, farther
+        than the ghost cut from both faces, with a plane to spare for rounding (rows are in
+        z-major cell order, so such planes form one run). Their forces need no fresh ghost
+        positions. The build's wait covers the read."""
         lo, hi = self.layout.interval(self.rank)
         nz = int(self.ncell[2])
         h = float(self.layout.box[2]) / nz
         p_lo = int(np.ceil((lo + self.cut) / h)) + 1
         p_hi = int(np.floor((hi - self.cut) / h)) - 2
         if p_lo > p_hi:
-            return 0, 0
+            return None
         plane = int(self.ncell[0] * self.ncell[1])
-        starts = self.kernels.read_ints(self._sort.cell_start[[p_lo * plane,
-                                                                 (p_hi + 1) * plane]])
-        return int(starts[0]), int(starts[1])
+        return self.kernels.queue_read(self._sort.cell_start[[p_lo * plane,
+                                                                (p_hi + 1) * plane]])
 
     def _plan_refresh(self, n: int, near: dict[int, tuple[Any, int]],
                       ghosts: dict[int, dict]) -> None:
@@ -281,6 +321,7 @@ class RankSlab:
         step's displacement flags in a trailer row (the host does not wait: the interior
         rows' forces go on the device meanwhile)."""
         k, s = self.kernels, self.state
+        self._reserve()
         self._pending = []
         for j, nb in enumerate(self.links):
             rows = self.send_rows[nb]
@@ -289,6 +330,14 @@ class RankSlab:
             host = self.endpoint.outbox(nb, _REFRESH_TAG, (m + 1, 3), s.x.dtype)
             k.rank_pack(s.x, rows, 2 if j == len(self.links) - 1 else 1, buf)
             self._pending.append((nb, m, k.download_async(buf, m + 1, host)))
+        self._marks["packed"] = k.mark(self._marks.get("packed"))
+        self._stepping = False
+
+    def interior_queued(self) -> None:
+        """Note that the solver queued this step's interior forces after :meth:`start_step`
+        (a rebuild of this step then lets them run beside its message rounds)."""
+        self._marks["interior"] = self.kernels.mark(self._marks.get("interior"))
+        self._stepping = True
 
     def trade_step(self, any_rank: Callable[[bool], bool]) -> tuple[bool, bool]:
         """Wait for the downloads and send them; receive the neighbours' positions and
@@ -320,6 +369,7 @@ class RankSlab:
     def land_ghosts(self) -> None:
         """Write the positions :meth:`trade_step` received into this slab's ghost rows."""
         k, s = self.kernels, self.state
+        self._stepping = False  # no rebuild this step: later work on the main queue counts
         for nb, got in self._received.items():
             rows = self.recv_rows[nb]
             if int(rows.shape[0]) != got.shape[0]:

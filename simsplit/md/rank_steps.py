@@ -28,6 +28,7 @@ class RankSteps:
         rs.start_step()
         r0, r1 = rs.interior
         self._pair_forces(s, rows=(r0, r1))
+        rs.interior_queued()
         t1 = time.perf_counter()
         moved, jumped = rs.trade_step(self._any_rank)
         t2 = time.perf_counter()

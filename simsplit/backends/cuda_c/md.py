@@ -13,10 +13,11 @@ least scan chunk come from ``kernels/md_common.cuh``. This module imports CuPy o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ContextManager, Sequence
 
 import numpy as np
 
@@ -190,6 +191,32 @@ class DeviceMDKernels:
     def read_ints(self, arr: Any) -> np.ndarray:
         """Wait for the queued work; a host copy of a small integer device array."""
         return np.array(self._read_small(arr), dtype=np.int64)
+
+    #: times the host waited for the device (reads, downloads, flag reads; counted by the
+    #: backends whose queue runs apart from the host): instrumentation for the benchmarks
+    host_waits = 0
+
+    def side_queue(self) -> ContextManager[Any]:
+        """A block whose work goes on a second, high-priority queue, ordered against the main
+        one only by :meth:`mark` / :meth:`wait_mark` (here: the one queue, in order)."""
+        return contextlib.nullcontext()
+
+    def mark(self, reuse: Any = None) -> Any:
+        """A mark after the work queued so far on the current queue (``reuse``: an earlier
+        mark to record again); None here, where everything runs in order."""
+        return None
+
+    def wait_mark(self, mark: Any) -> None:
+        """Make the current queue's next work wait for ``mark`` (None: nothing to wait for)."""
+
+    def queue_read(self, arr: Any) -> Any:
+        """Queue the copy of a small integer device array to the host; :meth:`queued_read`
+        returns it once the queue has passed the copy (this version copies at once)."""
+        return np.array(self.to_host(arr), dtype=np.int64)
+
+    def queued_read(self, handle: Any) -> np.ndarray:
+        """The values of a :meth:`queue_read` (the caller has waited for the queue since)."""
+        return handle
 
     def download_rows(self, src, m: int, out: np.ndarray) -> np.ndarray:
         """Wait for the queued work, copy rows ``src[:m]`` into ``out[:m]``; returns that view."""
@@ -791,6 +818,8 @@ class CupyMDKernels(DeviceMDKernels):
         #: event after the last scatter out of it
         self._copy_stream: Any = None
         self._scattered: dict[int, Any] = {}
+        #: the high-priority stream of :meth:`side_queue` (a rank slab's rebuild)
+        self._side_stream: Any = None
         super().__init__()
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -805,8 +834,14 @@ class CupyMDKernels(DeviceMDKernels):
         return arr if isinstance(arr, np.ndarray) else self._cp.asnumpy(arr)
 
     def _zero(self, arr: Any) -> None:
+        # a memset costs the host a few microseconds less than a fill kernel, and a rebuild's
+        # rounds are launch-bound (all zero bytes are 0 and +0.0)
         with self._dev:
-            arr.fill(0)
+            if arr.flags.c_contiguous:
+                rt = self._cp.cuda.runtime
+                rt.memsetAsync(arr.data.ptr, 0, arr.nbytes, self._stream().ptr)
+            else:
+                arr.fill(0)
 
     def synchronize(self) -> None:
         self._dev.synchronize()
@@ -826,7 +861,49 @@ class CupyMDKernels(DeviceMDKernels):
             stream = self._cp.cuda.get_current_stream()
             arr.get(stream=stream, out=buf)
             stream.synchronize()
+        self.host_waits += 1
         return buf
+
+    @contextlib.contextmanager
+    def side_queue(self) -> Any:
+        if self._side_stream is None:
+            rt = self._cp.cuda.runtime
+            with self._dev:  # the highest priority (lowest number) the device offers
+                highest = rt.deviceGetStreamPriorityRange()[1] \
+                    if hasattr(rt, "deviceGetStreamPriorityRange") else None
+                self._side_stream = self._cp.cuda.Stream(non_blocking=True, priority=highest)
+        with self._dev, self._side_stream:
+            yield self._side_stream
+
+    def mark(self, reuse: Any = None) -> Any:
+        with self._dev:
+            event = reuse if reuse is not None else self._cp.cuda.Event(disable_timing=True)
+            event.record(self._stream())
+        return event
+
+    def wait_mark(self, mark: Any) -> None:
+        if mark is not None:
+            with self._dev:
+                self._stream().wait_event(mark)
+
+    def queue_read(self, arr: Any) -> Any:
+        rt = self._cp.cuda.runtime
+        key = ("queued", arr.size, arr.dtype.str)
+        buf = self._pinned.get(key)  # type: ignore[call-overload]
+        if buf is None:
+            buf = self._pinned[key] = self.host_buffer(arr.shape, arr.dtype)  # type: ignore[index]
+        with self._dev:
+            rt.memcpyAsync(buf.ctypes.data, arr.data.ptr, arr.nbytes, rt.memcpyDeviceToHost,
+                           self._stream().ptr)
+            done = self.mark()
+        return buf, done, arr
+
+    def queued_read(self, handle: Any) -> np.ndarray:
+        buf, done, _ = handle
+        if not done.done:
+            done.synchronize()
+            self.host_waits += 1
+        return np.array(buf, dtype=np.int64)
 
     def queue_flags(self) -> None:
         buf = self._pinned_for(self._flags)
@@ -845,6 +922,7 @@ class CupyMDKernels(DeviceMDKernels):
         if queued is None:
             return None
         queued[1].synchronize()
+        self.host_waits += 1
         return queued[0]
 
     # --- ghost rows between devices and processes -------------------------------------------
@@ -891,6 +969,7 @@ class CupyMDKernels(DeviceMDKernels):
                 rt.memcpyAsync(out.ctypes.data, src.data.ptr, nbytes, rt.memcpyDeviceToHost,
                                stream.ptr)
             stream.synchronize()
+        self.host_waits += 1
         return out[:m]
 
     def _copies(self) -> Any:
@@ -945,6 +1024,7 @@ class CupyMDKernels(DeviceMDKernels):
 
     def wait_download(self, handle: Any) -> np.ndarray:
         handle[0].synchronize()
+        self.host_waits += 1
         return handle[1]
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:

@@ -225,8 +225,8 @@ if has bodyspeed; then
 fi
 if has re100; then
     note "Schäfer-Turek 2D-2 (Re 100) on cupy, float64: D = 40, 80, 160 cells, channel 2.2 and 3.0 long (issue 21)"
-    for d in 40 80 160; do
-        for len in 22 30; do
+    for d in ${RE100_D:-40 80 160}; do
+        for len in ${RE100_LEN:-22 30}; do
             ny=$((41 * d / 10)); nx=$((ny * len * 10 / 41))
             echo "-- D $d, channel ${len:0:1}.${len:1} x 0.41 ($nx x $ny), $((3000 * d)) steps"
             timeout 240 python3 -m simsplit run cases/cylinder2d_re100.yaml --backend cupy \

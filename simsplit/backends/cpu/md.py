@@ -11,6 +11,8 @@ thread count or on how atoms are split between slabs.
 
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 from numba import get_thread_id, njit, prange
@@ -189,9 +191,16 @@ def langevin_forces_typed(f, v, ids, typ, n, drag, noise, seed, step) -> None:
         _langevin_block(0, n, f, v, ids, typ, drag, noise, seed, step)
 
 
+@functools.lru_cache(maxsize=4)
+def _one_type(n: int) -> np.ndarray:
+    """Type 0 for ``n`` rows, kept between steps (``n`` changes only at migrations); the
+    kernels only read it (a read-only flag would make Numba compile another variant)."""
+    return np.zeros(n, np.int32)
+
+
 def langevin_forces(f, v, ids, n, drag, noise, seed, step) -> None:
     """Add Langevin drag ``-drag*v`` and noise ``noise*N(0,1)`` keyed by (seed, step, id)."""
-    langevin_forces_typed(f, v, ids, np.zeros(n, np.int32), n, np.array([float(drag)]),
+    langevin_forces_typed(f, v, ids, _one_type(n), n, np.array([float(drag)]),
                           np.array([float(noise)]), seed, step)
 
 

@@ -88,6 +88,77 @@ md_rank_select(const T* __restrict__ x, int n, const double* __restrict__ edges,
     }
 }
 
+// One message round per rebuild (md_rank_route replaces md_rank_classify and md_rank_select):
+// owned row i of the old arrangement is kept (owner me) or leaves for lo or hi (lists[0 ..),
+// lists[room ..)). A kept row near a neighbour is that neighbour's ghost (lists[2 room ..),
+// lists[3 room ..)); a leaver near this slab stays here as a ghost (lists[4 room ..): its new
+// owner sends its position each step). A leaver to neighbour k near the slab beyond k is a
+// ghost there too: with three slabs that slab is this one's other neighbour and gets it in
+// this round (relay); with more nobody can send it in one round, so err[2] = 1 (the caller
+// takes md_rank_classify's two rounds where slabs are thin enough for that). cursor[0 .. 5]
+// counts kept, to lo, to hi, near lo, near hi, self ghosts; err[0], err[1] as in
+// md_rank_classify.
+__device__ __forceinline__ void md_rank_push(int* cursor, int which, int room, int* lists, int i)
+{
+    const int s = atomicAdd(cursor + 1 + which, 1);
+    if (s < room) lists[which * room + s] = i;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_route(const T* __restrict__ x, int n, const double* __restrict__ edges, int nslab,
+              int me, int lo, int hi, double lz, double cut, int room, int* __restrict__ cursor,
+              int* __restrict__ kept, int* __restrict__ lists, int* __restrict__ err)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double z = double(x[3LL * i + 2]);
+    const int k = slab_of(z, edges, nslab);
+    if (k == me) {
+        kept[atomicAdd(cursor, 1)] = i;
+        if (near_slab(z, edges, lo, lz, cut)) md_rank_push(cursor, 2, room, lists, i);
+        if (hi != lo && near_slab(z, edges, hi, lz, cut)) md_rank_push(cursor, 3, room, lists, i);
+    } else if (k == lo || k == hi) {
+        md_rank_push(cursor, k == lo ? 0 : 1, room, lists, i);
+        if (near_slab(z, edges, me, lz, cut)) md_rank_push(cursor, 4, room, lists, i);
+        const int beyond = k == lo ? (lo == 0 ? nslab - 1 : lo - 1)
+                                   : (hi == nslab - 1 ? 0 : hi + 1);
+        if (beyond != me && near_slab(z, edges, beyond, lz, cut)) {
+            if (beyond == hi && k == lo) md_rank_push(cursor, 3, room, lists, i);
+            else if (beyond == lo && k == hi) md_rank_push(cursor, 2, room, lists, i);
+            else err[2] = 1;
+        }
+    } else {
+        err[0] = 1;
+        err[1] = i;
+    }
+}
+
+// flags[j] for row row0 + j: (mode 0) near slab s, (mode 1) owned by slab s.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_mark(const T* __restrict__ x, int row0, int m, const double* __restrict__ edges,
+             int nslab, int s, double lz, double cut, int mode, int* __restrict__ flags)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    const double z = double(x[3LL * (row0 + j) + 2]);
+    flags[j] = mode ? slab_of(z, edges, nslab) == s : near_slab(z, edges, s, lz, cut);
+}
+
+// Order-preserving compaction: out[start[j]] = row0 + j where flags[j] (start: the exclusive
+// scan of flags, start[m] the total, copied to total[0]).
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_compact(const I* __restrict__ flags, const I* __restrict__ start, int row0, int m,
+                long long* __restrict__ out, I* __restrict__ total)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    if (flags[j]) out[start[j]] = row0 + j;
+    if (j == 0) total[0] = start[m];
+}
+
 // Bucket keys of a one-slab arena: rows [0, n_own) owned (key = cell), [n_own, rows) ghosts
 // (key = ncells + cell); three entries per row as md_arena_scatter reads them, two unused.
 template <typename T>

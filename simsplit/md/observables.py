@@ -310,6 +310,7 @@ class Observables:
             out["ghosts_per_slab"] = self.arena.ghosts_per_slab()
             if hasattr(self.arena, "interior"):  # this rank's rows whose lists hold no ghost
                 out["interior_rows"] = int(np.diff(self.arena.interior)[0])
+                out["message_rounds"] = self.arena.rounds  # per rebuild (rank_rounds)
         if self._comm is not None:
             out["migrations"] = int(self._comm.allreduce(int(out["migrations"])))
             out["ghosts"] = int(self._comm.allreduce(int(out["ghosts"])))

@@ -42,9 +42,10 @@ ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
-RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
+RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_gather",
+                      "md_rank_select", "md_rank_keys",
                       "md_rank_ghost_rows", "md_scatter_rows", "md_rank_pack")
-RANK_INDEX_KERNELS = ("md_rank_compose",)
+RANK_INDEX_KERNELS = ("md_rank_compose", "md_rank_compact")
 
 
 @functools.cache
@@ -670,6 +671,42 @@ class DeviceMDKernels:
             self._launch("md_rank_select", x.dtype, n, x, np.int32(n), edges, np.int32(lo),
                          np.int32(hi), np.float64(lz), np.float64(cut), np.int32(room), counts,
                          to_lo, to_hi)
+
+    def rank_route(self, x, n: int, edges, nslab: int, me: int, lo: int, hi: int, lz: float,
+                   cut: float, room: int, counts, kept, lists) -> None:
+        """Queue the one-round test of ``n`` owned rows (``md_rank_route``): ``counts`` =
+        [kept, to lo, to hi, near lo, near hi, self ghosts, stray flag, stray row, ghost
+        beyond reach of one round]; ``kept`` and the five lists of at most ``room`` rows in
+        ``lists`` (zero past their counts)."""
+        for arr in (counts, lists):
+            self._zero(arr)
+        if n:
+            self._launch("md_rank_route", x.dtype, n, x, np.int32(n), edges, np.int32(nslab),
+                         np.int32(me), np.int32(lo), np.int32(hi), np.float64(lz),
+                         np.float64(cut), np.int32(room), counts, kept, lists, counts[6:])
+
+    def rank_compact_rows(self, x, row0: int, m: int, edges, nslab: int, slab: int, lz: float,
+                          cut: float, owner: bool, scratch: dict[str, Any], out, total
+                          ) -> None:
+        """Queue ``out[:c]`` = the rows ``r`` of ``[row0, row0 + m)``, in order, that lie near
+        slab ``slab`` (or, with ``owner``, in it), and ``total[0] = c``. ``scratch``: reused
+        flag and scan arrays of at least ``m`` rows (grown here)."""
+        self._zero(total)
+        if not m:
+            return
+        if scratch.get("rows", -1) < m:
+            rows = m + m // 8 + 16
+            scratch.update(rows=rows, flags=self.zeros((rows,), np.int32),
+                           start=self.zeros((rows + 1,), np.int32),
+                           fill=self.zeros((rows,), np.int32),
+                           sums=self.zeros((scan_scratch(rows),), np.int32))
+        flags, start = scratch["flags"], scratch["start"]
+        self._launch("md_rank_mark", x.dtype, m, x, np.int32(row0), np.int32(m), edges,
+                     np.int32(nslab), np.int32(slab), np.float64(lz), np.float64(cut),
+                     np.int32(owner), flags)
+        self._exclusive_scan(flags, m, scratch["sums"], start, scratch["fill"])
+        self._launch("md_rank_compact", None, m, flags, start, np.int32(row0), np.int32(m), out,
+                     total)
 
     def rank_gather(self, idx, m: int, src: dict[str, Any], out: dict[str, Any],
                     motion: bool) -> None:

@@ -64,6 +64,69 @@ def md_rank_select(x, n, edges, lo, hi, lz, cut, room, cursor, to_lo, to_hi):
             to_hi[s] = i
 
 
+@cuda.jit(device=True)
+def _push(cursor, which, room, lists, i):
+    s = cuda.atomic.add(cursor, 1 + which, np.int32(1))
+    if s < room:
+        lists[which * room + s] = i
+
+
+@cuda.jit
+def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, cursor, kept, lists, err):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    z = np.float64(x[i, 2])
+    k = slab_of(z, edges, nslab)
+    if k == me:
+        kept[cuda.atomic.add(cursor, 0, np.int32(1))] = i
+        if near_slab(z, edges, lo, lz, cut):
+            _push(cursor, 2, room, lists, i)
+        if hi != lo and near_slab(z, edges, hi, lz, cut):
+            _push(cursor, 3, room, lists, i)
+    elif k == lo or k == hi:
+        _push(cursor, 0 if k == lo else 1, room, lists, i)
+        if near_slab(z, edges, me, lz, cut):
+            _push(cursor, 4, room, lists, i)
+        if k == lo:
+            beyond = nslab - 1 if lo == 0 else lo - 1
+        else:
+            beyond = 0 if hi == nslab - 1 else hi + 1
+        if beyond != me and near_slab(z, edges, beyond, lz, cut):
+            if beyond == hi and k == lo:
+                _push(cursor, 3, room, lists, i)
+            elif beyond == lo and k == hi:
+                _push(cursor, 2, room, lists, i)
+            else:
+                err[2] = 1
+    else:
+        err[0] = 1
+        err[1] = i
+
+
+@cuda.jit
+def md_rank_mark(x, row0, m, edges, nslab, s, lz, cut, mode, flags):
+    j = cuda.grid(1)
+    if j >= m:
+        return
+    z = np.float64(x[row0 + j, 2])
+    if mode != 0:
+        flags[j] = 1 if slab_of(z, edges, nslab) == s else 0
+    else:
+        flags[j] = 1 if near_slab(z, edges, s, lz, cut) else 0
+
+
+@cuda.jit
+def md_rank_compact(flags, start, row0, m, out, total):
+    j = cuda.grid(1)
+    if j >= m:
+        return
+    if flags[j] != 0:
+        out[start[j]] = row0 + j
+    if j == 0:
+        total[0] = start[m]
+
+
 @cuda.jit
 def md_rank_keys(x, n_own, rows, bx, by, bz, nx, ny, nz, keys, counts):
     i = cuda.grid(1)
@@ -125,5 +188,6 @@ def md_rank_pack(x, idx, m, flags, trailer, buf, words):
 
 #: kernel name (as in md_ranks.cuh) -> kernel
 RANK_KERNELS = {name: globals()[name] for name in (
-    "md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
+    "md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_compact",
+    "md_rank_gather", "md_rank_select", "md_rank_keys",
     "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack")}

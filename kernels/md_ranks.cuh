@@ -97,7 +97,7 @@ md_rank_select(const T* __restrict__ x, int n, const double* __restrict__ edges,
 // this round (relay); with more nobody can send it in one round, so err[2] = 1 (the caller
 // takes md_rank_classify's two rounds where slabs are thin enough for that). cursor[0 .. 5]
 // counts kept, to lo, to hi, near lo, near hi, self ghosts; err[0], err[1] as in
-// md_rank_classify.
+// md_rank_classify, err[3] counts the relayed ghosts.
 __device__ __forceinline__ void md_rank_push(int* cursor, int which, int room, int* lists, int i)
 {
     const int s = atomicAdd(cursor + 1 + which, 1);
@@ -124,9 +124,12 @@ md_rank_route(const T* __restrict__ x, int n, const double* __restrict__ edges, 
         const int beyond = k == lo ? (lo == 0 ? nslab - 1 : lo - 1)
                                    : (hi == nslab - 1 ? 0 : hi + 1);
         if (beyond != me && near_slab(z, edges, beyond, lz, cut)) {
-            if (beyond == hi && k == lo) md_rank_push(cursor, 3, room, lists, i);
-            else if (beyond == lo && k == hi) md_rank_push(cursor, 2, room, lists, i);
-            else err[2] = 1;
+            if (beyond == lo || beyond == hi) {
+                md_rank_push(cursor, beyond == lo ? 2 : 3, room, lists, i);
+                atomicAdd(err + 3, 1);
+            } else {
+                err[2] = 1;
+            }
         }
     } else {
         err[0] = 1;

@@ -66,6 +66,7 @@ class RankRounds:
     _edges: Any
     _counts: Any
     _rooms: dict[str, int]
+    relayed: int
     _staged: dict[str, Any]
 
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
@@ -120,6 +121,7 @@ class RankRounds:
                 break
             self._rooms["leavers"] = room_for(max(got[1:6]))
         self._rooms["near"] = max(self._rooms["near"], room)
+        self.relayed += got[9]
         leavers = self._by_link((part[0], got[1]), (part[1], got[2]))
         near = self._by_link((part[2], got[3]), (part[3], got[4]))
         arrivals, ghosts = self._post_and_receive([(leavers, MIGRANT_TAGS), (near, GHOST_TAGS)],

@@ -70,7 +70,9 @@ class RankSlab(RankRounds):
         self.state.kernels = kernels
         endpoint.use_device(kernels.host_buffer, kernels.pin_host, kernels.unpin_host)
         self._edges = kernels.to_device(np.asarray(layout.edges, np.float64))
-        self._counts = kernels.zeros((9,), np.int32)
+        self._counts = kernels.zeros((10,), np.int32)
+        #: ghosts this slab relayed in one round (a leaver to one neighbour near the other)
+        self.relayed = 0
         #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
         self._rooms = {"leavers": 16, "near": 16}
         self._buffers: dict[str, Any] = {}

@@ -676,8 +676,8 @@ class DeviceMDKernels:
                    cut: float, room: int, counts, kept, lists) -> None:
         """Queue the one-round test of ``n`` owned rows (``md_rank_route``): ``counts`` =
         [kept, to lo, to hi, near lo, near hi, self ghosts, stray flag, stray row, ghost
-        beyond reach of one round]; ``kept`` and the five lists of at most ``room`` rows in
-        ``lists`` (zero past their counts)."""
+        beyond reach of one round, relayed ghosts]; ``kept`` and the five lists of at most
+        ``room`` rows in ``lists`` (zero past their counts)."""
         for arr in (counts, lists):
             self._zero(arr)
         if n:

@@ -93,10 +93,9 @@ def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, cursor, kept, l
         else:
             beyond = 0 if hi == nslab - 1 else hi + 1
         if beyond != me and near_slab(z, edges, beyond, lz, cut):
-            if beyond == hi and k == lo:
-                _push(cursor, 3, room, lists, i)
-            elif beyond == lo and k == hi:
-                _push(cursor, 2, room, lists, i)
+            if beyond == lo or beyond == hi:
+                _push(cursor, 2 if beyond == lo else 3, room, lists, i)
+                cuda.atomic.add(err, 3, np.int32(1))
             else:
                 err[2] = 1
     else:

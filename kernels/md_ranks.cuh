@@ -89,26 +89,32 @@ md_rank_select(const T* __restrict__ x, int n, const double* __restrict__ edges,
 }
 
 // One message round per rebuild (md_rank_route replaces md_rank_classify and md_rank_select):
-// owned row i of the old arrangement is kept (owner me) or leaves for lo or hi (lists[0 ..),
-// lists[room ..)). A kept row near a neighbour is that neighbour's ghost (lists[2 room ..),
-// lists[3 room ..)); a leaver near this slab stays here as a ghost (lists[4 room ..): its new
-// owner sends its position each step). A leaver to neighbour k near the slab beyond k is a
-// ghost there too: with three slabs that slab is this one's other neighbour and gets it in
-// this round (relay); with more nobody can send it in one round, so err[2] = 1 (the caller
-// takes md_rank_classify's two rounds where slabs are thin enough for that). cursor[0 .. 5]
-// counts kept, to lo, to hi, near lo, near hi, self ghosts; err[0], err[1] as in
-// md_rank_classify, err[3] counts the relayed ghosts.
-__device__ __forceinline__ void md_rank_push(int* cursor, int which, int room, int* lists, int i)
+// owned row i of the old arrangement is kept (owner me) or leaves for lo or hi (lists 0, 1).
+// A leaver near this slab stays here as a ghost (list 2: its new owner sends its position
+// each step). A kept row near a neighbour is that neighbour's ghost (lists 3, 4). A leaver to
+// neighbour k near the slab beyond k is a ghost there too: with three slabs that slab is this
+// one's other neighbour and gets it in this round (relay, counted in err[3]); with more nobody
+// can send it in one round, so err[2] = 1 (the caller takes md_rank_classify's two rounds
+// where slabs are thin enough for that to happen). Lists 0-2 hold at most `room` rows from
+// lists[list * room], lists 3-4 at most `near_room` from lists[3 room + (list - 3) near_room];
+// cursor[0] counts the kept rows, cursor[1 + list] each list; err[0], err[1] as in
+// md_rank_classify.
+__device__ __forceinline__ void md_rank_push(int* cursor, int list, int room, int near_room,
+                                             int* lists, int i)
 {
-    const int s = atomicAdd(cursor + 1 + which, 1);
-    if (s < room) lists[which * room + s] = i;
+    const int s = atomicAdd(cursor + 1 + list, 1);
+    const int cap = list < 3 ? room : near_room;
+    const long long base = list < 3 ? (long long)list * room
+                                    : 3LL * room + (long long)(list - 3) * near_room;
+    if (s < cap) lists[base + s] = i;
 }
 
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_rank_route(const T* __restrict__ x, int n, const double* __restrict__ edges, int nslab,
-              int me, int lo, int hi, double lz, double cut, int room, int* __restrict__ cursor,
-              int* __restrict__ kept, int* __restrict__ lists, int* __restrict__ err)
+              int me, int lo, int hi, double lz, double cut, int room, int near_room,
+              int* __restrict__ cursor, int* __restrict__ kept, int* __restrict__ lists,
+              int* __restrict__ err)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -116,16 +122,17 @@ md_rank_route(const T* __restrict__ x, int n, const double* __restrict__ edges, 
     const int k = slab_of(z, edges, nslab);
     if (k == me) {
         kept[atomicAdd(cursor, 1)] = i;
-        if (near_slab(z, edges, lo, lz, cut)) md_rank_push(cursor, 2, room, lists, i);
-        if (hi != lo && near_slab(z, edges, hi, lz, cut)) md_rank_push(cursor, 3, room, lists, i);
+        if (near_slab(z, edges, lo, lz, cut)) md_rank_push(cursor, 3, room, near_room, lists, i);
+        if (hi != lo && near_slab(z, edges, hi, lz, cut))
+            md_rank_push(cursor, 4, room, near_room, lists, i);
     } else if (k == lo || k == hi) {
-        md_rank_push(cursor, k == lo ? 0 : 1, room, lists, i);
-        if (near_slab(z, edges, me, lz, cut)) md_rank_push(cursor, 4, room, lists, i);
+        md_rank_push(cursor, k == lo ? 0 : 1, room, near_room, lists, i);
+        if (near_slab(z, edges, me, lz, cut)) md_rank_push(cursor, 2, room, near_room, lists, i);
         const int beyond = k == lo ? (lo == 0 ? nslab - 1 : lo - 1)
                                    : (hi == nslab - 1 ? 0 : hi + 1);
         if (beyond != me && near_slab(z, edges, beyond, lz, cut)) {
             if (beyond == lo || beyond == hi) {
-                md_rank_push(cursor, beyond == lo ? 2 : 3, room, lists, i);
+                md_rank_push(cursor, beyond == lo ? 3 : 4, room, near_room, lists, i);
                 atomicAdd(err + 3, 1);
             } else {
                 err[2] = 1;

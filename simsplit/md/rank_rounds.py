@@ -97,18 +97,20 @@ class RankRounds:
         k, s = self.kernels, self.state
         n_old, old = s.n_own, self._old_rows()
         while True:
-            room = self._rooms["leavers"]
+            room, near_room = self._rooms["leavers"], self._rooms["near"]
             kept = self._device("kept", (max(n_old, 1),), np.int32)
-            lists = self._device("route", (_ROUTE_LISTS * room,), np.int32)
+            lists = self._device("route", (3 * room + 2 * near_room,), np.int32, exact=True)
             k.rank_route(s.x, n_old, self._edges, self.layout.parts, self.rank, self.lo,
-                         self.hi, float(self.layout.box[2]), self.cut, room, self._counts,
-                         kept, lists)
-            part = [lists[j * room: (j + 1) * room] for j in range(_ROUTE_LISTS)]
-            full = room if n_old else 0
-            queued = self._queue_packs(self._by_link((part[0], full), (part[1], full)), old,
-                                       MIGRANT_TAGS)
-            queued += self._queue_packs(self._by_link((part[2], full), (part[3], full)), old,
-                                        GHOST_TAGS)
+                         self.hi, float(self.layout.box[2]), self.cut, (room, near_room),
+                         self._counts, kept, lists)
+            part = [lists[j * room: (j + 1) * room] for j in range(3)] + \
+                [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
+                 for j in range(2)]
+            full = (room, near_room) if n_old else (0, 0)
+            queued = self._queue_packs(self._by_link((part[0], full[0]), (part[1], full[0])),
+                                       old, MIGRANT_TAGS)
+            queued += self._queue_packs(self._by_link((part[3], full[1]), (part[4], full[1])),
+                                        old, GHOST_TAGS)
             got = [int(c) for c in k.read_ints(self._counts)]
             if got[6]:
                 self._raise_stray(got[7])
@@ -117,23 +119,23 @@ class RankRounds:
                     f"slab {self.rank}: an atom reached a neighbour near the slab beyond it, "
                     "whose ghost one message round cannot deliver (slabs too thin for the "
                     "distance atoms moved between rebuilds)")
-            if max(got[1:6]) <= room:
+            if max(got[1:4]) <= room and max(got[4:6]) <= near_room:
                 break
-            self._rooms["leavers"] = room_for(max(got[1:6]))
-        self._rooms["near"] = max(self._rooms["near"], room)
+            self._rooms["leavers"] = max(room, room_for(max(got[1:4])))
+            self._rooms["near"] = max(near_room, room_for(max(got[4:6])))
         self.relayed += got[9]
         leavers = self._by_link((part[0], got[1]), (part[1], got[2]))
-        near = self._by_link((part[2], got[3]), (part[3], got[4]))
+        near = self._by_link((part[3], got[4]), (part[4], got[5]))
         arrivals, ghosts = self._post_and_receive([(leavers, MIGRANT_TAGS), (near, GHOST_TAGS)],
                                                   queued)
         n = got[0] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
-        g = got[5] + sum(int(a["gid"].shape[0]) for a in ghosts.values())
+        g = got[3] + sum(int(a["gid"].shape[0]) for a in ghosts.values())
         new = self._rows("a", n, g, dtype)
         k.rank_gather(kept, got[0], old, new, motion=True)
         row = self._append(new, got[0], arrivals, MIGRANT_TAGS)
         row = self._append(new, row, ghosts, GHOST_TAGS)
         # this slab's leavers near it: their new owners send their positions from now on
-        k.rank_gather(part[4], got[5], old, {"x": new["x"][row:], "gid": new["gid"][row:]},
+        k.rank_gather(part[2], got[3], old, {"x": new["x"][row:], "gid": new["gid"][row:]},
                       motion=False)
         return n, g, new, {nb: m for nb, (_, m) in leavers.items()}
 

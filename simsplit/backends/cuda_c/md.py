@@ -673,17 +673,19 @@ class DeviceMDKernels:
                          to_lo, to_hi)
 
     def rank_route(self, x, n: int, edges, nslab: int, me: int, lo: int, hi: int, lz: float,
-                   cut: float, room: int, counts, kept, lists) -> None:
+                   cut: float, rooms: tuple[int, int], counts, kept, lists) -> None:
         """Queue the one-round test of ``n`` owned rows (``md_rank_route``): ``counts`` =
-        [kept, to lo, to hi, near lo, near hi, self ghosts, stray flag, stray row, ghost
-        beyond reach of one round, relayed ghosts]; ``kept`` and the five lists of at most
-        ``room`` rows in ``lists`` (zero past their counts)."""
+        [kept, to lo, to hi, own ghosts, near lo, near hi, stray flag, stray row, ghost beyond
+        reach of one round, relayed ghosts]; ``kept`` and the five lists in ``lists`` (three
+        of at most ``rooms[0]`` rows, then two of at most ``rooms[1]``; zero past their
+        counts)."""
         for arr in (counts, lists):
             self._zero(arr)
         if n:
             self._launch("md_rank_route", x.dtype, n, x, np.int32(n), edges, np.int32(nslab),
                          np.int32(me), np.int32(lo), np.int32(hi), np.float64(lz),
-                         np.float64(cut), np.int32(room), counts, kept, lists, counts[6:])
+                         np.float64(cut), np.int32(rooms[0]), np.int32(rooms[1]), counts, kept,
+                         lists, counts[6:])
 
     def rank_compact_rows(self, x, row0: int, m: int, edges, nslab: int, slab: int, lz: float,
                           cut: float, owner: bool, scratch: dict[str, Any], out, total

@@ -65,14 +65,17 @@ def md_rank_select(x, n, edges, lo, hi, lz, cut, room, cursor, to_lo, to_hi):
 
 
 @cuda.jit(device=True)
-def _push(cursor, which, room, lists, i):
+def _push(cursor, which, room, near_room, lists, i):
     s = cuda.atomic.add(cursor, 1 + which, np.int32(1))
-    if s < room:
-        lists[which * room + s] = i
+    cap = room if which < 3 else near_room
+    base = which * room if which < 3 else 3 * room + (which - 3) * near_room
+    if s < cap:
+        lists[base + s] = i
 
 
 @cuda.jit
-def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, cursor, kept, lists, err):
+def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, near_room, cursor, kept,
+                  lists, err):
     i = cuda.grid(1)
     if i >= n:
         return
@@ -81,20 +84,20 @@ def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, cursor, kept, l
     if k == me:
         kept[cuda.atomic.add(cursor, 0, np.int32(1))] = i
         if near_slab(z, edges, lo, lz, cut):
-            _push(cursor, 2, room, lists, i)
+            _push(cursor, 3, room, near_room, lists, i)
         if hi != lo and near_slab(z, edges, hi, lz, cut):
-            _push(cursor, 3, room, lists, i)
+            _push(cursor, 4, room, near_room, lists, i)
     elif k == lo or k == hi:
-        _push(cursor, 0 if k == lo else 1, room, lists, i)
+        _push(cursor, 0 if k == lo else 1, room, near_room, lists, i)
         if near_slab(z, edges, me, lz, cut):
-            _push(cursor, 4, room, lists, i)
+            _push(cursor, 2, room, near_room, lists, i)
         if k == lo:
             beyond = nslab - 1 if lo == 0 else lo - 1
         else:
             beyond = 0 if hi == nslab - 1 else hi + 1
         if beyond != me and near_slab(z, edges, beyond, lz, cut):
             if beyond == lo or beyond == hi:
-                _push(cursor, 2 if beyond == lo else 3, room, lists, i)
+                _push(cursor, 3 if beyond == lo else 4, room, near_room, lists, i)
                 cuda.atomic.add(err, 3, np.int32(1))
             else:
                 err[2] = 1

@@ -2,18 +2,21 @@
 // md_arena.cuh, whose slab_of and near_slab it shares).
 //
 // A rebuild keeps the atoms on the device; only leavers and ghosts travel, as messages:
-// 1. md_rank_classify: each owned row's owner after migration (slab_of, as in the arena): kept
-//    rows and the leavers to each neighbour listed by atomic cursors; the host reads the three
-//    counts. md_rank_gather compacts the kept rows into the new arrays and packs the leavers'
-//    x, v, img and gid for their messages; arrivals are appended after the kept rows.
-// 2. md_rank_select: the owned rows (kept and arrived) near each neighbour's interval
-//    (near_slab: the CPU's near_interval, same margin); the host reads the two counts,
-//    md_rank_gather packs their x and gid, and the ghosts received follow the owned rows.
-// 3. md_rank_keys bins the rows as a one-slab arena: owned rows under key cell, ghost rows
+// 1. md_rank_route (one message round; see simsplit/md/rank_rounds.py): on the old rows, the
+//    kept rows, the leavers to each neighbour, the kept rows near each neighbour and this
+//    slab's leavers near it, listed by atomic cursors; the host reads the counts once.
+//    md_rank_gather packs leavers (x, v, img, gid) and ghosts (x, gid) for one round of
+//    messages, compacts the kept rows; arrivals, received ghosts and the own leavers near this
+//    slab (a local gather) follow them.
+//    Two rounds where one cannot find every ghost: md_rank_classify (owners, leavers), then
+//    md_rank_select (owned rows, kept and arrived, near each neighbour: near_slab, the CPU's
+//    near_interval, same margin).
+// 2. md_rank_keys bins the rows as a one-slab arena: owned rows under key cell, ghost rows
 //    under ncells + cell; the arena's scatter, gid sort, owned placement (md_arena_owned) and
 //    list build do the rest, md_rank_ghost_rows places the ghost rows.
-// 4. md_rank_compose turns the packed lists into the rows each step's ghost refresh gathers
-//    (md_gather_rows) and the rows received ghosts land in (md_scatter_rows).
+// 3. md_rank_mark, the scan and md_rank_compact list, in row order, the sorted owned rows near
+//    each neighbour (sent each step: md_rank_pack) and the ghost rows it owns (received:
+//    md_scatter_rows). Rows are in (cell, id) order on both sides, so the lists match.
 // Row order never enters a sum (lists are in canonical order), so atomic list order is fine.
 
 // Owned row i: kept (owner me), or leaving for the low or high neighbour (lo == hi with two

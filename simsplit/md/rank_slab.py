@@ -2,17 +2,17 @@
 leavers and ghosts only.
 
 A rebuild (``kernels/md_ranks.cuh``) finds each owned atom's owner after migration on the
-device, compacts the kept rows and packs the leavers (position, velocity, image, id) for the
-neighbours; the arrivals follow the kept rows. It then lists the owned rows near each
-neighbour's interval and sends their positions and ids; the ghosts received follow the owned
-rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell, by id) and the
-lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical order and
-the bits are those of one slab. Each pack is gathered over its list's whole room and
-downloaded into an outbox before the host reads the list's counts, so the host waits once for
-the leavers (counts and packs), once for the ghosts and once for the longest list row (and the
-interior rows), and traffic is O(leavers + ghosts), never O(N). A rebuild runs on the kernel
-set's side queue, beside the interior forces its step queued before the rebuild was agreed.
-Outboxes are memory the neighbour reads in place where it shares the node
+device and sends the leavers (position, velocity, image, id) and the ghosts (position, id) to
+the neighbours, in one message round where that finds every ghost, else in two
+(:mod:`simsplit.md.rank_rounds`); the arrivals follow the kept rows, the ghosts the owned
+rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell, by id) and
+the lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical
+order and the bits are those of one slab. Each pack is gathered over its list's whole room
+and downloaded into an outbox before the host reads the list's counts, so the host waits once
+per round and once for the longest list row (with the interior rows and the lengths of the
+ghost refresh lists), and traffic is O(leavers + ghosts), never O(N). A rebuild runs on the
+kernel set's side queue, beside the interior forces its step queued before the rebuild was
+agreed. Outboxes are memory the neighbour reads in place where it shares the node
 (:meth:`Endpoint.outbox`), else messages.
 
 Each step, :meth:`RankSlab.start_step` queues the ghost positions each neighbour needs, the

@@ -926,23 +926,27 @@ class CupyMDKernels(DeviceMDKernels):
                 self._stream().wait_event(mark)
 
     def queue_read(self, arr: Any) -> Any:
+        # pinned buffers per size and type, each reused once its read is taken: reads of
+        # one size may be in flight together (a rank slab's interior bounds and refresh
+        # list lengths)
         rt = self._cp.cuda.runtime
         key = ("queued", arr.size, arr.dtype.str)
-        buf = self._pinned.get(key)  # type: ignore[call-overload]
-        if buf is None:
-            buf = self._pinned[key] = self.host_buffer(arr.shape, arr.dtype)  # type: ignore[index]
+        free = self._pinned.setdefault(key, [])  # type: ignore[call-overload]
+        buf = free.pop() if free else self.host_buffer(arr.shape, arr.dtype)
         with self._dev:
             rt.memcpyAsync(buf.ctypes.data, arr.data.ptr, arr.nbytes, rt.memcpyDeviceToHost,
                            self._stream().ptr)
             done = self.mark()
-        return buf, done, arr
+        return buf, done, arr, free
 
     def queued_read(self, handle: Any) -> np.ndarray:
-        buf, done, _ = handle
+        buf, done, _, free = handle
         if not done.done:
             done.synchronize()
             self.host_waits += 1
-        return np.array(buf, dtype=np.int64)
+        out = np.array(buf, dtype=np.int64)
+        free.append(buf)
+        return out
 
     def queue_flags(self) -> None:
         buf = self._pinned_for(self._flags)
@@ -1062,8 +1066,9 @@ class CupyMDKernels(DeviceMDKernels):
             done.record(main)
 
     def wait_download(self, handle: Any) -> np.ndarray:
-        handle[0].synchronize()
-        self.host_waits += 1
+        if not handle[0].done:  # counted only where the host waits
+            handle[0].synchronize()
+            self.host_waits += 1
         return handle[1]
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:

@@ -147,29 +147,34 @@ md_rank_route(const T* __restrict__ x, int n, const double* __restrict__ edges, 
     }
 }
 
-// flags[j] for row row0 + j: (mode 0) near slab s, (mode 1) owned by slab s.
+// The refresh lists of every link in one scan: segment j (of nlinks, link links[j]) flags the
+// sorted rows [0, rows) of x: an owned row (r < n_own) near that slab, a ghost row owned by it.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_rank_mark(const T* __restrict__ x, int row0, int m, const double* __restrict__ edges,
-             int nslab, int s, double lz, double cut, int mode, int* __restrict__ flags)
+md_rank_mark(const T* __restrict__ x, int n_own, int rows, const double* __restrict__ edges,
+             int nslab, int link0, int link1, int nlinks, double lz, double cut,
+             int* __restrict__ flags)
 {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= m) return;
-    const double z = double(x[3LL * (row0 + j) + 2]);
-    flags[j] = mode ? slab_of(z, edges, nslab) == s : near_slab(z, edges, s, lz, cut);
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)nlinks * rows) return;
+    const int r = int(t % rows);
+    const int s = t < rows ? link0 : link1;
+    const double z = double(x[3LL * r + 2]);
+    flags[t] = r < n_own ? near_slab(z, edges, s, lz, cut) : slab_of(z, edges, nslab) == s;
 }
 
-// Order-preserving compaction: out[start[j]] = row0 + j where flags[j] (start: the exclusive
-// scan of flags, start[m] the total, copied to total[0]).
+// Order-preserving compaction of md_rank_mark's flags (start: their exclusive scan): out[start[t]]
+// = the row of entry t, and bounds[b] = start of entry (b / 2) rows + (b % 2) n_own for
+// b < 2 nlinks + 1: each link's sent rows are out[bounds[2 j] .. bounds[2 j + 1]), its received
+// ones out[bounds[2 j + 1] .. bounds[2 j + 2]).
 template <typename I>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
-md_rank_compact(const I* __restrict__ flags, const I* __restrict__ start, int row0, int m,
-                long long* __restrict__ out, I* __restrict__ total)
+md_rank_compact(const I* __restrict__ flags, const I* __restrict__ start, int n_own, int rows,
+                int nlinks, long long* __restrict__ out, I* __restrict__ bounds)
 {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= m) return;
-    if (flags[j]) out[start[j]] = row0 + j;
-    if (j == 0) total[0] = start[m];
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < (long long)nlinks * rows && flags[t]) out[start[t]] = t % rows;
+    if (t < 2 * nlinks + 1) bounds[t] = start[(long long)(t / 2) * rows + (t % 2) * n_own];
 }
 
 // Bucket keys of a one-slab arena: rows [0, n_own) owned (key = cell), [n_own, rows) ghosts

@@ -208,26 +208,24 @@ class RankSlab(RankRounds):
         """Queue each link's refresh lists on the sorted rows ``x``: the owned rows near it
         (sent every step) and the ghost rows it owns (received every step), both in row
         order, which is (cell, id) order on both sides; returns the queued read of their
-        lengths (:meth:`_refresh_lists` takes it after the build's wait)."""
-        k, parts, lz = self.kernels, self.layout.parts, float(self.layout.box[2])
-        totals = self._device("refresh_counts", (2 * len(self.links),), np.int32, exact=True)
-        for j, nb in enumerate(self.links):
-            send = self._device(f"send_rows_{nb}", (max(n, 1),), np.int64)
-            k.rank_compact_rows(x, 0, n, self._edges, parts, nb, lz, self.cut, False,
-                                self._scan, send, totals[2 * j: 2 * j + 1])
-            recv = self._device(f"recv_rows_{nb}", (max(g, 1),), np.int64)
-            k.rank_compact_rows(x, n, g, self._edges, parts, nb, lz, self.cut, True,
-                                self._scan, recv, totals[2 * j + 1: 2 * j + 2])
+        offsets (:meth:`_refresh_lists` takes it after the build's wait)."""
+        k, links = self.kernels, self.links
+        bounds = self._device("refresh_bounds", (2 * len(links) + 1,), np.int32, exact=True)
+        out = self._device("refresh_rows", (max(len(links) * (n + g), 1),), np.int64)
+        k.rank_refresh_lists(x, n, n + g, self._edges, self.layout.parts, links,
+                             float(self.layout.box[2]), self.cut, self._scan, out, bounds)
+        for nb in links:
             # made here, before the build's wait: the ghost positions may land in it on a
             # copy stream that does not wait for the kernels
             self._device(f"recv_x_{nb}", (max(g, 1), 3), self.state.x.dtype)
-        return k.queue_read(totals)
+        return k.queue_read(bounds)
 
-    def _refresh_lists(self, counts: np.ndarray) -> None:
-        """The refresh lists :meth:`_plan_refresh` queued, cut to their lengths."""
+    def _refresh_lists(self, bounds: np.ndarray) -> None:
+        """The refresh lists :meth:`_plan_refresh` queued, views of one buffer."""
+        rows = self._buffers["refresh_rows"]
         for j, nb in enumerate(self.links):
-            self.send_rows[nb] = self._buffers[f"send_rows_{nb}"][: int(counts[2 * j])]
-            self.recv_rows[nb] = self._buffers[f"recv_rows_{nb}"][: int(counts[2 * j + 1])]
+            self.send_rows[nb] = rows[int(bounds[2 * j]): int(bounds[2 * j + 1])]
+            self.recv_rows[nb] = rows[int(bounds[2 * j + 1]): int(bounds[2 * j + 2])]
 
     def _outbox_needs(self, leavers: dict[int, int]) -> dict[tuple[int, str], int]:
         """Bytes of each outbox the steps until the next rebuild and that rebuild fill: the

@@ -687,28 +687,31 @@ class DeviceMDKernels:
                          np.float64(cut), np.int32(rooms[0]), np.int32(rooms[1]), counts, kept,
                          lists, counts[6:])
 
-    def rank_compact_rows(self, x, row0: int, m: int, edges, nslab: int, slab: int, lz: float,
-                          cut: float, owner: bool, scratch: dict[str, Any], out, total
-                          ) -> None:
-        """Queue ``out[:c]`` = the rows ``r`` of ``[row0, row0 + m)``, in order, that lie near
-        slab ``slab`` (or, with ``owner``, in it), and ``total[0] = c``. ``scratch``: reused
-        flag and scan arrays of at least ``m`` rows (grown here)."""
-        self._zero(total)
+    def rank_refresh_lists(self, x, n_own: int, rows: int, edges, nslab: int,
+                           links: tuple[int, ...], lz: float, cut: float,
+                           scratch: dict[str, Any], out, bounds) -> None:
+        """Queue the ghost refresh lists of every link (one or two) on the sorted rows
+        ``x[:rows]`` (``n_own`` owned): in ``out``, each link's owned rows near its slab, then
+        the ghost rows it owns, in row order, from the offsets ``bounds`` (2 links + 1
+        entries; ``md_rank_mark`` and ``md_rank_compact``). ``scratch``: reused flag and scan
+        arrays (grown here); ``out`` holds at least ``len(links) * rows`` entries."""
+        self._zero(bounds)
+        m = len(links) * rows
         if not m:
             return
         if scratch.get("rows", -1) < m:
-            rows = m + m // 8 + 16
-            scratch.update(rows=rows, flags=self.zeros((rows,), np.int32),
-                           start=self.zeros((rows + 1,), np.int32),
-                           fill=self.zeros((rows,), np.int32),
-                           sums=self.zeros((scan_scratch(rows),), np.int32))
+            room = m + m // 8 + 16
+            scratch.update(rows=room, flags=self.zeros((room,), np.int32),
+                           start=self.zeros((room + 1,), np.int32),
+                           fill=self.zeros((room,), np.int32),
+                           sums=self.zeros((scan_scratch(room),), np.int32))
         flags, start = scratch["flags"], scratch["start"]
-        self._launch("md_rank_mark", x.dtype, m, x, np.int32(row0), np.int32(m), edges,
-                     np.int32(nslab), np.int32(slab), np.float64(lz), np.float64(cut),
-                     np.int32(owner), flags)
+        self._launch("md_rank_mark", x.dtype, m, x, np.int32(n_own), np.int32(rows), edges,
+                     np.int32(nslab), np.int32(links[0]), np.int32(links[-1]),
+                     np.int32(len(links)), np.float64(lz), np.float64(cut), flags)
         self._exclusive_scan(flags, m, scratch["sums"], start, scratch["fill"])
-        self._launch("md_rank_compact", None, m, flags, start, np.int32(row0), np.int32(m), out,
-                     total)
+        self._launch("md_rank_compact", None, max(m, 2 * len(links) + 1), flags, start,
+                     np.int32(n_own), np.int32(rows), np.int32(len(links)), out, bounds)
 
     def rank_gather(self, idx, m: int, src: dict[str, Any], out: dict[str, Any],
                     motion: bool) -> None:

@@ -107,26 +107,26 @@ def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, near_room, curs
 
 
 @cuda.jit
-def md_rank_mark(x, row0, m, edges, nslab, s, lz, cut, mode, flags):
-    j = cuda.grid(1)
-    if j >= m:
+def md_rank_mark(x, n_own, rows, edges, nslab, link0, link1, nlinks, lz, cut, flags):
+    t = cuda.grid(1)
+    if t >= nlinks * rows:
         return
-    z = np.float64(x[row0 + j, 2])
-    if mode != 0:
-        flags[j] = 1 if slab_of(z, edges, nslab) == s else 0
+    r = t % rows
+    s = link0 if t < rows else link1
+    z = np.float64(x[r, 2])
+    if r < n_own:
+        flags[t] = 1 if near_slab(z, edges, s, lz, cut) else 0
     else:
-        flags[j] = 1 if near_slab(z, edges, s, lz, cut) else 0
+        flags[t] = 1 if slab_of(z, edges, nslab) == s else 0
 
 
 @cuda.jit
-def md_rank_compact(flags, start, row0, m, out, total):
-    j = cuda.grid(1)
-    if j >= m:
-        return
-    if flags[j] != 0:
-        out[start[j]] = row0 + j
-    if j == 0:
-        total[0] = start[m]
+def md_rank_compact(flags, start, n_own, rows, nlinks, out, bounds):
+    t = cuda.grid(1)
+    if t < nlinks * rows and flags[t] != 0:
+        out[start[t]] = t % rows
+    if t < 2 * nlinks + 1:
+        bounds[t] = start[(t // 2) * rows + (t % 2) * n_own]
 
 
 @cuda.jit

@@ -2,18 +2,21 @@
 // md_arena.cuh, whose slab_of and near_slab it shares).
 //
 // A rebuild keeps the atoms on the device; only leavers and ghosts travel, as messages:
-// 1. md_rank_classify: each owned row's owner after migration (slab_of, as in the arena): kept
-//    rows and the leavers to each neighbour listed by atomic cursors; the host reads the three
-//    counts. md_rank_gather compacts the kept rows into the new arrays and packs the leavers'
-//    x, v, img and gid for their messages; arrivals are appended after the kept rows.
-// 2. md_rank_select: the owned rows (kept and arrived) near each neighbour's interval
-//    (near_slab: the CPU's near_interval, same margin); the host reads the two counts,
-//    md_rank_gather packs their x and gid, and the ghosts received follow the owned rows.
-// 3. md_rank_keys bins the rows as a one-slab arena: owned rows under key cell, ghost rows
+// 1. md_rank_route (one message round; see simsplit/md/rank_rounds.py): on the old rows, the
+//    kept rows, the leavers to each neighbour, the kept rows near each neighbour and this
+//    slab's leavers near it, listed by atomic cursors; the host reads the counts once.
+//    md_rank_gather packs leavers (x, v, img, gid) and ghosts (x, gid) for one round of
+//    messages, compacts the kept rows; arrivals, received ghosts and the own leavers near this
+//    slab (a local gather) follow them.
+//    Two rounds where one cannot find every ghost: md_rank_classify (owners, leavers), then
+//    md_rank_select (owned rows, kept and arrived, near each neighbour: near_slab, the CPU's
+//    near_interval, same margin).
+// 2. md_rank_keys bins the rows as a one-slab arena: owned rows under key cell, ghost rows
 //    under ncells + cell; the arena's scatter, gid sort, owned placement (md_arena_owned) and
 //    list build do the rest, md_rank_ghost_rows places the ghost rows.
-// 4. md_rank_compose turns the packed lists into the rows each step's ghost refresh gathers
-//    (md_gather_rows) and the rows received ghosts land in (md_scatter_rows).
+// 3. md_rank_mark, the scan and md_rank_compact list, in row order, the sorted owned rows near
+//    each neighbour (sent each step: md_rank_pack) and the ghost rows it owns (received:
+//    md_scatter_rows). Rows are in (cell, id) order on both sides, so the lists match.
 // Row order never enters a sum (lists are in canonical order), so atomic list order is fine.
 
 // Owned row i: kept (owner me), or leaving for the low or high neighbour (lo == hi with two
@@ -86,6 +89,92 @@ md_rank_select(const T* __restrict__ x, int n, const double* __restrict__ edges,
         const int s = atomicAdd(cursor + 1, 1);
         if (s < room) to_hi[s] = i;
     }
+}
+
+// One message round per rebuild (md_rank_route replaces md_rank_classify and md_rank_select):
+// owned row i of the old arrangement is kept (owner me) or leaves for lo or hi (lists 0, 1).
+// A leaver near this slab stays here as a ghost (list 2: its new owner sends its position
+// each step). A kept row near a neighbour is that neighbour's ghost (lists 3, 4). A leaver to
+// neighbour k near the slab beyond k is a ghost there too: with three slabs that slab is this
+// one's other neighbour and gets it in this round (relay, counted in err[3]); with more nobody
+// can send it in one round, so err[2] = 1 (the caller takes md_rank_classify's two rounds
+// where slabs are thin enough for that to happen). Lists 0-2 hold at most `room` rows from
+// lists[list * room], lists 3-4 at most `near_room` from lists[3 room + (list - 3) near_room];
+// cursor[0] counts the kept rows, cursor[1 + list] each list; err[0], err[1] as in
+// md_rank_classify.
+__device__ __forceinline__ void md_rank_push(int* cursor, int list, int room, int near_room,
+                                             int* lists, int i)
+{
+    const int s = atomicAdd(cursor + 1 + list, 1);
+    const int cap = list < 3 ? room : near_room;
+    const long long base = list < 3 ? (long long)list * room
+                                    : 3LL * room + (long long)(list - 3) * near_room;
+    if (s < cap) lists[base + s] = i;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_route(const T* __restrict__ x, int n, const double* __restrict__ edges, int nslab,
+              int me, int lo, int hi, double lz, double cut, int room, int near_room,
+              int* __restrict__ cursor, int* __restrict__ kept, int* __restrict__ lists,
+              int* __restrict__ err)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double z = double(x[3LL * i + 2]);
+    const int k = slab_of(z, edges, nslab);
+    if (k == me) {
+        kept[atomicAdd(cursor, 1)] = i;
+        if (near_slab(z, edges, lo, lz, cut)) md_rank_push(cursor, 3, room, near_room, lists, i);
+        if (hi != lo && near_slab(z, edges, hi, lz, cut))
+            md_rank_push(cursor, 4, room, near_room, lists, i);
+    } else if (k == lo || k == hi) {
+        md_rank_push(cursor, k == lo ? 0 : 1, room, near_room, lists, i);
+        if (near_slab(z, edges, me, lz, cut)) md_rank_push(cursor, 2, room, near_room, lists, i);
+        const int beyond = k == lo ? (lo == 0 ? nslab - 1 : lo - 1)
+                                   : (hi == nslab - 1 ? 0 : hi + 1);
+        if (beyond != me && near_slab(z, edges, beyond, lz, cut)) {
+            if (beyond == lo || beyond == hi) {
+                md_rank_push(cursor, beyond == lo ? 3 : 4, room, near_room, lists, i);
+                atomicAdd(err + 3, 1);
+            } else {
+                err[2] = 1;
+            }
+        }
+    } else {
+        err[0] = 1;
+        err[1] = i;
+    }
+}
+
+// The refresh lists of every link in one scan: segment j (of nlinks, link links[j]) flags the
+// sorted rows [0, rows) of x: an owned row (r < n_own) near that slab, a ghost row owned by it.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_mark(const T* __restrict__ x, int n_own, int rows, const double* __restrict__ edges,
+             int nslab, int link0, int link1, int nlinks, double lz, double cut,
+             int* __restrict__ flags)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)nlinks * rows) return;
+    const int r = int(t % rows);
+    const int s = t < rows ? link0 : link1;
+    const double z = double(x[3LL * r + 2]);
+    flags[t] = r < n_own ? near_slab(z, edges, s, lz, cut) : slab_of(z, edges, nslab) == s;
+}
+
+// Order-preserving compaction of md_rank_mark's flags (start: their exclusive scan): out[start[t]]
+// = the row of entry t, and bounds[b] = start of entry (b / 2) rows + (b % 2) n_own for
+// b < 2 nlinks + 1: each link's sent rows are out[bounds[2 j] .. bounds[2 j + 1]), its received
+// ones out[bounds[2 j + 1] .. bounds[2 j + 2]).
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_compact(const I* __restrict__ flags, const I* __restrict__ start, int n_own, int rows,
+                int nlinks, long long* __restrict__ out, I* __restrict__ bounds)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < (long long)nlinks * rows && flags[t]) out[start[t]] = t % rows;
+    if (t < 2 * nlinks + 1) bounds[t] = start[(long long)(t / 2) * rows + (t % 2) * n_own];
 }
 
 // Bucket keys of a one-slab arena: rows [0, n_own) owned (key = cell), [n_own, rows) ghosts

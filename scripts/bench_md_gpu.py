@@ -116,6 +116,8 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "capacity": st["neighbor_capacity"], "final_temp": temp,
         # this process's host waits for its device per step (rebuilds included)
         "waits_per_step": (getattr(s.kernels, "host_waits", 0) - waits) / steps,
+        # message rounds per rebuild of one slab per rank (simsplit.md.rank_rounds)
+        "message_rounds": st.get("message_rounds"),
     }
     if keep_solver:
         row["solver"] = s

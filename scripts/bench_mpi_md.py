@@ -56,7 +56,8 @@ def worker(args: argparse.Namespace) -> int:
                                                                               30)
         Path(args.profile).write_text(text.getvalue())
     if ctx.rank == 0:
-        Path(args.out).write_text(json.dumps({k: row[k] for k in (*_FIELDS, "atoms", "steps")}))
+        keep = (*_FIELDS, "atoms", "steps", "message_rounds")
+        Path(args.out).write_text(json.dumps({k: row[k] for k in keep}))
     return 0
 
 
@@ -145,7 +146,8 @@ def _rows(args: argparse.Namespace, env: dict) -> None:
                     continue
                 row = json.loads(out.read_text())
             label = f"{name}, mpiexec -n {ranks}" + (", MPS" if args.mps else "") + \
-                (", messages" if args.node_memory == "off" else "")
+                (", messages" if args.node_memory == "off" else "") + \
+                (f", {row['message_rounds']} rnd" if row.get("message_rounds") else "")
             print(_line(label, row, base), flush=True)
 
 

@@ -196,6 +196,7 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
     assert stats["ghost_transfer"] == ["remote-device"]  # rebuilds on the device
     assert len(stats["atoms_per_slab"]) == ranks and stats["migrations"] > 0
     assert stats["rebuilds"] == reference.stats()["rebuilds"]
+    assert stats["message_rounds"] == 1  # slabs of 3.78 and more: one round at 4 ranks too
     assert int(got["in_place"]) > 0  # ghost positions read in place from node memory
 
 
@@ -206,15 +207,19 @@ _FORCE_SHIFT = {"potential": {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "
 @needs_mpiexec
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks, cells, more, node_memory", [
-    (4, CELLS, {}, "1"), (2, (5, 5, 16), {}, "1"), (2, (5, 5, 16), _FORCE_SHIFT, "0")])
+    (4, (4, 4, 7), {"density": 0.95}, "1"), (3, (4, 4, 5), {"density": 0.8}, "0"),
+    (2, (5, 5, 16), {}, "1"), (2, (5, 5, 16), _FORCE_SHIFT, "0")])
 def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulated_lib,  # noqa: F811
                                                                 ranks, cells, more,
                                                                 node_memory) -> None:
     """A hot Langevin melt in float32, restarted half way: every rebuild migrates many
-    atoms, ghosts are picked again after the arrivals, and the run equals one process on the
-    CPU bit for bit. The tall box's slabs have interior rows, whose forces run before the
-    ghost positions arrive (also with the force-shifted kernel). The ghost positions go
-    through node memory, or (``SIMSPLIT_NODE_MEMORY=0``) as messages."""
+    atoms, and the run equals one process on the CPU bit for bit. Leavers and ghosts travel
+    in one message round, leavers near their old slab staying there as ghosts; the thin slabs
+    of three ranks (2.85 against a reach of 2.8) relay leavers to one neighbour that are the
+    other neighbour's ghosts; four ranks' thin slabs (2.83: a leaver may come from beyond the
+    next slab) take two rounds. The tall box's slabs have interior rows, whose forces run
+    before the ghost positions arrive (also with the force-shifted kernel). The ghost
+    positions go through node memory, or (``SIMSPLIT_NODE_MEMORY=0``) as messages."""
     md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}, **more}
     case = lj_case(cells=cells, **md)
     case["run"]["precision"] = "float32"
@@ -238,6 +243,8 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     assert stats["ghost_transfer"] == ["remote-device"]
     assert stats["migrations"] > 0.05 * ref.n_atoms, stats["migrations"]  # after the restart
     assert (stats["interior_rows"] > 0) == (ranks == 2), stats["interior_rows"]
+    assert stats["message_rounds"] == (2 if ranks == 4 else 1)
+    assert (stats["relayed_ghosts"] > 0) == (ranks == 3), stats["relayed_ghosts"]
 
 
 # --- Numba CUDA (on the simulator) under mpiexec ----------------------------------------------

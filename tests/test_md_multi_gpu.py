@@ -94,10 +94,13 @@ def _gpu_overrides(cells: str | None = None) -> list[str]:
 
 @needs_mpiexec
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, cells", [(2, None), (3, None), (2, "[6,6,24]")])
-def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, cells) -> None:
+@pytest.mark.parametrize("ranks, cells, rounds", [(2, None, 1), (3, None, 1),
+                                                  (2, "[6,6,24]", 1), (4, "[4,4,7]", 2)])
+def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, cells,
+                                                             rounds) -> None:
     """Also a box tall enough for interior rows, whose forces a rebuild step queues before the
-    rebuild (which runs beside them on a second stream)."""
+    rebuild (which runs beside them on a second stream). Rebuilds take one message round,
+    two on four slabs of 2.94 (thinner than the ghost cut plus 1.5 skins)."""
     from simsplit.case import load_case
     from simsplit.run.simulation import Simulation
 
@@ -124,7 +127,8 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, ce
     # rebuilds on the device (simsplit.md.rank_slab), messages between the processes
     assert stats["ghost_transfer"] == ["remote-device"] and stats["migrations"] > 100
     assert stats["rebuilds"] == md.stats()["rebuilds"]
-    assert (stats["interior_rows"] > 0) == (cells is not None), stats["interior_rows"]
+    assert (stats["interior_rows"] > 0) == (cells == "[6,6,24]"), stats["interior_rows"]
+    assert stats["message_rounds"] == rounds
 
 
 @needs_mpiexec

@@ -310,9 +310,13 @@ class Observables:
             out["ghosts_per_slab"] = self.arena.ghosts_per_slab()
             if hasattr(self.arena, "interior"):  # this rank's rows whose lists hold no ghost
                 out["interior_rows"] = int(np.diff(self.arena.interior)[0])
+                out["message_rounds"] = self.arena.rounds  # per rebuild (rank_rounds)
+                out["relayed_ghosts"] = self.arena.relayed
         if self._comm is not None:
             out["migrations"] = int(self._comm.allreduce(int(out["migrations"])))
             out["ghosts"] = int(self._comm.allreduce(int(out["ghosts"])))
+            if "relayed_ghosts" in out:
+                out["relayed_ghosts"] = int(self._comm.allreduce(out["relayed_ghosts"]))
             out["atoms_per_slab"] = [n for part in self._comm.allgather(out["atoms_per_slab"])
                                      for n in part]
         out["slab_edges"] = self.layout.edges.tolist()

@@ -2,17 +2,17 @@
 leavers and ghosts only.
 
 A rebuild (``kernels/md_ranks.cuh``) finds each owned atom's owner after migration on the
-device, compacts the kept rows and packs the leavers (position, velocity, image, id) for the
-neighbours; the arrivals follow the kept rows. It then lists the owned rows near each
-neighbour's interval and sends their positions and ids; the ghosts received follow the owned
-rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell, by id) and the
-lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical order and
-the bits are those of one slab. Each pack is gathered over its list's whole room and
-downloaded into an outbox before the host reads the list's counts, so the host waits once for
-the leavers (counts and packs), once for the ghosts and once for the longest list row (and the
-interior rows), and traffic is O(leavers + ghosts), never O(N). A rebuild runs on the kernel
-set's side queue, beside the interior forces its step queued before the rebuild was agreed.
-Outboxes are memory the neighbour reads in place where it shares the node
+device and sends the leavers (position, velocity, image, id) and the ghosts (position, id) to
+the neighbours, in one message round where that finds every ghost, else in two
+(:mod:`simsplit.md.rank_rounds`); the arrivals follow the kept rows, the ghosts the owned
+rows. The rows are sorted as a one-slab arena (owned and ghost runs of each cell, by id) and
+the lists built as in :mod:`simsplit.md.arena`, so every owned atom's list is in canonical
+order and the bits are those of one slab. Each pack is gathered over its list's whole room
+and downloaded into an outbox before the host reads the list's counts, so the host waits once
+per round and once for the longest list row (with the interior rows and the lengths of the
+ghost refresh lists), and traffic is O(leavers + ghosts), never O(N). A rebuild runs on the
+kernel set's side queue, beside the interior forces its step queued before the rebuild was
+agreed. Outboxes are memory the neighbour reads in place where it shares the node
 (:meth:`Endpoint.outbox`), else messages.
 
 Each step, :meth:`RankSlab.start_step` queues the ghost positions each neighbour needs, the
@@ -33,26 +33,26 @@ import numpy as np
 from simsplit.backends.cpu import md as cpu_md
 from simsplit.md.arena import ArenaState
 from simsplit.md.exchange import Endpoint
+from simsplit.md.rank_rounds import (
+    GHOST_TAGS,
+    MIGRANT_TAGS,
+    REFRESH_TAG,
+    RankRounds,
+    one_round_exact,
+    room_for,
+)
 from simsplit.md.slabs import GHOST_MARGIN, SlabLayout
 
-#: message tags of a rebuild's migrants and ghosts, and of the per-step ghost refresh
-_MIGRANT_TAGS = {"x": "mig_x", "v": "mig_v", "img": "mig_img", "gid": "mig_ids"}
-_GHOST_TAGS = {"x": "ghost_x", "gid": "ghost_ids"}
-_REFRESH_TAG = "ghost_refresh"
 
-
-def _room(rows: int) -> int:
-    return rows + rows // 8 + 16
-
-
-class RankSlab:
+class RankSlab(RankRounds):
     """Slab ``rank`` of ``layout`` on the device of ``kernels`` (see the module docstring)."""
 
     #: how this slab's ghosts travel (the solver's stats report it)
     transfer = "remote-device"
 
     def __init__(self, layout: SlabLayout, kernels: Any, ncell: np.ndarray,
-                 offsets: Sequence[np.ndarray], rank: int, endpoint: Endpoint) -> None:
+                 offsets: Sequence[np.ndarray], rank: int, endpoint: Endpoint,
+                 max_move: float | None = None) -> None:
         self.layout, self.kernels, self.ncell, self.offsets = layout, kernels, ncell, offsets
         self.rank = rank
         self.endpoint = endpoint
@@ -61,17 +61,23 @@ class RankSlab:
         #: message partners in a fixed order (low first); the low one alone with two slabs
         self.links: tuple[int, ...] = layout.neighbours(rank)
         self.cut = layout.reach * (1.0 + GHOST_MARGIN)
+        #: message rounds per rebuild (see :mod:`simsplit.md.rank_rounds`; ``max_move``: the
+        #: farthest an atom moves between rebuilds, None where unbounded)
+        self.rounds = 1 if one_round_exact(layout, self.cut, max_move) else 2
         lo, hi = layout.interval(rank)
         self.state = ArenaState(index=rank, lo=lo, hi=hi, neighbours=self.links, comm=endpoint,
                                 ids=np.zeros(0, np.int64), x=None, v=None, img=None)
         self.state.kernels = kernels
         endpoint.use_device(kernels.host_buffer, kernels.pin_host, kernels.unpin_host)
         self._edges = kernels.to_device(np.asarray(layout.edges, np.float64))
-        self._counts = kernels.zeros((5,), np.int32)
+        self._counts = kernels.zeros((10,), np.int32)
+        #: ghosts this slab relayed in one round (a leaver to one neighbour near the other)
+        self.relayed = 0
         #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
         self._rooms = {"leavers": 16, "near": 16}
         self._buffers: dict[str, Any] = {}
         self._sort: Any = None
+        self._scan: dict[str, Any] = {}
         #: per link: the sorted rows whose positions it gets each step, and the rows its
         #: ghosts land in (int64 device arrays)
         self.send_rows: dict[int, Any] = {}
@@ -120,19 +126,14 @@ class RankSlab:
         packed, interior = self._step_marks()
         with k.side_queue():
             k.wait_mark(packed)
-            kept, leavers, queued = self._classify(s.n_own)
-            arrivals = self._post_and_receive(leavers, queued, _MIGRANT_TAGS)
-            n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
-            near, queued = self._select_ghosts(n, kept, arrivals, dtype)
-            ghosts = self._post_and_receive(near, queued, _GHOST_TAGS)
-            g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
-            old = self._receive_ghosts(n, g, ghosts, dtype)
+            n, g, old, leavers = (self._one_round if self.rounds == 1 else
+                                  self._two_rounds)(dtype)
             k.wait_mark(interior)
-            capacity, growths = self._sort_and_build(n, g, old, near, ghosts, capacity, cutsq)
+            capacity, growths = self._sort_and_build(n, g, old, capacity, cutsq)
             built = k.mark()
         k.wait_mark(built)
         self._needs = self._outbox_needs(leavers)
-        return capacity, growths, sum(m for _, m in leavers.values())
+        return capacity, growths, sum(leavers.values())
 
     def _step_marks(self) -> tuple[Any, Any]:
         """Marks on the main queue that a rebuild's first kernels and its sort wait for: this
@@ -154,85 +155,8 @@ class RankSlab:
             needs, self._needs = self._needs, None
             self.endpoint.reserve(needs)
 
-    def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]], list]:
-        """Owner test of the owned rows and the leavers' packs, downloaded into the outboxes
-        (one wait): the kept rows, each link's leavers and the queued downloads. The packs
-        take every row of the lists' room (zero past the count: row 0 again), so the host
-        waits once, for the counts and the packs together."""
-        k, s = self.kernels, self.state
-        while True:
-            room = self._rooms["leavers"]
-            kept = self._device("kept", (max(n, 1),), np.int32)
-            to_lo = self._device("to_lo", (room,), np.int32)
-            to_hi = self._device("to_hi", (room,), np.int32)
-            k.rank_classify(s.x, n, self._edges, self.layout.parts, self.rank, self.lo,
-                            self.hi, room, self._counts, kept, to_lo, to_hi)
-            full = room if n else 0
-            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), True)
-            got = [int(c) for c in k.read_ints(self._counts)]
-            if got[3]:
-                self._raise_stray(got[4])
-            if max(got[1], got[2]) <= room:
-                break
-            self._rooms["leavers"] = _room(max(got[1], got[2]))
-        return (kept, got[0]), self._by_link((to_lo, got[1]), (to_hi, got[2])), queued
-
-    def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, dict],
-                       dtype: Any) -> tuple[dict[int, tuple[Any, int]], list]:
-        """Build the owned rows of the new arrangement (kept rows compacted, arrivals after
-        them), list those near each neighbour and queue their packs as :meth:`_classify`
-        does (one wait)."""
-        k, s = self.kernels, self.state
-        g_room = self._ghost_room()
-        new = self._rows("a", n, g_room, dtype)
-        old = {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid}
-        k.rank_gather(kept[0], kept[1], old, new, motion=True)
-        row = kept[1]
-        for got in arrivals.values():
-            for name, arr in got.items():
-                self._upload(arr, new[name], row)
-            row += int(got["gid"].shape[0])
-        self._staged = new
-        while True:
-            room = self._rooms["near"]
-            to_lo = self._device("near_lo", (room,), np.int32)
-            to_hi = self._device("near_hi", (room,), np.int32)
-            k.rank_select(new["x"], n, self._edges, self.lo, self.hi,
-                          float(self.layout.box[2]), self.cut, room, self._counts, to_lo,
-                          to_hi)
-            full = room if n else 0
-            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), False)
-            got = [int(c) for c in k.read_ints(self._counts)[:2]]
-            if max(got) <= room:
-                break
-            self._rooms["near"] = _room(max(got))
-        return self._by_link((to_lo, got[0]), (to_hi, got[1])), queued
-
-    def _by_link(self, low: tuple[Any, int], high: tuple[Any, int]
-                 ) -> dict[int, tuple[Any, int]]:
-        """A kernel's (rows, count) lists for the low and high neighbour, keyed by link in
-        link order (with two slabs both are one neighbour, whose rows the low list holds)."""
-        return {nb: low if nb == self.lo else high for nb in self.links}
-
-    def _receive_ghosts(self, n: int, g: int, ghosts: dict[int, dict], dtype: Any
-                        ) -> dict[str, Any]:
-        """The received ghost rows after the ``n`` owned rows of the new arrangement (grown
-        when they outgrow its room)."""
-        new = self._staged
-        if new["x"].shape[0] < n + g:
-            grown = self._rows("a", n, g, dtype, force=True)
-            self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
-            new = grown
-        row = n
-        for got in ghosts.values():
-            for name in ("x", "gid"):
-                self._upload(got[name], new[name], row)
-            row += int(got["gid"].shape[0])
-        return new
-
-    def _sort_and_build(self, n: int, g: int, old: dict[str, Any],
-                        near: dict[int, tuple[Any, int]], ghosts: dict[int, dict],
-                        capacity: int, cutsq: float) -> tuple[int, int]:
+    def _sort_and_build(self, n: int, g: int, old: dict[str, Any], capacity: int,
+                        cutsq: float) -> tuple[int, int]:
         """Sort the rows as a one-slab arena, plan the ghost refresh, build the lists (one
         wait, and more only when a row outgrew ``capacity``)."""
         k, s = self.kernels, self.state
@@ -240,7 +164,7 @@ class RankSlab:
                                  self._sort)
         new = self._rows("b", n, g, old["x"].dtype)
         k.rank_place(self._sort, n, g, old, new)
-        self._plan_refresh(n, near, ghosts)
+        planned = self._plan_refresh(n, g, new["x"])
         self._size_owned(n, old["x"].dtype)
         bounds = self._queue_interior_bounds()
         growths = 0
@@ -260,6 +184,7 @@ class RankSlab:
         s.ids_stale = True
         self.interior = (0, 0) if bounds is None else \
             tuple(int(r) for r in k.queued_read(bounds))  # type: ignore[assignment]
+        self._refresh_lists(k.queued_read(planned))
         return capacity, growths
 
     def _queue_interior_bounds(self) -> Any:
@@ -279,27 +204,30 @@ class RankSlab:
         return self.kernels.queue_read(self._sort.cell_start[[p_lo * plane,
                                                                 (p_hi + 1) * plane]])
 
-    def _plan_refresh(self, n: int, near: dict[int, tuple[Any, int]],
-                      ghosts: dict[int, dict]) -> None:
-        """Sorted rows of each link's packed ghost list (sent every step) and of the rows its
-        ghosts landed in (received every step), through the sort's new_of_old."""
-        k, mapping = self.kernels, self._sort.new_of_old
-        row = n
-        for nb in self.links:
-            lst, m = near[nb]
-            self.send_rows[nb] = out = self._device(f"send_rows_{nb}", (m,), np.int64,
-                                                    exact=True)
-            k.rank_compose(lst, 0, m, mapping, out)
-            r = int(ghosts[nb]["gid"].shape[0])
-            self.recv_rows[nb] = out = self._device(f"recv_rows_{nb}", (r,), np.int64,
-                                                    exact=True)
-            k.rank_compose(None, row, r, mapping, out)
-            row += r
-            # made here, where the host waits for the queue before the next step: the ghost
-            # positions may land in it on a copy stream that does not wait for the kernels
-            self._device(f"recv_x_{nb}", (r, 3), self.state.x.dtype)
+    def _plan_refresh(self, n: int, g: int, x: Any) -> Any:
+        """Queue each link's refresh lists on the sorted rows ``x``: the owned rows near it
+        (sent every step) and the ghost rows it owns (received every step), both in row
+        order, which is (cell, id) order on both sides; returns the queued read of their
+        offsets (:meth:`_refresh_lists` takes it after the build's wait)."""
+        k, links = self.kernels, self.links
+        bounds = self._device("refresh_bounds", (2 * len(links) + 1,), np.int32, exact=True)
+        out = self._device("refresh_rows", (max(len(links) * (n + g), 1),), np.int64)
+        k.rank_refresh_lists(x, n, n + g, self._edges, self.layout.parts, links,
+                             float(self.layout.box[2]), self.cut, self._scan, out, bounds)
+        for nb in links:
+            # made here, before the build's wait: the ghost positions may land in it on a
+            # copy stream that does not wait for the kernels
+            self._device(f"recv_x_{nb}", (max(g, 1), 3), self.state.x.dtype)
+        return k.queue_read(bounds)
 
-    def _outbox_needs(self, leavers: dict[int, tuple[Any, int]]) -> dict[tuple[int, str], int]:
+    def _refresh_lists(self, bounds: np.ndarray) -> None:
+        """The refresh lists :meth:`_plan_refresh` queued, views of one buffer."""
+        rows = self._buffers["refresh_rows"]
+        for j, nb in enumerate(self.links):
+            self.send_rows[nb] = rows[int(bounds[2 * j]): int(bounds[2 * j + 1])]
+            self.recv_rows[nb] = rows[int(bounds[2 * j + 1]): int(bounds[2 * j + 2])]
+
+    def _outbox_needs(self, leavers: dict[int, int]) -> dict[tuple[int, str], int]:
         """Bytes of each outbox the steps until the next rebuild and that rebuild fill: the
         ghost list's room, and the leaver list's (at least twice this rebuild's leavers and
         256 rows)."""
@@ -308,11 +236,11 @@ class RankSlab:
         needs = {}
         for nb in self.links:
             m = int(self.send_rows[nb].shape[0])
-            needs[(nb, _REFRESH_TAG)] = (m + 1) * row["x"]
+            needs[(nb, REFRESH_TAG)] = (m + 1) * row["x"]
             near = max(m, self._rooms["near"])
-            needs.update({(nb, tag): near * row[name] for name, tag in _GHOST_TAGS.items()})
-            mig = max(2 * leavers[nb][1], 256, self._rooms["leavers"])
-            needs.update({(nb, tag): mig * row[name] for name, tag in _MIGRANT_TAGS.items()})
+            needs.update({(nb, tag): near * row[name] for name, tag in GHOST_TAGS.items()})
+            mig = max(2 * leavers[nb], 256, self._rooms["leavers"])
+            needs.update({(nb, tag): mig * row[name] for name, tag in MIGRANT_TAGS.items()})
         return needs
 
     # --- ghost refresh between rebuilds -----------------------------------------------------
@@ -327,7 +255,7 @@ class RankSlab:
             rows = self.send_rows[nb]
             m = int(rows.shape[0])
             buf = self._device(f"send_x_{nb}", (m + 1, 3), s.x.dtype)
-            host = self.endpoint.outbox(nb, _REFRESH_TAG, (m + 1, 3), s.x.dtype)
+            host = self.endpoint.outbox(nb, REFRESH_TAG, (m + 1, 3), s.x.dtype)
             k.rank_pack(s.x, rows, 2 if j == len(self.links) - 1 else 1, buf)
             self._pending.append((nb, m, k.download_async(buf, m + 1, host)))
         self._marks["packed"] = k.mark(self._marks.get("packed"))
@@ -351,11 +279,11 @@ class RankSlab:
             flags = host[m].view(np.int32)[:2].copy()
             # the outbox of the post before last is free: the neighbour's upload from it
             # ended before the download behind the message we received from it since
-            self.endpoint.post(nb, _REFRESH_TAG, m + 1)
+            self.endpoint.post(nb, REFRESH_TAG, m + 1)
         # in place where the neighbour shares the node; else straight into pinned memory,
         # whose upload last step ended before this step's download (one stream)
         dtype = self.state.x.dtype
-        got = {nb: self.endpoint.inbox(nb, _REFRESH_TAG, (3,), dtype, self._host(
+        got = {nb: self.endpoint.inbox(nb, REFRESH_TAG, (3,), dtype, self._host(
             f"recv_x_{nb}", (int(self.recv_rows[nb].shape[0]) + 1, 3), dtype))
             for nb in self.links}
         self._received = {nb: rows[:-1] for nb, rows in got.items()}
@@ -386,47 +314,6 @@ class RankSlab:
         self.trade_step(bool)
         self.land_ghosts()
 
-    # --- messages ---------------------------------------------------------------------------
-    def _queue_packs(self, lists: dict[int, tuple[Any, int]], motion: bool) -> list:
-        """Queue the gathers of each link's rows ``lst[:m]`` of the current arrangement (or of
-        the staged one while ghosts are picked), x and gid, v and img with ``motion``, and
-        their downloads into the outboxes; the host does not wait."""
-        k = self.kernels
-        src = self._staged if not motion else {
-            "x": self.state.x, "v": self.state.v, "img": self.state.img, "gid": self.state.gid}
-        tags = _MIGRANT_TAGS if motion else _GHOST_TAGS
-        queued = []
-        for nb, (lst, m) in lists.items():
-            out = {name: self._device(f"pack_{name}_{nb}", (max(m, 1), *src[name].shape[1:]),
-                                      src[name].dtype) for name in tags}
-            k.rank_gather(lst, m, src, out, motion)
-            for name, tag in tags.items():
-                rows = out[name].reshape(out[name].shape[0], -1)
-                host = self.endpoint.outbox(nb, tag, (max(m, 1), rows.shape[1]), rows.dtype)
-                queued.append((nb, tag, k.download_async(rows, m, host),
-                               src[name].shape[1:], src[name].dtype))
-        return queued
-
-    def _post_and_receive(self, lists: dict[int, tuple[Any, int]], queued: list,
-                          tags: dict[str, str]) -> dict[int, dict[str, np.ndarray]]:
-        """Post the first ``m`` rows of each queued pack (``lists``: link -> (rows, m)), then
-        return each link's rows, in link order: read in place where the neighbour shares the
-        node (valid until the neighbour's next rebuild but one)."""
-        shapes = {}
-        for nb, tag, handle, row_shape, dtype in queued:
-            self.kernels.wait_download(handle)
-            self.endpoint.post(nb, tag, lists[nb][1])
-            shapes[tag] = (row_shape, dtype)
-        return {nb: {name: self.endpoint.inbox(nb, tag, *shapes[tag])
-                     for name, tag in tags.items()} for nb in self.links}
-
-    def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
-        """Queue ``dst[row0:] = host`` straight from ``host`` (an inbox: unchanged until the
-        neighbour's next rebuild but one; the host does not wait)."""
-        if host.shape[0]:
-            self.kernels.upload_rows_queued(host.reshape(host.shape[0], -1),
-                                            dst.reshape(dst.shape[0], -1), row0)
-
     # --- storage ----------------------------------------------------------------------------
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
                 ) -> Any:
@@ -435,7 +322,7 @@ class RankSlab:
         have = self._buffers.get(name)
         if have is None or have.dtype != np.dtype(dtype) or have.shape[1:] != shape[1:] or \
                 have.shape[0] < shape[0]:
-            have = self._buffers[name] = self.kernels.zeros((_room(shape[0]), *shape[1:]),
+            have = self._buffers[name] = self.kernels.zeros((room_for(shape[0]), *shape[1:]),
                                                             dtype)
         return have[: shape[0]] if exact else have
 
@@ -445,7 +332,7 @@ class RankSlab:
         if have is None or have.dtype != np.dtype(dtype) or have.shape[1:] != shape[1:] or \
                 have.shape[0] < shape[0]:
             have = self._pinned[name] = self.kernels.host_buffer(
-                (_room(shape[0]), *shape[1:]), dtype)
+                (room_for(shape[0]), *shape[1:]), dtype)
         return have
 
     def _rows(self, which: str, n: int, g: int, dtype: Any, force: bool = False
@@ -465,13 +352,13 @@ class RankSlab:
         """Ghost rows to make room for before their count is known: the last rebuild's with
         1/8 to spare (half the atoms at the first)."""
         g = self.state.n_ghosts
-        return self.state.n_own // 2 + 16 if g == 0 else _room(g)
+        return self.state.n_own // 2 + 16 if g == 0 else room_for(g)
 
     def _identity(self, n: int) -> Any:
         ident = self._buffers.get("identity")
         if ident is None or ident.shape[0] < n:
             ident = self._buffers["identity"] = self.kernels.to_device(
-                np.arange(_room(n), dtype=np.int32))
+                np.arange(room_for(n), dtype=np.int32))
         return ident
 
     def _size_owned(self, n: int, dtype: Any) -> None:

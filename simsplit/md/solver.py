@@ -230,7 +230,8 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
             return SlabArena(self.layout, k, self.ncell, self._offsets)
         if self._comm is not None and getattr(k, "rank_slabs", False):
             s = self.slabs[0]
-            return RankSlab(self.layout, k, self.ncell, self._offsets, s.index, s.comm)
+            return RankSlab(self.layout, k, self.ncell, self._offsets, s.index, s.comm,
+                            max_move=JUMP_SKINS * self.skin if self.skin > 0.0 else None)
         return None
 
     @staticmethod

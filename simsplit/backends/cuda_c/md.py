@@ -42,9 +42,10 @@ ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
                        "md_exact_merge", "md_row_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
-RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
+RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_gather",
+                      "md_rank_select", "md_rank_keys",
                       "md_rank_ghost_rows", "md_scatter_rows", "md_rank_pack")
-RANK_INDEX_KERNELS = ("md_rank_compose",)
+RANK_INDEX_KERNELS = ("md_rank_compose", "md_rank_compact")
 
 
 @functools.cache
@@ -671,6 +672,47 @@ class DeviceMDKernels:
                          np.int32(hi), np.float64(lz), np.float64(cut), np.int32(room), counts,
                          to_lo, to_hi)
 
+    def rank_route(self, x, n: int, edges, nslab: int, me: int, lo: int, hi: int, lz: float,
+                   cut: float, rooms: tuple[int, int], counts, kept, lists) -> None:
+        """Queue the one-round test of ``n`` owned rows (``md_rank_route``): ``counts`` =
+        [kept, to lo, to hi, own ghosts, near lo, near hi, stray flag, stray row, ghost beyond
+        reach of one round, relayed ghosts]; ``kept`` and the five lists in ``lists`` (three
+        of at most ``rooms[0]`` rows, then two of at most ``rooms[1]``; zero past their
+        counts)."""
+        for arr in (counts, lists):
+            self._zero(arr)
+        if n:
+            self._launch("md_rank_route", x.dtype, n, x, np.int32(n), edges, np.int32(nslab),
+                         np.int32(me), np.int32(lo), np.int32(hi), np.float64(lz),
+                         np.float64(cut), np.int32(rooms[0]), np.int32(rooms[1]), counts, kept,
+                         lists, counts[6:])
+
+    def rank_refresh_lists(self, x, n_own: int, rows: int, edges, nslab: int,
+                           links: tuple[int, ...], lz: float, cut: float,
+                           scratch: dict[str, Any], out, bounds) -> None:
+        """Queue the ghost refresh lists of every link (one or two) on the sorted rows
+        ``x[:rows]`` (``n_own`` owned): in ``out``, each link's owned rows near its slab, then
+        the ghost rows it owns, in row order, from the offsets ``bounds`` (2 links + 1
+        entries; ``md_rank_mark`` and ``md_rank_compact``). ``scratch``: reused flag and scan
+        arrays (grown here); ``out`` holds at least ``len(links) * rows`` entries."""
+        self._zero(bounds)
+        m = len(links) * rows
+        if not m:
+            return
+        if scratch.get("rows", -1) < m:
+            room = m + m // 8 + 16
+            scratch.update(rows=room, flags=self.zeros((room,), np.int32),
+                           start=self.zeros((room + 1,), np.int32),
+                           fill=self.zeros((room,), np.int32),
+                           sums=self.zeros((scan_scratch(room),), np.int32))
+        flags, start = scratch["flags"], scratch["start"]
+        self._launch("md_rank_mark", x.dtype, m, x, np.int32(n_own), np.int32(rows), edges,
+                     np.int32(nslab), np.int32(links[0]), np.int32(links[-1]),
+                     np.int32(len(links)), np.float64(lz), np.float64(cut), flags)
+        self._exclusive_scan(flags, m, scratch["sums"], start, scratch["fill"])
+        self._launch("md_rank_compact", None, max(m, 2 * len(links) + 1), flags, start,
+                     np.int32(n_own), np.int32(rows), np.int32(len(links)), out, bounds)
+
     def rank_gather(self, idx, m: int, src: dict[str, Any], out: dict[str, Any],
                     motion: bool) -> None:
         """Queue ``out[name][r] = src[name][idx[r]]`` for r < ``m``: x and gid, and with
@@ -887,23 +929,27 @@ class CupyMDKernels(DeviceMDKernels):
                 self._stream().wait_event(mark)
 
     def queue_read(self, arr: Any) -> Any:
+        # pinned buffers per size and type, each reused once its read is taken: reads of
+        # one size may be in flight together (a rank slab's interior bounds and refresh
+        # list lengths)
         rt = self._cp.cuda.runtime
         key = ("queued", arr.size, arr.dtype.str)
-        buf = self._pinned.get(key)  # type: ignore[call-overload]
-        if buf is None:
-            buf = self._pinned[key] = self.host_buffer(arr.shape, arr.dtype)  # type: ignore[index]
+        free = self._pinned.setdefault(key, [])  # type: ignore[call-overload]
+        buf = free.pop() if free else self.host_buffer(arr.shape, arr.dtype)
         with self._dev:
             rt.memcpyAsync(buf.ctypes.data, arr.data.ptr, arr.nbytes, rt.memcpyDeviceToHost,
                            self._stream().ptr)
             done = self.mark()
-        return buf, done, arr
+        return buf, done, arr, free
 
     def queued_read(self, handle: Any) -> np.ndarray:
-        buf, done, _ = handle
+        buf, done, _, free = handle
         if not done.done:
             done.synchronize()
             self.host_waits += 1
-        return np.array(buf, dtype=np.int64)
+        out = np.array(buf, dtype=np.int64)
+        free.append(buf)
+        return out
 
     def queue_flags(self) -> None:
         buf = self._pinned_for(self._flags)
@@ -1023,8 +1069,9 @@ class CupyMDKernels(DeviceMDKernels):
             done.record(main)
 
     def wait_download(self, handle: Any) -> np.ndarray:
-        handle[0].synchronize()
-        self.host_waits += 1
+        if not handle[0].done:  # counted only where the host waits
+            handle[0].synchronize()
+            self.host_waits += 1
         return handle[1]
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:

@@ -64,6 +64,71 @@ def md_rank_select(x, n, edges, lo, hi, lz, cut, room, cursor, to_lo, to_hi):
             to_hi[s] = i
 
 
+@cuda.jit(device=True)
+def _push(cursor, which, room, near_room, lists, i):
+    s = cuda.atomic.add(cursor, 1 + which, np.int32(1))
+    cap = room if which < 3 else near_room
+    base = which * room if which < 3 else 3 * room + (which - 3) * near_room
+    if s < cap:
+        lists[base + s] = i
+
+
+@cuda.jit
+def md_rank_route(x, n, edges, nslab, me, lo, hi, lz, cut, room, near_room, cursor, kept,
+                  lists, err):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    z = np.float64(x[i, 2])
+    k = slab_of(z, edges, nslab)
+    if k == me:
+        kept[cuda.atomic.add(cursor, 0, np.int32(1))] = i
+        if near_slab(z, edges, lo, lz, cut):
+            _push(cursor, 3, room, near_room, lists, i)
+        if hi != lo and near_slab(z, edges, hi, lz, cut):
+            _push(cursor, 4, room, near_room, lists, i)
+    elif k == lo or k == hi:
+        _push(cursor, 0 if k == lo else 1, room, near_room, lists, i)
+        if near_slab(z, edges, me, lz, cut):
+            _push(cursor, 2, room, near_room, lists, i)
+        if k == lo:
+            beyond = nslab - 1 if lo == 0 else lo - 1
+        else:
+            beyond = 0 if hi == nslab - 1 else hi + 1
+        if beyond != me and near_slab(z, edges, beyond, lz, cut):
+            if beyond == lo or beyond == hi:
+                _push(cursor, 3 if beyond == lo else 4, room, near_room, lists, i)
+                cuda.atomic.add(err, 3, np.int32(1))
+            else:
+                err[2] = 1
+    else:
+        err[0] = 1
+        err[1] = i
+
+
+@cuda.jit
+def md_rank_mark(x, n_own, rows, edges, nslab, link0, link1, nlinks, lz, cut, flags):
+    t = cuda.grid(1)
+    if t >= nlinks * rows:
+        return
+    r = t % rows
+    s = link0 if t < rows else link1
+    z = np.float64(x[r, 2])
+    if r < n_own:
+        flags[t] = 1 if near_slab(z, edges, s, lz, cut) else 0
+    else:
+        flags[t] = 1 if slab_of(z, edges, nslab) == s else 0
+
+
+@cuda.jit
+def md_rank_compact(flags, start, n_own, rows, nlinks, out, bounds):
+    t = cuda.grid(1)
+    if t < nlinks * rows and flags[t] != 0:
+        out[start[t]] = t % rows
+    if t < 2 * nlinks + 1:
+        bounds[t] = start[(t // 2) * rows + (t % 2) * n_own]
+
+
 @cuda.jit
 def md_rank_keys(x, n_own, rows, bx, by, bz, nx, ny, nz, keys, counts):
     i = cuda.grid(1)
@@ -125,5 +190,6 @@ def md_rank_pack(x, idx, m, flags, trailer, buf, words):
 
 #: kernel name (as in md_ranks.cuh) -> kernel
 RANK_KERNELS = {name: globals()[name] for name in (
-    "md_rank_classify", "md_rank_gather", "md_rank_select", "md_rank_keys",
+    "md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_compact",
+    "md_rank_gather", "md_rank_select", "md_rank_keys",
     "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack")}

@@ -1,0 +1,272 @@
+"""The message rounds of a rank slab's rebuild (a part of
+:class:`~simsplit.md.rank_slab.RankSlab`, which inherits it): the new owned rows and the ghost
+rows, before they are sorted.
+
+One round (:meth:`RankRounds._one_round`, ``md_rank_route``): on the old rows, each slab
+lists its leavers and its kept rows near each neighbour, packs both and sends them in one
+round; leavers near this slab stay here as ghosts (a local gather), and with three slabs a
+leaver to one neighbour near the other goes to that one as a ghost. The ghost set equals the
+two rounds' as long as no atom arrives at a neighbour from beyond this slab's reach: always with
+two or three slabs, and with more when every slab is thicker than the ghost cut plus the
+farthest an atom may move between rebuilds (:func:`one_round_exact`). Else two rounds
+(:meth:`RankRounds._two_rounds`): migrants first, then the ghosts picked on the new owned rows.
+Each round's packs are gathered over their lists' whole room and downloaded into the outboxes
+before the host reads the counts: one host wait per round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simsplit.md.exchange import Endpoint
+from simsplit.md.slabs import GHOST_MARGIN, SlabLayout
+
+#: message tags of a rebuild's migrants and ghosts, and of the per-step ghost refresh
+MIGRANT_TAGS = {"x": "mig_x", "v": "mig_v", "img": "mig_img", "gid": "mig_ids"}
+GHOST_TAGS = {"x": "ghost_x", "gid": "ghost_ids"}
+REFRESH_TAG = "ghost_refresh"
+
+#: md_rank_route's lists: to lo, to hi, near lo, near hi, this slab's own ghosts
+_ROUTE_LISTS = 5
+
+
+def room_for(rows: int) -> int:
+    """Rows to allocate for ``rows`` (room to spare for the next rebuild)."""
+    return rows + rows // 8 + 16
+
+
+def one_round_exact(layout: SlabLayout, cut: float, max_move: float | None) -> bool:
+    """Whether one message round finds every ghost: with at most three slabs every slab
+    neighbours every other; with more, an atom that reached a neighbour from beyond this slab's
+    other side must have crossed that neighbour's whole thickness less the ghost cut, more than
+    ``max_move`` (the farthest an atom moves between rebuilds; None: no bound, rebuilds every
+    step) when every slab is thicker than the cut plus it (with a margin for rounding)."""
+    if layout.parts <= 3:
+        return True
+    if max_move is None:
+        return False
+    thick = float(np.diff(layout.edges).min())
+    return thick - cut > max_move * (1.0 + 1.0e-6) + GHOST_MARGIN * float(layout.box[2])
+
+
+class RankRounds:
+    """The message rounds of :class:`~simsplit.md.rank_slab.RankSlab`'s rebuild."""
+
+    kernels: Any
+    state: Any
+    layout: SlabLayout
+    endpoint: Endpoint
+    rank: int
+    lo: int
+    hi: int
+    links: tuple[int, ...]
+    cut: float
+    _edges: Any
+    _counts: Any
+    _rooms: dict[str, int]
+    relayed: int
+    _staged: dict[str, Any]
+
+    def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
+                ) -> Any:
+        raise NotImplementedError
+
+    def _rows(self, which: str, n: int, g: int, dtype: Any, force: bool = False
+              ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _ghost_room(self) -> int:
+        raise NotImplementedError
+
+    def _identity(self, n: int) -> Any:
+        raise NotImplementedError
+
+    def _raise_stray(self, row: int) -> None:
+        raise NotImplementedError
+
+    def _old_rows(self) -> dict[str, Any]:
+        s = self.state
+        return {"x": s.x, "v": s.v, "img": s.img, "gid": s.gid}
+
+    # --- one round ---------------------------------------------------------------------------
+    def _one_round(self, dtype: Any) -> tuple[int, int, dict[str, Any], dict[int, int]]:
+        """Leavers and ghosts in one round: the owned and ghost rows of the new arrangement
+        (unsorted), their counts and each link's leaver count."""
+        k, s = self.kernels, self.state
+        n_old, old = s.n_own, self._old_rows()
+        while True:
+            room, near_room = self._rooms["leavers"], self._rooms["near"]
+            kept = self._device("kept", (max(n_old, 1),), np.int32)
+            lists = self._device("route", (3 * room + 2 * near_room,), np.int32, exact=True)
+            k.rank_route(s.x, n_old, self._edges, self.layout.parts, self.rank, self.lo,
+                         self.hi, float(self.layout.box[2]), self.cut, (room, near_room),
+                         self._counts, kept, lists)
+            part = [lists[j * room: (j + 1) * room] for j in range(3)] + \
+                [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
+                 for j in range(2)]
+            full = (room, near_room) if n_old else (0, 0)
+            queued = self._queue_packs(self._by_link((part[0], full[0]), (part[1], full[0])),
+                                       old, MIGRANT_TAGS)
+            queued += self._queue_packs(self._by_link((part[3], full[1]), (part[4], full[1])),
+                                        old, GHOST_TAGS)
+            got = [int(c) for c in k.read_ints(self._counts)]
+            if got[6]:
+                self._raise_stray(got[7])
+            if got[8]:
+                raise RuntimeError(
+                    f"slab {self.rank}: an atom reached a neighbour near the slab beyond it, "
+                    "whose ghost one message round cannot deliver (slabs too thin for the "
+                    "distance atoms moved between rebuilds)")
+            if max(got[1:4]) <= room and max(got[4:6]) <= near_room:
+                break
+            self._rooms["leavers"] = max(room, room_for(max(got[1:4])))
+            self._rooms["near"] = max(near_room, room_for(max(got[4:6])))
+        self.relayed += got[9]
+        leavers = self._by_link((part[0], got[1]), (part[1], got[2]))
+        near = self._by_link((part[3], got[4]), (part[4], got[5]))
+        arrivals, ghosts = self._post_and_receive([(leavers, MIGRANT_TAGS), (near, GHOST_TAGS)],
+                                                  queued)
+        n = got[0] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
+        g = got[3] + sum(int(a["gid"].shape[0]) for a in ghosts.values())
+        new = self._rows("a", n, g, dtype)
+        k.rank_gather(kept, got[0], old, new, motion=True)
+        row = self._append(new, got[0], arrivals, MIGRANT_TAGS)
+        row = self._append(new, row, ghosts, GHOST_TAGS)
+        # this slab's leavers near it: their new owners send their positions from now on
+        k.rank_gather(part[2], got[3], old, {"x": new["x"][row:], "gid": new["gid"][row:]},
+                      motion=False)
+        return n, g, new, {nb: m for nb, (_, m) in leavers.items()}
+
+    # --- two rounds --------------------------------------------------------------------------
+    def _two_rounds(self, dtype: Any) -> tuple[int, int, dict[str, Any], dict[int, int]]:
+        """Migrants, then the ghosts picked on the new owned rows (as :meth:`_one_round`)."""
+        kept, leavers, queued = self._classify(self.state.n_own)
+        (arrivals,) = self._post_and_receive([(leavers, MIGRANT_TAGS)], queued)
+        n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
+        near, queued = self._select_ghosts(n, kept, arrivals, dtype)
+        (ghosts,) = self._post_and_receive([(near, GHOST_TAGS)], queued)
+        g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
+        return n, g, self._receive_ghosts(n, g, ghosts, dtype), \
+            {nb: m for nb, (_, m) in leavers.items()}
+
+    def _classify(self, n: int) -> tuple[tuple[Any, int], dict[int, tuple[Any, int]], list]:
+        """Owner test of the owned rows and the leavers' packs, downloaded into the outboxes
+        (one wait): the kept rows, each link's leavers and the queued downloads."""
+        k, s = self.kernels, self.state
+        while True:
+            room = self._rooms["leavers"]
+            kept = self._device("kept", (max(n, 1),), np.int32)
+            to_lo = self._device("to_lo", (room,), np.int32)
+            to_hi = self._device("to_hi", (room,), np.int32)
+            k.rank_classify(s.x, n, self._edges, self.layout.parts, self.rank, self.lo,
+                            self.hi, room, self._counts, kept, to_lo, to_hi)
+            full = room if n else 0
+            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)),
+                                       self._old_rows(), MIGRANT_TAGS)
+            got = [int(c) for c in k.read_ints(self._counts)]
+            if got[3]:
+                self._raise_stray(got[4])
+            if max(got[1], got[2]) <= room:
+                break
+            self._rooms["leavers"] = room_for(max(got[1], got[2]))
+        return (kept, got[0]), self._by_link((to_lo, got[1]), (to_hi, got[2])), queued
+
+    def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, dict],
+                       dtype: Any) -> tuple[dict[int, tuple[Any, int]], list]:
+        """Build the owned rows of the new arrangement (kept rows compacted, arrivals after
+        them), list those near each neighbour and queue their packs as :meth:`_classify`
+        does (one wait)."""
+        k = self.kernels
+        new = self._rows("a", n, self._ghost_room(), dtype)
+        k.rank_gather(kept[0], kept[1], self._old_rows(), new, motion=True)
+        self._append(new, kept[1], arrivals, MIGRANT_TAGS)
+        self._staged = new
+        while True:
+            room = self._rooms["near"]
+            to_lo = self._device("near_lo", (room,), np.int32)
+            to_hi = self._device("near_hi", (room,), np.int32)
+            k.rank_select(new["x"], n, self._edges, self.lo, self.hi,
+                          float(self.layout.box[2]), self.cut, room, self._counts, to_lo,
+                          to_hi)
+            full = room if n else 0
+            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), new,
+                                       GHOST_TAGS)
+            got = [int(c) for c in k.read_ints(self._counts)[:2]]
+            if max(got) <= room:
+                break
+            self._rooms["near"] = room_for(max(got))
+        return self._by_link((to_lo, got[0]), (to_hi, got[1])), queued
+
+    def _receive_ghosts(self, n: int, g: int, ghosts: dict[int, dict], dtype: Any
+                        ) -> dict[str, Any]:
+        """The received ghost rows after the ``n`` owned rows of the new arrangement (grown
+        when they outgrow its room)."""
+        new = self._staged
+        if new["x"].shape[0] < n + g:
+            grown = self._rows("a", n, g, dtype, force=True)
+            self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
+            new = grown
+        self._append(new, n, ghosts, GHOST_TAGS)
+        return new
+
+    # --- messages ----------------------------------------------------------------------------
+    def _by_link(self, low: tuple[Any, int], high: tuple[Any, int]
+                 ) -> dict[int, tuple[Any, int]]:
+        """A kernel's (rows, count) lists for the low and high neighbour, keyed by link in
+        link order (with two slabs both are one neighbour, whose rows the low list holds)."""
+        return {nb: low if nb == self.lo else high for nb in self.links}
+
+    def _queue_packs(self, lists: dict[int, tuple[Any, int]], src: dict[str, Any],
+                     tags: dict[str, str]) -> list:
+        """Queue the gathers of each link's rows ``lst[:m]`` of ``src`` (the arrays ``tags``
+        names: v and img too for migrants) and their downloads into the outboxes; the host
+        does not wait."""
+        k = self.kernels
+        motion = "v" in tags
+        queued = []
+        for nb, (lst, m) in lists.items():
+            out = {name: self._device(f"pack_{tags[name]}_{nb}",
+                                      (max(m, 1), *src[name].shape[1:]), src[name].dtype)
+                   for name in tags}
+            k.rank_gather(lst, m, src, out, motion)
+            for name, tag in tags.items():
+                rows = out[name].reshape(out[name].shape[0], -1)
+                host = self.endpoint.outbox(nb, tag, (max(m, 1), rows.shape[1]), rows.dtype)
+                queued.append((nb, tag, k.download_async(rows, m, host),
+                               src[name].shape[1:], src[name].dtype))
+        return queued
+
+    def _post_and_receive(self, rounds: list[tuple[dict[int, tuple[Any, int]], dict[str, str]]],
+                          queued: list) -> list[dict[int, dict[str, np.ndarray]]]:
+        """Post the first ``m`` rows of each queued pack (per message kind: its lists, link ->
+        (rows, m), and its tags), then return each kind's rows per link, in link order: read
+        in place where the neighbour shares the node (valid until the neighbour's next
+        rebuild but one)."""
+        count = {tag: lists for lists, tags in rounds for tag in tags.values()}
+        shapes = {}
+        for nb, tag, handle, row_shape, dtype in queued:
+            self.kernels.wait_download(handle)
+            self.endpoint.post(nb, tag, count[tag][nb][1])
+            shapes[tag] = (row_shape, dtype)
+        return [{nb: {name: self.endpoint.inbox(nb, tag, *shapes[tag])
+                      for name, tag in tags.items()} for nb in self.links}
+                for _, tags in rounds]
+
+    def _append(self, new: dict[str, Any], row: int, received: dict[int, dict],
+                tags: dict[str, str]) -> int:
+        """Queue the rows ``received`` from each link (in link order) into ``new`` from
+        ``row`` on; returns the row after them."""
+        for got in received.values():
+            for name in tags:
+                self._upload(got[name], new[name], row)
+            row += int(got["gid"].shape[0])
+        return row
+
+    def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
+        """Queue ``dst[row0:] = host`` straight from ``host`` (an inbox: unchanged until the
+        neighbour's next rebuild but one; the host does not wait)."""
+        if host.shape[0]:
+            self.kernels.upload_rows_queued(host.reshape(host.shape[0], -1),
+                                            dst.reshape(dst.shape[0], -1), row0)

@@ -108,14 +108,15 @@ md_final_integrate(T* __restrict__ v, const T* __restrict__ f, int n, double dtf
 }
 
 // A half kick with per-type masses: v += table[typ[i]] f, table = dt / 2m per atom type (the
-// drift's own kick is then given 0, see simsplit/md/masses.py).
+// drift's own kick is then given 0, see simsplit/md/masses.py). In a batch it belongs to step
+// `tick`'s drift and halts with it.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_kick_typed(T* __restrict__ v, const T* __restrict__ f, const int* __restrict__ typ, int n,
-              const double* __restrict__ table)
+              const double* __restrict__ table, const int* __restrict__ flags, int tick)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    if (i >= n || halted(flags, tick, false)) return;
     const double dtf = table[typ[i]];
 #pragma unroll
     for (int d = 0; d < 3; ++d) {
@@ -483,23 +484,40 @@ md_lj_forces(const T* __restrict__ x, int n_own, int row0, const int* __restrict
     vir[i] = 0.5 * w;
 }
 
-// One owned row of a typed force kernel: the sums over its list, each pair's terms from
-// pair(j, table row of the pair's types) (rows of `width` doubles), in list order.
-template <typename T, typename Pair>
-__device__ __forceinline__ void typed_row(int i, const T* __restrict__ x,
-                                          const int* __restrict__ typ, int ntypes,
-                                          const int* __restrict__ nl, int pitch,
-                                          const int* __restrict__ cnt,
-                                          const double* __restrict__ table, int width,
-                                          T* __restrict__ f, double* __restrict__ pe,
-                                          double* __restrict__ vir, Pair pair)
+// --- several atom types ----------------------------------------------------------------------
+// A typed list entry: with type bits (shift > 0, md_pack_types) the row is the low `shift`
+// bits and the neighbour's type the bits above; otherwise the entry is the row and its type
+// is read from typ. The packed form spares the force loop a gather per pair, and the table
+// row no longer waits for it.
+struct Neighbour {
+    int row, type;
+};
+
+__device__ __forceinline__ Neighbour neighbour_of(int entry, int shift,
+                                                  const int* __restrict__ typ)
 {
-    const int row = typ[i] * ntypes;
+    const int row = shift ? entry & ((1 << shift) - 1) : entry;
+    return {row, shift ? entry >> shift : __ldg(typ + row)};
+}
+
+// One owned row of a typed force kernel: the sums over its list in list order, each pair's
+// terms from pair(j, its table row) (rows of W doubles, row typ[i] * ntypes + type of j).
+// Coefficients stay loads from the (L1-resident) table: two types' rows held in registers
+// took ptxas from 56 to 72 registers, or to spills at 64.
+template <int W, typename T, typename Pair>
+__device__ __forceinline__ void typed_row(int i, const int* __restrict__ typ, int ntypes,
+                                          int shift, const int* __restrict__ nl, int pitch,
+                                          const int* __restrict__ cnt,
+                                          const double* __restrict__ table, T* __restrict__ f,
+                                          double* __restrict__ pe, double* __restrict__ vir,
+                                          Pair pair)
+{
+    const double* rows = table + (long long)W * typ[i] * ntypes;
     double fx = 0.0, fy = 0.0, fz = 0.0, e = 0.0, w = 0.0;
     const int m = cnt[i];
     for (int k = 0; k < m; ++k) {
-        const int j = __ldg(nl + (long long)k * pitch + i);
-        const PairTerms t = pair(j, table + (long long)width * (row + __ldg(typ + j)));
+        const Neighbour nb = neighbour_of(__ldg(nl + (long long)k * pitch + i), shift, typ);
+        const PairTerms t = pair(nb.row, rows + W * nb.type);
         fx += t.fx;
         fy += t.fy;
         fz += t.fz;
@@ -515,13 +533,13 @@ __device__ __forceinline__ void typed_row(int i, const T* __restrict__ x,
 
 // md_lj_forces for several atom types: each pair's rc^2, 4 eps, 24 eps, sigma^2 and energy
 // shift come from row typ[i] * ntypes + typ[j] of `table` (5 doubles a row), the same pair
-// terms in the same order.
+// terms in the same order. `shift`: the list's type bits (see neighbour_of).
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_own, int row0,
                    const int* __restrict__ nl, int pitch, const int* __restrict__ cnt,
                    double bx, double by, double bz, const double* __restrict__ table,
-                   int ntypes, T* __restrict__ f, double* __restrict__ pe,
+                   int ntypes, int shift, T* __restrict__ f, double* __restrict__ pe,
                    double* __restrict__ vir, const int* __restrict__ flags, int tick)
 {
     const int i = row0 + blockIdx.x * blockDim.x + threadIdx.x;
@@ -529,11 +547,11 @@ md_lj_forces_typed(const T* __restrict__ x, const int* __restrict__ typ, int n_o
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
-    typed_row(i, x, typ, ntypes, nl, pitch, cnt, table, 5, f, pe, vir,
-              [&](int j, const double* p) {
-                  return lj_pair(xi, yi, zi, x, j, bx, by, bz, __ldg(p), __ldg(p + 1),
-                                 __ldg(p + 2), __ldg(p + 3), __ldg(p + 4));
-              });
+    typed_row<5>(i, typ, ntypes, shift, nl, pitch, cnt, table, f, pe, vir,
+                 [&](int j, const double* p) {
+                     return lj_pair(xi, yi, zi, x, j, bx, by, bz, __ldg(p), __ldg(p + 1),
+                                    __ldg(p + 2), __ldg(p + 3), __ldg(p + 4));
+                 });
 }
 
 // md_lj_forces_typed with the force shifted to zero at each pair's cutoff (LAMMPS
@@ -569,7 +587,7 @@ __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_lj_forces_fshift(const T* __restrict__ x, const int* __restrict__ typ, int n_own, int row0,
                     const int* __restrict__ nl, int pitch, const int* __restrict__ cnt,
                     double bx, double by, double bz, const double* __restrict__ table,
-                    int ntypes, T* __restrict__ f, double* __restrict__ pe,
+                    int ntypes, int shift, T* __restrict__ f, double* __restrict__ pe,
                     double* __restrict__ vir, const int* __restrict__ flags, int tick)
 {
     const int i = row0 + blockIdx.x * blockDim.x + threadIdx.x;
@@ -577,10 +595,10 @@ md_lj_forces_fshift(const T* __restrict__ x, const int* __restrict__ typ, int n_
     const double xi = double(x[3LL * i]);
     const double yi = double(x[3LL * i + 1]);
     const double zi = double(x[3LL * i + 2]);
-    typed_row(i, x, typ, ntypes, nl, pitch, cnt, table, 7, f, pe, vir,
-              [&](int j, const double* p) {
-                  return lj_pair_fshift(xi, yi, zi, x, j, bx, by, bz, p);
-              });
+    typed_row<7>(i, typ, ntypes, shift, nl, pitch, cnt, table, f, pe, vir,
+                 [&](int j, const double* p) {
+                     return lj_pair_fshift(xi, yi, zi, x, j, bx, by, bz, p);
+                 });
 }
 
 // typ[r] = types_by_id[gid[r]]: the atom type of every local row (after a rebuild moved them).
@@ -592,6 +610,23 @@ md_row_types(const long long* __restrict__ gid, int n, const I* __restrict__ typ
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
     typ[r] = types_by_id[gid[r]];
+}
+
+// Type bits into owned row i's list (after md_row_types, once per list build): entry j
+// becomes j | typ[j] << shift. The host picks shift so that every row fits below it.
+template <typename I>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_pack_types(I* __restrict__ nl, int pitch, const I* __restrict__ cnt, int n_own,
+              const I* __restrict__ typ, int shift)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_own) return;
+    const int m = cnt[i];
+    for (int k = 0; k < m; ++k) {
+        const long long a = (long long)k * pitch + i;
+        const I j = nl[a];
+        nl[a] = j | (__ldg(typ + j) << shift);
+    }
 }
 
 #ifdef SIMSPLIT_MD_FORCE_LANES

@@ -5,9 +5,12 @@
 
 Systems: ``hoomd`` = 64,000 atoms (fcc 20x20x40) at density 1.0, rc 2.5, skin 0.4, T 1.2 (the
 HOOMD-blue LJ benchmark); ``lammps`` = 1,000,188 atoms (fcc 63^3) at 0.8442, rc 2.5, skin 0.3,
-T 1.44 (LAMMPS ``bench/in.lj`` scaled up). Compilation and set-up are excluded (a warm-up of a
-few steps runs first); then chunks of steps run until ``--seconds`` of steady stepping have
-been timed (``--quick``: one short chunk). The table gives the rate, milliseconds per step, the
+T 1.44 (LAMMPS ``bench/in.lj`` scaled up); ``one*``, ``ka*``, ``liq*`` at 64k and 1M atoms:
+one type and Kob-Andersen 80:20 from fcc sites at density 1.2 (the one type stays a
+crystal), and one type melted and held at the Kob-Andersen temperature first (``LIQUID``).
+Compilation, set-up and that preparation are excluded (a warm-up of a few steps runs first);
+then chunks of steps run until ``--seconds`` of steady stepping have been timed (``--quick``:
+one short chunk). The table gives the rate, milliseconds per step, the
 rebuild count, steps per displacement-flag read (one slab runs in batches) and the share of
 the wall time spent in neighbour-list rebuilds (host wall time from the flag read that asked
 for a rebuild to the end of the list build, which waits for the device). Targets: 5e8
@@ -39,7 +42,18 @@ SYSTEMS: dict[str, tuple[tuple[int, int, int], float, float, float, int, float]]
     "one64k": ((20, 20, 40), 1.2, 0.3, 1.0, 1000, 5e8),
     "ka1m": ((63, 63, 63), 1.2, 0.3, 1.0, 200, 1e9),
     "one1m": ((63, 63, 63), 1.2, 0.3, 1.0, 200, 1e9),
+    # one type on the same sites, melted and held at the Kob-Andersen runs' temperature
+    # before the timed NVE span (see LIQUID): the one-type reference in the same liquid state
+    "liq64k": ((20, 20, 40), 1.2, 0.3, 1.0, 1000, 5e8),
+    "liq1m": ((63, 63, 63), 1.2, 0.3, 1.0, 200, 1e9),
 }
+#: the ``liq*`` systems' preparation: (melt temperature, steps, hold temperature, steps),
+#: both under Langevin (damping 1), then NVE from there. The one-type fcc crystal at density
+#: 1.2 melts near T 2; at 3 it melts within the first few tau. 0.85 is the temperature the
+#: Kob-Andersen runs reach from the same start and keep through their timed span (0.852 at
+#: 64k and 1M, benchmarks/logs/bench_md_kob_andersen_h200_2026-12-03.log), so both rows
+#: move atoms as fast and rebuild about as often.
+LIQUID = (3.0, 2000, 0.85, 2000)
 #: Kob-Andersen pair coefficients (cutoffs 2.5 sigma_ij) of the ``ka*`` systems
 KOB_ANDERSEN = [{"types": [1, 1], "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5},
                 {"types": [1, 2], "epsilon": 1.5, "sigma": 0.8, "cutoff": 2.0},
@@ -66,14 +80,43 @@ def _case(name: str, backend: str, subdomains: int) -> dict[str, Any]:
     return case
 
 
+def _liquid(name: str, backend: str, subdomains: int, context: Any = None) -> Any:
+    """An NVE solver of ``name`` started from the melted and held state of :data:`LIQUID`
+    (the same fcc start and seed as the one-type crystal rows)."""
+    from simsplit.md import MDSolver
+
+    hot, hot_steps, hold, hold_steps = LIQUID
+    state = None
+    for temp, steps in ((hot, hot_steps), (hold, hold_steps)):
+        case = _case(name, backend, subdomains)
+        case["md"].update(ensemble="langevin", langevin={"temperature": temp, "damping": 1.0})
+        s = MDSolver(case, context or backend)
+        if state is not None:
+            s.load_state(state)
+        s.step(steps)
+        state = s.state()
+    s = MDSolver(_case(name, backend, subdomains), context or backend)
+    s.load_state(state)
+    return s
+
+
+def _temperature(s: Any) -> float:
+    v = s.velocities()
+    return s.mass * float(np.sum(v * v)) / (3 * s.n_atoms - 3)
+
+
 def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
           keep_solver: bool = False, context: Any = None) -> dict[str, Any]:
     """One timed run; under MPI (``context`` an MPI context) every rank runs the same chunks
-    (the longest rank's clock decides when to stop)."""
+    (the longest rank's clock decides when to stop). Set-up (and a ``liq*`` system's
+    preparation) is not timed."""
     from simsplit.md import MDSolver
 
     t0 = time.perf_counter()
-    s = MDSolver(_case(name, backend, subdomains), context or backend)
+    if name.startswith("liq"):
+        s = _liquid(name, backend, subdomains, context)
+    else:
+        s = MDSolver(_case(name, backend, subdomains), context or backend)
     comm = getattr(context, "comm", None)
     if comm is not None:
         from mpi4py import MPI
@@ -83,6 +126,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         s._device_sums = lambda: None
     s.step(20)  # warm-up: compiles every kernel, fills memory pools
     s.synchronize()
+    start_temp = _temperature(s)
     setup = time.perf_counter() - t0
     before = s.stats()
     waits = getattr(s.kernels, "host_waits", 0)
@@ -98,8 +142,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         if elapsed >= seconds:
             break
     st = s.stats()
-    v = s.velocities()  # after the clock: a sanity check that the run stayed physical
-    temp = s.mass * float(np.sum(v * v)) / (3 * s.n_atoms - 3)
+    temp = _temperature(s)  # after the clock: a sanity check that the run stayed physical
     neighbor = st["time_neighbor"] - before["time_neighbor"]
     exchange = st["time_comm"] - before["time_comm"]
     rebuilds = st["rebuilds"] - before["rebuilds"]
@@ -113,7 +156,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "steps_per_read": steps / batches if batches else 1.0,
         "neighbor_fraction": neighbor / elapsed, "exchange_fraction": exchange / elapsed,
         "ms_per_rebuild": 1e3 * neighbor / max(1, rebuilds),
-        "capacity": st["neighbor_capacity"], "final_temp": temp,
+        "capacity": st["neighbor_capacity"], "start_temp": start_temp, "final_temp": temp,
         # this process's host waits for its device per step (rebuilds included)
         "waits_per_step": (getattr(s.kernels, "host_waits", 0) - waits) / steps,
         # message rounds per rebuild of one slab per rank (simsplit.md.rank_rounds)
@@ -160,7 +203,7 @@ def main() -> None:
     head = (f"{'backend':<11} {'system':<7} {'atoms':>9} {'slabs':>5} {'steps':>6} "
             f"{'atom-steps/s':>12} {'target':>7} {'ms/step':>8} {'rebuilds':>8} "
             f"{'steps/rb':>8} {'st/read':>7} {'nbr %':>6} {'ms/rebuild':>10} {'s':>6} "
-            f"{'T end':>6}")
+            f"{'T start':>7} {'T end':>6}")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -169,7 +212,7 @@ def main() -> None:
               f"{r['ms_per_step']:>8.4f} {r['rebuilds']:>8} {r['steps_per_rebuild']:>8.1f} "
               f"{r['steps_per_read']:>7.1f} "
               f"{100 * r['neighbor_fraction']:>6.1f} {r['ms_per_rebuild']:>10.3f} "
-              f"{r['seconds']:>6.2f} {r['final_temp']:>6.3f}")
+              f"{r['seconds']:>6.2f} {r['start_temp']:>7.3f} {r['final_temp']:>6.3f}")
     if args.json:
         print(json.dumps(rows, indent=1))
 

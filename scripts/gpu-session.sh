@@ -18,6 +18,8 @@
 #   acc25    issue 25 accuracy: 3D cavity Re 1000 128^3, float64 / float32 / fp16 / e4m11
 #            storage against Albensoeder & Kuhlmann (2005) (scripts/fp16_study.py; minutes)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
+#   mdtypes  Kob-Andersen 80:20 against one type, as a crystal and as a liquid at the same T,
+#            64k and 1M atoms, cupy + numba-cuda (issue 22)
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
@@ -200,6 +202,12 @@ fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"
     timeout 240 python3 scripts/bench_md_gpu.py 2>&1 | tee "$OUT/bench-md.log" | quiet | tail -15
+fi
+if has mdtypes; then
+    note "MD two types: one-type crystal, one-type liquid, Kob-Andersen; 64k, 1M (issue 22)"
+    timeout 200 python3 scripts/bench_md_gpu.py --backends cupy numba-cuda --seconds 3 \
+        --systems one64k liq64k ka64k one1m liq1m ka1m 2>&1 | tee "$OUT/bench-md-types.log" \
+        | quiet | tail -16
 fi
 if has mdsplit; then
     note "MD split on one GPU: 1, 2, 4 slabs in one arena, 64k / 1M / 8M atoms (issue 20)"

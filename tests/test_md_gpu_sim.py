@@ -23,6 +23,8 @@ in_child = pytest.mark.skipif(not IN_SIMULATOR,
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 #: a short cutoff makes 6 cells per axis, so the pruned 5-cell stencil runs too
 SHORT = {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.0}
+#: two types whose cross pair is not the mixing rule's
+CROSS_PAIR = [{"types": [1, 2], "epsilon": 1.5, "sigma": 0.9}]
 
 
 @pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")
@@ -114,13 +116,15 @@ def test_force_shift_and_npt_match_cpu(md) -> None:
 @pytest.mark.parametrize("ensemble", ["nose-hoover", "langevin"])
 def test_two_masses_match_cpu(ensemble: str) -> None:
     """Per-type masses: the per-type kick kernel, kinetic sums per atom, under Nose-Hoover;
-    under Langevin also drag and noise per type."""
+    under Langevin also drag and noise per type, in batches. A 1-2 pair of its own: the typed
+    force kernel on lists that carry each neighbour's type (a wrong type changes the bits;
+    milder than Kob-Andersen, whose lattice start rebuilds twice as often here)."""
     from simsplit.md import MDSolver
     from simsplit.md.reference import lj_case
 
     def solver(backend: str, n: int) -> Any:
         case = lj_case(cells=(4, 4, 4), subdomains=n, masses=[1.0, 0.5], temperature=1.0,
-                       ensemble=ensemble)
+                       ensemble=ensemble, pair_coeffs=CROSS_PAIR)
         case["md"]["lattice"]["fractions"] = [0.8, 0.2]
         case["run"]["backend"] = backend
         return MDSolver(case, backend)
@@ -132,6 +136,8 @@ def test_two_masses_match_cpu(ensemble: str) -> None:
         s.step(10)
     for s in runs:
         _same(s, cpu)
+        assert s.slabs[0].type_shift == 30
+    assert (runs[0].stats()["batches"] > 0) == (ensemble == "langevin")
 
 
 @in_child

@@ -137,12 +137,16 @@ def test_langevin_with_masses_split_identity(langevin_one_slab, subdomains) -> N
     _same(s, langevin_one_slab)
 
 
-def test_langevin_with_masses_on_the_emulated_device(emulated, langevin_one_slab  # noqa: F811
-                                                     ) -> None:
-    s = MDSolver(_langevin(2), "emulated")
+@pytest.mark.parametrize("subdomains", [1, 2])
+def test_langevin_with_masses_on_the_emulated_device(emulated, langevin_one_slab,  # noqa: F811
+                                                     subdomains) -> None:
+    """Per-type kicks run in batches too (one flag read per batch, kicks of the steps after
+    a rebuild request skipped): the CPU's bits."""
+    s = MDSolver(_langevin(subdomains), "emulated")
     s.step(120)
     _same(s, langevin_one_slab)
     assert s.kernels.launches["md_langevin_typed<double>"] >= 120
+    assert 0 < s.stats()["batches"] < 120 / 2
 
 
 def test_langevin_with_masses_thermalises_each_kind() -> None:

@@ -49,15 +49,17 @@ def _ka_case(subdomains: int = 1):
 
 
 def test_kob_andersen_lattice_split_and_device_bitwise(emulated) -> None:  # noqa: F811
-    """80:20 on fcc sites: 1, 3 slabs on the CPU and 2, 3 slabs in one emulated GPU arena all
-    give the one-slab bits."""
+    """80:20 on fcc sites: 1, 3 slabs on the CPU, one emulated GPU slab and 2, 3 slabs in one
+    emulated GPU arena all give the one-slab bits (the device lists carry each neighbour's
+    type above bit 30)."""
     one = MDSolver(_ka_case())
     counts = np.bincount(one.atom_type)
     assert counts.tolist() == [720, 180] and one.typed
     one.step(150)
-    for backend, n in (("cpu", 3), ("emulated", 2), ("emulated", 3)):
+    for backend, n in (("cpu", 3), ("emulated", 1), ("emulated", 2), ("emulated", 3)):
         s = MDSolver(_ka_case(n), backend)
         s.step(150)
+        assert s.slabs[0].type_shift == (30 if backend == "emulated" else 0)
         assert np.array_equal(s.positions(), one.positions()), (backend, n)
         assert np.array_equal(s.forces(), one.forces()), (backend, n)
         assert s.thermo() == one.thermo(), (backend, n)

@@ -32,9 +32,9 @@ class BatchedSteps:
         limit2, jump2 = self._limits2()
         t0 = time.perf_counter()
         for tick in range(1, size + 1):
-            kick = self._kick_pending or tick > 1
+            kick, dtf = self._drift_kick(self._kick_pending or tick > 1, tick)
             self._kick_pending = False
-            k.advance(s.x, s.v, s.f, s.img, s.n_own, kick, self._dtf, self.dt, self.box, s.x0,
+            k.advance(s.x, s.v, s.f, s.img, s.n_own, kick, dtf, self.dt, self.box, s.x0,
                       limit2, jump2, tick, **self._ghost_copies(s))
             if tick == size:
                 k.queue_flags()

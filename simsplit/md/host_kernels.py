@@ -49,7 +49,6 @@ class HostMDKernels:
         self.final_integrate = k.final_integrate
         self.kinetic_per_atom = k.kinetic_per_atom
         self.scale_rows = k.scale_rows
-        self.kick_typed = k.kick_typed
 
     @staticmethod
     def lj_forces(x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
@@ -57,18 +56,28 @@ class HostMDKernels:
         cpu_md.lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
 
     @staticmethod
+    def kick_typed(v, f, typ, n: int, table, tick: int = 0) -> None:
+        cpu_md.kick_typed(v, f, typ, n, table)
+
+    # the CPU lists hold plain rows (pack_types below): type_shift is always 0 here
+    @staticmethod
     def lj_forces_typed(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
-                        pe, vir, tick: int = 0) -> None:
+                        pe, vir, tick: int = 0, type_shift: int = 0) -> None:
         cpu_md.lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
     @staticmethod
     def lj_forces_fshift(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
-                         pe, vir, tick: int = 0) -> None:
+                         pe, vir, tick: int = 0, type_shift: int = 0) -> None:
         cpu_md.lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
     @staticmethod
     def row_types(gid, n: int, types_by_id, out=None) -> np.ndarray:
         return np.ascontiguousarray(types_by_id[np.asarray(gid)[:n]], dtype=np.int32)
+
+    @staticmethod
+    def pack_types(nl, cnt, n_own: int, typ, ntypes: int, rows: int) -> int:
+        """The CPU kernels read each neighbour's type from ``typ``: lists stay plain (0)."""
+        return 0
 
     @staticmethod
     def langevin_forces(f, v, ids, n: int, drag: float, noise: float, seed: int, step: int,

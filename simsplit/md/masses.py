@@ -61,12 +61,22 @@ class TypeMasses:
         return (self._on_kernels(kernels, "langevin_drag", self._drag_by_type),
                 self._on_kernels(kernels, "langevin_noise", self._noise_by_type))
 
-    def _typed_kicks(self, times: int) -> None:
-        """``times`` half kicks of every owned atom with its own mass."""
+    def _typed_kicks(self, times: int, tick: int = 0) -> None:
+        """``times`` half kicks of every owned atom with its own mass (``tick``: of that
+        step of a batch, see :meth:`BatchedSteps._step_batch`)."""
         for s in self.slabs:
             table = self._on_kernels(s.kernels, "dtf_by_type", self._dtf_by_type)
             for _ in range(times):
-                s.kernels.kick_typed(s.v, s.f, s.typ, s.n_own, table)
+                s.kernels.kick_typed(s.v, s.f, s.typ, s.n_own, table, tick)
+
+    def _drift_kick(self, kick: bool, tick: int = 0) -> tuple[bool, float]:
+        """The drift launch's kick flag and dt / 2m: with one mass the drift applies the
+        deferred kick (if ``kick``) and its own; with several the half kicks are queued here
+        first, per type, and the drift kicks by 0."""
+        if not self.multi_mass:
+            return kick, self._dtf
+        self._typed_kicks(2 if kick else 1, tick)
+        return False, 0.0
 
     def _row_masses(self, s: Any) -> dict[str, Any]:
         """The extra arguments of a device's exact thermo sums: each row's type and the mass

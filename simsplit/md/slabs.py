@@ -99,6 +99,9 @@ class SlabState:
     kernels: Any = None
     #: atom type of each local row (several types only; set after every rebuild)
     typ: Any = None
+    #: where the neighbour's type starts in a list entry (0: entries are plain rows; see
+    #: ``pack_types`` of the device kernel sets)
+    type_shift: int = 0
 
     @property
     def n_local(self) -> int:

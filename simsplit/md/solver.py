@@ -268,7 +268,7 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
             typed = (s.kernels.lj_forces_fshift if self.force_shift
                      else s.kernels.lj_forces_typed)
             typed(s.x, s.typ, r1, s.nl, s.cnt, self.box, table, self.pairs.ntypes, s.f, s.pe,
-                  s.vir, tick, **span)
+                  s.vir, tick, type_shift=s.type_shift, **span)
             return
         s.kernels.lj_forces(s.x, r1, s.nl, s.cnt, self.box, self.cutoff * self.cutoff,
                             self._eps4, self._eps24, self._sigsq, self._eshift, s.f, s.pe,
@@ -295,12 +295,15 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         return cache[key]
 
     def _update_row_types(self) -> None:
-        """Each local row's atom type, from its global id (after every rebuild)."""
+        """Each local row's atom type, from its global id, and the neighbours' types into
+        the new lists where the kernel set packs them (once after every list build)."""
         if not self.typed:
             return
         for s in self.slabs:
             types = self._on_kernels(s.kernels, "types", self.atom_type)
             s.typ = s.kernels.row_types(s.gid, s.n_local, types, s.typ)
+            s.type_shift = s.kernels.pack_types(s.nl, s.cnt, s.n_own, s.typ,
+                                                self.pairs.ntypes, s.n_local)
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` time steps.
@@ -316,10 +319,9 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         if self._outputs_pending:
             self._outputs_pending = False
             self._open_outputs()
-        # a rescaling thermostat needs every step's kinetic energy on the host; the batch
-        # launches kick with one mass
+        # a rescaling thermostat needs every step's kinetic energy on the host
         batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
-                   and self.skin > 0 and self.thermostat is None and not self.multi_mass)
+                   and self.skin > 0 and self.thermostat is None)
         end = self.steps_done + int(n)
         by_rank = isinstance(self.arena, RankSlab)
         try:
@@ -353,10 +355,7 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
             self.thermostat.begin_step(step, self._kinetic_total, self._scale_velocities)
         limit2, jump2 = self._limits2()  # after a barostat scaled the box
         kick, self._kick_pending = self._kick_pending, False
-        dtf = self._dtf
-        if self.multi_mass:  # kicks per type first, then the drift with a kick of 0
-            self._typed_kicks(2 if kick else 1)
-            kick, dtf = False, 0.0
+        kick, dtf = self._drift_kick(kick)
         for s in self.slabs:
             s.kernels.advance(s.x, s.v, s.f, s.img, s.n_own, kick, dtf, self._drift_dt,
                               self.box, s.x0, limit2, jump2, **self._ghost_copies(s))

@@ -40,7 +40,7 @@ ARENA_FLOAT_KERNELS = ("md_arena_classify", "md_arena_owned", "md_arena_ghosts",
                        "md_scale_rows", "md_lj_forces_typed", "md_lj_forces_fshift",
                        "md_kick_typed", "md_kinetic_typed", "md_langevin_typed")
 ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumulate",
-                       "md_exact_merge", "md_row_types")
+                       "md_exact_merge", "md_row_types", "md_pack_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
 RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_gather",
                       "md_rank_select", "md_rank_keys",
@@ -79,6 +79,14 @@ def scan_levels(n: int) -> list[int]:
 def scan_scratch(n: int) -> int:
     """Length of the one buffer that holds every level of :func:`scan_levels` (and totals)."""
     return sum(m + 1 for m in scan_levels(n))
+
+
+def type_shift(ntypes: int, rows: int) -> int:
+    """The bit where a packed list entry's type starts (see ``md_pack_types``): rows below
+    it, types in the bits up to the sign bit; 0 with one type or too many rows."""
+    bits = (int(ntypes) - 1).bit_length()
+    shift = 31 - bits
+    return shift if bits and int(rows) <= 1 << shift else 0
 
 
 def kernel_name(name: str, dtype: Any = None) -> str:
@@ -260,10 +268,12 @@ class DeviceMDKernels:
         if n:
             self._launch("md_final_integrate", v.dtype, n, v, f, np.int32(n), np.float64(dtf))
 
-    def kick_typed(self, v, f, typ, n: int, table) -> None:
-        """Half kick with per-type masses (``table``: dt / 2m per type, on the device)."""
+    def kick_typed(self, v, f, typ, n: int, table, tick: int = 0) -> None:
+        """Half kick with per-type masses (``table``: dt / 2m per type, on the device), part
+        of batch step ``tick``'s drift (skipped with it; ``tick`` 0: always run)."""
         if n:
-            self._launch("md_kick_typed", v.dtype, n, v, f, typ, np.int32(n), table)
+            self._launch("md_kick_typed", v.dtype, n, v, f, typ, np.int32(n), table,
+                         self._flags, np.int32(tick))
 
     def langevin_forces(self, f, v, ids, n: int, drag: float, noise: float, seed: int,
                         step: int, tick: int = 0) -> None:
@@ -296,24 +306,27 @@ class DeviceMDKernels:
                                           eshift, f, pe, vir, tick, row0))
 
     def lj_forces_typed(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
-                        ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0) -> None:
+                        ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0,
+                        type_shift: int = 0) -> None:
         """:meth:`lj_forces` with per-type-pair coefficients (``table``: a device copy of
-        :meth:`simsplit.md.pair_table.PairTable.kernel_table`, ``typ`` the rows' types)."""
+        :meth:`simsplit.md.pair_table.PairTable.kernel_table`, ``typ`` the rows' types;
+        ``type_shift``: what :meth:`pack_types` returned for this list)."""
         if n_own > row0:
             self._launch("md_lj_forces_typed", x.dtype, n_own - row0, x, typ, np.int32(n_own),
                          np.int32(row0), nl,
-                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
-                         pe, vir, self._flags, np.int32(tick))
+                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes),
+                         np.int32(type_shift), f, pe, vir, self._flags, np.int32(tick))
 
     def lj_forces_fshift(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
-                         ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0) -> None:
+                         ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0,
+                         type_shift: int = 0) -> None:
         """:meth:`lj_forces_typed` with the force shifted to zero at the cutoff (``table``: a
         device copy of :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
         if n_own > row0:
             self._launch("md_lj_forces_fshift", x.dtype, n_own - row0, x, typ, np.int32(n_own),
                          np.int32(row0), nl,
-                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes), f,
-                         pe, vir, self._flags, np.int32(tick))
+                         np.int32(nl.shape[1]), cnt, *_box(box), table, np.int32(ntypes),
+                         np.int32(type_shift), f, pe, vir, self._flags, np.int32(tick))
 
     def row_types(self, gid, n: int, types_by_id, out=None):
         """The atom type of each of the first ``n`` rows, from their global ids (into ``out``
@@ -323,6 +336,17 @@ class DeviceMDKernels:
         if n:
             self._launch("md_row_types", None, n, gid, np.int32(n), types_by_id, out)
         return out
+
+    def pack_types(self, nl, cnt, n_own: int, typ, ntypes: int, rows: int) -> int:
+        """Put each neighbour's type into the bits above a list entry's row (after
+        :meth:`row_types`, once per list build) and return where they start, the typed force
+        kernels' ``type_shift``; 0 (list unchanged) with one type, or when the ``rows`` local
+        rows leave no room for the type bits below the sign bit."""
+        shift = type_shift(ntypes, rows)
+        if shift and n_own:
+            self._launch("md_pack_types", None, n_own, nl, np.int32(nl.shape[1]), cnt,
+                         np.int32(n_own), typ, np.int32(shift))
+        return shift
 
     def force_args(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                    eps24: float, sigsq: float, eshift: float, f, pe, vir,

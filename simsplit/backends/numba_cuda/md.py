@@ -95,6 +95,14 @@ def _halted(at, tick, inclusive):
     return at <= tick if inclusive else at < tick
 
 
+@cuda.jit(device=True)
+def _neighbour(entry, shift, typ):
+    """(row, type) of a typed list entry (kernels/md_lj.cu's neighbour_of)."""
+    if shift:
+        return entry & ((1 << shift) - 1), entry >> shift
+    return entry, typ[entry]
+
+
 @cuda.jit
 def md_advance(x, v, f, img, n, kick, dtf, dt, bx, by, bz, x0, limit2, jump2, tick, flags,
                ghost_of, ghosts):
@@ -619,8 +627,8 @@ def md_scale_rows(v, n, alpha):
 
 
 @cuda.jit
-def md_lj_forces_typed(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
-                       vir, flags, tick):
+def md_lj_forces_typed(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, ntypes, shift,
+                       f, pe, vir, flags, tick):
     i = row0 + cuda.grid(1)
     if i >= n_own or _halted(flags[0], tick, True):
         return
@@ -634,8 +642,8 @@ def md_lj_forces_typed(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, n
     e = 0.0
     w = 0.0
     for k in range(cnt[i]):
-        j = nl[k, i]
-        p = row + typ[j]
+        j, t = _neighbour(nl[k, i], shift, typ)
+        p = row + t
         rcsq = table[p, 0]
         dx = _min_image(xi - np.float64(x[j, 0]), bx)
         dy = _min_image(yi - np.float64(x[j, 1]), by)
@@ -659,9 +667,9 @@ def md_lj_forces_typed(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, n
 
 
 @cuda.jit
-def md_kick_typed(v, f, typ, n, table):
+def md_kick_typed(v, f, typ, n, table, flags, tick):
     i = cuda.grid(1)
-    if i >= n:
+    if i >= n or _halted(flags[0], tick, False):
         return
     dtf = table[typ[i]]
     for d in range(3):
@@ -669,8 +677,8 @@ def md_kick_typed(v, f, typ, n, table):
 
 
 @cuda.jit
-def md_lj_forces_fshift(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, ntypes, f, pe,
-                        vir, flags, tick):
+def md_lj_forces_fshift(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, ntypes, shift,
+                        f, pe, vir, flags, tick):
     """md_lj_forces_typed with the force shifted to zero at the cutoff (the CPU's
     ``_lj_pair_fshift``; table rows: rc^2, 4 eps, 24 eps, sigma^2, e(rc), f(rc), rc)."""
     i = row0 + cuda.grid(1)
@@ -686,8 +694,8 @@ def md_lj_forces_fshift(x, typ, n_own, row0, nl, pitch, cnt, bx, by, bz, table, 
     e = 0.0
     w = 0.0
     for k in range(cnt[i]):
-        j = nl[k, i]
-        p = row + typ[j]
+        j, t = _neighbour(nl[k, i], shift, typ)
+        p = row + t
         dx = _min_image(xi - np.float64(x[j, 0]), bx)
         dy = _min_image(yi - np.float64(x[j, 1]), by)
         dz = _min_image(zi - np.float64(x[j, 2]), bz)
@@ -719,6 +727,16 @@ def md_row_types(gid, n, types_by_id, typ):
     if r >= n:
         return
     typ[r] = types_by_id[gid[r]]
+
+
+@cuda.jit
+def md_pack_types(nl, pitch, cnt, n_own, typ, shift):
+    i = cuda.grid(1)
+    if i >= n_own:
+        return
+    for k in range(cnt[i]):
+        j = nl[k, i]
+        nl[k, i] = j | (typ[j] << shift)
 
 
 @cuda.jit

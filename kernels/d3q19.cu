@@ -776,19 +776,28 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
 // registers, no spills: the box kernel's five would cap it at 48); double for one, as the
 // in-place kernel (without it ptxas 13.0 held the double/fp16 variant to 80 registers with a
-// 4-byte spill; at one it takes 102-148). GPU speed against the box: not measured yet.
+// 4-byte spill; at one it takes 92-150). Launched in blocks of D3Q19_BODIES_BLOCK_X threads
+// (simsplit/backends/cuda_c/source.py): at 256 a block is a whole row of a narrow duct, and
+// its slow open-rule warps held the row's plain warps resident (3D-1Z at 250 x 41 x 41 double:
+// 58 % of the box kernel on an H200, BENCHMARKS.md). Near a wall the source flags are read
+// twice, first to learn whether the cell has an outlet link (its velocity is then computed once
+// for all of them), then to apply each link's rule.
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
 // strides), in the arithmetic type. 32-bit element offsets only (the launcher checks).
 namespace {
 
-// Pressure outlet: -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2), u from the own
-// cell's post-collision populations of step t (every population in order, zero products
-// included, as the CPU kernel's _anti_bounce_back).
+// Velocity of the own cell's post-collision populations of step t, which the pressure outlet's
+// anti-bounce-back takes: every population in order, zero products included (as the CPU
+// kernel's _anti_bounce_back). usq = 1.5 u.u.
+template <typename T> struct outlet_velocity {
+    T ux, uy, uz, usq;
+};
+
 template <typename T, typename S, typename P>
-__device__ __forceinline__ T anti_bounce_back_3d(const S* __restrict__ f_src, P plane,
-                                                 lbm::offset_t cell, int q, T rho_w)
+__device__ __forceinline__ outlet_velocity<T> own_velocity_3d(const S* __restrict__ f_src,
+                                                              P plane, lbm::offset_t cell)
 {
     using L = D3Q19;
     T r = T(0.0), jx = T(0.0), jy = T(0.0), jz = T(0.0);
@@ -801,17 +810,27 @@ __device__ __forceinline__ T anti_bounce_back_3d(const S* __restrict__ f_src, P 
         jz += T(L::cz(p)) * v;
     }
     const T inv = T(1.0) / r;
-    const T ux = jx * inv;
-    const T uy = jy * inv;
-    const T uz = jz * inv;
-    const T cu = T(L::cx(q)) * ux + T(L::cy(q)) * uy + T(L::cz(q)) * uz;
-    const T usq = T(1.5) * (ux * ux + uy * uy + uz * uz);
-    const T feq = T(2.0 * L::w(q)) * rho_w * (T(1.0) + T(4.5) * cu * cu - usq);
-    return feq - lbm::decode<L, T>(lbm::read_only(population_at(f_src, L::opp(q), plane, cell)),
-                                   L::opp(q));
+    outlet_velocity<T> u;
+    u.ux = jx * inv;
+    u.uy = jy * inv;
+    u.uz = jz * inv;
+    u.usq = T(1.5) * (u.ux * u.ux + u.uy * u.uy + u.uz * u.uz);
+    return u;
 }
 
-// What the geometry returns along q into fluid cell `cell` from boundary source `kind`.
+// Pressure outlet: -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2), u = own_velocity_3d.
+template <typename T>
+__device__ __forceinline__ T anti_bounce_back_3d(int q, const outlet_velocity<T>& u, T rho_w,
+                                                 T own_opp)
+{
+    using L = D3Q19;
+    const T cu = T(L::cx(q)) * u.ux + T(L::cy(q)) * u.uy + T(L::cz(q)) * u.uz;
+    const T feq = T(2.0 * L::w(q)) * rho_w * (T(1.0) + T(4.5) * cu * cu - u.usq);
+    return feq - own_opp;
+}
+
+// What the geometry returns along q into fluid cell `cell` from boundary source `kind`;
+// outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET).
 template <typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
                                               const S* __restrict__ f_src, P plane,
@@ -819,7 +838,8 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
                                               int ny, lbm::offset_t pitch, lbm::offset_t layer,
                                               bool per_x, bool per_y, T lid_u,
                                               const T* __restrict__ inlet, T inlet_scale,
-                                              T rho_w, const T* __restrict__ links)
+                                              T rho_w, const outlet_velocity<T>& outlet_u,
+                                              const T* __restrict__ links)
 {
     using L = D3Q19;
     const int o = L::opp(q);
@@ -827,20 +847,19 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
     if (kind == FLAG_INLET)
         return own_opp + T(6.0 * L::w(q) * L::cx(q))
                              * (inlet_scale * __ldg(inlet + lbm::index_t(k) * (ny + 2) + j));
-    if (kind == FLAG_OUTLET) return anti_bounce_back_3d(f_src, plane, cell, q, rho_w);
+    if (kind == FLAG_OUTLET) return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
     if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
+        // both candidates are loaded with the weight, before its sign picks one: one memory
+        // round trip per link instead of two
         const T w = __ldg(population_at(links, q, plane, cell));
-        if (w >= T(0.0)) {  // wall nearer than halfway: the neighbour x + c_q
-            const lbm::offset_t nb =
-                neighbour_cell_3d(q, 1, i, j, k, nx, ny, pitch, layer, per_x, per_y);
-            return w * own_opp
-                   + (T(1.0) - w)
-                         * lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)),
-                                             o);
-        }
-        return (-w) * own_opp
-               + (T(1.0) + w)
-                     * lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
+        const lbm::offset_t nb =
+            neighbour_cell_3d(q, 1, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+        const T nb_opp =
+            lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)), o);
+        const T own_q =
+            lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
+        if (w >= T(0.0)) return w * own_opp + (T(1.0) - w) * nb_opp;  // wall nearer than halfway
+        return (-w) * own_opp + (T(1.0) + w) * own_q;  // beyond halfway: the own cell's q
     }
     return lbm::bounce_back<L>(q, kind, own_opp, lid_u);
 }
@@ -875,6 +894,16 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
     const lbm::flag_t near_wall = pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer,
                                           plane, per_x, per_y, deltas);
     if (near_wall) {  // rare and warp-coherent
+        // the outlet's velocity once per cell, not once per outlet link (five of them: each
+        // would reload the cell's 19 populations and divide, a chain of memory round trips
+        // that held the whole block); the same bits, as the same operations
+        bool outlet_link = false;
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q)
+            outlet_link |= __ldg(flags + source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x,
+                                                        per_y)) == FLAG_OUTLET;
+        outlet_velocity<T> outlet_u{};
+        if (outlet_link) outlet_u = own_velocity_3d<T>(f_src, plane, cell);
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
@@ -883,7 +912,7 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
             if (kind & FLAG_BOUNDARY)
                 fl[q] = body_boundary_3d(q, kind, own, f_src, plane, cell, i, j, k, nx, ny,
                                          pitch, layer, per_x, per_y, lid_u, inlet, inlet_scale,
-                                         rho_w, links);
+                                         rho_w, outlet_u, links);
         }
     }
     auto out = [&](int q, T v) {

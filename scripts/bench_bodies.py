@@ -10,6 +10,8 @@ only) on the same grid, backend and precision:
            residual every run.check_every, health checks), as `simsplit run` reports;
   forces   seconds per force measurement on the device (DeviceForces) and by the host path
            (populations downloaded, measure_forces), and whether both give the same bits.
+In 3D the cylinder's kernels are also timed with the bodies kernel launched in blocks of
+BODY_BLOCKS threads (the production size is source.D3Q19_BODIES_BLOCK_X).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from simsplit.case import load_case
 from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
+#: threads per block of the D3Q19 bodies kernel timed besides the production size
+BODY_BLOCKS = (32, 64, 128, 256)
 GRIDS = {"2D": ("cylinder2d.yaml", [8800, 1640], "float32"),
          "3D": ("cylinder3d.yaml", [250, 41, 41], "float64")}
 
@@ -48,8 +52,19 @@ def case_of(name: str, backend: str, steps: int, plain: bool, one_step: bool = F
     return case
 
 
-def kernel_mlups(case: dict, steps: int) -> float:
+def set_bodies_block(sim: Simulation, threads: int | None) -> None:
+    """Launch the D3Q19 bodies kernel of ``sim``'s slabs in blocks of ``threads`` (None: the
+    production size); the kernel sets are shared per device, so every caller sets it."""
+    from simsplit.backends.cuda_c import source
+
+    for blk in sim.solver.blocks.values():
+        if hasattr(blk.kernels, "bodies_block_x"):
+            blk.kernels.bodies_block_x = threads or source.D3Q19_BODIES_BLOCK_X
+
+
+def kernel_mlups(case: dict, steps: int, bodies_block: int | None = None) -> float:
     sim = Simulation(case)
+    set_bodies_block(sim, bodies_block)
     sim.step(64)  # compile, first graph
     sim.solver.synchronize()
     t0 = time.perf_counter()
@@ -61,6 +76,7 @@ def kernel_mlups(case: dict, steps: int) -> float:
 def run_mlups(case: dict, steps: int) -> float:
     """A whole run of ``steps`` steps after 500 warm-up ones (compiles, graphs, tables)."""
     sim = Simulation({**case, "run": {**case["run"], "steps": 500 + steps}})
+    set_bodies_block(sim, None)
     sim.step(500)
     if sim.body_forces is not None:  # compile the force kernel, upload the link tables
         sim.body_forces.reducer.measure(sim.solver)
@@ -69,6 +85,7 @@ def run_mlups(case: dict, steps: int) -> float:
 
 def force_seconds(case: dict, repeats: int = 5) -> tuple[float, float, bool]:
     sim = Simulation(case)
+    set_bodies_block(sim, None)
     sim.step(200)
     links = body_links(sim.solver.setup)
     device = DeviceForces(links)
@@ -106,6 +123,11 @@ def main() -> None:
         for label, (k, r) in rates.items():
             print(f"{label:>24}: kernels {k:9.1f} MLUPS ({100 * k / box_k:5.1f} %)   "
                   f"run {r:9.1f} MLUPS ({100 * r / box_r:5.1f} %)", flush=True)
+        if name == "3D":
+            for threads in BODY_BLOCKS:
+                k = kernel_mlups(rows["cylinder"], args.steps, bodies_block=threads)
+                print(f"{f'cylinder, blocks of {threads}':>24}: kernels {k:9.1f} MLUPS "
+                      f"({100 * k / box_k:5.1f} %)", flush=True)
         dev, host, same = force_seconds(rows["cylinder"])
         print(f"{'forces':>24}: device {1e3 * dev:.2f} ms, host path {1e3 * host:.1f} ms per "
               f"measurement; same bits: {same}", flush=True)

@@ -23,7 +23,8 @@
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
-#            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces
+#            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
+#            3D bodies kernel at several block sizes (BODY_ONLY=2D or 3D: that grid only)
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
@@ -221,7 +222,8 @@ if has mpimd; then
 fi
 if has bodyspeed; then
     note "flows around bodies against the plain box, same grids: kernels, whole runs, forces (issue 21)"
-    timeout 480 python3 scripts/bench_bodies.py --backend cupy --steps ${BODY_STEPS:-10000} 2>&1 \
+    timeout 480 python3 scripts/bench_bodies.py --backend cupy --steps ${BODY_STEPS:-10000} \
+        ${BODY_ONLY:+--only $BODY_ONLY} 2>&1 \
         | quiet | tee "$OUT/bench-bodies.log"
     if [[ -n "${BODY_PROFILE:-}" ]]; then
         echo "-- host profile of the cylinder run"

@@ -1083,6 +1083,16 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
         np.testing.assert_array_equal(got, want)
 
 
+def test_bodies_block_fits_the_launch_bounds() -> None:
+    """The D3Q19 bodies kernel's launch size (source.D3Q19_BODIES_BLOCK_X) is whole warps and
+    within its __launch_bounds__ (SIMSPLIT_BLOCK_X): a larger block would fail to launch."""
+    threads = source.D3Q19_BODIES_BLOCK_X
+    assert threads % 32 == 0 and 32 <= threads <= source.BLOCK_X
+    kernel = source.kernel_source("d3q19.cu")
+    bounds = re.search(r"__launch_bounds__\((\w+),.*\n\s*d3q19_stream_collide_bodies\(", kernel)
+    assert bounds and bounds.group(1) == "SIMSPLIT_BLOCK_X"
+
+
 def test_pair_launcher_grid_and_alignment() -> None:
     """The launcher's side of the pair kernel, without a GPU: the grid covers every cell with
     no block to spare, padded arrays pass the alignment check, packed ones fail it."""

@@ -114,7 +114,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
 def _anti_bounce_back(f_src, k, j, i, q, rho_w, like):
     """Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5
     u^2), u the own cell's velocity from its post-collision populations (step t); sums over
-    every population in order, zero products included (kernels/d3q19.cu anti_bounce_back_3d).
+    every population in order, zero products included (kernels/d3q19.cu own_velocity_3d and
+    anti_bounce_back_3d, which compute u once per cell: the same operations, the same bits).
     ``like``: an array of the arithmetic type."""
     dt = like.dtype.type
     r = dt(0.0)

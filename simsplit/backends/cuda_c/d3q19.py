@@ -151,6 +151,8 @@ class D3Q19Kernels:
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
         self._halfway: dict[np.dtype, Any] = {}  #: links stand-ins (never read: no CURVED)
+        #: threads per block of the bodies kernel (scripts/bench_bodies.py times others)
+        self.bodies_block_x = source.D3Q19_BODIES_BLOCK_X
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
@@ -236,7 +238,7 @@ class D3Q19Kernels:
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         with self._dev:
-            kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
+            kern((_grid_x(nx, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
                  (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------

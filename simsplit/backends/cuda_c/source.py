@@ -49,6 +49,15 @@ D3Q19_CELLS_X = 1
 #: the same resident warps): 64 and 128 ran 1.5-4 % faster than 256 on an H200, where float32
 #: storage ran 0.5-1 % slower (benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log, _l2.log)
 D3Q19_FP16_BLOCK_X = 128
+#: threads per block of the D3Q19 bodies kernel (d3q19_stream_collide_bodies), launched from
+#: the same build (__launch_bounds__ caps blocks at BLOCK_X). A block of 256 spans a whole row
+#: of the 3D-1Z grid (250 cells): its inlet and outlet warps, whose open rules take several
+#: memory round trips more than a plain warp's, held the other warps' registers until they
+#: were done, every row (58 % of the box kernel on an H200, BENCHMARKS.md); blocks of two
+#: warps let a plain warp's successor start as it finishes, and with 102 registers (double)
+#: leave 18 warps resident per SM, against 16 at 256. Not measured yet:
+#: scripts/bench_bodies.py times 32, 64, 128 and 256.
+D3Q19_BODIES_BLOCK_X = 64
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator

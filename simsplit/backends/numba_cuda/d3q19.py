@@ -56,8 +56,9 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         return s
 
     @cuda.jit(device=True)
-    def anti_bounce_back(f_src, k, j, i, q, rho_w):
-        # pressure outlet: the CPU kernel's _anti_bounce_back, operation for operation
+    def own_velocity(f_src, k, j, i):
+        # the pressure outlet's velocity of the own cell, once per cell (kernels/d3q19.cu
+        # own_velocity_3d): the CPU kernel's _anti_bounce_back sums, operation for operation
         r = dt(0.0)
         jx = dt(0.0)
         jy = dt(0.0)
@@ -72,10 +73,14 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         ux = mul(jx, inv)
         uy = mul(jy, inv)
         uz = mul(jz, inv)
+        return ux, uy, uz, mul(dt(1.5), mul(ux, ux) + mul(uy, uy) + mul(uz, uz))
+
+    @cuda.jit(device=True)
+    def anti_bounce_back(q, ux, uy, uz, usq, rho_w, own_opp):
+        # pressure outlet: the CPU kernel's _anti_bounce_back with the velocity of own_velocity
         cu = mul(dt(_CX[q]), ux) + mul(dt(_CY[q]), uy) + mul(dt(_CZ[q]), uz)
-        usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy) + mul(uz, uz))
         feq = mul(mul(dt(2.0 * _W[q]), rho_w), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
-        return feq - f_src[_OPP[q], k, j, i]
+        return feq - own_opp
 
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
@@ -111,6 +116,14 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                     si = wrap(i - _CX[q], nx, periodic_x)
                     fl[q] = f_src[q, k - _CZ[q], sj, si]
                 if own & NEAR_WALL:  # only cells next to a wall read their sources' flags
+                    outlet = False
+                    for q in range(19):
+                        sj = wrap(j - _CY[q], ny, periodic_y)
+                        si = wrap(i - _CX[q], nx, periodic_x)
+                        outlet = outlet or flags[k - _CZ[q], sj, si] == OUTLET
+                    oux = ouy = ouz = ousq = dt(0.0)
+                    if outlet:
+                        oux, ouy, ouz, ousq = own_velocity(f_src, k, j, i)
                     for q in range(19):
                         sk = k - _CZ[q]
                         sj = wrap(j - _CY[q], ny, periodic_y)
@@ -123,7 +136,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                             elif kind == INLET:
                                 v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[k, j]))
                             elif kind == OUTLET:
-                                v = anti_bounce_back(f_src, k, j, i, q, rho_w)
+                                v = anti_bounce_back(q, oux, ouy, ouz, ousq, rho_w, v)
                             elif (own & CURVED) != 0:  # Bouzidi, as the CPU kernel
                                 w = links[q, k, j, i]
                                 if w >= dt(0.0):

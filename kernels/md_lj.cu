@@ -361,7 +361,9 @@ md_permute(int n, int* __restrict__ cell_atoms, const int* __restrict__ cell_of,
 // not stored, and raise *worst. The minimum of 8 blocks per SM (at most 64 registers) is a hint
 // ptxas needs: without it, it squeezes this kernel into 32 registers and spills. With rows in
 // cell order (`in_order`, after md_permute) cell_atoms is the identity: atom p of the cell
-// order is row p, which spares the loop a dependent load per candidate.
+// order is row p, which spares the loop a dependent load per candidate. shift > 0: each entry
+// carries its row's type above bit `shift`, as md_pack_types writes it, without a second pass
+// over the list.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK, 8)
 md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, double bz, int nx,
@@ -370,7 +372,7 @@ md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, dou
                    const int* __restrict__ cell_of, const int* __restrict__ cell_start,
                    const int* __restrict__ cell_atoms, int in_order, double cutsq,
                    int* __restrict__ nl, int pitch, int cap, int* __restrict__ cnt,
-                   int* __restrict__ worst)
+                   int* __restrict__ worst, const int* __restrict__ typ, int shift)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_own) return;
@@ -407,7 +409,9 @@ md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, dou
                     const double dy = md::min_image(yi - double(__ldg(x + 3LL * j + 1)), by);
                     const double dz = md::min_image(zi - double(__ldg(x + 3LL * j + 2)), bz);
                     if (dx * dx + dy * dy + dz * dz < cutsq) {
-                        if (k < cap) nl[(long long)k * pitch + i] = j;
+                        if (k < cap)
+                            nl[(long long)k * pitch + i] =
+                                shift ? j | (__ldg(typ + j) << shift) : j;
                         ++k;
                     }
                 }

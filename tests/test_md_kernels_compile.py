@@ -448,7 +448,7 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
                            arr(i64, 2), arr(i64)),
             "md_build_neighbors": (x, i32, *box, i32, i32, i32, *box, *(i32,) * 6, ints, ints,
                                    ints, i32, f64,
-                                   arr(i32, 2), i32, i32, ints, ints),
+                                   arr(i32, 2), i32, i32, ints, ints, ints, i32),
             "md_lj_forces": (x, i32, i32, arr(i32, 2), i32, ints, *box, *(f64,) * 5, x, arr(f64),
                              arr(f64), ints, i32),
             "md_scan_chunks": (ints, i32, i32, ints),

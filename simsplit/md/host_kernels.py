@@ -75,6 +75,11 @@ class HostMDKernels:
         return np.ascontiguousarray(types_by_id[np.asarray(gid)[:n]], dtype=np.int32)
 
     @staticmethod
+    def type_bits(ntypes: int, rows: int) -> int:
+        """The CPU lists hold plain rows (no type bits; ``typ`` is read per pair)."""
+        return 0
+
+    @staticmethod
     def pack_types(nl, cnt, n_own: int, typ, ntypes: int, rows: int) -> int:
         """The CPU kernels read each neighbour's type from ``typ``: lists stay plain (0)."""
         return 0
@@ -138,7 +143,8 @@ class HostMDKernels:
 
     def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: tuple[np.ndarray, ...], offsets: list[np.ndarray], cutsq: float,
-                        nl: np.ndarray, cnt: np.ndarray) -> int:
+                        nl: np.ndarray, cnt: np.ndarray, typ: Any = None,
+                        type_shift: int = 0) -> int:
         return cpu_md.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt)
 
 

@@ -132,7 +132,6 @@ class NeighbourRebuilds:
         for s in self.slabs:
             self._build_list(s)
         self._stats["rebuilds"] += 1
-        self._update_row_types()
 
     def _pull(self) -> None:
         """Bring the arrays migration needs back to the host (device kernel sets only)."""
@@ -176,10 +175,12 @@ class NeighbourRebuilds:
             s.x, s.v, s.img, s.gid = k.reorder_by_cell(s.cells, s.n_own, s.x, s.v, s.img,
                                                        s.gid)
             s.ids_stale = True
+        shift = self._row_types(s)  # the lists carry the neighbours' types where they can
         while True:
             s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, self.capacity)
             worst = k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells,
-                                      self._offsets, self.reach * self.reach, s.nl, s.cnt)
+                                      self._offsets, self.reach * self.reach, s.nl, s.cnt,
+                                      s.typ, shift)
             if worst <= self.capacity:
                 break
             self.capacity = int(worst * 1.2) + 8

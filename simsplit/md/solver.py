@@ -296,14 +296,21 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
 
     def _update_row_types(self) -> None:
         """Each local row's atom type, from its global id, and the neighbours' types into
-        the new lists where the kernel set packs them (once after every list build)."""
-        if not self.typed:
-            return
+        the new lists where the kernel set packs them (once after every arena list build)."""
         for s in self.slabs:
+            if self._row_types(s):
+                s.type_shift = s.kernels.pack_types(s.nl, s.cnt, s.n_own, s.typ,
+                                                    self.pairs.ntypes, s.n_local)
+
+    def _row_types(self, s: sl.SlabState) -> int:
+        """Set ``s.typ`` (the local rows' types, from their global ids) and ``s.type_shift``
+        for a list built next; return that shift (0: plain rows, or an untyped run)."""
+        s.type_shift = 0
+        if self.typed:
             types = self._on_kernels(s.kernels, "types", self.atom_type)
             s.typ = s.kernels.row_types(s.gid, s.n_local, types, s.typ)
-            s.type_shift = s.kernels.pack_types(s.nl, s.cnt, s.n_own, s.typ,
-                                                self.pairs.ntypes, s.n_local)
+            s.type_shift = s.kernels.type_bits(self.pairs.ntypes, s.n_local)
+        return s.type_shift
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` time steps.

@@ -337,12 +337,19 @@ class DeviceMDKernels:
             self._launch("md_row_types", None, n, gid, np.int32(n), types_by_id, out)
         return out
 
+    @staticmethod
+    def type_bits(ntypes: int, rows: int) -> int:
+        """Where the neighbour's type starts in a list entry of ``rows`` local rows (the typed
+        force kernels' ``type_shift``): :meth:`build_neighbors` packs it with ``typ``, or
+        :meth:`pack_types` afterwards; 0: plain rows."""
+        return type_shift(ntypes, rows)
+
     def pack_types(self, nl, cnt, n_own: int, typ, ntypes: int, rows: int) -> int:
         """Put each neighbour's type into the bits above a list entry's row (after
         :meth:`row_types`, once per list build) and return where they start, the typed force
         kernels' ``type_shift``; 0 (list unchanged) with one type, or when the ``rows`` local
         rows leave no room for the type bits below the sign bit."""
-        shift = type_shift(ntypes, rows)
+        shift = self.type_bits(ntypes, rows)
         if shift and n_own:
             self._launch("md_pack_types", None, n_own, nl, np.int32(nl.shape[1]), cnt,
                          np.int32(n_own), typ, np.int32(shift))
@@ -562,9 +569,11 @@ class DeviceMDKernels:
 
     def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: DeviceCells, offsets: Sequence[np.ndarray], cutsq: float, nl,
-                        cnt) -> int:
+                        cnt, typ=None, type_shift: int = 0) -> int:
         """Full lists of the owned atoms in canonical order. Waits for the device; returns
-        the largest row count if some row overflowed the capacity ``nl.shape[0]``, else 0."""
+        the largest row count if some row overflowed the capacity ``nl.shape[0]``, else 0.
+        ``type_shift`` > 0: each entry carries its row's type from ``typ`` (see
+        :meth:`type_bits`)."""
         if n_own == 0:
             return 0
         self._launch("md_build_neighbors", x.dtype, n_own, x, np.int32(n_own), *_box(box),
@@ -573,7 +582,8 @@ class DeviceMDKernels:
                      *(np.int32(v) for v in stencil_ranges(offsets)),
                      cells.cell_of, cells.cell_start, cells.cell_atoms,
                      np.int32(cells.in_order), np.float64(cutsq), nl,
-                     np.int32(nl.shape[1]), np.int32(nl.shape[0]), cnt, self._worst)
+                     np.int32(nl.shape[1]), np.int32(nl.shape[0]), cnt, self._worst,
+                     cnt if typ is None else typ, np.int32(type_shift if typ is not None else 0))
         worst = int(self._read_small(self._worst)[0])
         if worst:
             self._zero(self._worst)

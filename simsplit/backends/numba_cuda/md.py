@@ -307,7 +307,7 @@ def md_permute(n, cell_atoms, cell_of, x, v, img, gid, cell_of_out, x_out, v_out
 @cuda.jit
 def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0, oyn, oz0, ozn,
                        cell_of, cell_start, cell_atoms, in_order, cutsq, nl, pitch, cap, cnt,
-                       worst):
+                       worst, typ, shift):
     i = cuda.grid(1)
     if i >= n_own:
         return
@@ -347,7 +347,7 @@ def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, o
                     dz = _min_image(zi - np.float64(x[j, 2]), bz)
                     if _dist2(dx, dy, dz) < cutsq:
                         if k < cap:  # scan order is the canonical order
-                            nl[k, i] = j
+                            nl[k, i] = j | (typ[j] << shift) if shift else j
                         k += 1
     cnt[i] = k
     if k > cap:

@@ -43,6 +43,11 @@ class D2Q9Params(_Rates):
         """Periodicity of the in-slab axes in array order (x)."""
         return (bool(self.periodic_x),)
 
+    @property
+    def forced(self) -> bool:
+        """A body force acts: the CPU row kernel adds the Guo source terms only then."""
+        return bool(self.force_x or self.force_y)
+
 
 @dataclass(frozen=True)
 class D3Q19Params(_Rates):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from simsplit.backends.cpu.rowgen import RowKernel, const, launch, planes, sum_terms
+from simsplit.backends.cpu.rowgen import RowKernel, const, dot_c, launch, planes, sum_terms
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -169,8 +169,13 @@ def _relax_pair(fl, f_dst, q, j, i, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_
 
 def _collide_source(macro: bool, forced: bool) -> list[str]:
     """:func:`_collide` and :func:`_relax_pair` as straight-line source for the row kernel:
-    the same expressions in the same order (``f{q}`` for ``fl[q]``, ``p{q}`` for ``f_dst``)."""
+    the same expressions in the same order (``f{q}`` for ``fl[q]``, ``p{q}`` for ``f_dst``).
+    Without a body force (``forced`` false) the Guo source terms and the products with a zero
+    lattice velocity component are left out: each would add a zero to a nonzero sum, so the
+    populations keep their bits (every backend's kernel computes them in full)."""
     q9 = range(9)
+    if not forced:
+        return _free_collide_source()
     lines = [f"r = {sum_terms(['dt(0.0)'] + [f'f{q}' for q in q9])}",
              f"jx = {sum_terms(['dt(0.0)'] + [f'{const(_CX[q])} * f{q}' for q in q9])}",
              f"jy = {sum_terms(['dt(0.0)'] + [f'{const(_CY[q])} * f{q}' for q in q9])}",
@@ -193,12 +198,34 @@ def _collide_source(macro: bool, forced: bool) -> list[str]:
     return lines
 
 
+def _free_collide_source() -> list[str]:
+    """The collision of :func:`_collide_source` without a body force."""
+    q9 = range(9)
+    lines = [f"r = {sum_terms(['dt(0.0)'] + [f'f{q}' for q in q9])}",
+             f"jx = {sum_terms(['dt(0.0)'] + [f'{const(_CX[q])} * f{q}' for q in q9 if _CX[q]])}",
+             f"jy = {sum_terms(['dt(0.0)'] + [f'{const(_CY[q])} * f{q}' for q in q9 if _CY[q]])}",
+             "inv = one / r",
+             "ux = jx * inv",
+             "uy = jy * inv",
+             "usq = dt(1.5) * (ux * ux + uy * uy)",
+             "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq))"]
+    for q in _PAIRS:
+        o = _OPP[q]
+        lines += [f"cu = {dot_c((_CX[q], _CY[q]), ('ux', 'uy'))}",
+                  f"relax_p = -om_p * (half * (f{q} + f{o}) - wq{q} * r * (one + dt(4.5) * cu * cu"
+                  f" - usq))",
+                  f"relax_m = -om_m * (half * (f{q} - f{o}) - wq{q} * r * dt(3.0) * cu)",
+                  f"p{q} = f{q} + relax_p + relax_m",
+                  f"p{o} = f{o} + relax_p - relax_m"]
+    return lines
+
+
 _row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u", "fx", "fy"), [
     "one, half = dt(1.0), dt(0.5)",
     "om_p, om_m, fx, fy = dt(om_p), dt(om_m), dt(fx), dt(fy)",
     "src_p = one - half * om_p",
     "src_m = one - half * om_m",
-    "lid_u = dt(lid_u)"])
+    "lid_u = dt(lid_u)"], forced=True)
 _rows = _row_kernel.compile()  # by (store_macro, forced)
 globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
 _takes = _row_kernel.takes
@@ -237,11 +264,12 @@ class D2Q9Kernels:
         if links is None:
             links = np.full((9, 1, 1), -1.0, f_src.dtype)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
-                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro)
+                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
+                 p.forced)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, False)
-        launch(_rows[bool(store_macro), False], plain, _stream_collide, args, f_src.dtype,
+        launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args, f_src.dtype,
                _launched)
 
     def pack(self, f, row, direction, buf):

@@ -19,7 +19,7 @@ import pytest
 from simsplit.backends.cuda_c import source
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 from simsplit.numerics.storage import storage_dtype
-from tests.conftest import CXX, find_nvcc
+from tests.conftest import CXX, OUTLETS, find_nvcc, outlet_params
 
 NVCC = find_nvcc()
 ARCH = "sm_90"
@@ -336,14 +336,15 @@ static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx
                     long long pitch, long long plane, int j0, int j1, int i0, int i1,
                     double op, double om,
                     double lid, double fx, double fy, int per, int store, unsigned gy,
-                    const T* in, double in_scale, double rho_w, const T* links) {
+                    const T* in, double in_scale, double rho_w, const T* links, int okind,
+                    double keep, double take, double press_w, T* slots) {
     const unsigned gx = (i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     launch(gx, gy, gz, [&] {
         // store: bit 0 the macroscopic fields, bit 1 the box kernel (no open-boundary rules)
 #define SIMSPLIT_EMU_COLLIDE(S, O) d2q9_stream_collide<T, S, O>(fs, fd, fl, r, u, v, nx, ny, \
         pitch, plane, j0, j1, i0, i1, T(op), T(om), T(lid), T(fx), T(fy), per, in, T(in_scale), \
-        T(rho_w), links)
+        T(rho_w), links, okind, T(keep), T(take), T(press_w), slots)
         switch (store) {
         case 0: SIMSPLIT_EMU_COLLIDE(false, true); break;
         case 1: SIMSPLIT_EMU_COLLIDE(true, true); break;
@@ -364,10 +365,11 @@ static void halo(const T* src, T* dst, int pack, long long plane, long long pitc
     T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, int i0, int i1, \\
     double op, \\
     double om, double lid, double fx, double fy, int per, int store, unsigned gy, \\
-    const T* in, double in_scale, double rho_w, const T* links) { \\
+    const T* in, double in_scale, double rho_w, const T* links, int okind, double keep, \\
+    double take, double press_w, T* slots) { \\
     collide<T>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, i0, i1, op, om, lid, fx, fy, \\
                per, \\
-               store, gy, in, in_scale, rho_w, links); }
+               store, gy, in, in_scale, rho_w, links, okind, keep, take, press_w, slots); }
 #define HALO(T, NAME) extern "C" void NAME(const T* s, T* d, int pack, long long plane, \\
     long long pitch, int row, int w, int set) { halo<T>(s, d, pack, plane, pitch, row, w, set); }
 COLLIDE(float, collide_float) COLLIDE(double, collide_double)
@@ -416,9 +418,10 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
 
 
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
-                      inlet=None, links=None, box=False, columns=None):
+                      inlet=None, links=None, box=False, columns=None, slots=None):
     """One launch of the emulated D2Q9 kernel; ``box``: the instantiation without the
-    open-boundary rules, which the GPU backends launch for walls and a lid only."""
+    open-boundary rules, which the GPU backends launch for walls and a lid only; ``slots``: a
+    convective outlet's previous values (updated in place)."""
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -439,7 +442,9 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
        c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x),
        c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store) | 2 * bool(box)),
        ctypes.c_uint(grid_y),
-       _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links))
+       _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links),
+       c_int(p.outlet_kind), *(c_dbl(v) for v in p.convective_weights),
+       c_dbl(p.outlet_pressure_weight), _ptr(np.zeros((9, 1), dtype) if slots is None else slots))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -484,14 +489,18 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("bounce", ["halfway", "linear"])
 @pytest.mark.parametrize("spans", [False, True])
+@pytest.mark.parametrize("outlet", OUTLETS)
 def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, padded,
-                                                      bounce, spans, monkeypatch) -> None:
-    """Velocity inlet, pressure outlet and a body's cells (issue #21): the CUDA C kernel's
-    inlet, anti-bounce-back, wall and interpolated (Bouzidi) branches reproduce the CPU kernel
-    bit for bit, a ramped inflow and an outlet density off 1 included; one slab of three (halo
-    ghost rows painted, the neighbours of interpolated links in them too). ``spans``: launched
-    as the GPU backends launch a slab with open rules, the box kernel on the column spans
-    that need none (SlabBlock.column_spans, here of 4 columns)."""
+                                                      bounce, spans, outlet,
+                                                      monkeypatch) -> None:
+    """Velocity inlet, outlet and a body's cells (issue #21): the CUDA C kernel's inlet,
+    outlet (pressure, zero-gradient, convective, with and without the pressure weight), wall
+    and interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, a convective
+    outlet's updated previous values too, a ramped inflow and an outlet density off 1
+    included; one slab of three (halo ghost rows painted, the neighbours of interpolated links
+    and of the outlet links in them too). ``spans``: launched as the GPU backends launch a
+    slab with open rules, the box kernel on the column spans that need none
+    (SlabBlock.column_spans, here of 4 columns)."""
     import simsplit.fluid.block
 
     monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 4)
@@ -520,7 +529,7 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, pa
     geometry = GridGeometry(solid, faces, inflow, False, links)
     om_p = 1.0 / 0.7
     params = D2Q9Params(om_p, 1.0 / 1.1, 0.0, 2e-5, -1e-5, False, inlet_scale=0.37,
-                        outlet_density=1.013)
+                        outlet_density=1.013, **outlet_params(*outlet))
     block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry)
     assert (block.flags[:, 0] == (8 if faces[0] == "inlet" else 16)).all()
     assert (block.flags[[0, -1]] & 1).any()  # the body reaches into both ghost rows
@@ -528,6 +537,11 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, pa
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     full = w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))
     block.f_src[...] = full.astype(dtype)
+    slots = None
+    if outlet[0] == "convective":  # previous values off the populations: they must matter
+        block.set_outlet_slots(w[..., 0] * (1 + 0.05 * rng.standard_normal((9, ny))))
+        slots = block.outlet_slots.copy()
+        before = slots.copy()
     f_src = block.f_src.copy()
     emu_dst = np.zeros_like(f_src)
     flags = block.flags
@@ -548,13 +562,18 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, pa
     for i0, i1, is_open in launches:
         _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1),
                           params, True, 3, inlet=block.inlet, links=weights, box=not is_open,
-                          columns=(i0, i1))
+                          columns=(i0, i1), slots=slots)
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
     fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
     got, want = emu_dst[interior], block.f_dst[interior]
     np.testing.assert_array_equal(got[:, fluid], want[:, fluid])
     assert np.isfinite(want[:, fluid]).all()
+    if slots is not None:  # the same previous values for the next step, every link's new
+        np.testing.assert_array_equal(slots, block.outlet_slots)
+        sign = 1 if faces[0] == "outlet" else -1  # the links that pull from the outlet
+        links_in = [q for q in range(9) if D2Q9_C[q, 0] == sign]
+        assert (slots[links_in, 1:-1] != before[links_in, 1:-1]).all()
     for got_m, want_m in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
         np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
 

@@ -793,11 +793,12 @@ static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T
                         int ny, int nz, long long pitch, long long layer, long long plane,
                         int k0, int k1, double op, double om, double lid, double fx, double fy,
                         double fz, int px, int py, const T* in, double in_scale, double rho_w,
-                        const T* links) {
+                        const T* links, int okind, double keep, double take, double press_w,
+                        T* slots) {
     launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
         d3q19_stream_collide_bodies<T, S, STORE, FORCED>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, in,
-            T(in_scale), T(rho_w), links);
+            T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots);
     });
 }
 template <typename T, typename S>
@@ -805,16 +806,19 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
                     int nx, int ny, int nz, long long pitch, long long layer, long long plane,
                     int k0, int k1, double op, double om, double lid, double fx, double fy,
                     double fz, int px, int py, int store, const void* in, double in_scale,
-                    double rho_w, const void* links) {
+                    double rho_w, const void* links, int okind, double keep, double take,
+                    double press_w, void* slots) {
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
          ww = static_cast<T*>(w);
     auto ii = static_cast<const T*>(in);
     auto ll = static_cast<const T*>(links);
+    auto os = static_cast<T*>(slots);
     const bool forced = fx != 0 || fy != 0 || fz != 0;
 #define SIMSPLIT_EMU_BODIES(ST, F) bodies3_run<T, S, ST, F>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, \\
-        pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, rho_w, ll)
+        pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, rho_w, ll, \\
+        okind, keep, take, press_w, os)
     if (store && forced) SIMSPLIT_EMU_BODIES(true, true);
     else if (store) SIMSPLIT_EMU_BODIES(true, false);
     else if (forced) SIMSPLIT_EMU_BODIES(false, true);
@@ -825,9 +829,11 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     void* r, void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, \\
     long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
     double fx, double fy, double fz, int px, int py, int store, const void* in, \\
-    double in_scale, double rho_w, const void* links) { \\
+    double in_scale, double rho_w, const void* links, int okind, double keep, double take, \\
+    double press_w, void* slots) { \\
     bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
-                  fx, fy, fz, px, py, store, in, in_scale, rho_w, links); }
+                  fx, fy, fz, px, py, store, in, in_scale, rho_w, links, okind, keep, take, \\
+                  press_w, slots); }
 BODIES3(float, float, bodies3_float32_float32)
 BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
@@ -1036,12 +1042,15 @@ def test_emulated_d3q19_pairs_use_vector_loads(emulated_3d_pairs) -> None:
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("periodic_y", [False, True])
+@pytest.mark.parametrize("outlet", OUTLETS)
 def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces, padded,
-                                         periodic_y) -> None:
-    """D3Q19 bodies, inlets and outlets (issue #21): the CUDA C kernel's inlet, anti-bounce-
-    back, wall and interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, on a
-    middle slab (ghost planes of halo faces painted, neighbours of interpolated links in them
-    too), a ramped inflow, a body force, fp16 storage included."""
+                                         periodic_y, outlet) -> None:
+    """D3Q19 bodies, inlets and outlets (issue #21): the CUDA C kernel's inlet, outlet
+    (pressure, zero-gradient, convective, with and without the pressure weight), wall and
+    interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, a convective
+    outlet's previous values too, on a middle slab (ghost planes of halo faces painted,
+    neighbours of interpolated links and outlet links in them too), a ramped inflow, a body
+    force, fp16 storage included."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1064,7 +1073,7 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     geometry = GridGeometry(body.cells, faces, sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)),
                             False, links)
     params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, False, periodic_y,
-                         inlet_scale=0.41, outlet_density=0.991)
+                         inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
                        storage, geometry=geometry)
     assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
@@ -1077,8 +1086,14 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     flags, inlet, weights = block.flags, block.inlet, block.links
     cpu_dst = np.zeros_like(full)
     cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    cpu_slots = emu_slots = None
+    if outlet[0] == "convective":  # previous values off the populations: they must matter
+        cpu_slots = np.zeros((19, nz + 2, ny + 2), block.dtype)
+        cpu_slots[:, 1:-1, 1:-1] = D3Q19.w[:, None, None] * (1 + 0.05 * rng.standard_normal(
+            (19, nz, ny)))
+        emu_slots, before = cpu_slots.copy(), cpu_slots.copy()
     block.kernels.stream_collide(full, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True,
-                                 inlet=inlet, links=weights)
+                                 inlet=inlet, links=weights, outlet_slots=cpu_slots)
     f_src, emu_dst = full, np.zeros_like(full)
     if padded:
         f_src, emu_dst, flags, weights = (_padded_copy(a) for a in (full, emu_dst, flags,
@@ -1094,12 +1109,22 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
            c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(0.0),
            c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z), c_int(0),
            c_int(int(periodic_y)), c_int(1), _ptr(inlet), c_dbl(params.inlet_scale),
-           c_dbl(params.outlet_density), _data(weights))
+           c_dbl(params.outlet_density), _data(weights), c_int(params.outlet_kind),
+           *(c_dbl(v) for v in params.convective_weights),
+           c_dbl(params.outlet_pressure_weight),
+           _ptr(np.zeros(1, block.dtype) if emu_slots is None else emu_slots))
     interior = (slice(None), *(slice(1, -1),) * 3)
     np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
                                   cpu_dst[interior].view(np.uint8))
     for got, want in zip(macro, cpu_macro, strict=True):
         np.testing.assert_array_equal(got, want)
+    if cpu_slots is not None:  # the same previous values for the next step, every link's new
+        np.testing.assert_array_equal(emu_slots, cpu_slots)
+        sign = 1 if faces[0] == "outlet" else -1  # the links that pull from the outlet
+        links_in = [q for q in range(19) if D3Q19.c[q, 0] == sign]
+        changed = cpu_slots[links_in] != before[links_in]
+        # every interior line's (y walls: a corner link bounces back instead)
+        assert changed[:, 1:-1, 2:-2].all() and changed.any(axis=0)[1:-1, 1:-1].all()
 
 
 def test_bodies_block_fits_the_launch_bounds() -> None:

@@ -227,27 +227,27 @@ DOMAIN_SCHEMA = {
                            "convective one (docs/bodies.md).",
             "properties": {
                 "kind": {"enum": list(OUTLET_KINDS), "default": "pressure",
-                         "description": "pressure (anti-bounce-back at domain.outlet.density "
-                                        "with the outlet cell's velocity), zero_gradient (the "
-                                        "same with the velocity of the interior neighbour: no "
-                                        "x gradient) or convective (df/dt + U df/dx = 0 on "
-                                        "the incoming populations, implicit upwind; U the mean "
-                                        "inflow or domain.outlet.velocity)."},
+                         "description": "pressure (anti-bounce-back at domain.outlet.density), "
+                                        "zero_gradient (the incoming populations copied from "
+                                        "the interior neighbour's: no x gradient) or "
+                                        "convective (df/dt + U df/dx = 0 on them, implicit "
+                                        "upwind; U the mean inflow or "
+                                        "domain.outlet.velocity)."},
                 "density": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
                             "description": "Density held at the outlet (pressure density / "
-                                           "3, lattice units): by the pressure and "
-                                           "zero-gradient outlets, and the one "
-                                           "pressure_weight pulls a convective outlet to."},
+                                           "3, lattice units): by the pressure outlet, and "
+                                           "the one pressure_weight pulls the others to."},
                 "velocity": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
                              "description": "convective: the speed U the populations leave "
                                             "at, lattice units (default: the inlet's mean "
                                             "velocity, ramped with it)."},
                 "pressure_weight": {"type": "number", "minimum": 0, "maximum": 1,
-                                    "default": 0.0,
-                                    "description": "convective: weight of the pressure "
-                                                   "outlet's value mixed into each outlet "
-                                                   "link (0: none, 1: the pressure outlet), "
-                                                   "so the mean density does not drift."},
+                                    "description": "zero_gradient, convective: weight of "
+                                                   "the pressure outlet's value mixed into "
+                                                   "each outlet link (0: none, 1: the "
+                                                   "pressure outlet), so the mean density "
+                                                   "does not drift; default 0.01 "
+                                                   "(zero_gradient), 0.001 (convective)."},
             },
         },
     },

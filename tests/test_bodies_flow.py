@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from simsplit import Simulation
+from simsplit.case import validate_case
+from simsplit.errors import CaseError
 from simsplit.fluid.forces import (
     BodyLinks,
     DeviceForces,
@@ -19,8 +21,6 @@ from simsplit.fluid.forces import (
     measure_forces,
     moving_wall_return,
 )
-from simsplit.case import validate_case
-from simsplit.errors import CaseError
 from tests.conftest import body_case, fluid_case
 
 SPLITS = [(1, None), (2, None), (3, None), (4, None), (2, [1, 3]), (3, [3, 1, 2])]

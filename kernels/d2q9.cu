@@ -82,11 +82,16 @@ __device__ __forceinline__ T outlet_link(const T* __restrict__ f_src, lbm::index
                                          T* __restrict__ slots)
 {
     using L = D2Q9;
-    if (kind == OUTLET_PRESSURE) return anti_bounce_back(f_src, plane, cell, q, rho_w);
+    const bool pressure = kind == OUTLET_PRESSURE;
+    // one anti-bounce-back in the code, whichever rule takes it (two inlined copies per
+    // direction cost the open kernel registers)
+    const T v_abb = pressure || press_w > T(0.0) ? anti_bounce_back(f_src, plane, cell, q, rho_w)
+                                                 : T(0.0);
+    if (pressure) return v_abb;
     T v = __ldg(f_src + q * plane + cell - L::cy(q) * pitch);
     T* slot = slots + lbm::index_t(q) * (ny + 2) + j;
     if (kind == OUTLET_CONVECTIVE) v = keep * *slot + take * v;
-    if (press_w > T(0.0)) v += press_w * (anti_bounce_back(f_src, plane, cell, q, rho_w) - v);
+    if (press_w > T(0.0)) v += press_w * (v_abb - v);
     if (kind == OUTLET_CONVECTIVE) *slot = v;
     return v;
 }

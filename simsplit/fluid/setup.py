@@ -81,11 +81,6 @@ class FluidSetup:
         return replace(self.params, inlet_scale=scale,
                        outlet_courant=self.params.outlet_courant * scale)
 
-    @property
-    def outlet_slots(self) -> bool:
-        """Whether slabs keep a convective outlet's previous values (``SlabBlock.outlet_slots``)."""
-        return self.params.outlet_kind == OUTLET_CONVECTIVE and "outlet" in self.x_kinds
-
     def ramping(self, step: int) -> bool:
         """Whether step ``step`` (1-based) still ramps the inflow up (no CUDA graphs then:
         a graph would replay one step's parameters)."""

@@ -8,6 +8,10 @@ next to open faces (inlet, outlet, slip), with curved links, at the ends of a pe
 Array layout shared with the GPU backends: populations ``f[q, j, i]`` with one ghost layer all
 round (shape ``(9, ny + 2, nx + 2)``), flags ``(ny + 2, nx + 2)`` uint8, macroscopic fields
 ``(ny, nx)`` for the interior only. Rows ``j`` are along the split axis.
+
+Arithmetic runs in the type of the macroscopic fields; populations may be stored narrower
+(``run.storage``) in the shifted encoding of :class:`simsplit.numerics.storage.PopulationStorage`,
+converted by :mod:`.storage_codec` as the D3Q19 kernels convert them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.rowgen import RowKernel, const, dot_c, launch, planes, sum_terms
+from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -44,7 +49,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
     (``_takes``: next to an open face, a curved link or the ends of a periodic x)."""
     nx = f_src.shape[2] - 2
-    dt = f_src.dtype.type
+    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, lid_u = dt(fx), dt(fy), dt(lid_u)
@@ -52,7 +57,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
-        fl = np.empty(9, dtype=f_src.dtype)
+        fl = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[j, i]
             if own & SOLID or (not every_cell and _takes(flags, j, i, nx, periodic_x)):
@@ -61,7 +66,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                 si = i - _CX[q]
                 if periodic_x:
                     si = nx if si == 0 else (1 if si == nx + 1 else si)
-                fl[q] = f_src[q, j - _CY[q], si]
+                fl[q] = _decode(f_src[q, j - _CY[q], si], dt(_W[q]))
             if own & NEAR_WALL:  # only cells next to a wall look at their sources' flags
                 for q in range(9):
                     si = i - _CX[q]
@@ -69,52 +74,56 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         si = nx if si == 0 else (1 if si == nx + 1 else si)
                     kind = flags[j - _CY[q], si]
                     if kind & BOUNDARY:
-                        v = f_src[_OPP[q], j, i]
+                        v = _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         elif kind == INLET:  # Ladd: the wall moves at the row's inflow speed
                             v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[j])
                         elif kind == OUTLET:
-                            v = _anti_bounce_back(f_src, j, i, q, rho_w)
+                            v = _anti_bounce_back(f_src, j, i, q, rho_w, rho_out)
                         elif kind == SLIP:  # specular: (cx, -cy) from the cell beside
                             ei = i - _CX[q]
                             if periodic_x:
                                 ei = nx if ei == 0 else (1 if ei == nx + 1 else ei)
                             if not flags[j, ei] & BOUNDARY:  # (else a corner: bounce back)
-                                v = f_src[_MIRROR_Y[q], j, ei]
+                                m = _MIRROR_Y[q]
+                                v = _decode(f_src[m, j, ei], dt(_W[m]))
                         elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
                             k = links[q, j, i]
                             if k >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
                                 ni = i + _CX[q]
                                 if periodic_x:
                                     ni = nx if ni == 0 else (1 if ni == nx + 1 else ni)
-                                v = k * v + (one - k) * f_src[_OPP[q], j + _CY[q], ni]
+                                v = k * v + (one - k) * _decode(f_src[_OPP[q], j + _CY[q], ni],
+                                                                dt(_W[_OPP[q]]))
                             else:  # beyond halfway: the own cell's q
-                                v = (-k) * v + (one + k) * f_src[q, j, i]
+                                v = (-k) * v + (one + k) * _decode(f_src[q, j, i], dt(_W[q]))
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
                      store_macro)
 
 
 @numba.njit(inline="always")
-def _anti_bounce_back(f_src, j, i, q, rho_w):
+def _anti_bounce_back(f_src, j, i, q, rho_w, like):
     """Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5
-    u^2), u the own cell's velocity from its post-collision populations (step t)."""
-    dt = f_src.dtype.type
+    u^2), u the own cell's velocity from its post-collision populations (step t). ``like``: an
+    array of the arithmetic type."""
+    dt = like.dtype.type
     r = dt(0.0)
     jx = dt(0.0)
     jy = dt(0.0)
     for p in range(9):
-        r += f_src[p, j, i]
-        jx += dt(_CX[p]) * f_src[p, j, i]
-        jy += dt(_CY[p]) * f_src[p, j, i]
+        v = _decode(f_src[p, j, i], dt(_W[p]))
+        r += v
+        jx += dt(_CX[p]) * v
+        jy += dt(_CY[p]) * v
     inv = dt(1.0) / r
     ux = jx * inv
     uy = jy * inv
     cu = dt(_CX[q]) * ux + dt(_CY[q]) * uy
     usq = dt(1.5) * (ux * ux + uy * uy)
     feq = dt(2.0 * _W[q]) * rho_w * (dt(1.0) + dt(4.5) * cu * cu - usq)
-    return feq - f_src[_OPP[q], j, i]
+    return feq - _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
 
 
 @numba.njit(inline="always")
@@ -141,7 +150,7 @@ def _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p
     # rest population: purely symmetric
     feq0 = dt(_W[0]) * r * (one - usq)
     s0 = dt(_W[0]) * dt(-3.0) * uf
-    f_dst[0, j, i] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0
+    f_dst[0, j, i] = _encode(fl[0] - om_p * (fl[0] - feq0) + src_p * s0, dt(_W[0]), f_dst)
     for k in range(4):
         _relax_pair(fl, f_dst, _PAIRS[k], j, i, r, ux, uy, usq, uf, fx, fy,
                     om_p, om_m, src_p, src_m)
@@ -163,8 +172,8 @@ def _relax_pair(fl, f_dst, q, j, i, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_
     f_m = dt(0.5) * (fl[q] - fl[o])
     relax_p = -om_p * (f_p - feq_p) + src_p * s_p
     relax_m = -om_m * (f_m - feq_m) + src_m * s_m
-    f_dst[q, j, i] = fl[q] + relax_p + relax_m
-    f_dst[o, j, i] = fl[o] + relax_p - relax_m
+    f_dst[q, j, i] = _encode(fl[q] + relax_p + relax_m, w, f_dst)
+    f_dst[o, j, i] = _encode(fl[o] + relax_p - relax_m, dt(_W[o]), f_dst)
 
 
 def _collide_source(macro: bool, forced: bool) -> list[str]:
@@ -225,7 +234,9 @@ _row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u
     "om_p, om_m, fx, fy = dt(om_p), dt(om_m), dt(fx), dt(fy)",
     "src_p = one - half * om_p",
     "src_m = one - half * om_m",
-    "lid_u = dt(lid_u)"], forced=True)
+    "stored = out0.dtype.type(0)",
+    "lid_u = dt(lid_u)"], arith="rho_out.dtype.type", decode="_decode({v}, {w})",
+    encode="_encode({v}, {w}, stored)", forced=True, env={"_decode": _decode, "_encode": _encode})
 _rows = _row_kernel.compile()  # by (store_macro, forced)
 globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
 _takes = _row_kernel.takes
@@ -259,21 +270,23 @@ class D2Q9Kernels:
         """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
         ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
         None: none)."""
+        dt = rho.dtype
         if inlet is None:
-            inlet = np.zeros(f_src.shape[1], f_src.dtype)
+            inlet = np.zeros(f_src.shape[1], dt)
         if links is None:
-            links = np.full((9, 1, 1), -1.0, f_src.dtype)
+            links = np.full((9, 1, 1), -1.0, dt)
+        f_src, f_dst = raw_view(f_src), raw_view(f_dst)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                  p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
                  p.forced)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, False)
-        launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args, f_src.dtype,
-               _launched)
+        launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
+               (f_src.dtype, dt), _launched)
 
     def pack(self, f, row, direction, buf):
-        _pack(f, row, _HALO_DIRS[direction], buf)
+        _pack(raw_view(f), row, _HALO_DIRS[direction], raw_view(buf))
 
     def unpack(self, buf, f, row, direction):
-        _unpack(buf, f, row, _HALO_DIRS[direction])
+        _unpack(raw_view(buf), raw_view(f), row, _HALO_DIRS[direction])

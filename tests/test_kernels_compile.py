@@ -446,7 +446,6 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
     import ctypes
 
     from simsplit.backends.layout import field_strides
-
     from simsplit.numerics.storage import storage_name
 
     fn = getattr(lib, f"collide_{np.dtype(dtype).name}_{storage_name(f_src.dtype)}")

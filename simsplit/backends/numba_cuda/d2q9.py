@@ -20,6 +20,7 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
+from simsplit.errors import BackendUnavailable
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 
@@ -203,8 +204,18 @@ def _launcher(kernel: Any, grid: tuple[int, ...], block: int) -> Any:
         return kernel[grid, block]
 
 
+def check_storage(storage: Any) -> None:
+    """Populations are stored in the arithmetic type only: no narrow (16-bit) storage here."""
+    if storage.dtype != storage.arith:
+        raise BackendUnavailable(
+            f"run.storage: {storage.name} is not allowed on backend numba-cuda (allowed: "
+            f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
+
+
 class D2Q9Kernels:
     """Numba CUDA launchers with the signature every backend's D2Q9 kernel set shares."""
+
+    check_storage = staticmethod(check_storage)
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate

@@ -12,8 +12,9 @@ the native fp16 kernels bit for bit with ``--check``).
     PYTHONPATH=$PWD python scripts/fp16_study.py [--cases cavity2d_re100,...] [--check]
 
 Storages are ``<arithmetic>/<format>``: f64, f32 (store what is computed), f32/float16 and
-f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), f32/fp16, f32/e4m11-1 (the
-same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding), emulated only. On a GPU:
+f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), f32/fp16,
+f32/e4m11-1 (the same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding),
+emulated only. On a GPU:
 
     python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
         --storages f64,f32,f32/float16,f32/e4m11

@@ -1,8 +1,9 @@
 """D2Q9 populations stored narrower than the arithmetic (run.storage: float16, e4m11).
 
 The CUDA C kernel is compared with the CPU kernel bit for bit in test_kernels_compile.py (host
-emulation, every storage pair, bodies and slip walls included) and the row kernels with the
-scalar one in test_cpu_rows.py; here: whole runs on 1, 2, 3 slabs bitwise identical (cavity,
+emulation, every storage pair, bodies and slip walls included), the Numba CUDA one in
+test_numba_cuda_sim.py (simulator) and the row kernels with the scalar one in
+test_cpu_rows.py; here: whole runs on 1, 2, 3 slabs bitwise identical (cavity,
 forced channel, inlet/outlet/curved body with its forces), checkpoints that restore the 16-bit
 bits on another split, the memory taken, and the accuracy cost on flows with exact solutions.
 """
@@ -50,16 +51,6 @@ def test_2d_grids_take_16_bit_storage() -> None:
     for storage in ("float16", "e4m11"):
         case = validate_case(fluid_case(8, 8, run__precision="float32", run__storage=storage))
         assert case["run"]["storage"] == storage
-
-
-def test_numba_cuda_refuses_narrow_storage_in_one_line() -> None:
-    from simsplit.backends.numba_cuda.d2q9 import D2Q9Kernels
-    from simsplit.errors import BackendUnavailable
-
-    with pytest.raises(BackendUnavailable, match="run.storage: e4m11") as info:
-        D2Q9Kernels.check_storage(population_storage("e4m11", "float32"))
-    assert "\n" not in str(info.value)
-    D2Q9Kernels.check_storage(population_storage("float64", "float64"))
 
 
 @pytest.mark.parametrize("flow, storage", [("cavity", "float16"), ("channel", "e4m11"),

@@ -14,7 +14,8 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
-from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher, check_storage
+from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
+from simsplit.errors import BackendUnavailable
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
 
@@ -256,7 +257,13 @@ class D3Q19Kernels:
                 self._stand_ins[key] = cuda.to_device(host)
         return self._stand_ins[key]
 
-    check_storage = staticmethod(check_storage)
+    @staticmethod
+    def check_storage(storage: Any) -> None:
+        """Populations are stored in the arithmetic type only: no narrow (fp16) storage here."""
+        if storage.dtype != storage.arith:
+            raise BackendUnavailable(
+                f"run.storage: {storage.name} is not allowed on backend numba-cuda (allowed: "
+                f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro, inlet=None, links=None) -> None:

@@ -13,8 +13,8 @@
 // lbm::e4m11) the shifted encoding of lbm_common.cuh, decoded on load and encoded on store as
 // the D3Q19 kernels do, all arithmetic in T.
 //
-// Arrays: f[q][j][i] (storage type) of logical shape (9, ny + 2, nx + 2) with a row stride of `pitch` and a
-// population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
+// Arrays: f[q][j][i] (storage type) of logical shape (9, ny + 2, nx + 2) with a row stride of
+// `pitch` and a population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
 // (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
 // interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED. Rows
@@ -48,9 +48,6 @@ __device__ __forceinline__ void relax_pair(int q, const T* fl, S* __restrict__ f
     lbm::store_population<L>(f_dst + o * plane + cell, o, fl[o] + relax_p - relax_m);
 }
 
-// Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2),
-// u the own cell's velocity from its post-collision populations of step t (a local rule: no
-// neighbour read, so every split sees the same). Mirrors _anti_bounce_back of the CPU kernel.
 // Population q of the cell at `at`, read through the read-only path and decoded.
 template <typename T, typename S>
 __device__ __forceinline__ T read_decoded(const S* __restrict__ f_src, lbm::index_t plane,
@@ -59,6 +56,9 @@ __device__ __forceinline__ T read_decoded(const S* __restrict__ f_src, lbm::inde
     return lbm::decode<D2Q9, T>(lbm::read_only(f_src + q * plane + at), q);
 }
 
+// Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2),
+// u the own cell's velocity from its post-collision populations of step t (a local rule: no
+// neighbour read, so every split sees the same). Mirrors _anti_bounce_back of the CPU kernel.
 template <typename T, typename S>
 __device__ __forceinline__ T anti_bounce_back(const S* __restrict__ f_src, lbm::index_t plane,
                                               lbm::index_t cell, int q, T rho_w)

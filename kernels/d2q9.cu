@@ -8,8 +8,13 @@
 // backend's to the last bit as long as no subnormal appears (CuPy compiles with -ftz=true).
 // Keep the two in step.
 //
-// Arrays: f[q][j][i] of logical shape (9, ny + 2, nx + 2) with a row stride of `pitch` and a
-// population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
+// T is the arithmetic type (and that of rho/u, inlet speeds and link weights), S the population
+// storage type: S == T stores f_q, a narrower S (run.storage: float under double, lbm::half16,
+// lbm::e4m11) the shifted encoding of lbm_common.cuh, decoded on load and encoded on store as
+// the D3Q19 kernels do, all arithmetic in T.
+//
+// Arrays: f[q][j][i] (storage type) of logical shape (9, ny + 2, nx + 2) with a row stride of
+// `pitch` and a population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
 // (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
 // interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED;
@@ -21,8 +26,8 @@
 namespace {
 
 // Relaxation of direction q and its opposite together: symmetric and antisymmetric parts.
-template <typename T>
-__device__ __forceinline__ void relax_pair(int q, const T* fl, T* __restrict__ f_dst,
+template <typename T, typename S>
+__device__ __forceinline__ void relax_pair(int q, const T* fl, S* __restrict__ f_dst,
                                            lbm::index_t plane, lbm::index_t cell, T r, T ux,
                                            T uy, T usq, T uf, T fx, T fy, T om_p, T om_m,
                                            T src_p, T src_m)
@@ -40,22 +45,30 @@ __device__ __forceinline__ void relax_pair(int q, const T* fl, T* __restrict__ f
     const T f_m = T(0.5) * (fl[q] - fl[o]);
     const T relax_p = -om_p * (f_p - feq_p) + src_p * s_p;
     const T relax_m = -om_m * (f_m - feq_m) + src_m * s_m;
-    lbm::store_population(f_dst + q * plane + cell, fl[q] + relax_p + relax_m);
-    lbm::store_population(f_dst + o * plane + cell, fl[o] + relax_p - relax_m);
+    lbm::store_population<L>(f_dst + q * plane + cell, q, fl[q] + relax_p + relax_m);
+    lbm::store_population<L>(f_dst + o * plane + cell, o, fl[o] + relax_p - relax_m);
+}
+
+// Population q of the cell at `at`, read through the read-only path and decoded.
+template <typename T, typename S>
+__device__ __forceinline__ T read_decoded(const S* __restrict__ f_src, lbm::index_t plane,
+                                          lbm::index_t at, int q)
+{
+    return lbm::decode<D2Q9, T>(lbm::read_only(f_src + q * plane + at), q);
 }
 
 // Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2),
 // u the own cell's velocity from its post-collision populations of step t (a local rule: no
 // neighbour read, so every split sees the same). Mirrors _anti_bounce_back of the CPU kernel.
-template <typename T>
-__device__ __forceinline__ T anti_bounce_back(const T* __restrict__ f_src, lbm::index_t plane,
+template <typename T, typename S>
+__device__ __forceinline__ T anti_bounce_back(const S* __restrict__ f_src, lbm::index_t plane,
                                               lbm::index_t cell, int q, T rho_w)
 {
     using L = D2Q9;
     T r = T(0.0), jx = T(0.0), jy = T(0.0);
 #pragma unroll
     for (int p = 0; p < L::Q; ++p) {
-        const T v = __ldg(f_src + p * plane + cell);
+        const T v = read_decoded<T>(f_src, plane, cell, p);
         r += v;
         jx += T(L::cx(p)) * v;
         jy += T(L::cy(p)) * v;
@@ -66,7 +79,7 @@ __device__ __forceinline__ T anti_bounce_back(const T* __restrict__ f_src, lbm::
     const T cu = T(L::cx(q)) * ux + T(L::cy(q)) * uy;
     const T usq = T(1.5) * (ux * ux + uy * uy);
     const T feq = T(2.0 * L::w(q)) * rho_w * (T(1.0) + T(4.5) * cu * cu - usq);
-    return feq - __ldg(f_src + L::opp(q) * plane + cell);
+    return feq - read_decoded<T>(f_src, plane, cell, L::opp(q));
 }
 
 // Zero-gradient and convective outlets (OUTLET_ZERO_GRADIENT, OUTLET_CONVECTIVE): the link's
@@ -75,8 +88,8 @@ __device__ __forceinline__ T anti_bounce_back(const T* __restrict__ f_src, lbm::
 // the halo carries). Convective: keep * previous + take * source (df/dt + U df/dx = 0,
 // implicit upwind), the result kept in slots[q][j] (rows ny + 2 apart) for the next step.
 // press_w > 0 mixes the pressure outlet's value in. Mirrors _outlet of the CPU kernel.
-template <typename T>
-__device__ __forceinline__ T outlet_link(const T* __restrict__ f_src, lbm::index_t pitch,
+template <typename T, typename S>
+__device__ __forceinline__ T outlet_link(const S* __restrict__ f_src, lbm::index_t pitch,
                                          lbm::index_t plane, lbm::index_t cell, int q, int j,
                                          int ny, T rho_w, int kind, T keep, T take, T press_w,
                                          T* __restrict__ slots)
@@ -88,7 +101,7 @@ __device__ __forceinline__ T outlet_link(const T* __restrict__ f_src, lbm::index
     const T v_abb = pressure || press_w > T(0.0) ? anti_bounce_back(f_src, plane, cell, q, rho_w)
                                                  : T(0.0);
     if (pressure) return v_abb;
-    T v = __ldg(f_src + q * plane + cell - L::cy(q) * pitch);
+    T v = read_decoded<T>(f_src, plane, cell - L::cy(q) * pitch, q);
     T* slot = slots + lbm::index_t(q) * (ny + 2) + j;
     if (kind == OUTLET_CONVECTIVE) v = keep * *slot + take * v;
     if (press_w > T(0.0)) v += press_w * (v_abb - v);
@@ -99,11 +112,11 @@ __device__ __forceinline__ T outlet_link(const T* __restrict__ f_src, lbm::index
 // Interpolated bounce-back (Bouzidi et al. 2001, linear) of a link to a body: the link's
 // weight k (simsplit/fluid/geometry/links.py) >= 0 mixes f*_opp(q) of this cell with that of
 // the neighbour x + c_q, k < 0 with this cell's f*_q. Mirrors the CPU kernel's CURVED branch.
-template <typename T>
+template <typename T, typename S>
 __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int nx,
                                                       lbm::index_t pitch, lbm::index_t plane,
                                                       lbm::index_t cell, bool periodic,
-                                                      const T* __restrict__ f_src,
+                                                      const S* __restrict__ f_src,
                                                       const T* __restrict__ links, T own_opp)
 {
     using L = D2Q9;
@@ -111,24 +124,24 @@ __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int n
     if (k >= T(0.0)) {
         const lbm::index_t nb = (j + L::cy(q)) * pitch
                                 + lbm::source_column(i, L::cx(q), nx, periodic);
-        return k * own_opp + (T(1.0) - k) * __ldg(f_src + L::opp(q) * plane + nb);
+        return k * own_opp + (T(1.0) - k) * read_decoded<T>(f_src, plane, nb, L::opp(q));
     }
-    return (-k) * own_opp + (T(1.0) + k) * __ldg(f_src + q * plane + cell);
+    return (-k) * own_opp + (T(1.0) + k) * read_decoded<T>(f_src, plane, cell, q);
 }
 
 // Free-slip wall normal to y (specular reflection): direction q arrives as (cx, -cy) left the
 // cell beside this one, x - (cx, 0); where that is no fluid cell (a corner), bounce back.
 // Mirrors the CPU kernel's SLIP branch.
-template <typename T>
+template <typename T, typename S>
 __device__ __forceinline__ T specular(int q, int i, int j, int nx, lbm::index_t pitch,
                                       lbm::index_t plane, bool periodic,
-                                      const T* __restrict__ f_src,
+                                      const S* __restrict__ f_src,
                                       const lbm::flag_t* __restrict__ flags, T own_opp)
 {
     if (D2Q9::cx(q) == 0) return own_opp;  // straight at the wall: the mirror is the opposite
     const lbm::index_t beside = j * pitch + lbm::source_column(i, -D2Q9::cx(q), nx, periodic);
     if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
-    return __ldg(f_src + d2q9_mirror_y(q) * plane + beside);
+    return read_decoded<T>(f_src, plane, beside, d2q9_mirror_y(q));
 }
 
 // Cell that direction q pulls from, as an offset within a population plane.
@@ -147,9 +160,9 @@ __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
 // 8192^2 float32), although no box cell ever takes it. A slab with open faces or curved walls
 // launches it only on the column spans that need those rules (SlabBlock.column_spans: next to
 // an inlet or outlet, across a curved body) and the kernel without them elsewhere.
-template <typename T, bool STORE_MACRO, bool OPEN>
+template <typename T, typename S, bool STORE_MACRO, bool OPEN>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
-d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
+d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                     const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                     T* __restrict__ ux_out, T* __restrict__ uy_out, int nx, int ny,
                     lbm::index_t pitch, lbm::index_t plane, int j0, int j1, int i0, int i1,
@@ -179,7 +192,7 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) {
         const lbm::index_t src = source_cell(q, i, j, nx, pitch, periodic);
-        fl[q] = lbm::load_population(f_src + q * plane + src);
+        fl[q] = lbm::load_population<L, T>(f_src + q * plane + src, q);
 #ifdef SIMSPLIT_NEIGHBOUR_FLAGS  // decide from the sources' flags (faster on an H200: L1 hits)
         near_wall |= __ldg(flags + src) & FLAG_BOUNDARY;
 #endif
@@ -189,7 +202,7 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
         for (int q = 0; q < L::Q; ++q) {
             const lbm::flag_t kind = __ldg(flags + source_cell(q, i, j, nx, pitch, periodic));
             if (kind & FLAG_BOUNDARY) {
-                const T own_opp = __ldg(f_src + L::opp(q) * plane + cell);
+                const T own_opp = read_decoded<T>(f_src, plane, cell, L::opp(q));
                 if (!OPEN)
                     fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
                 else if (kind == FLAG_INLET)  // Ladd: the wall moves at the row's inflow speed
@@ -234,7 +247,7 @@ d2q9_stream_collide(const T* __restrict__ f_src, T* __restrict__ f_dst,
     // rest population: purely symmetric
     const T feq0 = T(L::w(0)) * r * (one - usq);
     const T s0 = T(L::w(0)) * T(-3.0) * uf;
-    lbm::store_population(f_dst + cell, fl[0] - om_p * (fl[0] - feq0) + src_p * s0);
+    lbm::store_population<L>(f_dst + cell, 0, fl[0] - om_p * (fl[0] - feq0) + src_p * s0);
 #pragma unroll
     for (int q = 1; q < L::Q; ++q) {
         if (q < L::opp(q)) {

@@ -93,14 +93,14 @@ __device__ __forceinline__ void store_population(T* p, T v)
 #endif
 }
 
-// --- population storage narrower than the arithmetic (D3Q19 run.storage) ----------------------
+// --- population storage narrower than the arithmetic (run.storage) ----------------------------
 // A storage type S narrower than the arithmetic type T holds the deviation from the rest
 // equilibrium at unit density, (f_q - w_q) * scale, rounded to nearest (even): the deviation is
 // small (|u| <= 0.2, rho near 1), so the storage's relative precision lands on what varies, not
 // on the constant w_q. scale is a power of two (exact): 1 for float, SIMSPLIT_FP16_SCALE for
 // half16, which moves fp16's subnormal range (|x| < 6.1e-5) below the smallest deviations that
-// matter. Equal T and S store f_q itself, unchanged. simsplit/fluid/params.py (PopulationStorage)
-// and simsplit/backends/cpu/d3q19.py do exactly the same operations.
+// matter. Equal T and S store f_q itself, unchanged. simsplit/numerics/storage.py
+// (PopulationStorage) and simsplit/backends/cpu/storage_codec.py do exactly the same operations.
 
 // 16 bits of a storage format (F: FP16 IEEE binary16, E4M11 the project's 1-4-11 format,
 // simsplit/numerics/storage.py); a struct, so it never converts implicitly

@@ -12,8 +12,9 @@ the native fp16 kernels bit for bit with ``--check``).
     PYTHONPATH=$PWD python scripts/fp16_study.py [--cases cavity2d_re100,...] [--check]
 
 Storages are ``<arithmetic>/<format>``: f64, f32 (store what is computed), f32/float16 and
-f32/e4m11 (run.storage, the solver's own kernels: any backend), f32/fp16, f32/e4m11-1 (the
-same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding), emulated only. On a GPU:
+f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), f32/fp16,
+f32/e4m11-1 (the same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding),
+emulated only. On a GPU:
 
     python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
         --storages f64,f32,f32/float16,f32/e4m11
@@ -263,15 +264,16 @@ CASES = {
 
 
 def check_emulation() -> None:
-    """The emulated formats equal the native D3Q19 kernels bit for bit (decoded f)."""
-    for native, emulated in (("float16", "fp16"), ("e4m11", "e4m11-2")):
-        _check_one(native, emulated)
+    """The emulated formats equal the native D2Q9 and D3Q19 kernels bit for bit (decoded f)."""
+    for shape in ([12, 10, 11], [24, 20]):
+        for native, emulated in (("float16", "fp16"), ("e4m11", "e4m11-2")):
+            _check_one(native, emulated, shape)
 
 
-def _check_one(native: str, emulated: str) -> None:
-    nat = _solver(_case([12, 10, 11], "float32", native))
+def _check_one(native: str, emulated: str, shape: list[int]) -> None:
+    nat = _solver(_case(shape, "float32", native))
     emu_storage = Storage(f"f32/{emulated}")
-    emu = _solver(emu_storage.case([12, 10, 11]))
+    emu = _solver(emu_storage.case(shape))
     hook = emu_storage.hook(emu)
     assert hook is not None
     for _ in range(60):
@@ -279,8 +281,8 @@ def _check_one(native: str, emulated: str) -> None:
         emu.step(1)
         hook()
     a, b = nat.populations(), emu.populations()
-    print(f"emulated {emulated} == native {native} after 60 steps: {np.array_equal(a, b)} "
-          f"(max diff {np.abs(a - b).max():.3g})")
+    print(f"{'x'.join(map(str, shape))}: emulated {emulated} == native {native} after 60 "
+          f"steps: {np.array_equal(a, b)} (max diff {np.abs(a - b).max():.3g})")
 
 
 def main() -> None:
@@ -305,6 +307,23 @@ def main() -> None:
                             for k, v in errs.items())
             print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        print_ratios(name, runs)
+
+
+def print_ratios(name: str, runs: dict[str, tuple[np.ndarray, dict[str, float]]]) -> None:
+    """Each storage's errors as multiples of f32's (the issue's target: <= 1.3x): against the
+    first storage (f64 as a rule) and against the reference."""
+    if "f32" not in runs:
+        return
+    first = runs[next(iter(runs))][0]
+    base_u, base = runs["f32"]
+    base_dev = float(np.abs(base_u - first).max())
+    for st, (u, errs) in runs.items():
+        dev = float(np.abs(u - first).max())
+        parts = [f"vs-first {dev / base_dev:.3g}x" if base_dev > 0 else "vs-first -"]
+        parts += [f"{k} {v / base[k]:.3g}x" for k, v in errs.items()
+                  if k != "steps" and base.get(k)]
+        print(f"{name:20s} {st:14s} against f32's errors: {', '.join(parts)}", flush=True)
 
 
 if __name__ == "__main__":

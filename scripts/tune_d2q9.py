@@ -62,7 +62,7 @@ def build(block: int, fmad: bool, loads: bool, stores: bool, nbflags: bool) -> c
     cc = cupy.cuda.Device().compute_capability
     opts = ["--std=c++17", f"--fmad={'true' if fmad else 'false'}", f"-arch=sm_{cc}"]
     opts += ["-DSIMSPLIT_STREAMING_LOADS"] * loads + ["-DSIMSPLIT_STREAMING_STORES"] * stores
-    name = source.stream_collide_name(np.float32, False)
+    name = source.stream_collide_name(np.float32, np.float32, False)
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
     return mod.get_function(name)
 

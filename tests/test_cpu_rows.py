@@ -54,18 +54,25 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
                                                                                strict=True))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("periodic_x", [False, True])
-@pytest.mark.parametrize("force", [(1e-4, -2e-5), (0.0, 0.0)], ids=["forced", "free"])
-def test_d2q9_rows_match_the_scalar_kernel(dtype, periodic_x, force) -> None:
+_FORCED, _FREE = (1e-4, -2e-5), (0.0, 0.0)
+
+
+@pytest.mark.parametrize(("dtype", "storage", "periodic_x", "force"), [
+    *((dt, dt, per, force) for dt in (np.float32, np.float64) for per in (False, True)
+      for force in (_FORCED, _FREE)),
+    (np.float32, np.float16, True, _FORCED),
+    (np.float32, "e4m11", False, _FREE),
+])
+def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) -> None:
     """Without a force the row kernel leaves the Guo terms and zero products out; the scalar
-    kernel (every backend's arithmetic) still computes them: the same bits. Where x is not
-    periodic its faces are an inlet and a convective outlet (its previous values updated
-    alike)."""
+    kernel (every backend's arithmetic) still computes them: the same bits, populations
+    stored in the arithmetic type or 16 bits (run.storage). Where x is not periodic its faces
+    are an inlet and a convective outlet (its previous values updated alike)."""
     rng = np.random.default_rng(7)
     nx, ny = 29, 17
-    f = (D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2)))
-         ).astype(dtype)
+    st = population_storage(storage, dtype)
+    f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
+                  D2Q9.w)
     flags = _flags(D2Q9, (ny + 2, nx + 2), (periodic_x,))
     if not periodic_x:
         flags[1:-1, 0], flags[1:-1, -1] = fl.INLET, fl.OUTLET
@@ -77,14 +84,15 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, periodic_x, force) -> None:
     slots0 = (D2Q9.w[:, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2)))).astype(dtype)
     out = []
     for new in (True, False):
-        g = np.full_like(f, 7.0)
+        g = np.zeros_like(f)
         m = [np.full((ny, nx), 5.0, dtype) for _ in range(3)]
         slots = slots0.copy()
         if new:
             d2q9.D2Q9Kernels().stream_collide(f, g, flags, *m, (1, ny + 1), p, True,
                                               inlet=inlet, outlet_slots=slots)
         else:
-            d2q9._stream_collide(f, g, flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
+            raw = d2q9.raw_view
+            d2q9._stream_collide(raw(f), raw(g), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
                                  periodic_x, True, inlet, 1.0, 1.0,
                                  np.full((9, 1, 1), -1.0, dtype), OUTLET_CONVECTIVE,
                                  *p.convective_weights, 0.25, slots, True)

@@ -149,7 +149,7 @@ def test_storage_encoding() -> None:
 # --- schema ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape, precision, storage, message", [
     ([8, 8, 8], "float32", "float64", "no wider than run.precision"),
-    ([8, 8], "float32", "float16", "2D grid"),
+    ([8, 8], "float32", "float64", "no wider than run.precision"),
 ])
 def test_storage_refused_with_one_line(shape, precision, storage, message) -> None:
     case = fluid_case(8, 8, domain__shape=shape, run__precision=precision, run__storage=storage)
@@ -295,7 +295,7 @@ def test_bench_counts_storage_bytes() -> None:
                            storage="float16")
     assert [r.get("error") for r in rows] == [None, None]
     assert (rows[0]["storage"], rows[0]["bytes_per_cell_update"]) == ("float16", 77)
-    assert (rows[1]["storage"], rows[1]["bytes_per_cell_update"]) == ("float32", 73)
+    assert (rows[1]["storage"], rows[1]["bytes_per_cell_update"]) == ("float16", 37)  # D2Q9
     assert "float16" in bench.format_table(rows)
     aa = bench.run_bench(["cpu"], [(6, 5, 4)], 1, 2, "float32", repeats=1, storage="float16",
                          streaming="aa")

@@ -261,15 +261,30 @@ def test_d3q19_cells_x_compiles_with_cupy_nvrtc(cells_x: int) -> None:
 
 
 def test_name_expressions_cover_dtypes() -> None:
+    """Every run.storage choice of 2D grids has its kernels and halo kernels."""
+    from simsplit.numerics.storage import STORAGE_CHOICES
+
     names = source.name_expressions("d2q9.cu")
-    for ctype in ("float", "double"):
-        for store, rules in itertools.product(("true", "false"), repeat=2):
-            assert f"d2q9_stream_collide<{ctype}, {store}, {rules}>" in names
+    ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
+             "float64": "double"}
+    for precision, storages in STORAGE_CHOICES.items():
+        for st in storages:
+            for store, rules in itertools.product(("true", "false"), repeat=2):
+                assert (f"d2q9_stream_collide<{ctype[precision]}, {ctype[st]}, {store}, "
+                        f"{rules}>" in names)
+            assert f"lbm_pack<D2Q9, {ctype[st]}>" in names
     with pytest.raises(TypeError):
-        source.stream_collide_name(np.int32, True)
+        source.stream_collide_name(np.int32, np.int32, True)
+    with pytest.raises(TypeError):  # wider than the arithmetic
+        source.stream_collide_name(np.float32, np.float64, True)
 
 
 # --- the CUDA C kernels run as host C++ (CUDA built-ins emulated), against the CPU backend -------
+#: (arithmetic, storage) pairs of run.storage: every kernel is emulated with each
+PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),
+         ("float64", "float32"), ("float64", "float16"), ("float32", "e4m11"),
+         ("float64", "e4m11")]
+
 _EMULATION_PRELUDE = """
 #define SIMSPLIT_HOST_EMULATION 1
 #define __global__
@@ -331,8 +346,8 @@ static void launch(unsigned gx, unsigned gy, unsigned gz, F body) {
 """
 
 _EMULATION_LAUNCHERS = _EMULATION_LAUNCH + """
-template <typename T>
-static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx, int ny,
+template <typename T, typename S>
+static void collide(const void* fsv, void* fdv, const flag* fl, T* r, T* u, T* v, int nx, int ny,
                     long long pitch, long long plane, int j0, int j1, int i0, int i1,
                     double op, double om,
                     double lid, double fx, double fy, int per, int store, unsigned gy,
@@ -340,11 +355,13 @@ static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx
                     double keep, double take, double press_w, T* slots) {
     const unsigned gx = (i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
+    auto fs = static_cast<const S*>(fsv);
+    auto fd = static_cast<S*>(fdv);
     launch(gx, gy, gz, [&] {
         // store: bit 0 the macroscopic fields, bit 1 the box kernel (no open-boundary rules)
-#define SIMSPLIT_EMU_COLLIDE(S, O) d2q9_stream_collide<T, S, O>(fs, fd, fl, r, u, v, nx, ny, \
-        pitch, plane, j0, j1, i0, i1, T(op), T(om), T(lid), T(fx), T(fy), per, in, T(in_scale), \
-        T(rho_w), links, okind, T(keep), T(take), T(press_w), slots)
+#define SIMSPLIT_EMU_COLLIDE(ST, O) d2q9_stream_collide<T, S, ST, O>(fs, fd, fl, r, u, v, nx, \
+        ny, pitch, plane, j0, j1, i0, i1, T(op), T(om), T(lid), T(fx), T(fy), per, in, \
+        T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots)
         switch (store) {
         case 0: SIMSPLIT_EMU_COLLIDE(false, true); break;
         case 1: SIMSPLIT_EMU_COLLIDE(true, true); break;
@@ -353,29 +370,36 @@ static void collide(const T* fs, T* fd, const flag* fl, T* r, T* u, T* v, int nx
         }
     });
 }
-template <typename T>
-static void halo(const T* src, T* dst, int pack, long long plane, long long pitch, int row,
+template <typename S>
+static void halo(const void* src, void* dst, int pack, long long plane, long long pitch, int row,
                  int w, int set) {
     launch((w + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, D2Q9::N_CROSS, 1, [&] {
-        if (pack) lbm_pack<D2Q9, T>(src, dst, plane, pitch, pitch, w, w, row, set);
-        else lbm_unpack<D2Q9, T>(src, dst, plane, pitch, pitch, w, w, row, set);
+        if (pack) lbm_pack<D2Q9, S>(static_cast<const S*>(src), static_cast<S*>(dst), plane,
+                                    pitch, pitch, w, w, row, set);
+        else lbm_unpack<D2Q9, S>(static_cast<const S*>(src), static_cast<S*>(dst), plane, pitch,
+                                 pitch, w, w, row, set);
     });
 }
-#define COLLIDE(T, NAME) extern "C" void NAME(const T* fs, T* fd, const flag* fl, T* r, T* u, \\
-    T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, int i0, int i1, \\
-    double op, \\
-    double om, double lid, double fx, double fy, int per, int store, unsigned gy, \\
-    const T* in, double in_scale, double rho_w, const T* links, int okind, double keep, \\
-    double take, double press_w, T* slots) { \\
-    collide<T>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, i0, i1, op, om, lid, fx, fy, \\
-               per, \\
-               store, gy, in, in_scale, rho_w, links, okind, keep, take, press_w, slots); }
-#define HALO(T, NAME) extern "C" void NAME(const T* s, T* d, int pack, long long plane, \\
-    long long pitch, int row, int w, int set) { halo<T>(s, d, pack, plane, pitch, row, w, set); }
-COLLIDE(float, collide_float) COLLIDE(double, collide_double)
-HALO(float, halo_float) HALO(double, halo_double)
+#define COLLIDE(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \
+    T* r, T* u, T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, int i0, \
+    int i1, double op, double om, double lid, double fx, double fy, int per, int store, \
+    unsigned gy, const T* in, double in_scale, double rho_w, const T* links, int okind, \
+    double keep, double take, double press_w, T* slots) { \
+    collide<T, S>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, i0, i1, op, om, lid, fx, \
+                  fy, per, store, gy, in, in_scale, rho_w, links, okind, keep, take, press_w, \
+                  slots); }
+#define HALO(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \
+    long long pitch, int row, int w, int set) { halo<S>(s, d, pack, plane, pitch, row, w, set); }
+COLLIDE(float, float, collide_float32_float32)
+COLLIDE(float, lbm::half16, collide_float32_float16)
+COLLIDE(float, lbm::e4m11, collide_float32_e4m11)
+COLLIDE(double, double, collide_float64_float64)
+COLLIDE(double, float, collide_float64_float32)
+COLLIDE(double, lbm::half16, collide_float64_float16)
+COLLIDE(double, lbm::e4m11, collide_float64_e4m11)
+HALO(float, halo_float32) HALO(double, halo_float64) HALO(lbm::half16, halo_float16)
+HALO(lbm::e4m11, halo_e4m11)
 """
-
 
 
 @pytest.fixture(scope="module")
@@ -419,14 +443,16 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
 
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
                       inlet=None, links=None, box=False, columns=None, slots=None):
-    """One launch of the emulated D2Q9 kernel; ``box``: the instantiation without the
-    open-boundary rules, which the GPU backends launch for walls and a lid only; ``slots``: a
-    convective outlet's previous values (updated in place)."""
+    """One launch of the emulated D2Q9 kernel for arithmetic ``dtype`` on populations stored
+    as ``f_src`` is; ``box``: the instantiation without the open-boundary rules, which the GPU
+    backends launch for walls and a lid only; ``slots``: a convective outlet's previous values
+    (updated in place)."""
     import ctypes
 
     from simsplit.backends.layout import field_strides
+    from simsplit.numerics.storage import storage_name
 
-    fn = lib.collide_float if dtype == np.float32 else lib.collide_double
+    fn = getattr(lib, f"collide_{np.dtype(dtype).name}_{storage_name(f_src.dtype)}")
     ny, nx = flags.shape[0] - 2, flags.shape[1] - 2
     c_int, c_dbl, c_ll = ctypes.c_int, ctypes.c_double, ctypes.c_longlong
     pitch, plane = field_strides(f_src, flags, f_dst)
@@ -447,25 +473,38 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
        c_dbl(p.outlet_pressure_weight), _ptr(np.zeros((9, 1), dtype) if slots is None else slots))
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                  np.ascontiguousarray(want).view(np.uint8))
+
+
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("trt", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("box", [False, True])
-def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded, box) -> None:
+def test_emulated_cuda_kernel_matches_cpu(emulated, precision, storage, periodic, trt, padded,
+                                          box) -> None:
     """Same arithmetic, same indexing: the CUDA C stream-collide reproduces the CPU kernel,
-    with and without the open-boundary rules compiled in."""
+    with and without the open-boundary rules compiled in, populations stored in every
+    run.storage type (16-bit deviations over many decades: normals, subnormals, exact rest)."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.numerics.lbm_params import D2Q9Params
 
+    dtype = np.dtype(precision)
     om_p = 1.0 / 0.7
     params = D2Q9Params(om_p, 1.0 / 1.1 if trt else om_p, 0.07, 3e-5, -2e-5, periodic)
-    block = D2Q9Block(CPUBackend(), 150, 9, 0, (Face.WALL, Face.LID), params, dtype)
+    block = D2Q9Block(CPUBackend(), 150, 9, 0, (Face.WALL, Face.LID), params, dtype,
+                      storage=storage)
     rng = np.random.default_rng(11)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
-    block.set_populations(w * (1 + 0.05 * rng.standard_normal((9, 9, 150))))
+    dev = 0.05 * rng.standard_normal((9, 9, 150)) * 10.0 ** rng.uniform(-9, 0, (1, 9, 150))
+    dev[:, 0, :3] = 0.0
+    block.set_populations(w * (1 + dev))
     f_src = block.f_src.copy()
+    assert f_src.dtype == storage_dtype(storage)
     emu_dst = np.zeros_like(f_src)
     flags = block.flags
     if padded:  # rows padded and aligned as on GPUs: the kernel takes its strides as given
@@ -479,28 +518,37 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, dtype, periodic, trt, padded
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
     # bit for bit: same operations in the same order, no fused multiply-adds on either side
-    np.testing.assert_array_equal(emu_dst[interior], block.f_dst[interior])
+    _same_bits(emu_dst[interior], block.f_dst[interior])
     for got, want in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
         np.testing.assert_array_equal(got, want)
+    if storage == "float16":  # the data did reach fp16's subnormal range
+        bits = block.f_dst[interior].view(np.uint16) & 0x7FFF
+        assert ((bits > 0) & (bits < 0x0400)).any()
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+#: (precision, run.storage, outlet) of the bodies test: every storage with the pressure outlet,
+#: every open outlet in float64 and on 16-bit storage
+BODY_RUNS = [(*pair, OUTLETS[0]) for pair in PAIRS] + [
+    (prec, st, outlet) for prec, st in (("float64", "float64"), ("float32", "e4m11"))
+    for outlet in OUTLETS[1:]]
+
+
+@pytest.mark.parametrize("precision, storage, outlet", BODY_RUNS)
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("bounce", ["halfway", "linear"])
 @pytest.mark.parametrize("spans", [False, True])
-@pytest.mark.parametrize("outlet", OUTLETS)
-def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, padded,
-                                                      bounce, spans, outlet,
+def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, storage, outlet,
+                                                      faces, padded, bounce, spans,
                                                       monkeypatch) -> None:
     """Velocity inlet, outlet and a body's cells (issue #21): the CUDA C kernel's inlet,
     outlet (pressure, zero-gradient, convective, with and without the pressure weight), wall
     and interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, a convective
     outlet's updated previous values too, a ramped inflow and an outlet density off 1
-    included; one slab of three (halo ghost rows painted, the neighbours of interpolated links
-    and of the outlet links in them too). ``spans``: launched as the GPU backends launch a
-    slab with open rules, the box kernel on the column spans that need none
-    (SlabBlock.column_spans, here of 4 columns)."""
+    included, populations stored in every run.storage type; one slab of three (halo ghost rows
+    painted, the neighbours of interpolated links and of the outlet links in them too).
+    ``spans``: launched as the GPU backends launch a slab with open rules, the box kernel on
+    the column spans that need none (SlabBlock.column_spans, here of 4 columns)."""
     import simsplit.fluid.block
 
     monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 4)
@@ -530,13 +578,15 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, pa
     om_p = 1.0 / 0.7
     params = D2Q9Params(om_p, 1.0 / 1.1, 0.0, 2e-5, -1e-5, False, inlet_scale=0.37,
                         outlet_density=1.013, **outlet_params(*outlet))
-    block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry)
+    dtype = np.dtype(precision)
+    block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry,
+                      storage)
     assert (block.flags[:, 0] == (8 if faces[0] == "inlet" else 16)).all()
     assert (block.flags[[0, -1]] & 1).any()  # the body reaches into both ghost rows
     rng = np.random.default_rng(5)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     full = w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))
-    block.f_src[...] = full.astype(dtype)
+    block.f_src[...] = block.storage.encode(full, D2Q9_W)
     slots = None
     if outlet[0] == "convective":  # previous values off the populations: they must matter
         block.set_outlet_slots(w[..., 0] * (1 + 0.05 * rng.standard_normal((9, ny))))
@@ -567,8 +617,8 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, pa
     interior = (slice(None), slice(1, -1), slice(1, -1))
     fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
     got, want = emu_dst[interior], block.f_dst[interior]
-    np.testing.assert_array_equal(got[:, fluid], want[:, fluid])
-    assert np.isfinite(want[:, fluid]).all()
+    _same_bits(got[:, fluid], want[:, fluid])
+    assert np.isfinite(block.storage.decode(want[:, fluid], D2Q9_W)).all()
     if slots is not None:  # the same previous values for the next step, every link's new
         np.testing.assert_array_equal(slots, block.outlet_slots)
         sign = 1 if faces[0] == "outlet" else -1  # the links that pull from the outlet
@@ -578,9 +628,10 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, dtype, faces, pa
         np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("periodic", [False, True])
-def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, dtype, periodic) -> None:
+def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, storage,
+                                                          periodic) -> None:
     """Free-slip walls (specular reflection) at both y faces, a body touching one: the CUDA C
     kernel's SLIP branch (corners and the body included) reproduces the CPU kernel."""
     from simsplit.backends.cpu import CPUBackend
@@ -594,11 +645,14 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, dtype, perio
     kinds = ("periodic", "periodic") if periodic else ("wall", "wall")
     geometry = GridGeometry(solid, kinds, np.zeros(ny), False)
     params = D2Q9Params(1.0 / 0.7, 1.0 / 1.1, 0.0, 3e-5, -2e-5, periodic)
-    block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.SLIP, Face.SLIP), params, dtype, geometry)
+    dtype = np.dtype(precision)
+    block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.SLIP, Face.SLIP), params, dtype, geometry,
+                      storage)
     assert (block.flags[0] == 64).all() and (block.flags[-1] == 64).all()
     rng = np.random.default_rng(17)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
-    block.f_src[...] = (w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))).astype(dtype)
+    block.f_src[...] = block.storage.encode(w * (1 + 0.05 * rng.standard_normal(
+        (9, ny + 2, nx + 2))), D2Q9_W)
     f_src = block.f_src.copy()
     emu_dst = np.zeros_like(f_src)
     emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
@@ -606,23 +660,24 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, dtype, perio
                       params, True, 2, inlet=block.inlet)
     block.stream_collide(store_macro=True)
     fluid = ~solid
-    np.testing.assert_array_equal(emu_dst[:, 1:-1, 1:-1][:, fluid],
-                                  block.f_dst[:, 1:-1, 1:-1][:, fluid])
+    _same_bits(emu_dst[:, 1:-1, 1:-1][:, fluid], block.f_dst[:, 1:-1, 1:-1][:, fluid])
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("storage", ["float64", "float32", "float16", "e4m11"])
 @pytest.mark.parametrize("padded", [False, True])
-def test_emulated_halo_kernels_match_cpu(emulated, dtype, padded) -> None:
+def test_emulated_halo_kernels_match_cpu(emulated, storage, padded) -> None:
     import ctypes
 
     from simsplit.backends.cpu.d2q9 import D2Q9Kernels
 
     cpu = D2Q9Kernels()
-    fn = emulated.halo_float if dtype == np.float32 else emulated.halo_double
+    fn = getattr(emulated, f"halo_{storage}")
+    dtype = storage_dtype(storage)
     rng = np.random.default_rng(5)
     from simsplit.backends.layout import element_strides
 
-    f = rng.random((9, 6, 131)).astype(dtype)
+    f = (rng.random((9, 6, 131)) if dtype.kind == "f"
+         else rng.integers(-2**15, 2**15, (9, 6, 131))).astype(dtype)
     g = _padded_copy(f) if padded else f
     plane, pitch = (ctypes.c_longlong(v) for v in element_strides(g)[:2])
     for direction in (0, 1):
@@ -926,11 +981,6 @@ def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=T
        c_int(int(wide)))
 
 
-D3Q19_PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),
-               ("float64", "float32"), ("float64", "float16"), ("float32", "e4m11"),
-               ("float64", "e4m11")]
-
-
 def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
                              obstacles=False, forced=True) -> None:
     """Two partial plane ranges of the emulated pull kernel against the CPU kernel, bit for
@@ -989,7 +1039,7 @@ def _check_d3q19_against_cpu(lib, precision, storage, periodic, padded, nx=13,
         assert ((bits > 0) & (bits < 0x0400)).any()
 
 
-@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("forced", [False, True])
@@ -1000,7 +1050,7 @@ def test_emulated_d3q19_matches_cpu(emulated_3d, precision, storage, periodic, p
     _check_d3q19_against_cpu(emulated_3d, precision, storage, periodic, padded, forced=forced)
 
 
-@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("periodic", [False, True])
 def test_emulated_d3q19_solid_cells_match_cpu(emulated_3d, precision, storage,
                                               periodic) -> None:
@@ -1011,7 +1061,7 @@ def test_emulated_d3q19_solid_cells_match_cpu(emulated_3d, precision, storage,
                              forced=False)
 
 
-@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("nx", [13, 14])
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("obstacles", [False, True])
@@ -1038,7 +1088,7 @@ def test_emulated_d3q19_pairs_use_vector_loads(emulated_3d_pairs) -> None:
     assert misaligned.value > 0
 
 
-@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("periodic_y", [False, True])
@@ -1313,7 +1363,7 @@ def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, f
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("precision, storage", D3Q19_PAIRS)
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("periodic", [False, True])
 @pytest.mark.parametrize("obstacles", [False, True])
 def test_emulated_d3q19_two_steps_match_cpu(emulated_3d_small_tiles, precision, storage,

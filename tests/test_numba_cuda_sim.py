@@ -90,13 +90,14 @@ def test_stream_collide_matches_cpu(dtype, collision, periodic, top, force) -> N
 
 
 @in_child
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int16])
 @pytest.mark.parametrize("direction", [0, 1])
 def test_pack_unpack_match_cpu(dtype, direction) -> None:
+    """Every population storage type (int16: e4m11 bits)."""
     cpu, gpu = _backends()
     rng = np.random.default_rng(3)
-    f = rng.random((9, 7, 10)).astype(dtype)
-    buf_in = rng.random((3, 10)).astype(dtype)
+    f = (rng.random((9, 7, 10)) * 1000).astype(dtype)
+    buf_in = (rng.random((3, 10)) * 1000).astype(dtype)
     for row in (1, 5):
         want = np.zeros((3, 10), dtype)
         cpu.d2q9.pack(f, row, direction, want)
@@ -186,16 +187,27 @@ def test_capture_replays_the_same_steps() -> None:
     np.testing.assert_array_equal(replayed.populations(), direct.populations())
 
 
+#: (arithmetic, run.storage) of the bitwise tests: in the arithmetic type, and narrower
+STORAGE = [(np.float64, None), (np.float32, None), (np.float32, "float16"),
+           (np.float32, "e4m11"), (np.float64, "float32"), (np.float64, "e4m11")]
+
+
+#: (arithmetic, run.storage, outlet) of the bodies test: every storage with the pressure
+#: outlet, every open outlet with a wide and a 16-bit storage
+BODY_RUNS = [(*st, OUTLETS[0]) for st in STORAGE] + [
+    (np.float64, None, outlet) for outlet in OUTLETS[1:]] + [
+    (np.float32, "e4m11", outlet) for outlet in OUTLETS[1:]]
+
+
 @in_child
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
-@pytest.mark.parametrize("bounce", ["halfway", "linear"])
-@pytest.mark.parametrize("outlet", OUTLETS)
-def test_stream_collide_with_bodies_matches_cpu(dtype, faces, bounce, outlet) -> None:
+@pytest.mark.parametrize("dtype, storage, outlet", BODY_RUNS)
+@pytest.mark.parametrize("faces, bounce", [(("inlet", "outlet"), "linear"),
+                                           (("outlet", "inlet"), "halfway")])
+def test_stream_collide_with_bodies_matches_cpu(dtype, storage, outlet, faces, bounce) -> None:
     """Inlet, outlet (pressure, zero-gradient, convective) and body cells (issue #21), halfway
     or interpolated (Bouzidi): the Numba CUDA kernel bit for bit against the CPU kernel, a
     convective outlet's previous values too, on a middle slab (ghost rows of halo faces
-    painted), ramped inflow."""
+    painted), ramped inflow; populations stored in every run.storage type."""
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry import build_bodies
     from simsplit.fluid.geometry.grid import GridGeometry
@@ -214,8 +226,8 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces, bounce, outlet) ->
     params = D2Q9Params(1.0 / 0.8, 1.0 / 1.2, 0.0, 1e-5, 2e-5, False, inlet_scale=0.41,
                         outlet_density=0.991, **outlet_params(*outlet))
     cpu, gpu = _backends()
-    blocks = [D2Q9Block(be, nx, ny, 5, (Face.HALO, Face.HALO), params, dtype, geometry)
-              for be in (cpu, gpu)]
+    blocks = [D2Q9Block(be, nx, ny, 5, (Face.HALO, Face.HALO), params, dtype, geometry,
+                        storage) for be in (cpu, gpu)]
     rng = np.random.default_rng(2)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     f0 = w * (1.0 + 0.05 * rng.standard_normal((9, ny, nx)))
@@ -226,7 +238,9 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces, bounce, outlet) ->
             blk.stream_collide(store_macro=step == 2)
             blk.swap()
     ref, out = blocks
-    np.testing.assert_array_equal(out.populations(), ref.populations())
+    assert out.raw_populations().dtype == ref.storage.dtype
+    np.testing.assert_array_equal(out.raw_populations().view(np.uint8),
+                                  ref.raw_populations().view(np.uint8))
     if outlet[0] == "convective":
         np.testing.assert_array_equal(out.outlet_values(), ref.outlet_values())
     for name in ("rho", "ux", "uy"):
@@ -235,13 +249,14 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces, bounce, outlet) ->
 
 
 @in_child
-@pytest.mark.parametrize("bounce, outlet", [("halfway", "pressure"), ("linear", "pressure"),
-                                            ("linear", "zero_gradient"),
-                                            ("halfway", "convective")])
-def test_bodies_split_identity_and_cpu_agreement(bounce, outlet) -> None:
+@pytest.mark.parametrize("bounce, storage, outlet", [
+    ("halfway", None, "pressure"), ("linear", None, "zero_gradient"),
+    ("linear", "float16", "pressure"), ("halfway", "e4m11", "convective")])
+def test_bodies_split_identity_and_cpu_agreement(bounce, storage, outlet) -> None:
     """A channel with an inlet, an outlet (each kind) and a circle across slab boundaries:
     numba-cuda on 1, 2 and 3 slabs and the CPU backend give the same bits (and the same
-    forces)."""
+    forces, the device reduction decoding 16-bit populations as the host's), float64 or
+    float32 arithmetic on 16-bit storage."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -252,6 +267,8 @@ def test_bodies_split_identity_and_cpu_agreement(bounce, outlet) -> None:
     for backend, subdomains in (("numba-cuda", 1), ("numba-cuda", 2), ("numba-cuda", 3),
                                 ("cpu", 2)):
         raw = body_case(16, 12, subdomains, run__backend=backend, run__transport="local")
+        if storage is not None:
+            raw["run"].update(precision="float32", storage=storage)
         raw["domain"]["inlet"]["ramp_steps"] = 4  # steps 1-3 ramped, then full speed
         raw["domain"]["bounce_back"] = bounce
         raw["domain"]["outlet"] = {"kind": outlet}
@@ -259,7 +276,9 @@ def test_bodies_split_identity_and_cpu_agreement(bounce, outlet) -> None:
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(7)
         links = body_links(solver.setup)
-        runs[(backend, subdomains)] = (solver.populations(), solver.velocity(),
+        from simsplit.fluid.state import raw_populations
+
+        runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
                                        measure_forces(solver, links),
                                        DeviceForces(links).measure(solver))
     one = runs[("numba-cuda", 1)]

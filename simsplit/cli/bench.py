@@ -165,8 +165,8 @@ def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int
     ``bytes_per_cell_update``, ``bandwidth_fraction`` and, for device backends, the same for
     CUDA-graph replay (``graph_*``). A failing backend or grid gives a row with ``error``.
     With a :class:`simsplit.gpu.autotune.Autotuner` the kernels are tuned first. ``storage`` is the
-    population storage type of 3D grids (``run.storage``; default ``precision``), ``streaming``
-    their streaming scheme (``run.streaming``: two-lattice or aa); ``devices`` the GPUs slabs
+    population storage type (``run.storage``; default ``precision``), ``streaming`` the
+    streaming scheme of 3D grids (``run.streaming``: two-lattice or aa); ``devices`` the GPUs slabs
     go to (``run.devices``; default all); ``temporal_blocking`` as ``run.temporal_blocking``.
     """
     rows = []
@@ -180,7 +180,7 @@ def run_bench(backends: list[str], grids: list[tuple[int, ...]], subdomains: int
         for grid in grids:
             nx, ny = grid[0], grid[1]
             nz = grid[2] if len(grid) == 3 else None
-            st = storage if nz is not None else None  # D2Q9 stores in its precision
+            st = storage
             sm = streaming if nz is not None else None
             per_cell = bytes_per_cell_update(precision, _lattice_q(grid), st)
             row: dict[str, Any] = {"backend": name, "grid": tuple(grid), "subdomains": subdomains,
@@ -260,10 +260,11 @@ def _parse_grid(text: str) -> tuple[int, ...]:
 
 
 def add_storage_argument(parser: argparse.ArgumentParser) -> None:
-    """``--storage`` and ``--streaming``: how 3D (D3Q19) grids hold their populations."""
+    """``--storage`` and ``--streaming``: how grids hold their populations."""
     parser.add_argument("--storage", default=None,
                         choices=["float16", "e4m11", "float32", "float64"],
-                        help="D3Q19 population storage (run.storage; default: --precision)")
+                        help="population storage of 2D and 3D grids (run.storage; default: "
+                             "--precision)")
     parser.add_argument("--streaming", default=None, choices=["two-lattice", "aa"],
                         help="D3Q19 streaming (run.streaming; aa: one array, in place)")
     parser.add_argument("--temporal-blocking", default="on", choices=["on", "off"],

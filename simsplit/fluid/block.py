@@ -442,9 +442,10 @@ class D2Q9Block(SlabBlock):
     """Rows ``[row0, row0 + ny)`` of an ``nx``-wide D2Q9 lattice."""
 
     def __init__(self, backend: Backend, nx: int, ny: int, row0: int, faces: tuple[Face, Face],
-                 params: D2Q9Params, dtype: Any, geometry: GridGeometry | None = None) -> None:
+                 params: D2Q9Params, dtype: Any, geometry: GridGeometry | None = None,
+                 storage: Any = None) -> None:
         self.geometry = geometry
-        super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype)
+        super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype, storage)
         self.nx, self.ny, self.row0 = nx, ny, row0
         self._load_geometry()
 
@@ -471,17 +472,15 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
                storage: Any = None, streaming: str = "two-lattice",
                ghost_depth: int = 1, geometry: GridGeometry | None = None) -> SlabBlock:
     """The block class of ``lattice`` for a slab (``cross`` in array order); ``storage``
-    (population storage type, D3Q19 only) defaults to ``dtype``; ``streaming`` is
+    (population storage type) defaults to ``dtype``; ``streaming`` is
     ``two-lattice`` or (D3Q19 only) ``aa``; ``ghost_depth`` 2 asks for two ghost planes at
     halo faces (D3Q19, where the kernel set sweeps two steps through them)."""
     if lattice is D2Q9:
         if streaming != "two-lattice":
             raise ValueError(f"run.streaming: {streaming!r} is not allowed for D2Q9 (allowed: "
                              "'two-lattice')")
-        if storage is not None and np.dtype(storage) != np.dtype(dtype):
-            raise ValueError(f"run.storage: {np.dtype(storage)} is not allowed for D2Q9 "
-                             f"(2D grids store populations in run.precision, {np.dtype(dtype)})")
-        return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype, geometry)
+        return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype, geometry,
+                         storage)
     if lattice is D3Q19:
         return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
                           storage, streaming, ghost_depth, geometry)

@@ -57,7 +57,7 @@ FLUID_RUN_PROPERTIES = {
                        "rest) and computes in run.precision: float16 (IEEE, scaled by 2^10) or "
                        "e4m11 (one more significand bit, 4 exponent bits, scaled by 2^9: about "
                        "half fp16's error) halve memory and traffic of float32 "
-                       "(docs/storage.md). cpu and cupy.",
+                       "(docs/storage.md). 2D and 3D grids; cpu and cupy.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",
@@ -281,16 +281,13 @@ def check_dimensions(case: dict[str, Any]) -> None:
 
 def check_storage(case: dict[str, Any]) -> None:
     """Raise ValueError (one line naming run.storage) for a storage type wider than
-    run.precision, or a narrow one on a 2D grid (D2Q9 stores in run.precision)."""
+    run.precision."""
     run = case.setdefault("run", {})
     precision = run.get("precision", "float64")
     storage = run.setdefault("storage", precision)  # the default: store what is computed
     if storage == precision:
         return
     allowed = STORAGE_CHOICES.get(precision, (precision,))
-    if len(case["domain"]["shape"]) == 2:
-        raise ValueError(f"run.storage: {storage!r} is not allowed for a 2D grid (D2Q9 stores "
-                         f"populations in run.precision); allowed: {precision!r}")
     if storage not in allowed:
         raise ValueError(f"run.storage: {storage!r} is not allowed with run.precision "
                          f"{precision!r}: allowed {', '.join(map(repr, allowed))} (no wider "

@@ -201,14 +201,16 @@ def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int
 
 
 def fluid_bytes(case: dict[str, Any]) -> list[int]:
-    """Bytes per slab of a lattice Boltzmann case: two population lattices, flags, macroscopic
-    fields (D2Q9 in 2D, D3Q19 in 3D; slabs along the last axis)."""
+    """Bytes per slab of a lattice Boltzmann case: two population lattices in run.storage,
+    flags, macroscopic fields in run.precision (D2Q9 in 2D, D3Q19 in 3D; slabs along the last
+    axis)."""
     shape = case["domain"]["shape"]
     *cross, ny = shape
     q = lattice_for(len(shape)).q
     layer = math.prod(n + 2 for n in cross)  # cells of one layer, ghosts included
     inner = math.prod(cross)
     item = 4 if case["run"]["precision"] == "float32" else 8
+    pop = storage_dtype(case["run"].get("storage") or case["run"]["precision"]).itemsize
     dec = case["decomposition"]
     n = int(dec["subdomains"])
     # slabs that cross halo faces two steps per sweep hold a second ghost plane per face
@@ -217,6 +219,6 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     out = []
     for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
         cells = (b - a + 2 + deep) * layer
-        out.append(cells * (2 * q * item + 1)
+        out.append(cells * (2 * q * pop + 1)
                    + (2 + len(shape)) * (b - a + deep) * inner * item)
     return out

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simsplit.numerics.storage import E4M11_DTYPE, e4m11_to_float
+
 
 def returned_population(f_out: np.ndarray, own_in: np.ndarray, nb: np.ndarray,
                         k: np.ndarray) -> np.ndarray:
@@ -74,7 +76,9 @@ class SlabLinkTable:
 
     def _decoded(self, f: np.ndarray, where: tuple[np.ndarray, ...],
                  w: np.ndarray) -> np.ndarray:
-        x = f[where].astype(self.arith)
+        x = f[where]
+        # e4m11 bits (int16) denote values of their own; fp16 and float convert by value
+        x = (e4m11_to_float(x) if x.dtype == E4M11_DTYPE else x).astype(self.arith)
         if self.shifted:
             t = self.arith.type
             x = x * t(self.inv_scale) + w.astype(self.arith)

@@ -19,6 +19,9 @@ from simsplit.transport.mpi import MPICollectives
 def _nccl_dtype(nccl: Any, dtype: Any) -> int:
     table = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64,
              np.dtype(np.float16): nccl.NCCL_FLOAT16,  # run.storage: float16 halos
+             # e4m11 halos (int16 bits; NCCL has no int16): send/recv moves the bytes as they
+             # are, so they travel as 2-byte floats
+             np.dtype(np.int16): nccl.NCCL_FLOAT16,
              np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.int32): nccl.NCCL_INT32,
              np.dtype(np.int64): nccl.NCCL_INT64}
     try:

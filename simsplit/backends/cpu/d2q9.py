@@ -8,6 +8,10 @@ next to open faces (inlet, outlet, slip), with curved links, at the ends of a pe
 Array layout shared with the GPU backends: populations ``f[q, j, i]`` with one ghost layer all
 round (shape ``(9, ny + 2, nx + 2)``), flags ``(ny + 2, nx + 2)`` uint8, macroscopic fields
 ``(ny, nx)`` for the interior only. Rows ``j`` are along the split axis.
+
+Arithmetic runs in the type of the macroscopic fields; populations may be stored narrower
+(``run.storage``) in the shifted encoding of :class:`simsplit.numerics.storage.PopulationStorage`,
+converted by :mod:`.storage_codec` as the D3Q19 kernels convert them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.rowgen import RowKernel, const, dot_c, launch, planes, sum_terms
+from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -46,7 +51,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     (``_takes``: next to an open face, a curved link or the ends of a periodic x). Outlet
     links take the rule ``outlet_kind`` (:func:`_outlet`)."""
     nx = f_src.shape[2] - 2
-    dt = f_src.dtype.type
+    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, lid_u = dt(fx), dt(fy), dt(lid_u)
@@ -55,7 +60,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
-        fl = np.empty(9, dtype=f_src.dtype)
+        fl = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[j, i]
             if own & SOLID or (not every_cell and _takes(flags, j, i, nx, periodic_x)):
@@ -64,7 +69,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                 si = i - _CX[q]
                 if periodic_x:
                     si = nx if si == 0 else (1 if si == nx + 1 else si)
-                fl[q] = f_src[q, j - _CY[q], si]
+                fl[q] = _decode(f_src[q, j - _CY[q], si], dt(_W[q]))
             if own & NEAR_WALL:  # only cells next to a wall look at their sources' flags
                 for q in range(9):
                     si = i - _CX[q]
@@ -72,36 +77,38 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         si = nx if si == 0 else (1 if si == nx + 1 else si)
                     kind = flags[j - _CY[q], si]
                     if kind & BOUNDARY:
-                        v = f_src[_OPP[q], j, i]
+                        v = _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         elif kind == INLET:  # Ladd: the wall moves at the row's inflow speed
                             v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[j])
                         elif kind == OUTLET:
                             v = _outlet(f_src, j, i, q, rho_w, outlet_kind, keep, take,
-                                        press_w, slots)
+                                        press_w, slots, rho_out)
                         elif kind == SLIP:  # specular: (cx, -cy) from the cell beside
                             ei = i - _CX[q]
                             if periodic_x:
                                 ei = nx if ei == 0 else (1 if ei == nx + 1 else ei)
                             if not flags[j, ei] & BOUNDARY:  # (else a corner: bounce back)
-                                v = f_src[_MIRROR_Y[q], j, ei]
+                                m = _MIRROR_Y[q]
+                                v = _decode(f_src[m, j, ei], dt(_W[m]))
                         elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
                             k = links[q, j, i]
                             if k >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
                                 ni = i + _CX[q]
                                 if periodic_x:
                                     ni = nx if ni == 0 else (1 if ni == nx + 1 else ni)
-                                v = k * v + (one - k) * f_src[_OPP[q], j + _CY[q], ni]
+                                v = k * v + (one - k) * _decode(f_src[_OPP[q], j + _CY[q], ni],
+                                                                dt(_W[_OPP[q]]))
                             else:  # beyond halfway: the own cell's q
-                                v = (-k) * v + (one + k) * f_src[q, j, i]
+                                v = (-k) * v + (one + k) * _decode(f_src[q, j, i], dt(_W[q]))
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
                      store_macro)
 
 
 @numba.njit(inline="always")
-def _outlet(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots):
+def _outlet(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots, like):
     """What an outlet link returns into cell (j, i) along q (docs/bodies.md). Pressure:
     anti-bounce-back. Zero gradient: f*_q(j - c_qy, i), the value the interior neighbour
     x + c_qx pulls along q this step (the populations' x derivative is zero across the face);
@@ -109,38 +116,42 @@ def _outlet(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots):
     crosses it, which the halo carries. Convective: the implicit upwind step of df/dt +
     U df/dx = 0 from the link's previous value and that one, ``keep * slots[q, j] + take *
     f*_q(j - c_qy, i)``, kept in ``slots`` for the next step. ``press_w`` > 0 mixes the
-    pressure outlet's value into the open kinds' (the density then cannot drift)."""
+    pressure outlet's value into the open kinds' (the density then cannot drift). ``like``:
+    an array of the arithmetic type (f_src may be stored narrower)."""
+    dt = like.dtype.type
     if kind == OUTLET_PRESSURE:
-        return _anti_bounce_back(f_src, j, i, q, rho_w)
-    v = f_src[q, j - _CY[q], i]
+        return _anti_bounce_back(f_src, j, i, q, rho_w, like)
+    v = _decode(f_src[q, j - _CY[q], i], dt(_W[q]))
     if kind == OUTLET_CONVECTIVE:
         v = keep * slots[q, j] + take * v
-    if press_w > f_src.dtype.type(0.0):
-        v += press_w * (_anti_bounce_back(f_src, j, i, q, rho_w) - v)
+    if press_w > dt(0.0):
+        v += press_w * (_anti_bounce_back(f_src, j, i, q, rho_w, like) - v)
     if kind == OUTLET_CONVECTIVE:
         slots[q, j] = v
     return v
 
 
 @numba.njit(inline="always")
-def _anti_bounce_back(f_src, j, i, q, rho_w):
+def _anti_bounce_back(f_src, j, i, q, rho_w, like):
     """Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5
-    u^2), u the own cell's velocity from its post-collision populations (step t)."""
-    dt = f_src.dtype.type
+    u^2), u the own cell's velocity from its post-collision populations (step t). ``like``: an
+    array of the arithmetic type."""
+    dt = like.dtype.type
     r = dt(0.0)
     jx = dt(0.0)
     jy = dt(0.0)
     for p in range(9):
-        r += f_src[p, j, i]
-        jx += dt(_CX[p]) * f_src[p, j, i]
-        jy += dt(_CY[p]) * f_src[p, j, i]
+        v = _decode(f_src[p, j, i], dt(_W[p]))
+        r += v
+        jx += dt(_CX[p]) * v
+        jy += dt(_CY[p]) * v
     inv = dt(1.0) / r
     ux = jx * inv
     uy = jy * inv
     cu = dt(_CX[q]) * ux + dt(_CY[q]) * uy
     usq = dt(1.5) * (ux * ux + uy * uy)
     feq = dt(2.0 * _W[q]) * rho_w * (dt(1.0) + dt(4.5) * cu * cu - usq)
-    return feq - f_src[_OPP[q], j, i]
+    return feq - _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
 
 
 @numba.njit(inline="always")
@@ -167,7 +178,7 @@ def _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p
     # rest population: purely symmetric
     feq0 = dt(_W[0]) * r * (one - usq)
     s0 = dt(_W[0]) * dt(-3.0) * uf
-    f_dst[0, j, i] = fl[0] - om_p * (fl[0] - feq0) + src_p * s0
+    f_dst[0, j, i] = _encode(fl[0] - om_p * (fl[0] - feq0) + src_p * s0, dt(_W[0]), f_dst)
     for k in range(4):
         _relax_pair(fl, f_dst, _PAIRS[k], j, i, r, ux, uy, usq, uf, fx, fy,
                     om_p, om_m, src_p, src_m)
@@ -189,8 +200,8 @@ def _relax_pair(fl, f_dst, q, j, i, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_
     f_m = dt(0.5) * (fl[q] - fl[o])
     relax_p = -om_p * (f_p - feq_p) + src_p * s_p
     relax_m = -om_m * (f_m - feq_m) + src_m * s_m
-    f_dst[q, j, i] = fl[q] + relax_p + relax_m
-    f_dst[o, j, i] = fl[o] + relax_p - relax_m
+    f_dst[q, j, i] = _encode(fl[q] + relax_p + relax_m, w, f_dst)
+    f_dst[o, j, i] = _encode(fl[o] + relax_p - relax_m, dt(_W[o]), f_dst)
 
 
 def _collide_source(macro: bool, forced: bool) -> list[str]:
@@ -251,7 +262,9 @@ _row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u
     "om_p, om_m, fx, fy = dt(om_p), dt(om_m), dt(fx), dt(fy)",
     "src_p = one - half * om_p",
     "src_m = one - half * om_m",
-    "lid_u = dt(lid_u)"], forced=True)
+    "stored = out0.dtype.type(0)",
+    "lid_u = dt(lid_u)"], arith="rho_out.dtype.type", decode="_decode({v}, {w})",
+    encode="_encode({v}, {w}, stored)", forced=True, env={"_decode": _decode, "_encode": _encode})
 _rows = _row_kernel.compile()  # by (store_macro, forced)
 globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
 _takes = _row_kernel.takes
@@ -286,12 +299,14 @@ class D2Q9Kernels:
         ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
         None: none); ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``
         (read and written where a link pulls from an outlet; None: none)."""
+        dt = rho.dtype
         if inlet is None:
-            inlet = np.zeros(f_src.shape[1], f_src.dtype)
+            inlet = np.zeros(f_src.shape[1], dt)
         if links is None:
-            links = np.full((9, 1, 1), -1.0, f_src.dtype)
+            links = np.full((9, 1, 1), -1.0, dt)
         if outlet_slots is None:
-            outlet_slots = np.zeros((9, 1), f_src.dtype)
+            outlet_slots = np.zeros((9, 1), dt)
+        f_src, f_dst = raw_view(f_src), raw_view(f_dst)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                  p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
                  p.forced)
@@ -299,11 +314,11 @@ class D2Q9Kernels:
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, p.outlet_kind, *p.convective_weights,
                 p.outlet_pressure_weight, outlet_slots, False)
-        launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args, f_src.dtype,
-               _launched)
+        launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
+               (f_src.dtype, dt), _launched)
 
     def pack(self, f, row, direction, buf):
-        _pack(f, row, _HALO_DIRS[direction], buf)
+        _pack(raw_view(f), row, _HALO_DIRS[direction], raw_view(buf))
 
     def unpack(self, buf, f, row, direction):
-        _unpack(buf, f, row, _HALO_DIRS[direction])
+        _unpack(raw_view(buf), raw_view(f), row, _HALO_DIRS[direction])

@@ -4,6 +4,8 @@ encoding of :class:`simsplit.numerics.storage.PopulationStorage`.
 Numba's CPU target has no float16, so fp16 arrays reach the kernels as uint16 views of their
 bits (:func:`raw_view`) and e4m11 arrays as the int16 arrays that carry them; both are converted
 here, rounding to nearest even exactly as the GPU kernels (``lbm_common.cuh``) and NumPy do.
+The conversion functions are plain scalar code: the Numba CUDA backend compiles the same
+functions (their ``py_func``) as device functions.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ _E4_ONE = 1 << E4M11_MANT_BITS
 _E4_INF = 15 << E4M11_MANT_BITS
 _E4_MIN_NORMAL = 2.0 ** (1 - E4M11_BIAS)
 _E4_OVERFLOW = (2 * _E4_ONE - 0.5) * 2.0 ** (14 - E4M11_BIAS - E4M11_MANT_BITS)
+#: (x + 2^52) - 2^52 rounds 0 <= x < 2^52 to an integer, to nearest even, in float64 (the sum's
+#: ulp is 1): np.rint without a NumPy call, so that the CUDA target compiles these functions too
+#: (simsplit/backends/numba_cuda/d2q9.py); neither target reassociates without fast-math
+_RNE = 2.0**52
 
 
 @numba.njit(cache=True)
@@ -56,9 +62,9 @@ def half_from(x):
     if a >= 65520.0:  # halfway between 65504 and 2^16 rounds to even: infinity
         return np.uint16(sign | 0x7C00)
     if a < 2.0**-14:  # subnormal (the rounding may carry into the smallest normal: same bits)
-        return np.uint16(sign | int(np.rint(math.ldexp(a, 24))))
+        return np.uint16(sign | int((math.ldexp(a, 24) + _RNE) - _RNE))
     e = math.frexp(a)[1] - 1  # 2^e <= a < 2^(e + 1)
-    m = int(np.rint(math.ldexp(a, 10 - e)))  # 1024 .. 2048, exact scaling then one rounding
+    m = int((math.ldexp(a, 10 - e) + _RNE) - _RNE)  # 1024 .. 2048, exact scaling then one rounding
     if m == 2048:
         m = 1024
         e += 1
@@ -92,10 +98,10 @@ def e4m11_from(x):
     if a >= _E4_OVERFLOW:
         bits = _E4_INF
     elif a < _E4_MIN_NORMAL:  # subnormal: a carry into the smallest normal gives its bits
-        bits = int(np.rint(math.ldexp(a, E4M11_MANT_BITS + E4M11_BIAS - 1)))
+        bits = int((math.ldexp(a, E4M11_MANT_BITS + E4M11_BIAS - 1) + _RNE) - _RNE)
     else:
         e = math.frexp(a)[1] - 1  # 2^e <= a < 2^(e + 1); a carry to 2^(e + 1) gives its bits
-        m = int(np.rint(math.ldexp(a, E4M11_MANT_BITS - e)))
+        m = int((math.ldexp(a, E4M11_MANT_BITS - e) + _RNE) - _RNE)
         bits = ((e + E4M11_BIAS) << E4M11_MANT_BITS) + m - _E4_ONE
     return np.int16(np.int64(sign | bits) - (np.int64(0x10000) if sign else np.int64(0)))
 

@@ -1,6 +1,8 @@
 """D2Q9 launchers for the hand-written CUDA C kernels in ``kernels/d2q9.cu`` (CuPy + NVRTC).
 
-Same call signatures as :class:`simsplit.backends.cpu.d2q9.D2Q9Kernels`. Every launch goes to
+Same call signatures as :class:`simsplit.backends.cpu.d2q9.D2Q9Kernels`: the arithmetic type is
+that of the macroscopic fields, populations are held in any of run.storage's types for it
+(``source.STORAGE_PAIRS``; 16-bit ones as their raw bits). Every launch goes to
 the current CuPy stream of the backend's device, so it is ordered with CuPy's own work and can
 be recorded into a CUDA graph.
 """
@@ -67,26 +69,27 @@ class D2Q9Kernels:
     strided_fields = True
     #: stream_collide takes ``open_rules=False`` for blocks of walls and a lid only
     box_variant = True
+    _pairs = frozenset(source.STORAGE_PAIRS)
 
     def __init__(self, device: int) -> None:
         self.device = device
         self._dev = cupy.cuda.Device(device)
         module = _module(device)
-        dtypes = list(source.CTYPES)
         with self._dev:
-            self._collide = {(dt, s, o): module.get_function(source.stream_collide_name(dt, s, o))
-                             for dt in dtypes for s in (False, True) for o in (False, True)}
-            self._pack = {dt: module.get_function(source.pack_name("D2Q9", dt))
-                          for dt in dtypes}
-            self._unpack = {dt: module.get_function(source.unpack_name("D2Q9", dt))
-                            for dt in dtypes}
+            self._collide = {(dt, st, s, o): module.get_function(
+                source.stream_collide_name(dt, st, s, o))
+                for dt, st in source.STORAGE_PAIRS for s in (False, True) for o in (False, True)}
+            self._pack = {st: module.get_function(source.pack_name("D2Q9", st))
+                          for st in source.STORAGE_CTYPES}
+            self._unpack = {st: module.get_function(source.unpack_name("D2Q9", st))
+                            for st in source.STORAGE_CTYPES}
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
         self._zeros: dict[tuple[int, np.dtype], Any] = {}  #: inflow speeds where none is given
-        #: tuned stream-collide launches: (dtype, store_macro, open_rules, f shape) ->
+        #: tuned stream-collide launches: (dtype, storage, store_macro, open_rules, f shape) ->
         #: (kernel, block_x)
-        self._tuned: dict[tuple[Any, bool, tuple[int, ...]], tuple[Any, int]] = {}
+        self._tuned: dict[tuple[Any, ...], tuple[Any, int]] = {}
         self._bad_launch = errors.bad_launch_target()
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
@@ -130,12 +133,13 @@ class D2Q9Kernels:
                 self._zeros[key] = cupy.zeros(rows, dt)
         return self._zeros[key]
 
-    def _links(self, links: Any, f: Any) -> Any:
-        """Interpolated bounce-back weights in f's layout (checked), or a cached one-element
-        array where there are none (read only where flags say CURVED: never then)."""
+    def _links(self, links: Any, f: Any, dt: np.dtype) -> Any:
+        """Interpolated bounce-back weights (arithmetic type ``dt``) in f's layout (checked:
+        element strides, which padded rows keep whatever the element size), or a cached
+        one-element array where there are none (read only where flags say CURVED: never then)."""
         if links is None:
-            return self._inlet(None, 1, f.dtype)
-        if links.dtype != f.dtype or element_strides(links) != element_strides(f):
+            return self._inlet(None, 1, dt)
+        if links.dtype != dt or element_strides(links) != element_strides(f):
             raise ValueError("interpolation weights must share the populations' layout")
         return links
 
@@ -171,11 +175,12 @@ class D2Q9Kernels:
             raise ValueError(f"rows {rows} outside the interior rows [1, {ny + 1})")
         if j0 == j1 or i0 == i1:
             return
-        dt = f_src.dtype
-        if f_dst.dtype != dt or rho.dtype != dt or ux.dtype != dt or uy.dtype != dt:
-            raise TypeError("populations and macroscopic fields must share one dtype")
+        dt, st = rho.dtype, f_src.dtype
+        if f_dst.dtype != st or ux.dtype != dt or uy.dtype != dt or (dt, st) not in self._pairs:
+            raise TypeError(f"no D2Q9 kernel for populations {st} / {f_dst.dtype} with "
+                            f"macroscopic fields {dt}, {ux.dtype}, {uy.dtype}")
         check_launch_device(self.device)
-        variant = (dt, bool(store_macro), bool(open_rules))
+        variant = (dt, st, bool(store_macro), bool(open_rules))
         kern, block_x = self._tuned.get((*variant, f_src.shape),
                                         (self._collide[variant], source.BLOCK_X))
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
@@ -186,7 +191,7 @@ class D2Q9Kernels:
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), np.int32(i0), np.int32(i1), *self._params(p, dt),
                                  self._inlet(inlet, h, dt), t(p.inlet_scale), t(p.outlet_density),
-                                 self._links(links, f_src),
+                                 self._links(links, f_src, dt),
                                  *self._outlet_args(p, dt, outlet_slots, h)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
@@ -195,7 +200,7 @@ class D2Q9Kernels:
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D2Q9Params,
                  tuner: autotune.Autotuner, dtype: Any = None, open_rules: bool = True) -> None:
         """Pick the fastest block size for the stream-collide kernels on arrays of this shape
-        (D2Q9 stores populations in the arithmetic type: ``dtype`` is ``f_src``'s).
+        (``dtype``: the arithmetic type, by default the storage's).
 
         Timing launches write ``f_dst`` (overwritten by the next step anyway) and scratch
         macroscopic fields. Never during a graph capture: timing needs synchronisation.
@@ -204,13 +209,14 @@ class D2Q9Kernels:
             raise RuntimeError("autotuning cannot run inside a CUDA graph capture")
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
-        dt = f_src.dtype
+        st = f_src.dtype
+        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.promote_types(st, np.float32))
         with self._dev:
             scratch = [cupy.empty((ny, nx), dt) for _ in range(3)]
             slots = cupy.zeros((Q, h), dt)  # timing launches keep off the block's outlet values
         src_hash = autotune.source_hash(source.kernel_source("d2q9.cu"))
         for store in (False, True):
-            name = source.stream_collide_name(dt, store, open_rules)
+            name = source.stream_collide_name(dt, st, store, open_rules)
 
             def time_block(block_x: int, name: str = name) -> float:
                 kern = _module(self.device, block_x).get_function(name)
@@ -220,7 +226,7 @@ class D2Q9Kernels:
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
                         np.int32(ny + 1), np.int32(1), np.int32(nx + 1), *self._params(p, dt),
                         self._inlet(None, h, dt), dt.type(p.inlet_scale), dt.type(p.outlet_density),
-                        self._links(None, f_src), *self._outlet_args(p, dt, slots, h))
+                        self._links(None, f_src, dt), *self._outlet_args(p, dt, slots, h))
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 
@@ -230,9 +236,9 @@ class D2Q9Kernels:
                 with self._dev:
                     kern = _module(self.device, block).get_function(name)
                     _ = kern.num_regs  # load now: a launch inside a graph capture must not load
-                self._tuned[(dt, store, open_rules, f_src.shape)] = (kern, block)
+                self._tuned[(dt, st, store, open_rules, f_src.shape)] = (kern, block)
             else:
-                self._tuned.pop((dt, store, open_rules, f_src.shape), None)
+                self._tuned.pop((dt, st, store, open_rules, f_src.shape), None)
 
     def _halo(self, kernels: dict, f, row: int, direction: int, buf, src, dst) -> None:
         q, h, w = f.shape

@@ -123,7 +123,7 @@ class D3Q19Kernels:
         module = _module(device)
         storages = list(source.STORAGE_CTYPES)
         with self._dev:
-            variants = [(dt, st, s, forced, wide) for dt, st in source.D3Q19_STORAGE
+            variants = [(dt, st, s, forced, wide) for dt, st in source.STORAGE_PAIRS
                         for s, forced, wide in itertools.product((False, True), repeat=3)]
             self._collide = {v: module.get_function(source.d3q19_stream_collide_name(*v))
                              for v in variants}
@@ -131,7 +131,7 @@ class D3Q19Kernels:
                                 for v in variants}
             self._bodies = {(dt, st, s, forced): module.get_function(
                 source.d3q19_bodies_name(dt, st, s, forced))
-                for dt, st in source.D3Q19_STORAGE
+                for dt, st in source.STORAGE_PAIRS
                 for s, forced in itertools.product((False, True), repeat=2)}
             self._two_steps = {}
             for dt, st in source.D3Q19_FUSED_PAIRS:
@@ -185,7 +185,7 @@ class D3Q19Kernels:
         dt, st = rho.dtype, f_src.dtype
         if f_dst.dtype != st or any(a.dtype != dt for a in (ux, uy, uz)):
             raise TypeError("f_src/f_dst must share the storage dtype, rho/u the arithmetic one")
-        if (dt, st) not in source.D3Q19_STORAGE:
+        if (dt, st) not in source.STORAGE_PAIRS:
             raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
@@ -360,7 +360,7 @@ class D3Q19Kernels:
         if k0 == k1:
             return
         dt, st = rho.dtype, f.dtype
-        if any(a.dtype != dt for a in (ux, uy, uz)) or (dt, st) not in source.D3Q19_STORAGE:
+        if any(a.dtype != dt for a in (ux, uy, uz)) or (dt, st) not in source.STORAGE_PAIRS:
             raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")

@@ -81,10 +81,11 @@ MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels
 COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-#: population storage types of the D3Q19 kernels (fp16 as raw bits, see lbm_common.cuh)
+#: population storage types of the kernels (16-bit formats as raw bits, see lbm_common.cuh)
 STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16", E4M11_DTYPE: "lbm::e4m11"}
-#: (arithmetic, storage) pairs the D3Q19 kernels are instantiated for: run.storage's choices
-D3Q19_STORAGE = tuple((np.dtype(a), storage_dtype(s))
+#: (arithmetic, storage) pairs the D2Q9 and D3Q19 kernels are instantiated for: run.storage's
+#: choices
+STORAGE_PAIRS = tuple((np.dtype(a), storage_dtype(s))
                       for a, ss in STORAGE_CHOICES.items() for s in ss)
 _AXES = ("cx", "cy", "cz")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.MULTILINE)
@@ -249,12 +250,21 @@ def _ctype(dtype: np.dtype | type) -> str:
             f"CUDA kernels exist for float32 and float64, not {np.dtype(dtype)}") from None
 
 
-def stream_collide_name(dtype: np.dtype | type, store_macro: bool, open_rules: bool = True
-                        ) -> str:
-    """D2Q9 stream-collide; ``open_rules``: with the inlet, outlet, free-slip and interpolated
-    bounce-back rules (a box of walls and a lid runs faster without them)."""
-    return (f"d2q9_stream_collide<{_ctype(dtype)}, {_cbool(store_macro)}, "
-            f"{_cbool(open_rules)}>")
+def _check_storage_pair(lattice: str, dtype: np.dtype | type,
+                        storage: np.dtype | type) -> None:
+    if (np.dtype(dtype), np.dtype(storage)) not in STORAGE_PAIRS:
+        raise TypeError(f"no {lattice} kernel for {np.dtype(dtype)} arithmetic on "
+                        f"{np.dtype(storage)} storage")
+
+
+def stream_collide_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
+                        open_rules: bool = True) -> str:
+    """D2Q9 stream-collide for arithmetic ``dtype`` and population storage ``storage``;
+    ``open_rules``: with the inlet, outlet, free-slip and interpolated bounce-back rules (a box
+    of walls and a lid runs faster without them)."""
+    _check_storage_pair("D2Q9", dtype, storage)
+    return (f"d2q9_stream_collide<{_ctype(dtype)}, {_storage_ctype(storage)}, "
+            f"{_cbool(store_macro)}, {_cbool(open_rules)}>")
 
 
 def _storage_ctype(dtype: np.dtype | type) -> str:
@@ -286,9 +296,7 @@ def d3q19_stream_collide_name(dtype: np.dtype | type, storage: np.dtype | type,
     """D3Q19 stream-collide for arithmetic ``dtype`` and population storage ``storage``;
     ``forced``: with the body-force (Guo) terms, compiled out of the unforced kernel; ``wide``:
     64-bit element offsets (:func:`d3q19_wide_offsets`)."""
-    if (np.dtype(dtype), np.dtype(storage)) not in D3Q19_STORAGE:
-        raise TypeError(f"no D3Q19 kernel for {np.dtype(dtype)} arithmetic on "
-                        f"{np.dtype(storage)} storage")
+    _check_storage_pair("D3Q19", dtype, storage)
     return (f"d3q19_stream_collide<{_ctype(dtype)}, {_storage_ctype(storage)}, "
             f"{_cbool(store_macro)}, {_cbool(forced)}, {D3Q19_OFFSETS[bool(wide)]}>")
 
@@ -329,7 +337,7 @@ def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
 
 
 def pack_name(lattice: str, dtype: np.dtype | type) -> str:
-    """Halo pack of populations stored as ``dtype`` (float16 only for D3Q19)."""
+    """Halo pack of populations stored as ``dtype``."""
     return f"lbm_pack<{lattice}, {_storage_ctype(dtype)}>"
 
 
@@ -346,13 +354,13 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
 def name_expressions(name: str) -> list[str]:
     """Every kernel instantiation of kernel file ``name`` that a backend may launch."""
     if name == "link_forces.cu":
-        return [link_force_sums_name(dt, st) for dt, st in D3Q19_STORAGE]
+        return [link_force_sums_name(dt, st) for dt, st in STORAGE_PAIRS]
     lattice = {"d2q9.cu": "D2Q9", "d3q19.cu": "D3Q19"}.get(name)
     if lattice is None:
         return []
     out = []
     if lattice == "D3Q19":
-        for dt, st in D3Q19_STORAGE:
+        for dt, st in STORAGE_PAIRS:
             for forced, wide in itertools.product((False, True), repeat=2):
                 out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
                 out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
@@ -363,13 +371,12 @@ def name_expressions(name: str) -> list[str]:
         for dt, st in D3Q19_FUSED_PAIRS:
             out += [d3q19_two_steps_name(dt, st, s, forced)
                     for forced, s in itertools.product((False, True), repeat=2)]
-        for st in STORAGE_CTYPES:
-            out += [pack_name(lattice, st), unpack_name(lattice, st)]
-        return out
-    for dt in CTYPES:
-        out += [stream_collide_name(dt, s, o) for s, o in itertools.product((False, True),
-                                                                            repeat=2)]
-        out += [pack_name(lattice, dt), unpack_name(lattice, dt)]
+    else:
+        for dt, st in STORAGE_PAIRS:
+            out += [stream_collide_name(dt, st, s, o)
+                    for s, o in itertools.product((False, True), repeat=2)]
+    for st in STORAGE_CTYPES:
+        out += [pack_name(lattice, st), unpack_name(lattice, st)]
     return out
 
 

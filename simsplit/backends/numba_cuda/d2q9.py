@@ -6,6 +6,11 @@ uses only scalars in device functions, no warp intrinsics, and numpy scalar type
 NVVM contracts ``a * b + c`` into a fused multiply-add, which rounds differently from the CPU
 kernel; products therefore go through ``mul`` (libdevice's ``*mul_rn``, never fused) so that
 float32 and float64 results match the CPU backend's as closely as the CUDA C kernels do.
+
+Populations may be stored narrower than the arithmetic (``run.storage``): 16-bit formats reach
+the kernels as their raw bits (uint16 for fp16, int16 for e4m11) and are converted by the CPU
+backend's own scalar functions (:mod:`simsplit.backends.cpu.storage_codec`), compiled here as
+device functions, with the CPU's operations around them (:func:`_codec`).
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import numba
 import numpy as np
 from numba import cuda
 
+from simsplit.backends.cpu import storage_codec
+from simsplit.backends.cpu.storage_codec import raw_view
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
+from simsplit.numerics.storage import population_storage
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
 
@@ -45,10 +53,56 @@ def _exact_mul(dtype: np.dtype) -> Callable[[Any, Any], Any]:
 
 
 @functools.cache
-def _stream_collide_kernel(dtype: np.dtype) -> Any:
-    """The stream-collide kernel specialised for one precision (constants typed in it)."""
+def _device(fn: Any) -> Any:
+    """A scalar function of :mod:`simsplit.backends.cpu.storage_codec` as a device function."""
+    return cuda.jit(device=True)(fn.py_func)
+
+
+@functools.cache
+def _codec(dtype: np.dtype, storage: np.dtype) -> tuple[Any, Any]:
+    """``(decode(raw, w), encode(v, w))`` device functions between a stored element and f in
+    the arithmetic type ``dtype`` (``w``: the population's weight in it): the operations of the
+    CPU kernels' ``storage_codec._decode`` / ``_encode``, products through ``mul``."""
+    dt = dtype.type
+    st = population_storage(storage, dtype)
+    mul = _exact_mul(dtype)
+    if not st.shifted:
+        @cuda.jit(device=True)
+        def same(v, w):
+            return v
+        return same, same
+    inv, scale = dt(1.0 / st.scale), dt(st.scale)
+    if st.name == "float32":  # under float64: f - w, scale 1
+        @cuda.jit(device=True)
+        def decode32(raw, w):
+            return mul(dt(raw), inv) + w
+
+        @cuda.jit(device=True)
+        def encode32(v, w):
+            return np.float32(mul(v - w, scale))
+        return decode32, encode32
+    to_float, from_float = (
+        (storage_codec.half_to_float, storage_codec.half_from) if st.name == "float16"
+        else (storage_codec.e4m11_to_float, storage_codec.e4m11_from))
+    bits_to_float, float_to_bits = _device(to_float), _device(from_float)
+
+    @cuda.jit(device=True)
+    def decode16(raw, w):
+        return mul(dt(bits_to_float(raw)), inv) + w
+
+    @cuda.jit(device=True)
+    def encode16(v, w):
+        return float_to_bits(mul(v - w, scale))
+    return decode16, encode16
+
+
+@functools.cache
+def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
+    """The stream-collide kernel specialised for one precision and population storage
+    (constants typed in it)."""
     dt = dtype.type
     mul = _exact_mul(dtype)
+    decode, encode = _codec(dtype, storage)
 
     @cuda.jit(device=True)
     def relax_pair(fq, fo, q, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_p, src_m):
@@ -75,7 +129,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         jx = dt(0.0)
         jy = dt(0.0)
         for p in range(9):
-            v = f_src[p, j, i]
+            v = decode(f_src[p, j, i], dt(_W[p]))
             r += v
             jx += mul(dt(_CX[p]), v)
             jy += mul(dt(_CY[p]), v)
@@ -85,14 +139,14 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         cu = mul(dt(_CX[q]), ux) + mul(dt(_CY[q]), uy)
         usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy))
         feq = mul(mul(dt(2.0 * _W[q]), rho_w), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
-        return feq - f_src[_OPP[q], j, i]
+        return feq - decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
 
     @cuda.jit(device=True)
     def outlet_link(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots):
         # the CPU kernel's _outlet: pressure, zero-gradient or convective, operation for operation
         if kind == OUTLET_PRESSURE:
             return anti_bounce_back(f_src, j, i, q, rho_w)
-        v = f_src[q, j - _CY[q], i]
+        v = decode(f_src[q, j - _CY[q], i], dt(_W[q]))
         if kind == OUTLET_CONVECTIVE:
             v = mul(keep, slots[q, j]) + mul(take, v)
         if press_w > dt(0.0):
@@ -135,9 +189,9 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                         si = (si - 1 + nx) % nx + 1
                     kind = flags[sj, si]
                     if (kind & BOUNDARY) == 0:
-                        fl[q] = f_src[q, sj, si]
+                        fl[q] = decode(f_src[q, sj, si], dt(_W[q]))
                     else:
-                        v = f_src[_OPP[q], j, i]
+                        v = decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
                         if kind == LID:
                             v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
                         elif kind == INLET:
@@ -150,16 +204,17 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                             if periodic_x:
                                 ei = (ei - 1 + nx) % nx + 1
                             if (flags[j, ei] & BOUNDARY) == 0:
-                                v = f_src[_MIRROR_Y[q], j, ei]
+                                v = decode(f_src[_MIRROR_Y[q], j, ei], dt(_W[_MIRROR_Y[q]]))
                         elif (flags[j, i] & CURVED) != 0:  # Bouzidi, as the CPU kernel
                             k = links[q, j, i]
                             if k >= dt(0.0):
                                 ni = i + _CX[q]
                                 if periodic_x:
                                     ni = (ni - 1 + nx) % nx + 1
-                                v = mul(k, v) + mul(one - k, f_src[_OPP[q], j + _CY[q], ni])
+                                nb = decode(f_src[_OPP[q], j + _CY[q], ni], dt(_W[_OPP[q]]))
+                                v = mul(k, v) + mul(one - k, nb)
                             else:
-                                v = mul(-k, v) + mul(one + k, f_src[q, j, i])
+                                v = mul(-k, v) + mul(one + k, decode(f_src[q, j, i], dt(_W[q])))
                         fl[q] = v
                 r = dt(0.0)
                 jx = dt(0.0)
@@ -180,14 +235,15 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                 # rest population: purely symmetric
                 feq0 = mul(mul(dt(_W[0]), r), one - usq)
                 s0 = mul(mul(dt(_W[0]), dt(-3.0)), uf)
-                f_dst[0, j, i] = fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0)
+                f_dst[0, j, i] = encode(fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0),
+                                        dt(_W[0]))
                 for k in range(len(_PAIRS)):
                     q = _PAIRS[k]
                     o = _OPP[q]
                     a, b = relax_pair(fl[q], fl[o], q, r, ux, uy, usq, uf, fx, fy, om_p, om_m,
                                       src_p, src_m)
-                    f_dst[q, j, i] = a
-                    f_dst[o, j, i] = b
+                    f_dst[q, j, i] = encode(a, dt(_W[q]))
+                    f_dst[o, j, i] = encode(b, dt(_W[o]))
             j += cuda.gridDim.y
 
     return stream_collide
@@ -224,7 +280,8 @@ def _launcher(kernel: Any, grid: tuple[int, ...], block: int) -> Any:
 
 
 class D2Q9Kernels:
-    """Numba CUDA launchers with the signature every backend's D2Q9 kernel set shares."""
+    """Numba CUDA launchers with the signature every backend's D2Q9 kernel set shares: the
+    arithmetic type is that of the macroscopic fields, populations any run.storage type."""
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
@@ -272,15 +329,16 @@ class D2Q9Kernels:
             return
         bx = _block_x(nx)
         grid = ((nx + bx - 1) // bx, min(j1 - j0, MAX_GRID_Y))
-        launch = _launcher(_stream_collide_kernel(np.dtype(f_src.dtype)), grid, bx)
+        dt = np.dtype(rho.dtype)
+        launch = _launcher(_stream_collide_kernel(dt, np.dtype(f_src.dtype)), grid, bx)
         with self._activate():
-            launch(f_src, f_dst, flags, rho, ux, uy, j0, j1, float(p.omega_plus),
-                   float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
-                   float(p.force_y), bool(p.periodic_x), bool(store_macro),
-                   self._inlet(inlet, ny + 2, f_src.dtype), float(p.inlet_scale),
-                   float(p.outlet_density), self._links(links, f_src.dtype),
+            launch(raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, j0, j1,
+                   float(p.omega_plus), float(p.omega_minus), float(p.lid_velocity),
+                   float(p.force_x), float(p.force_y), bool(p.periodic_x), bool(store_macro),
+                   self._inlet(inlet, ny + 2, dt), float(p.inlet_scale),
+                   float(p.outlet_density), self._links(links, dt),
                    int(p.outlet_kind), *map(float, p.convective_weights),
-                   float(p.outlet_pressure_weight), self._slots(outlet_slots, f_src.dtype))
+                   float(p.outlet_pressure_weight), self._slots(outlet_slots, dt))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         w = f.shape[2]
@@ -289,7 +347,7 @@ class D2Q9Kernels:
             _launcher(kernel, ((w + bx - 1) // bx, _N_CROSS), bx)(*args)
 
     def pack(self, f, row: int, direction: int, buf) -> None:
-        self._halo(_pack, f, f, int(row), int(direction), buf)
+        self._halo(_pack, f, raw_view(f), int(row), int(direction), raw_view(buf))
 
     def unpack(self, buf, f, row: int, direction: int) -> None:
-        self._halo(_unpack, f, buf, f, int(row), int(direction))
+        self._halo(_unpack, f, raw_view(buf), raw_view(f), int(row), int(direction))

@@ -1,18 +1,21 @@
 """Forces on bodies in Numba CUDA: kernels/link_forces.cu's algorithm (the momentum of each
 fluid-to-body link of a slab, then exact per-body sums), on a GPU or the simulator. Products go
-through ``mul`` (never fused), so each link's momentum has the CPU's bits."""
+through ``mul`` (never fused), so each link's momentum has the CPU's bits; stored populations
+are decoded as the stream-collide kernels decode them (16-bit storage of D2Q9)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
 import numpy as np
 from numba import cuda
 
+from simsplit.backends.cpu.storage_codec import raw_view
 from simsplit.backends.cuda_c.source import BLOCK_X
 from simsplit.backends.layout import element_strides
-from simsplit.backends.numba_cuda.d2q9 import _exact_mul
+from simsplit.backends.numba_cuda.d2q9 import _codec, _exact_mul
 from simsplit.backends.numba_cuda.exact_sum import exact_add
 from simsplit.numerics.exact import EXACT_LIMBS
 from simsplit.numerics.momentum_exchange import SlabLinkTable
@@ -20,22 +23,29 @@ from simsplit.numerics.momentum_exchange import SlabLinkTable
 mul = _exact_mul(np.dtype(np.float64))
 
 
-@cuda.jit
-def _link_momentum(f, n, at_out, at_in, at_nb, k, c, dim, mom):
-    """mom[i * dim + a]: SlabLinkTable.momentum of link i (populations stored unshifted)."""
-    i = cuda.grid(1)
-    if i >= n:
-        return
-    kk = k[i]
-    f_out = np.float64(f[at_out[i]])
-    if kk >= 0.0:
-        f_back = mul(kk, f_out) + mul(1.0 - kk, np.float64(f[at_nb[i]]))
-    else:
-        f_back = mul(-kk, f_out) + mul(1.0 + kk, np.float64(f[at_in[i]]))
-    u_wall = 0.0
-    for a in range(dim):
-        ca = c[i * dim + a]
-        mom[i * dim + a] = mul(ca - u_wall, f_out) - mul(-ca - u_wall, f_back)
+@functools.cache
+def _link_momentum(arith: np.dtype, storage: np.dtype) -> Any:
+    """The kernel for populations stored as ``storage`` under arithmetic ``arith``:
+    mom[i * dim + a] is SlabLinkTable.momentum of link i (w_out, w_in: the weights of q and
+    qbar per link, in the arithmetic type)."""
+    decode = _codec(arith, storage)[0]
+
+    @cuda.jit
+    def link_momentum(f, n, at_out, at_in, at_nb, w_out, w_in, k, c, dim, mom):
+        i = cuda.grid(1)
+        if i >= n:
+            return
+        kk = k[i]
+        f_out = np.float64(decode(f[at_out[i]], w_out[i]))
+        if kk >= 0.0:
+            f_back = mul(kk, f_out) + mul(1.0 - kk, np.float64(decode(f[at_nb[i]], w_out[i])))
+        else:
+            f_back = mul(-kk, f_out) + mul(1.0 + kk, np.float64(decode(f[at_in[i]], w_in[i])))
+        u_wall = 0.0
+        for a in range(dim):
+            ca = c[i * dim + a]
+            mom[i * dim + a] = mul(ca - u_wall, f_out) - mul(-ca - u_wall, f_back)
+    return link_momentum
 
 
 @cuda.jit
@@ -53,7 +63,8 @@ class DeviceLinkTable:
     dim: int
     slots: int
     strides: tuple[int, ...]
-    arrays: tuple[Any, ...]  #: at_out, at_in, at_nb, k, c, body
+    arrays: tuple[Any, ...]  #: at_out, at_in, at_nb, w_out, w_in, k, c, body
+    kernel: Any  #: the link-momentum kernel of the populations' storage
     mom: Any
     acc: Any
     nonfinite: Any
@@ -66,16 +77,16 @@ class LinkForceKernels:
         self._activate = activate
 
     def prepare(self, table: SlabLinkTable, f: Any) -> DeviceLinkTable:
-        if table.shifted:
-            raise ValueError("numba-cuda stores populations in the arithmetic type only")
         strides = element_strides(f)
-        host = (*table.flat(strides), table.k, np.ascontiguousarray(table.c, np.float64).ravel(),
-                table.body.astype(np.int32))
+        host = (*table.flat(strides), table.w_out.astype(table.arith),
+                table.w_in.astype(table.arith), table.k,
+                np.ascontiguousarray(table.c, np.float64).ravel(), table.body.astype(np.int32))
         slots = table.n_bodies * table.dim
         with self._activate():
             return DeviceLinkTable(
                 table.n, table.dim, slots, strides,
                 tuple(cuda.to_device(np.ascontiguousarray(a)) for a in host),
+                _link_momentum(np.dtype(table.arith), np.dtype(f.dtype)),
                 cuda.to_device(np.zeros(max(table.n * table.dim, 1), np.float64)),
                 cuda.to_device(np.zeros(slots * EXACT_LIMBS, np.uint64)),
                 cuda.to_device(np.zeros(1, np.int32)))
@@ -84,12 +95,12 @@ class LinkForceKernels:
         """As :meth:`simsplit.backends.cuda_c.link_forces.LinkForceKernels.sums`."""
         if element_strides(f) != t.strides or not f.is_c_contiguous():
             raise ValueError("populations laid out unlike the link table's")
-        at_out, at_in, at_nb, k, c, body = t.arrays
+        at_out, at_in, at_nb, w_out, w_in, k, c, body = t.arrays
         with self._activate():
             if t.n:
-                flat = f.reshape(f.size)
-                _link_momentum[(t.n + BLOCK_X - 1) // BLOCK_X, BLOCK_X](
-                    flat, t.n, at_out, at_in, at_nb, k, c, t.dim, t.mom)
+                flat = raw_view(f).reshape(f.size)
+                t.kernel[(t.n + BLOCK_X - 1) // BLOCK_X, BLOCK_X](
+                    flat, t.n, at_out, at_in, at_nb, w_out, w_in, k, c, t.dim, t.mom)
                 m = t.n * t.dim
                 _accumulate[(m + BLOCK_X - 1) // BLOCK_X, BLOCK_X](
                     t.mom.view(np.int64), t.n, t.dim, body, EXACT_LIMBS, t.acc, t.nonfinite)

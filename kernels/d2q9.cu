@@ -1,5 +1,5 @@
 // D2Q9 fused pull stream-collide: TRT (BGK when om_m == om_p) with Guo forcing, walls, the
-// moving lid, velocity inlets and pressure outlets by cell flags, optional periodic x. One
+// moving lid, velocity inlets and outlets (pressure, zero-gradient, convective) by cell flags, optional periodic x. One
 // thread per cell, threads along i so every population load and store is coalesced;
 // blockIdx.y (and z) picks the row.
 //
@@ -17,8 +17,9 @@
 // `pitch` and a population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
 // (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
-// interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED. Rows
-// [j0, j1) and columns [i0, i1) are 1-based interior ones.
+// interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED;
+// outlet_slots (9 x (ny + 2), packed): a convective outlet's previous values, read and written
+// only by the links of its cells. Rows [j0, j1) and columns [i0, i1) are 1-based interior ones.
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
 
@@ -81,6 +82,33 @@ __device__ __forceinline__ T anti_bounce_back(const S* __restrict__ f_src, lbm::
     return feq - read_decoded<T>(f_src, plane, cell, L::opp(q));
 }
 
+// Zero-gradient and convective outlets (OUTLET_ZERO_GRADIENT, OUTLET_CONVECTIVE): the link's
+// source f*_q(j - c_qy, i) is what the interior neighbour x + c_qx pulls along q this step; it
+// lies in the own column (a ghost row across a slab face only for a q that crosses it, which
+// the halo carries). Convective: keep * previous + take * source (df/dt + U df/dx = 0,
+// implicit upwind), the result kept in slots[q][j] (rows ny + 2 apart) for the next step.
+// press_w > 0 mixes the pressure outlet's value in. Mirrors _outlet of the CPU kernel.
+template <typename T, typename S>
+__device__ __forceinline__ T outlet_link(const S* __restrict__ f_src, lbm::index_t pitch,
+                                         lbm::index_t plane, lbm::index_t cell, int q, int j,
+                                         int ny, T rho_w, int kind, T keep, T take, T press_w,
+                                         T* __restrict__ slots)
+{
+    using L = D2Q9;
+    const bool pressure = kind == OUTLET_PRESSURE;
+    // one anti-bounce-back in the code, whichever rule takes it (two inlined copies per
+    // direction cost the open kernel registers)
+    const T v_abb = pressure || press_w > T(0.0) ? anti_bounce_back(f_src, plane, cell, q, rho_w)
+                                                 : T(0.0);
+    if (pressure) return v_abb;
+    T v = read_decoded<T>(f_src, plane, cell - L::cy(q) * pitch, q);
+    T* slot = slots + lbm::index_t(q) * (ny + 2) + j;
+    if (kind == OUTLET_CONVECTIVE) v = keep * *slot + take * v;
+    if (press_w > T(0.0)) v += press_w * (v_abb - v);
+    if (kind == OUTLET_CONVECTIVE) *slot = v;
+    return v;
+}
+
 // Interpolated bounce-back (Bouzidi et al. 2001, linear) of a link to a body: the link's
 // weight k (simsplit/fluid/geometry/links.py) >= 0 mixes f*_opp(q) of this cell with that of
 // the neighbour x + c_q, k < 0 with this cell's f*_q. Mirrors the CPU kernel's CURVED branch.
@@ -140,7 +168,8 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                     lbm::index_t pitch, lbm::index_t plane, int j0, int j1, int i0, int i1,
                     T om_p, T om_m,
                     T lid_u, T fx, T fy, int periodic_x, const T* __restrict__ inlet,
-                    T inlet_scale, T rho_w, const T* __restrict__ links)
+                    T inlet_scale, T rho_w, const T* __restrict__ links, int outlet_kind,
+                    T outlet_keep, T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots)
 {
     using L = D2Q9;
     // __umul24: the product fits 24 bits; with a plain multiply ptxas allotted the double
@@ -179,7 +208,9 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                 else if (kind == FLAG_INLET)  // Ladd: the wall moves at the row's inflow speed
                     fl[q] = own_opp + T(6.0 * L::w(q) * L::cx(q)) * (inlet_scale * inlet[j]);
                 else if (kind == FLAG_OUTLET)
-                    fl[q] = anti_bounce_back(f_src, plane, cell, q, rho_w);
+                    fl[q] = outlet_link(f_src, pitch, plane, cell, q, j, ny, rho_w,
+                                        outlet_kind, outlet_keep, outlet_take, outlet_press_w,
+                                        outlet_slots);
                 else if (kind == FLAG_SLIP)
                     fl[q] = specular(q, i, j, nx, pitch, plane, periodic, f_src, flags,
                                      own_opp);

@@ -770,8 +770,8 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // d3q19_stream_collide_bodies is the one-cell two-lattice pull kernel (pull_3d, collide_3d: the
 // same bits as d3q19_stream_collide on every cell that borders no open face and no body link)
 // with the boundary rules of kernels/d2q9.cu near a wall: INLET ghost cells return Ladd's
-// moving-wall value at the inflow speed of the cell's line (k, j), OUTLET ones anti-bounce-back
-// at density rho_w, and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
+// moving-wall value at the inflow speed of the cell's line (k, j), OUTLET ones the outlet's rule
+// (anti-bounce-back at density rho_w, zero-gradient or convective: outlet_link_3d), and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
 // linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
 // tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
 // registers, no spills: the box kernel's five would cap it at 48); double for one, as the
@@ -785,7 +785,8 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
-// strides), in the arithmetic type. 32-bit element offsets only (the launcher checks).
+// strides), in the arithmetic type; outlet_slots: 19 x (nz + 2) x (ny + 2), packed (a
+// convective outlet's previous values, touched only by its links). 32-bit element offsets only (the launcher checks).
 namespace {
 
 // Velocity of the own cell's post-collision populations of step t, which the pressure outlet's
@@ -829,16 +830,50 @@ __device__ __forceinline__ T anti_bounce_back_3d(int q, const outlet_velocity<T>
     return feq - own_opp;
 }
 
-// What the geometry returns along q into fluid cell `cell` from boundary source `kind`;
-// outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET).
+// The outlet's rule and state (domain.outlet): kind OUTLET_PRESSURE, OUTLET_ZERO_GRADIENT or
+// OUTLET_CONVECTIVE; the convective step's weights keep (previous value) and take (source);
+// press_w, the weight of the pressure outlet's value mixed into the open kinds'; slots, a
+// convective outlet's previous values [q][k][j], (nz + 2) x (ny + 2) per population.
+template <typename T> struct outlet_rule {
+    int kind;
+    T keep, take, press_w;
+    T* slots;
+};
+
+// What an outlet link returns along q into `cell` (k, j): the rules of kernels/d2q9.cu
+// outlet_link. The open kinds' source f*_q(k - c_qz, j - c_qy, i) is the pull source `src`
+// moved back one column into the own one (no periodic x beside an outlet).
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T outlet_link_3d(int q, const outlet_rule<T>& rule, T rho_w,
+                                            const outlet_velocity<T>& outlet_u, T own_opp,
+                                            const S* __restrict__ f_src, P plane,
+                                            lbm::offset_t src, int j, int k, int ny, int nz)
+{
+    using L = D3Q19;
+    if (rule.kind == OUTLET_PRESSURE) return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
+    const lbm::offset_t nb = lbm::offset_t(lbm::index_t(src) + L::cx(q));
+    T v = lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, nb)), q);
+    T* slot = rule.slots + (lbm::index_t(q) * (nz + 2) + k) * (ny + 2) + j;
+    if (rule.kind == OUTLET_CONVECTIVE) v = rule.keep * *slot + rule.take * v;
+    if (rule.press_w > T(0.0))
+        v += rule.press_w * (anti_bounce_back_3d(q, outlet_u, rho_w, own_opp) - v);
+    if (rule.kind == OUTLET_CONVECTIVE) *slot = v;
+    return v;
+}
+
+// What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
+// `src`; outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
+// outlet's rule takes the pressure outlet's value).
 template <typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
                                               const S* __restrict__ f_src, P plane,
-                                              lbm::offset_t cell, int i, int j, int k, int nx,
-                                              int ny, lbm::offset_t pitch, lbm::offset_t layer,
+                                              lbm::offset_t cell, lbm::offset_t src, int i,
+                                              int j, int k, int nx, int ny, int nz,
+                                              lbm::offset_t pitch, lbm::offset_t layer,
                                               bool per_x, bool per_y, T lid_u,
                                               const T* __restrict__ inlet, T inlet_scale,
                                               T rho_w, const outlet_velocity<T>& outlet_u,
+                                              const outlet_rule<T>& outlet,
                                               const T* __restrict__ links)
 {
     using L = D3Q19;
@@ -847,7 +882,9 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
     if (kind == FLAG_INLET)
         return own_opp + T(6.0 * L::w(q) * L::cx(q))
                              * (inlet_scale * __ldg(inlet + lbm::index_t(k) * (ny + 2) + j));
-    if (kind == FLAG_OUTLET) return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
+    if (kind == FLAG_OUTLET)
+        return outlet_link_3d(q, outlet, rho_w, outlet_u, own_opp, f_src, plane, src, j, k, ny,
+                              nz);
     if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
         // both candidates are loaded with the weight, before its sign picks one: one memory
         // round trip per link instead of two
@@ -875,7 +912,8 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             lbm::index_t layer64, lbm::index_t plane64, int k0, int k1, T om_p,
                             T om_m, T lid_u, T fx, T fy, T fz, int periodic_x, int periodic_y,
                             const T* __restrict__ inlet, T inlet_scale, T rho_w,
-                            const T* __restrict__ links)
+                            const T* __restrict__ links, int outlet_kind, T outlet_keep,
+                            T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots)
 {
     using L = D3Q19;
     using P = lbm::offset_t;
@@ -902,17 +940,20 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
         for (int q = 0; q < L::Q; ++q)
             outlet_link |= __ldg(flags + source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x,
                                                         per_y)) == FLAG_OUTLET;
+        const outlet_rule<T> outlet{outlet_kind, outlet_keep, outlet_take, outlet_press_w,
+                                    outlet_slots};
         outlet_velocity<T> outlet_u{};
-        if (outlet_link) outlet_u = own_velocity_3d<T>(f_src, plane, cell);
+        if (outlet_link && (outlet_kind == OUTLET_PRESSURE || outlet_press_w > T(0.0)))
+            outlet_u = own_velocity_3d<T>(f_src, plane, cell);
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
                 source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
             const lbm::flag_t kind = __ldg(flags + src);
             if (kind & FLAG_BOUNDARY)
-                fl[q] = body_boundary_3d(q, kind, own, f_src, plane, cell, i, j, k, nx, ny,
-                                         pitch, layer, per_x, per_y, lid_u, inlet, inlet_scale,
-                                         rho_w, outlet_u, links);
+                fl[q] = body_boundary_3d(q, kind, own, f_src, plane, cell, src, i, j, k, nx,
+                                         ny, nz, pitch, layer, per_x, per_y, lid_u, inlet,
+                                         inlet_scale, rho_w, outlet_u, outlet, links);
         }
     }
     auto out = [&](int q, T v) {

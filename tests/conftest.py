@@ -81,6 +81,19 @@ def body_case_3d(nx: int = 24, ny: int = 10, nz: int = 12, subdomains: int = 1,
     return case
 
 
+#: (domain.outlet.kind, pressure_weight) of the kernel tests: every branch of the outlet rules
+OUTLETS = [("pressure", 0.0), ("zero_gradient", 0.3), ("convective", 0.0), ("convective", 0.25)]
+
+
+def outlet_params(kind: str, weight: float) -> dict[str, Any]:
+    """Kernel parameters (D2Q9Params, D3Q19Params keywords) of an outlet; a convective one
+    leaves at U = 0.07."""
+    from simsplit.numerics.lbm_params import OUTLET_KINDS
+
+    return {"outlet_kind": OUTLET_KINDS.index(kind), "outlet_pressure_weight": weight,
+            "outlet_courant": 0.07 if kind == "convective" else 0.0}
+
+
 #: True inside the child process that runs Numba CUDA kernels on the simulator
 IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 

@@ -17,7 +17,7 @@ BODIES = [{"name": "ball", "shape": "sphere", "centre": [11.3, 8.2, 9.1], "radiu
 
 
 def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
-         storage: str | None = None, steps: int = 200):
+         storage: str | None = None, steps: int = 200, outlet: str = "pressure"):
     from simsplit.case import validate_case
     from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -28,6 +28,7 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
                        run__devices=None if backend == "cpu" else [0])
     raw["domain"]["bounce_back"] = bounce
     raw["domain"]["inlet"]["ramp_steps"] = 50
+    raw["domain"]["outlet"] = {"kind": outlet}
     if storage:
         raw["run"]["storage"] = storage
     case = validate_case(raw)
@@ -44,31 +45,36 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("bounce", ["halfway", "linear"])
-def test_bodies3d_match_cpu(backend: str, precision: str, bounce: str) -> None:
-    ref = _run("cpu", precision, 2, bounce)
-    got = _run(backend, precision, 2, bounce)
+@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
+def test_bodies3d_match_cpu(backend: str, precision: str, bounce: str, outlet: str) -> None:
+    ref = _run("cpu", precision, 2, bounce, outlet=outlet)
+    got = _run(backend, precision, 2, bounce, outlet=outlet)
     errs = [_rel_err(a, b) for a, b in zip(got, ref, strict=True)]
     same = all(np.array_equal(a, b) for a, b in zip(got, ref, strict=True))
-    print(f"bodies3d {backend} {precision} {bounce}: populations {errs[0]:.2e}, velocity "
-          f"{errs[1]:.2e}, forces {errs[2]:.2e}; bitwise {same}")
+    print(f"bodies3d {backend} {precision} {bounce} {outlet} outlet: populations "
+          f"{errs[0]:.2e}, velocity {errs[1]:.2e}, forces {errs[2]:.2e}; bitwise {same}")
     assert max(errs) <= TOL[precision]
 
 
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
-def test_bodies3d_bitwise_identical_across_splits(backend: str, precision: str) -> None:
-    runs = [_run(backend, precision, n, steps=100) for n in (1, 2, 3)]
+@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
+def test_bodies3d_bitwise_identical_across_splits(backend: str, precision: str,
+                                                  outlet: str) -> None:
+    runs = [_run(backend, precision, n, steps=100, outlet=outlet) for n in (1, 2, 3)]
     for got in runs[1:]:
         for a, b in zip(got, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy")])
-def test_bodies3d_fp16_storage_matches_cpu(backend: str) -> None:
+@pytest.mark.parametrize("outlet", ["pressure", "convective"])
+def test_bodies3d_fp16_storage_matches_cpu(backend: str, outlet: str) -> None:
     """fp16 populations (shifted encoding) under float32 arithmetic: the CUDA C kernel against
     the CPU kernel, to the tolerance of float32."""
-    ref = _run("cpu", "float32", 2, storage="float16", steps=100)
-    got = _run(backend, "float32", 2, storage="float16", steps=100)
+    ref = _run("cpu", "float32", 2, storage="float16", steps=100, outlet=outlet)
+    got = _run(backend, "float32", 2, storage="float16", steps=100, outlet=outlet)
     errs = [_rel_err(a, b) for a, b in zip(got, ref, strict=True)]
-    print(f"bodies3d cupy fp16 storage: populations {errs[0]:.2e}, forces {errs[2]:.2e}")
+    print(f"bodies3d cupy fp16 storage, {outlet} outlet: populations {errs[0]:.2e}, forces "
+          f"{errs[2]:.2e}")
     assert max(errs) <= TOL["float32"]

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from simsplit import Simulation
+from simsplit.case import validate_case
+from simsplit.errors import CaseError
 from simsplit.fluid.forces import (
     BodyLinks,
     DeviceForces,
@@ -19,7 +21,7 @@ from simsplit.fluid.forces import (
     measure_forces,
     moving_wall_return,
 )
-from tests.conftest import body_case, fluid_case
+from tests.conftest import ROOT, body_case, fluid_case
 
 SPLITS = [(1, None), (2, None), (3, None), (4, None), (2, [1, 3]), (3, [3, 1, 2])]
 
@@ -28,11 +30,16 @@ def _links(sim: Simulation) -> BodyLinks:
     return body_links(sim.solver.setup)
 
 
-@pytest.mark.parametrize("precision, bounce", [("float64", "halfway"), ("float32", "halfway"),
-                                               ("float64", "linear"), ("float32", "linear")])
-def test_bitwise_identical_across_splits(precision, bounce) -> None:
-    """Inlet (ramped), outlet and two bodies, one across slab boundaries for every split;
-    halfway or interpolated bounce-back (whose neighbours lie across slab boundaries too)."""
+@pytest.mark.parametrize("precision, bounce, outlet", [
+    ("float64", "halfway", "pressure"), ("float32", "halfway", "pressure"),
+    ("float64", "linear", "pressure"), ("float32", "linear", "pressure"),
+    ("float64", "linear", "zero_gradient"), ("float32", "halfway", "zero_gradient"),
+    ("float64", "linear", "convective"), ("float32", "linear", "convective")])
+def test_bitwise_identical_across_splits(precision, bounce, outlet) -> None:
+    """Inlet (ramped), outlet (each kind: the open kinds read the neighbour rows' populations,
+    across slab faces at the slabs' first and last rows) and two bodies, one across slab
+    boundaries for every split; halfway or interpolated bounce-back (whose neighbours lie
+    across slab boundaries too)."""
     bodies = [{"name": "cyl", "shape": "circle", "centre": [10.0, 11.7], "radius": 3.4},
               {"name": "plate", "shape": "polygon",
                "vertices": [[24, 4], [30, 6], [29, 9], [25, 7.5]]}]
@@ -41,6 +48,7 @@ def test_bitwise_identical_across_splits(precision, bounce) -> None:
         case = body_case(40, 24, n, bodies=bodies, run__precision=precision,
                          decomposition__weights=weights)
         case["domain"]["bounce_back"] = bounce
+        case["domain"]["outlet"] = {"kind": outlet}
         sim = Simulation(case)
         sim.step(150)
         results.append((sim.velocity(), sim.density(), _forces(sim)))
@@ -52,15 +60,22 @@ def test_bitwise_identical_across_splits(precision, bounce) -> None:
         assert np.array_equal(f, f1), f"forces differ for {n} slabs, weights {w}"
 
 
-def test_ramp_and_split_identity_with_overlap_off() -> None:
-    """The ramp scales the inflow by sin^2(pi t / 2T); exchange-then-compute gives the same
-    bits as the overlapped loop."""
+@pytest.mark.parametrize("outlet", ["pressure", "convective"])
+def test_ramp_and_split_identity_with_overlap_off(outlet) -> None:
+    """The ramp scales the inflow by sin^2(pi t / 2T), and with it the speed of a convective
+    outlet that takes the mean inflow's; exchange-then-compute gives the same bits as the
+    overlapped loop."""
     runs = []
     for n, overlap in ((1, True), (3, False)):
-        sim = Simulation(body_case(32, 18, n, run__overlap=overlap))
+        case = body_case(32, 18, n, run__overlap=overlap)
+        case["domain"]["outlet"] = {"kind": outlet}
+        sim = Simulation(case)
         setup = sim.solver.setup
         assert setup.params_at(20).inlet_scale == pytest.approx(0.5)
         assert setup.params_at(40) is setup.params and setup.ramping(39)
+        if outlet == "convective":  # U = the parabola's mean, 2/3 of 0.06, ramped
+            assert setup.params.outlet_courant == pytest.approx(0.04)
+            assert setup.params_at(20).outlet_courant == pytest.approx(0.02)
         sim.step(60)
         runs.append((sim.velocity(), _forces(sim)))
     for a, b in zip(*runs, strict=True):
@@ -121,6 +136,96 @@ def test_channel_carries_the_inflow_and_the_outlet_holds_its_pressure() -> None:
     assert np.abs(rho[2:-2, -1] - 1.02).max() < 1.5e-3
     assert np.abs(rho[:, -1] - 1.02).max() < 5e-3
     assert rho[:, 0].mean() > 1.02  # the pressure drop pushes the flow
+
+
+@pytest.mark.parametrize("kind", ["pressure", "zero_gradient"])
+def test_zero_gradient_outlet_keeps_the_channel_profile(kind) -> None:
+    """No body: a parabolic inflow through the channel at steady state. With the zero-gradient
+    outlet the last column keeps the parabola (the incoming populations are the interior
+    neighbour's: nothing bends the profile there) and its density is uniform; the pressure
+    outlet's anti-bounce-back, exact in the pressure, bends the last column's velocity by 2 %
+    of U (its diagonal links at the walls). The mass flux is the same through every column."""
+    case = body_case(32, 12, 2, bodies=[], fluid__viscosity=0.1, run__tolerance=1e-8,
+                     run__check_every=100, run__steps=20000)
+    case["domain"]["outlet"] = {"kind": kind}
+    case["domain"]["inlet"] = {"velocity": 0.05, "start": "inflow"}
+    sim = Simulation(case)
+    summary = sim.run(output=False)
+    assert summary.converged, summary.reason
+    u, rho = sim.velocity()[..., 0], sim.density()
+    flux = (rho * u).sum(axis=0)
+    assert np.ptp(flux) / flux.mean() < 1e-6
+    y = np.arange(12) + 0.5
+    exact = 4 * y * (12 - y) / 12**2
+
+    def bent(col: int) -> float:  # |u - parabola of the same flux|, in units of U
+        return float(np.abs(u[:, col] - exact * u[:, col].sum() / exact.sum()).max() / 0.05)
+
+    assert bent(16) < 5e-4  # mid-channel: a parabola whatever the outlet
+    if kind == "zero_gradient":
+        assert bent(-1) < 1e-3
+        assert np.ptp(rho[:, -1]) < 1e-4
+    else:
+        assert bent(-1) > 1e-2
+
+
+def test_convective_outlet_memory_is_checkpointed() -> None:
+    """A convective outlet's previous values are part of the state: saved at step 30 and
+    restored on another split, the run continues bit for bit; restored without them (each
+    link's memory started again from the populations) it does not."""
+    from simsplit.fluid.state import load_state, save_state
+
+    def sim(n: int) -> Simulation:
+        case = body_case(36, 18, n)
+        case["domain"]["outlet"] = {"kind": "convective", "pressure_weight": 0.0}
+        return Simulation(case)
+
+    straight = sim(2)
+    straight.step(30)
+    state = save_state(straight.solver)
+    assert state["outlet_slots"].shape == (9, 18)
+    straight.step(30)
+    for keep in (True, False):
+        resumed = sim(3)
+        load_state(resumed.solver, {k: v for k, v in state.items()
+                                    if keep or k != "outlet_slots"}, 30)
+        resumed.step(30)
+        assert np.array_equal(resumed.velocity(), straight.velocity()) == keep
+
+
+def test_outlet_kind_settings_are_checked() -> None:
+    """Each outlet setting where it applies; a convective speed from the inflow or given."""
+    from simsplit.fluid.setup import setup_from_case
+
+    def setup(**outlet):
+        case = body_case(40, 20, bodies=[])
+        case["domain"]["outlet"] = outlet
+        return setup_from_case(validate_case(case))
+
+    with pytest.raises(CaseError, match=r"domain.outlet.kind: 'open' is not allowed: expected "
+                                        "one of 'pressure', 'zero_gradient', 'convective'"):
+        setup(kind="open")
+    with pytest.raises(CaseError, match="domain.outlet.velocity: only with kind: convective"):
+        setup(kind="zero_gradient", velocity=0.05)
+    with pytest.raises(CaseError, match="domain.outlet.pressure_weight: only with kind: "
+                                        "zero_gradient or convective"):
+        setup(pressure_weight=0.1)
+    p = setup(kind="convective").params
+    assert p.outlet_kind == 2 and p.outlet_courant == pytest.approx(0.04)  # 2/3 of 0.06
+    assert p.convective_weights == pytest.approx((1 / 1.04, 0.04 / 1.04))
+    assert p.outlet_pressure_weight == 0.001
+    p = setup(kind="convective", velocity=0.03, pressure_weight=0).params
+    assert (p.outlet_courant, p.outlet_pressure_weight) == (0.03, 0.0)
+    p = setup(kind="zero_gradient", density=1.01).params
+    assert (p.outlet_kind, p.outlet_pressure_weight, p.outlet_density) == (1, 0.01, 1.01)
+    assert setup().params.outlet_kind == 0 and setup().params.outlet_pressure_weight == 0.0
+    case = body_case(40, 20, bodies=[])
+    case["domain"]["boundaries"]["x_low"] = "wall"
+    del case["domain"]["inlet"]
+    case["domain"]["outlet"] = {"kind": "convective"}
+    with pytest.raises(CaseError, match="domain.outlet.velocity: required for a convective "
+                                        "outlet without an inlet"):
+        setup_from_case(validate_case(case))
 
 
 def test_momentum_exchange_balances_the_body_force() -> None:
@@ -293,3 +398,29 @@ def test_slip_walls_keep_a_plug_flow_on_any_split() -> None:
         sim.step(200)
         stepped.append(sim.velocity())
     assert np.array_equal(stepped[0], stepped[1]) and np.abs(stepped[0][..., 1]).max() > 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.cpu_rows
+@pytest.mark.parametrize("kind", ["zero_gradient", "convective"])
+def test_open_outlets_shed_the_schaefer_turek_street(kind) -> None:
+    """Schäfer & Turek 2D-2 (cases/cylinder2d_re100.yaml, D = 20 cells) with an open outlet,
+    30,000 steps (about 14 periods in the second half): the vortex street sheds at the
+    reference Strouhal number, the coefficients' maxima lie within 5 % of the reference
+    intervals (D = 20 is coarse: docs/bodies.md), and the default pressure weight holds the
+    mean density within 0.5 % of the outlet's (without it: +1.6 % and +10 % by 60,000 steps)."""
+    from simsplit.case import load_case
+
+    case = load_case(ROOT / "cases" / "cylinder2d_re100.yaml",
+                     ["domain.outlet.kind=" + kind, "run.steps=30000", "output.dir=null",
+                      "output.animation=0"])
+    sim = Simulation(case)
+    summary = sim.run(output=False)
+    cyl = summary.extra["bodies"]["cylinder"]
+    print(f"{kind}: St {cyl['strouhal']:.4f}, Cd max {cyl['drag_coefficient_max']:.4f}, "
+          f"Cl max {cyl['lift_coefficient_max']:.4f}, mean density "
+          f"{sim.density().mean():.5f}")
+    assert 0.295 <= cyl["strouhal"] <= 0.305
+    assert 3.22 * 0.95 <= cyl["drag_coefficient_max"] <= 3.24 * 1.05
+    assert 0.99 * 0.95 <= cyl["lift_coefficient_max"] <= 1.01 * 1.05
+    assert abs(sim.density().mean() - 1.0) < 5e-3

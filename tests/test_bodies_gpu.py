@@ -1,7 +1,7 @@
-"""D2Q9 bodies, inlets and outlets on a real GPU (issue #21): cupy (CUDA C, the kernel
-without open rules on the column spans that need none) and numba-cuda against the CPU
-backend, the same bits on 1, 2 and 3 slabs, and forces reduced on the device equal to the host
-reduction's bits."""
+"""D2Q9 bodies, inlets and outlets (each domain.outlet.kind) on a real GPU (issue #21): cupy
+(CUDA C, the kernel without open rules on the column spans that need none) and numba-cuda
+against the CPU backend, the same bits on 1, 2 and 3 slabs, and forces reduced on the device
+equal to the host reduction's bits."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from tests.test_gpu import GPU_BACKENDS, TOL, _gpu_param, _rel_err
 pytestmark = pytest.mark.gpu
 
 
-def _run(backend: str, precision: str, subdomains: int, bounce: str, steps: int = 300):
+def _run(backend: str, precision: str, subdomains: int, bounce: str, steps: int = 300,
+         outlet: str = "pressure"):
     from simsplit.case import validate_case
     from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -25,6 +26,7 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str, steps: int 
                     run__precision=precision, run__transport="auto",
                     run__devices=None if backend == "cpu" else [0])
     raw["domain"]["bounce_back"] = bounce
+    raw["domain"]["outlet"] = {"kind": outlet}
     case = validate_case(raw)
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
@@ -42,13 +44,15 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str, steps: int 
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("bounce", ["halfway", "linear"])
-def test_bodies2d_match_cpu_and_splits(backend: str, precision: str, bounce: str) -> None:
-    ref = _run("cpu", precision, 2, bounce)
-    runs = [_run(backend, precision, n, bounce) for n in (1, 2, 3)]
+@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
+def test_bodies2d_match_cpu_and_splits(backend: str, precision: str, bounce: str,
+                                       outlet: str) -> None:
+    ref = _run("cpu", precision, 2, bounce, outlet=outlet)
+    runs = [_run(backend, precision, n, bounce, outlet=outlet) for n in (1, 2, 3)]
     errs = [_rel_err(a, b) for a, b in zip(runs[1], ref, strict=True)]
     same = all(np.array_equal(a, b) for a, b in zip(runs[1], ref, strict=True))
-    print(f"bodies2d {backend} {precision} {bounce}: populations {errs[0]:.2e}, velocity "
-          f"{errs[1]:.2e}, forces {errs[2]:.2e}; bitwise {same}")
+    print(f"bodies2d {backend} {precision} {bounce} {outlet} outlet: populations "
+          f"{errs[0]:.2e}, velocity {errs[1]:.2e}, forces {errs[2]:.2e}; bitwise {same}")
     assert max(errs) <= TOL[precision]
     for got in runs[1:]:
         for a, b in zip(got, runs[0], strict=True):

@@ -20,14 +20,22 @@ def _forces(path) -> dict[str, np.ndarray]:
             "step": h5["step"][()]}
 
 
-def test_restart_on_another_split_during_the_ramp(tmp_path) -> None:
+@pytest.mark.parametrize("outlet", ["pressure", "convective"])
+def test_restart_on_another_split_during_the_ramp(tmp_path, outlet) -> None:
     """Checkpoint at step 30 (inside the 40-step ramp), resume on 3 slabs: the same bits as
-    120 steps straight on 2."""
-    straight = Simulation(body_case(36, 18, 2, run__steps=120))
+    120 steps straight on 2 (a convective outlet's previous values travel in the checkpoint)."""
+    def case(n: int, **over):
+        c = body_case(36, 18, n, **over)
+        c["domain"]["outlet"] = {"kind": outlet}
+        return c
+
+    straight = Simulation(case(2, run__steps=120))
     straight.run(output=False)
-    first = Simulation(body_case(36, 18, 2, run__steps=30, output__dir=str(tmp_path / "a")))
+    first = Simulation(case(2, run__steps=30, output__dir=str(tmp_path / "a")))
     first.run()
-    resumed = Simulation(body_case(36, 18, 3, run__steps=120, output__dir=str(tmp_path / "b")))
+    with h5py.File(sorted((tmp_path / "a" / "checkpoints").glob("*.h5"))[-1]) as h5:
+        assert ("outlet_slots" in h5) == (outlet == "convective")
+    resumed = Simulation(case(3, run__steps=120, output__dir=str(tmp_path / "b")))
     resumed.restart(tmp_path / "a" / "checkpoints")
     assert resumed.steps_done == 30
     summary = resumed.run()

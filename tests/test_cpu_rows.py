@@ -15,7 +15,7 @@ import pytest
 from simsplit.backends.cpu import d2q9, d3q19
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
-from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import population_storage
 
 pytestmark = pytest.mark.cpu_rows
@@ -66,28 +66,39 @@ _FORCED, _FREE = (1e-4, -2e-5), (0.0, 0.0)
 def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) -> None:
     """Without a force the row kernel leaves the Guo terms and zero products out; the scalar
     kernel (every backend's arithmetic) still computes them: the same bits, populations
-    stored in the arithmetic type or 16 bits (run.storage)."""
+    stored in the arithmetic type or 16 bits (run.storage). Where x is not periodic its faces
+    are an inlet and a convective outlet (its previous values updated alike)."""
     rng = np.random.default_rng(7)
     nx, ny = 29, 17
     st = population_storage(storage, dtype)
     f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
                   D2Q9.w)
     flags = _flags(D2Q9, (ny + 2, nx + 2), (periodic_x,))
+    if not periodic_x:
+        flags[1:-1, 0], flags[1:-1, -1] = fl.INLET, fl.OUTLET
+        flags[1:-1, [1, -2]] |= fl.NEAR_WALL
     p = D2Q9Params(omega_plus=1.3, omega_minus=1.1, lid_velocity=0.1, force_x=force[0],
-                   force_y=force[1], periodic_x=periodic_x)
+                   force_y=force[1], periodic_x=periodic_x, outlet_kind=OUTLET_CONVECTIVE,
+                   outlet_courant=0.05, outlet_pressure_weight=0.25)
+    inlet = (0.05 * rng.random(ny + 2)).astype(dtype)
+    slots0 = (D2Q9.w[:, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2)))).astype(dtype)
     out = []
     for new in (True, False):
         g = np.zeros_like(f)
         m = [np.full((ny, nx), 5.0, dtype) for _ in range(3)]
+        slots = slots0.copy()
         if new:
-            d2q9.D2Q9Kernels().stream_collide(f, g, flags, *m, (1, ny + 1), p, True)
+            d2q9.D2Q9Kernels().stream_collide(f, g, flags, *m, (1, ny + 1), p, True,
+                                              inlet=inlet, outlet_slots=slots)
         else:
             raw = d2q9.raw_view
             d2q9._stream_collide(raw(f), raw(g), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
-                                 periodic_x, True, np.zeros(ny + 2, dtype), 1.0, 1.0,
-                                 np.full((9, 1, 1), -1.0, dtype), True)
-        out.append([g, *m])
+                                 periodic_x, True, inlet, 1.0, 1.0,
+                                 np.full((9, 1, 1), -1.0, dtype), OUTLET_CONVECTIVE,
+                                 *p.convective_weights, 0.25, slots, True)
+        out.append([g, *m, slots])
     assert _same(*out)
+    assert periodic_x or not np.array_equal(out[0][-1], slots0)
 
 
 def _open_x_faces(flags: np.ndarray) -> None:
@@ -120,8 +131,8 @@ def _curved_links(flags: np.ndarray, rng: np.random.Generator, dtype) -> np.ndar
     (np.float64, np.float64, (False, True), True),
 ])
 def test_d3q19_rows_match_the_scalar_kernel(dtype, storage, periodic, forced) -> None:
-    """Where x is not periodic its faces are an inlet and an outlet; every case has curved
-    links next to the body."""
+    """Where x is not periodic its faces are an inlet and a convective outlet (its previous
+    values updated alike); every case has curved links next to the body."""
     rng = np.random.default_rng(8)
     nx, ny, nz = 13, 11, 7
     st = population_storage(storage, dtype)
@@ -136,21 +147,28 @@ def test_d3q19_rows_match_the_scalar_kernel(dtype, storage, periodic, forced) ->
     force = (1e-4, -2e-5, 3e-5) if forced else (0.0, 0.0, 0.0)
     p = D3Q19Params(omega_plus=1.3, omega_minus=1.1, lid_velocity=0.1, force_x=force[0],
                     force_y=force[1], force_z=force[2], periodic_x=periodic[0],
-                    periodic_y=periodic[1], inlet_scale=0.75, outlet_density=1.02)
+                    periodic_y=periodic[1], inlet_scale=0.75, outlet_density=1.02,
+                    outlet_kind=OUTLET_CONVECTIVE, outlet_courant=0.05,
+                    outlet_pressure_weight=0.25)
     assert p.forced == forced
+    slots0 = (D3Q19.w[:, None, None] * (1 + 0.1 * rng.standard_normal((19, nz + 2, ny + 2)))
+              ).astype(dtype)
     out = []
     for new in (True, False):
         g = np.zeros_like(f)
         m = [np.full((nz, ny, nx), 5.0, dtype) for _ in range(4)]
+        slots = slots0.copy()
         if new:
             d3q19.D3Q19Kernels().stream_collide(f, g, flags, *m, (1, nz + 1), p, True,
-                                                inlet=inlet, links=links)
+                                                inlet=inlet, links=links, outlet_slots=slots)
         else:
             raw = d3q19.raw_view
             d3q19._stream_collide(raw(f), raw(g), flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, *force,
-                                  *periodic, True, forced, inlet, 0.75, 1.02, links, True)
-        out.append([g, *m])
+                                  *periodic, True, forced, inlet, 0.75, 1.02, links,
+                                  OUTLET_CONVECTIVE, *p.convective_weights, 0.25, slots, True)
+        out.append([g, *m, slots])
     assert _same(*out)
+    assert periodic[0] or not np.array_equal(out[0][-1], slots0)
 
 
 def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
@@ -175,7 +193,8 @@ def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
         else:
             d3q19._stream_collide(f, g, flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, 0.0, 0.0, 0.0,
                                   False, False, False, False, np.zeros((1, 1)), 1.0, 1.0,
-                                  np.full((19, 1, 1, 1), -1.0), True)
+                                  np.full((19, 1, 1, 1), -1.0), 0, 1.0, 0.0, 0.0,
+                                  np.zeros((19, 1, 1)), True)
         out.append([g, *m])
     assert _same(*out)
     assert [len(k.overloads) for k in kernels] == compiled

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import IN_SIMULATOR, run_in_cuda_simulator
+from tests.conftest import IN_SIMULATOR, OUTLETS, outlet_params, run_in_cuda_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 in_child = pytest.mark.skipif(not IN_SIMULATOR, reason="runs in the simulator child")
@@ -87,10 +87,12 @@ def test_solver_split_identity_on_simulator() -> None:
 @in_child
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
-def test_stream_collide_with_bodies_matches_cpu(dtype, faces) -> None:
-    """Inlet, outlet and an interpolated (Bouzidi) sphere in 3D (issue #21): the Numba CUDA
-    kernel bit for bit against the CPU kernel, on a middle slab (ghost planes of halo faces
-    painted), ramped inflow, body force."""
+@pytest.mark.parametrize("outlet", OUTLETS)
+def test_stream_collide_with_bodies_matches_cpu(dtype, faces, outlet) -> None:
+    """Inlet, outlet (each kind) and an interpolated (Bouzidi) sphere in 3D (issue #21): the
+    Numba CUDA kernel bit for bit against the CPU kernel, a convective outlet's previous
+    values too, on a middle slab (ghost planes of halo faces painted), ramped inflow, body
+    force."""
     from simsplit.backends import get_backend
     from simsplit.fluid.block import D3Q19Block, Face
     from simsplit.fluid.geometry import build_bodies
@@ -108,7 +110,7 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces) -> None:
     inflow = sign * 0.07 * np.linspace(0.3, 1.0, nz_all * ny).reshape(nz_all, ny)
     geometry = GridGeometry(body.cells, faces, inflow, False, links)
     params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, False, False,
-                         inlet_scale=0.41, outlet_density=0.991)
+                         inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     cpu, gpu = get_backend("cpu"), get_backend("numba-cuda")
     blocks = [D3Q19Block(be, nx, ny, nz, k0, (Face.HALO, Face.HALO), params, dtype,
                          geometry=geometry) for be in (cpu, gpu)]
@@ -121,14 +123,17 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces) -> None:
             blk.swap()
     ref, out = blocks
     np.testing.assert_array_equal(out.populations(), ref.populations())
+    if outlet[0] == "convective":
+        np.testing.assert_array_equal(out.outlet_values(), ref.outlet_values())
     for a, b in zip((out.rho, *out.u), (ref.rho, *ref.u), strict=True):
         np.testing.assert_array_equal(gpu.to_host(a), cpu.to_host(b))
 
 
 @in_child
-def test_bodies_split_identity_and_cpu_agreement() -> None:
-    """A duct with an inlet, an outlet and a sphere across slab faces: numba-cuda on 1 and 2
-    slabs and the CPU backend give the same bits (and the same forces)."""
+@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
+def test_bodies_split_identity_and_cpu_agreement(outlet) -> None:
+    """A duct with an inlet, an outlet (each kind) and a sphere across slab faces: numba-cuda
+    on 1 and 2 slabs and the CPU backend give the same bits (and the same forces)."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -142,6 +147,7 @@ def test_bodies_split_identity_and_cpu_agreement() -> None:
             run__backend=backend, run__transport="local")
         raw["domain"]["inlet"]["ramp_steps"] = 3
         raw["domain"]["bounce_back"] = "linear"
+        raw["domain"]["outlet"] = {"kind": outlet}
         case = validate_case(raw)
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(4)

@@ -19,7 +19,7 @@ import pytest
 from simsplit.backends.cuda_c import source
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 from simsplit.numerics.storage import storage_dtype
-from tests.conftest import CXX, find_nvcc
+from tests.conftest import CXX, OUTLETS, find_nvcc, outlet_params
 
 NVCC = find_nvcc()
 ARCH = "sm_90"
@@ -351,16 +351,17 @@ static void collide(const void* fsv, void* fdv, const flag* fl, T* r, T* u, T* v
                     long long pitch, long long plane, int j0, int j1, int i0, int i1,
                     double op, double om,
                     double lid, double fx, double fy, int per, int store, unsigned gy,
-                    const T* in, double in_scale, double rho_w, const T* links) {
+                    const T* in, double in_scale, double rho_w, const T* links, int okind,
+                    double keep, double take, double press_w, T* slots) {
     const unsigned gx = (i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     auto fs = static_cast<const S*>(fsv);
     auto fd = static_cast<S*>(fdv);
     launch(gx, gy, gz, [&] {
         // store: bit 0 the macroscopic fields, bit 1 the box kernel (no open-boundary rules)
-#define SIMSPLIT_EMU_COLLIDE(ST, O) d2q9_stream_collide<T, S, ST, O>(fs, fd, fl, r, u, v, nx, \
-        ny, pitch, plane, j0, j1, i0, i1, T(op), T(om), T(lid), T(fx), T(fy), per, in, \
-        T(in_scale), T(rho_w), links)
+#define SIMSPLIT_EMU_COLLIDE(ST, O) d2q9_stream_collide<T, S, ST, O>(fs, fd, fl, r, u, v, nx, \\
+        ny, pitch, plane, j0, j1, i0, i1, T(op), T(om), T(lid), T(fx), T(fy), per, in, \\
+        T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots)
         switch (store) {
         case 0: SIMSPLIT_EMU_COLLIDE(false, true); break;
         case 1: SIMSPLIT_EMU_COLLIDE(true, true); break;
@@ -379,13 +380,15 @@ static void halo(const void* src, void* dst, int pack, long long plane, long lon
                                  pitch, w, w, row, set);
     });
 }
-#define COLLIDE(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \
-    T* r, T* u, T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, int i0, \
-    int i1, double op, double om, double lid, double fx, double fy, int per, int store, \
-    unsigned gy, const T* in, double in_scale, double rho_w, const T* links) { \
-    collide<T, S>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, i0, i1, op, om, lid, fx, \
-                  fy, per, store, gy, in, in_scale, rho_w, links); }
-#define HALO(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \
+#define COLLIDE(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
+    T* r, T* u, T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, int i0, \\
+    int i1, double op, double om, double lid, double fx, double fy, int per, int store, \\
+    unsigned gy, const T* in, double in_scale, double rho_w, const T* links, int okind, \\
+    double keep, double take, double press_w, T* slots) { \\
+    collide<T, S>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, i0, i1, op, om, lid, fx, \\
+                  fy, per, store, gy, in, in_scale, rho_w, links, okind, keep, take, press_w, \\
+                  slots); }
+#define HALO(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
     long long pitch, int row, int w, int set) { halo<S>(s, d, pack, plane, pitch, row, w, set); }
 COLLIDE(float, float, collide_float32_float32)
 COLLIDE(float, lbm::half16, collide_float32_float16)
@@ -439,10 +442,11 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
 
 
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
-                      inlet=None, links=None, box=False, columns=None):
+                      inlet=None, links=None, box=False, columns=None, slots=None):
     """One launch of the emulated D2Q9 kernel for arithmetic ``dtype`` on populations stored
     as ``f_src`` is; ``box``: the instantiation without the open-boundary rules, which the GPU
-    backends launch for walls and a lid only."""
+    backends launch for walls and a lid only; ``slots``: a convective outlet's previous values
+    (updated in place)."""
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -464,7 +468,9 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
        c_dbl(p.omega_minus), c_dbl(p.lid_velocity), c_dbl(p.force_x),
        c_dbl(p.force_y), c_int(int(p.periodic_x)), c_int(int(store) | 2 * bool(box)),
        ctypes.c_uint(grid_y),
-       _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links))
+       _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links),
+       c_int(p.outlet_kind), *(c_dbl(v) for v in p.convective_weights),
+       c_dbl(p.outlet_pressure_weight), _ptr(np.zeros((9, 1), dtype) if slots is None else slots))
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
@@ -525,15 +531,18 @@ def test_emulated_cuda_kernel_matches_cpu(emulated, precision, storage, periodic
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("bounce", ["halfway", "linear"])
 @pytest.mark.parametrize("spans", [False, True])
+@pytest.mark.parametrize("outlet", OUTLETS)
 def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, storage, faces,
-                                                      padded, bounce, spans,
+                                                      padded, bounce, spans, outlet,
                                                       monkeypatch) -> None:
-    """Velocity inlet, pressure outlet and a body's cells (issue #21): the CUDA C kernel's
-    inlet, anti-bounce-back, wall and interpolated (Bouzidi) branches reproduce the CPU kernel
-    bit for bit, a ramped inflow and an outlet density off 1 included; one slab of three (halo
-    ghost rows painted, the neighbours of interpolated links in them too). ``spans``: launched
-    as the GPU backends launch a slab with open rules, the box kernel on the column spans
-    that need none (SlabBlock.column_spans, here of 4 columns)."""
+    """Velocity inlet, outlet and a body's cells (issue #21): the CUDA C kernel's inlet,
+    outlet (pressure, zero-gradient, convective, with and without the pressure weight), wall
+    and interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, a convective
+    outlet's updated previous values too, a ramped inflow and an outlet density off 1
+    included, populations in every run.storage type; one slab of three (halo ghost rows
+    painted, the neighbours of interpolated links and of the outlet links in them too).
+    ``spans``: launched as the GPU backends launch a slab with open rules, the box kernel on
+    the column spans that need none (SlabBlock.column_spans, here of 4 columns)."""
     import simsplit.fluid.block
 
     monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 4)
@@ -562,7 +571,7 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
     geometry = GridGeometry(solid, faces, inflow, False, links)
     om_p = 1.0 / 0.7
     params = D2Q9Params(om_p, 1.0 / 1.1, 0.0, 2e-5, -1e-5, False, inlet_scale=0.37,
-                        outlet_density=1.013)
+                        outlet_density=1.013, **outlet_params(*outlet))
     dtype = np.dtype(precision)
     block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry,
                       storage)
@@ -572,6 +581,11 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     full = w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))
     block.f_src[...] = block.storage.encode(full, D2Q9_W)
+    slots = None
+    if outlet[0] == "convective":  # previous values off the populations: they must matter
+        block.set_outlet_slots(w[..., 0] * (1 + 0.05 * rng.standard_normal((9, ny))))
+        slots = block.outlet_slots.copy()
+        before = slots.copy()
     f_src = block.f_src.copy()
     emu_dst = np.zeros_like(f_src)
     flags = block.flags
@@ -592,13 +606,18 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
     for i0, i1, is_open in launches:
         _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1),
                           params, True, 3, inlet=block.inlet, links=weights, box=not is_open,
-                          columns=(i0, i1))
+                          columns=(i0, i1), slots=slots)
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
     fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
     got, want = emu_dst[interior], block.f_dst[interior]
     _same_bits(got[:, fluid], want[:, fluid])
     assert np.isfinite(block.storage.decode(want[:, fluid], D2Q9_W)).all()
+    if slots is not None:  # the same previous values for the next step, every link's new
+        np.testing.assert_array_equal(slots, block.outlet_slots)
+        sign = 1 if faces[0] == "outlet" else -1  # the links that pull from the outlet
+        links_in = [q for q in range(9) if D2Q9_C[q, 0] == sign]
+        assert (slots[links_in, 1:-1] != before[links_in, 1:-1]).all()
     for got_m, want_m in zip(emu_macro, (block.rho, block.ux, block.uy), strict=True):
         np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
 
@@ -823,11 +842,12 @@ static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T
                         int ny, int nz, long long pitch, long long layer, long long plane,
                         int k0, int k1, double op, double om, double lid, double fx, double fy,
                         double fz, int px, int py, const T* in, double in_scale, double rho_w,
-                        const T* links) {
+                        const T* links, int okind, double keep, double take, double press_w,
+                        T* slots) {
     launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
         d3q19_stream_collide_bodies<T, S, STORE, FORCED>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, in,
-            T(in_scale), T(rho_w), links);
+            T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots);
     });
 }
 template <typename T, typename S>
@@ -835,16 +855,19 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
                     int nx, int ny, int nz, long long pitch, long long layer, long long plane,
                     int k0, int k1, double op, double om, double lid, double fx, double fy,
                     double fz, int px, int py, int store, const void* in, double in_scale,
-                    double rho_w, const void* links) {
+                    double rho_w, const void* links, int okind, double keep, double take,
+                    double press_w, void* slots) {
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
          ww = static_cast<T*>(w);
     auto ii = static_cast<const T*>(in);
     auto ll = static_cast<const T*>(links);
+    auto os = static_cast<T*>(slots);
     const bool forced = fx != 0 || fy != 0 || fz != 0;
 #define SIMSPLIT_EMU_BODIES(ST, F) bodies3_run<T, S, ST, F>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, \\
-        pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, rho_w, ll)
+        pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, rho_w, ll, \\
+        okind, keep, take, press_w, os)
     if (store && forced) SIMSPLIT_EMU_BODIES(true, true);
     else if (store) SIMSPLIT_EMU_BODIES(true, false);
     else if (forced) SIMSPLIT_EMU_BODIES(false, true);
@@ -855,9 +878,11 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     void* r, void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, \\
     long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
     double fx, double fy, double fz, int px, int py, int store, const void* in, \\
-    double in_scale, double rho_w, const void* links) { \\
+    double in_scale, double rho_w, const void* links, int okind, double keep, double take, \\
+    double press_w, void* slots) { \\
     bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
-                  fx, fy, fz, px, py, store, in, in_scale, rho_w, links); }
+                  fx, fy, fz, px, py, store, in, in_scale, rho_w, links, okind, keep, take, \\
+                  press_w, slots); }
 BODIES3(float, float, bodies3_float32_float32)
 BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
@@ -1061,12 +1086,15 @@ def test_emulated_d3q19_pairs_use_vector_loads(emulated_3d_pairs) -> None:
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("periodic_y", [False, True])
+@pytest.mark.parametrize("outlet", OUTLETS)
 def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces, padded,
-                                         periodic_y) -> None:
-    """D3Q19 bodies, inlets and outlets (issue #21): the CUDA C kernel's inlet, anti-bounce-
-    back, wall and interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, on a
-    middle slab (ghost planes of halo faces painted, neighbours of interpolated links in them
-    too), a ramped inflow, a body force, fp16 storage included."""
+                                         periodic_y, outlet) -> None:
+    """D3Q19 bodies, inlets and outlets (issue #21): the CUDA C kernel's inlet, outlet
+    (pressure, zero-gradient, convective, with and without the pressure weight), wall and
+    interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, a convective
+    outlet's previous values too, on a middle slab (ghost planes of halo faces painted,
+    neighbours of interpolated links and outlet links in them too), a ramped inflow, a body
+    force, fp16 storage included."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1089,7 +1117,7 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     geometry = GridGeometry(body.cells, faces, sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)),
                             False, links)
     params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, False, periodic_y,
-                         inlet_scale=0.41, outlet_density=0.991)
+                         inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
                        storage, geometry=geometry)
     assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
@@ -1102,8 +1130,14 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     flags, inlet, weights = block.flags, block.inlet, block.links
     cpu_dst = np.zeros_like(full)
     cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+    cpu_slots = emu_slots = None
+    if outlet[0] == "convective":  # previous values off the populations: they must matter
+        cpu_slots = np.zeros((19, nz + 2, ny + 2), block.dtype)
+        cpu_slots[:, 1:-1, 1:-1] = D3Q19.w[:, None, None] * (1 + 0.05 * rng.standard_normal(
+            (19, nz, ny)))
+        emu_slots, before = cpu_slots.copy(), cpu_slots.copy()
     block.kernels.stream_collide(full, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True,
-                                 inlet=inlet, links=weights)
+                                 inlet=inlet, links=weights, outlet_slots=cpu_slots)
     f_src, emu_dst = full, np.zeros_like(full)
     if padded:
         f_src, emu_dst, flags, weights = (_padded_copy(a) for a in (full, emu_dst, flags,
@@ -1119,12 +1153,22 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
            c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(0.0),
            c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z), c_int(0),
            c_int(int(periodic_y)), c_int(1), _ptr(inlet), c_dbl(params.inlet_scale),
-           c_dbl(params.outlet_density), _data(weights))
+           c_dbl(params.outlet_density), _data(weights), c_int(params.outlet_kind),
+           *(c_dbl(v) for v in params.convective_weights),
+           c_dbl(params.outlet_pressure_weight),
+           _ptr(np.zeros(1, block.dtype) if emu_slots is None else emu_slots))
     interior = (slice(None), *(slice(1, -1),) * 3)
     np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
                                   cpu_dst[interior].view(np.uint8))
     for got, want in zip(macro, cpu_macro, strict=True):
         np.testing.assert_array_equal(got, want)
+    if cpu_slots is not None:  # the same previous values for the next step, every link's new
+        np.testing.assert_array_equal(emu_slots, cpu_slots)
+        sign = 1 if faces[0] == "outlet" else -1  # the links that pull from the outlet
+        links_in = [q for q in range(19) if D3Q19.c[q, 0] == sign]
+        changed = cpu_slots[links_in] != before[links_in]
+        # every interior line's (y walls: a corner link bounces back instead)
+        assert changed[:, 1:-1, 2:-2].all() and changed.any(axis=0)[1:-1, 1:-1].all()
 
 
 def test_bodies_block_fits_the_launch_bounds() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import IN_SIMULATOR, run_in_cuda_simulator
+from tests.conftest import IN_SIMULATOR, OUTLETS, outlet_params, run_in_cuda_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 in_child = pytest.mark.skipif(not IN_SIMULATOR,
@@ -196,9 +196,11 @@ STORAGE = [(np.float64, None), (np.float32, None), (np.float32, "float16"),
 @pytest.mark.parametrize("dtype, storage", STORAGE)
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
 @pytest.mark.parametrize("bounce", ["halfway", "linear"])
-def test_stream_collide_with_bodies_matches_cpu(dtype, storage, faces, bounce) -> None:
-    """Inlet, outlet and body cells (issue #21), halfway or interpolated (Bouzidi): the Numba
-    CUDA kernel bit for bit against the CPU kernel, on a middle slab (ghost rows of halo faces
+@pytest.mark.parametrize("outlet", OUTLETS)
+def test_stream_collide_with_bodies_matches_cpu(dtype, storage, faces, bounce, outlet) -> None:
+    """Inlet, outlet (pressure, zero-gradient, convective) and body cells (issue #21), halfway
+    or interpolated (Bouzidi): the Numba CUDA kernel bit for bit against the CPU kernel, a
+    convective outlet's previous values too, on a middle slab (ghost rows of halo faces
     painted), ramped inflow; populations stored in every run.storage type."""
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry import build_bodies
@@ -216,7 +218,7 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, storage, faces, bounce) -
     geometry = GridGeometry(solid, faces, sign * 0.07 * np.linspace(0.3, 1.0, 15), False,
                             links)
     params = D2Q9Params(1.0 / 0.8, 1.0 / 1.2, 0.0, 1e-5, 2e-5, False, inlet_scale=0.41,
-                        outlet_density=0.991)
+                        outlet_density=0.991, **outlet_params(*outlet))
     cpu, gpu = _backends()
     blocks = [D2Q9Block(be, nx, ny, 5, (Face.HALO, Face.HALO), params, dtype, geometry,
                         storage) for be in (cpu, gpu)]
@@ -233,19 +235,23 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, storage, faces, bounce) -
     assert out.raw_populations().dtype == ref.storage.dtype
     np.testing.assert_array_equal(out.raw_populations().view(np.uint8),
                                   ref.raw_populations().view(np.uint8))
+    if outlet[0] == "convective":
+        np.testing.assert_array_equal(out.outlet_values(), ref.outlet_values())
     for name in ("rho", "ux", "uy"):
         np.testing.assert_array_equal(gpu.to_host(getattr(out, name)),
                                       cpu.to_host(getattr(ref, name)), err_msg=name)
 
 
 @in_child
-@pytest.mark.parametrize("bounce, storage", [("halfway", None), ("linear", None),
-                                             ("linear", "float16"), ("halfway", "e4m11")])
-def test_bodies_split_identity_and_cpu_agreement(bounce, storage) -> None:
-    """A channel with an inlet, an outlet and a circle across slab boundaries: numba-cuda on
-    1, 2 and 3 slabs and the CPU backend give the same bits (and the same forces, the device
-    reduction decoding 16-bit populations as the host's), float64 or float32 arithmetic on
-    16-bit storage."""
+@pytest.mark.parametrize("bounce, outlet, storage", [
+    ("halfway", "pressure", None), ("linear", "pressure", None),
+    ("linear", "zero_gradient", None), ("halfway", "convective", None),
+    ("linear", "pressure", "float16"), ("halfway", "convective", "e4m11")])
+def test_bodies_split_identity_and_cpu_agreement(bounce, outlet, storage) -> None:
+    """A channel with an inlet, an outlet (each kind) and a circle across slab boundaries:
+    numba-cuda on 1, 2 and 3 slabs and the CPU backend give the same bits (and the same
+    forces, the device reduction decoding 16-bit populations as the host's), float64
+    arithmetic or float32 on 16-bit storage."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -260,6 +266,7 @@ def test_bodies_split_identity_and_cpu_agreement(bounce, storage) -> None:
             raw["run"].update(precision="float32", storage=storage)
         raw["domain"]["inlet"]["ramp_steps"] = 4  # steps 1-3 ramped, then full speed
         raw["domain"]["bounce_back"] = bounce
+        raw["domain"]["outlet"] = {"kind": outlet}
         case = validate_case(raw)
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(7)

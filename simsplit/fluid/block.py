@@ -19,7 +19,7 @@ from simsplit.decomp.slabs import HIGH, LOW
 from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
-from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import population_storage
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
@@ -58,6 +58,9 @@ class SlabBlock:
         self.inlet: Any = None  #: inflow speed per row / line (a block with a geometry)
         #: interpolated bounce-back weights per link (domain.bounce_back: linear)
         self.links: Any = None
+        #: a convective outlet's previous values ``(q, layers + 2, *cross[:-1] + 2)`` (the
+        #: arithmetic type): what each outlet link returned last step, by population and line
+        self.outlet_slots: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
         if self.storage.shifted:  # a kernel set without narrow storage says so in one line
@@ -213,6 +216,34 @@ class SlabBlock:
             if geometry.links is not None:
                 self.links = self._field(geometry.link_rows(self.layer0, stop)
                                          .astype(self.dtype))
+        if self.params.outlet_kind == OUTLET_CONVECTIVE and "outlet" in geometry.x_kinds:
+            self._reset_outlet_slots()
+
+    def _reset_outlet_slots(self) -> None:
+        """Start a convective outlet's memory from the populations now: each outlet link's
+        previous value is the outlet cell's own population along it."""
+        lat, f = self.lattice, self.populations()
+        slots = np.zeros((lat.q, self.layers + 2, *(n + 2 for n in self.cross[:-1])),
+                         self.dtype)
+        inner = (slice(1, -1),) * (slots.ndim - 1)
+        for col, kind, sign in ((0, self.geometry.x_kinds[0], 1),
+                                (-1, self.geometry.x_kinds[1], -1)):
+            for q in range(lat.q):
+                if kind == "outlet" and int(lat.c[q][0]) == sign:
+                    slots[(q, *inner)] = f[q, ..., col]
+        self.set_outlet_slots(slots[(slice(None), slice(1, -1))])
+
+    def set_outlet_slots(self, slots: np.ndarray) -> None:
+        """Set a convective outlet's previous values of the interior layers ``(q, layers,
+        ...)`` (as :meth:`outlet_values` gives them)."""
+        full = np.zeros((self.lattice.q, self.layers + 2, *slots.shape[2:]), self.dtype)
+        full[:, 1:-1] = slots
+        with self.backend.activate():
+            self.outlet_slots = self.backend.asarray(full)
+
+    def outlet_values(self) -> np.ndarray:
+        """A convective outlet's previous values of the interior layers, on the host."""
+        return self.backend.to_host(self.outlet_slots)[:, 1:-1]
 
     def _near_wall(self, flags: np.ndarray) -> np.ndarray:
         """NEAR_WALL on interior fluid cells with a solid pull source (periodic axes wrap)."""
@@ -244,6 +275,8 @@ class SlabBlock:
         extra: dict[str, Any] = {} if self.inlet is None else {"inlet": self.inlet}
         if self.links is not None:
             extra["links"] = self.links
+        if self.outlet_slots is not None:
+            extra["outlet_slots"] = self.outlet_slots
         if getattr(self.kernels, "box_variant", False):
             if not self.open_rules:
                 extra["open_rules"] = False
@@ -395,8 +428,10 @@ class SlabBlock:
         with self.backend.activate():
             if self.depth == 2:  # in place: the views and their depth-2 arrays stay paired
                 self.f_src[...] = self.backend.asarray(full.astype(self.storage.dtype))
-                return
-            self.f_src = self._field(full.astype(self.storage.dtype))
+            else:
+                self.f_src = self._field(full.astype(self.storage.dtype))
+        if self.outlet_slots is not None:
+            self._reset_outlet_slots()
 
     def nbytes_per_cell_update(self) -> int:
         """Bytes a stream-collide touches per cell in DRAM: populations read + written, flag."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from simsplit.fluid.params import DEFAULT_TRT_MAGIC
+from simsplit.numerics.lbm_params import OUTLET_KINDS
 from simsplit.numerics.storage import STORAGE_CHOICES
 
 _NUMBER = {"type": "number"}
@@ -221,12 +222,32 @@ DOMAIN_SCHEMA = {
         },
         "outlet": {
             "type": "object", "additionalProperties": False,
-            "description": "The pressure outlet of a face set to outlet: anti-bounce-back at a "
-                           "fixed density.",
+            "description": "The outlet of a face set to outlet: a pressure outlet "
+                           "(anti-bounce-back at a fixed density), a zero-gradient or a "
+                           "convective one (docs/bodies.md).",
             "properties": {
+                "kind": {"enum": list(OUTLET_KINDS), "default": "pressure",
+                         "description": "pressure (anti-bounce-back at domain.outlet.density), "
+                                        "zero_gradient (the incoming populations copied from "
+                                        "the interior neighbour's: no x gradient) or "
+                                        "convective (df/dt + U df/dx = 0 on them, implicit "
+                                        "upwind; U the mean inflow or "
+                                        "domain.outlet.velocity)."},
                 "density": {"type": "number", "exclusiveMinimum": 0, "default": 1.0,
                             "description": "Density held at the outlet (pressure density / "
-                                           "3, lattice units)."},
+                                           "3, lattice units): by the pressure outlet, and "
+                                           "the one pressure_weight pulls the others to."},
+                "velocity": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                             "description": "convective: the speed U the populations leave "
+                                            "at, lattice units (default: the inlet's mean "
+                                            "velocity, ramped with it)."},
+                "pressure_weight": {"type": "number", "minimum": 0, "maximum": 1,
+                                    "description": "zero_gradient, convective: weight of "
+                                                   "the pressure outlet's value mixed into "
+                                                   "each outlet link (0: none, 1: the "
+                                                   "pressure outlet), so the mean density "
+                                                   "does not drift; default 0.01 "
+                                                   "(zero_gradient), 0.001 (convective)."},
             },
         },
     },

@@ -16,11 +16,11 @@ from simsplit.errors import CaseError
 from simsplit.fluid.geometry import Body, build_bodies, solid_and_ids
 from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.fluid.geometry.links import link_weights
-from simsplit.fluid.inflow import Inlet, inflow_advisories, inlet_of, outlet_density, x_faces
+from simsplit.fluid.inflow import Inlet, Outlet, inflow_advisories, inlet_of, outlet_of, x_faces
 from simsplit.fluid.params import check_stability, relaxation_rates
 from simsplit.fluid.schema import check_dimensions
 from simsplit.numerics.lattice import Lattice, lattice_for
-from simsplit.numerics.lbm_params import D2Q9Params, D3Q19Params
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_KINDS, D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import storage_dtype
 
 
@@ -40,6 +40,7 @@ class FluidSetup:
     inlet: Inlet | None = None
     bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
     slip: bool = False  #: the faces of the split axis are free-slip walls (2D)
+    outlet: Outlet = Outlet()  #: the outlet's kind and settings (domain.outlet)
 
     @cached_property
     def geometry(self) -> GridGeometry | None:
@@ -70,10 +71,15 @@ class FluidSetup:
         return u
 
     def params_at(self, step: int) -> D2Q9Params | D3Q19Params:
-        """Kernel parameters of time step ``step`` (1-based): the inflow ramped up."""
+        """Kernel parameters of time step ``step`` (1-based): the inflow ramped up, and with it
+        the speed of a convective outlet that takes the inflow's."""
         if self.inlet is None or step >= self.inlet.ramp_steps:
             return self.params
-        return replace(self.params, inlet_scale=self.inlet.scale(step))
+        scale = self.inlet.scale(step)
+        if self.params.outlet_kind != OUTLET_CONVECTIVE or self.outlet.velocity is not None:
+            return replace(self.params, inlet_scale=scale)
+        return replace(self.params, inlet_scale=scale,
+                       outlet_courant=self.params.outlet_courant * scale)
 
     def ramping(self, step: int) -> bool:
         """Whether step ``step`` (1-based) still ramps the inflow up (no CUDA graphs then:
@@ -161,19 +167,25 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
         advisories += tuple(inflow_advisories(inlet.velocity, nu))
     force = tuple(float(v) for v in fluid["body_force"])
     periodic = {ax: bounds.get(ax, "wall") == "periodic" for ax in "xyz"}
+    outlet = outlet_of(case, inlet)
+    courant = 0.0
+    if outlet.kind == "convective":
+        courant = outlet.velocity if outlet.velocity is not None else inlet.mean_velocity
+    open_outlet = {"outlet_density": outlet.density,
+                   "outlet_kind": OUTLET_KINDS.index(outlet.kind), "outlet_courant": courant,
+                   "outlet_pressure_weight": outlet.pressure_weight}
     params: D2Q9Params | D3Q19Params
     if len(shape) == 2:
-        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"],
-                            outlet_density=outlet_density(case))
+        params = D2Q9Params(om_p, om_m, u_lid, *force, periodic["x"], **open_outlet)
     else:
         params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"],
-                             outlet_density=outlet_density(case))
+                             **open_outlet)
     dtype = np.dtype(case["run"]["precision"])
     storage = storage_dtype(case["run"].get("storage") or dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
                       inlet, domain.get("bounce_back", "halfway"),
-                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip")
+                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip", outlet)
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

@@ -1,7 +1,8 @@
 """Save and restore the complete state of a lattice Boltzmann run, whatever its split.
 
 The state is global (populations of every interior cell, the macroscopic fields of the last
-stored step and the velocity of the last residual check), so a run saved on N slabs resumes
+stored step, the velocity of the last residual check and a convective outlet's previous
+values), so a run saved on N slabs resumes
 on M slabs and continues bit for bit. Populations are saved as stored (``run.storage``: fp16
 keeps its 2-byte shifted encoding, attribute-free: the dtype says which), since decoding and
 encoding again would not give back every value.
@@ -43,6 +44,9 @@ def save_state(solver: FluidSolverState) -> dict[str, np.ndarray]:
     state = {"populations": raw_populations(solver), "rho": solver._gather(host("rho"))}
     for d, name in enumerate(names):
         state[name] = solver._gather(lambda b, d=d: b.backend.to_host(b.u[d]))
+    if any(b.outlet_slots is not None for b in solver.blocks.values()):
+        state["outlet_slots"] = np.moveaxis(
+            solver._gather(lambda b: np.moveaxis(b.outlet_values(), 0, 1)), 0, 1)
     prev = solver._u_prev
     if prev is not None:
         for d, name in enumerate(names):
@@ -81,7 +85,9 @@ def load_state(solver: FluidSolverState, state: dict[str, np.ndarray], step: int
     solver._u_prev = {} if has_prev else None
     for k, blk in solver.blocks.items():
         rows = slice(blk.layer0, blk.layer0 + blk.layers)
-        blk.set_raw_populations(f[:, rows])
+        blk.set_raw_populations(f[:, rows])  # a convective outlet's memory from them, unless
+        if blk.outlet_slots is not None and "outlet_slots" in state:  # the state holds it
+            blk.set_outlet_slots(state["outlet_slots"][:, rows])
         be = blk.backend
         with be.activate():
             for name, arr in zip(("rho", *names), (blk.rho, *blk.u), strict=True):

@@ -13,7 +13,7 @@ LID = 2  #: wall moving in +x at the lid velocity: bounce-back with momentum tra
 SOLID = WALL | LID  #: mask of the solid kinds
 NEAR_WALL = 4  #: fluid cell next to a pull source in BOUNDARY (never set on boundary cells)
 INLET = 8  #: ghost cell of a velocity inlet: bounce-back with the inlet's velocity (Ladd)
-OUTLET = 16  #: ghost cell of a pressure outlet: anti-bounce-back at a fixed density
+OUTLET = 16  #: ghost cell of an outlet: its rule is domain.outlet.kind (params.outlet_kind)
 #: ghost cell of a free-slip wall normal to y (D2Q9): specular reflection
 SLIP = 64
 BOUNDARY = SOLID | INLET | OUTLET | SLIP  #: every kind whose populations are not streamed

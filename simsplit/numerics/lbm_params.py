@@ -10,9 +10,22 @@ from dataclasses import dataclass
 
 from simsplit.numerics.lattice import CS2
 
+#: domain.outlet.kind, in the order of the kernels' codes (the position is the code)
+OUTLET_KINDS = ("pressure", "zero_gradient", "convective")
+OUTLET_PRESSURE, OUTLET_ZERO_GRADIENT, OUTLET_CONVECTIVE = range(len(OUTLET_KINDS))
+
 
 class _Rates:
     omega_plus: float
+    outlet_courant: float
+
+    @property
+    def convective_weights(self) -> tuple[float, float]:
+        """(previous value, neighbour's value) weights of the convective outlet's implicit
+        upwind step, 1 / (1 + U) and U / (1 + U) with U = ``outlet_courant`` (float64 here;
+        every backend rounds the same two numbers to its precision)."""
+        u = float(self.outlet_courant)
+        return 1.0 / (1.0 + u), u / (1.0 + u)
 
     @property
     def tau(self) -> float:
@@ -37,6 +50,13 @@ class D2Q9Params(_Rates):
     inlet_scale: float = 1.0
     #: density held at an outlet (pressure rho / 3)
     outlet_density: float = 1.0
+    #: rule of the outlet's links: OUTLET_PRESSURE, OUTLET_ZERO_GRADIENT or OUTLET_CONVECTIVE
+    outlet_kind: int = OUTLET_PRESSURE
+    #: convective outlet: U dt / dx, the speed its populations leave at (this step's)
+    outlet_courant: float = 0.0
+    #: zero-gradient and convective outlets: weight of the pressure outlet's value mixed into
+    #: theirs (0: none; holds the mean density where the open rule lets it drift)
+    outlet_pressure_weight: float = 0.0
 
     @property
     def periodic(self) -> tuple[bool, ...]:
@@ -65,6 +85,13 @@ class D3Q19Params(_Rates):
     inlet_scale: float = 1.0
     #: density held at an outlet (pressure rho / 3)
     outlet_density: float = 1.0
+    #: rule of the outlet's links: OUTLET_PRESSURE, OUTLET_ZERO_GRADIENT or OUTLET_CONVECTIVE
+    outlet_kind: int = OUTLET_PRESSURE
+    #: convective outlet: U dt / dx, the speed its populations leave at (this step's)
+    outlet_courant: float = 0.0
+    #: zero-gradient and convective outlets: weight of the pressure outlet's value mixed into
+    #: theirs (0: none; holds the mean density where the open rule lets it drift)
+    outlet_pressure_weight: float = 0.0
 
     @property
     def periodic(self) -> tuple[bool, ...]:

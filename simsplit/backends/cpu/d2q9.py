@@ -32,6 +32,7 @@ from simsplit.numerics.flags import (
     SOLID,
 )
 from simsplit.numerics.lattice import D2Q9, D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
@@ -45,15 +46,17 @@ _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                     om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
-                    rho_w, links, every_cell):
+                    rho_w, links, outlet_kind, keep, take, press_w, slots, every_cell):
     """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
-    (``_takes``: next to an open face, a curved link or the ends of a periodic x)."""
+    (``_takes``: next to an open face, a curved link or the ends of a periodic x). Outlet
+    links take the rule ``outlet_kind`` (:func:`_outlet`)."""
     nx = f_src.shape[2] - 2
     dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, lid_u = dt(fx), dt(fy), dt(lid_u)
     inlet_scale, rho_w = dt(inlet_scale), dt(rho_w)
+    keep, take, press_w = dt(keep), dt(take), dt(press_w)
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
@@ -80,7 +83,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         elif kind == INLET:  # Ladd: the wall moves at the row's inflow speed
                             v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[j])
                         elif kind == OUTLET:
-                            v = _anti_bounce_back(f_src, j, i, q, rho_w, rho_out)
+                            v = _outlet(f_src, j, i, q, rho_w, outlet_kind, keep, take,
+                                        press_w, slots, rho_out)
                         elif kind == SLIP:  # specular: (cx, -cy) from the cell beside
                             ei = i - _CX[q]
                             if periodic_x:
@@ -101,6 +105,30 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
                      store_macro)
+
+
+@numba.njit(inline="always")
+def _outlet(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots, like):
+    """What an outlet link returns into cell (j, i) along q (docs/bodies.md). Pressure:
+    anti-bounce-back. Zero gradient: f*_q(j - c_qy, i), the value the interior neighbour
+    x + c_qx pulls along q this step (the populations' x derivative is zero across the face);
+    the source lies in the own column, in a ghost row across a slab face only for a q that
+    crosses it, which the halo carries. Convective: the implicit upwind step of df/dt +
+    U df/dx = 0 from the link's previous value and that one, ``keep * slots[q, j] + take *
+    f*_q(j - c_qy, i)``, kept in ``slots`` for the next step. ``press_w`` > 0 mixes the
+    pressure outlet's value into the open kinds' (the density then cannot drift). ``like``:
+    an array of the arithmetic type."""
+    if kind == OUTLET_PRESSURE:
+        return _anti_bounce_back(f_src, j, i, q, rho_w, like)
+    dt = like.dtype.type
+    v = _decode(f_src[q, j - _CY[q], i], dt(_W[q]))
+    if kind == OUTLET_CONVECTIVE:
+        v = keep * slots[q, j] + take * v
+    if press_w > dt(0.0):
+        v += press_w * (_anti_bounce_back(f_src, j, i, q, rho_w, like) - v)
+    if kind == OUTLET_CONVECTIVE:
+        slots[q, j] = v
+    return v
 
 
 @numba.njit(inline="always")
@@ -266,22 +294,27 @@ class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None):
+                       inlet=None, links=None, outlet_slots=None):
         """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
         ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
-        None: none)."""
+        None: none); ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``
+        in the arithmetic type (read and written where a link pulls from an outlet; None:
+        none)."""
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros(f_src.shape[1], dt)
         if links is None:
             links = np.full((9, 1, 1), -1.0, dt)
+        if outlet_slots is None:
+            outlet_slots = np.zeros((9, 1), dt)
         f_src, f_dst = raw_view(f_src), raw_view(f_dst)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                  p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
                  p.forced)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
-                p.inlet_scale, p.outlet_density, links, False)
+                p.inlet_scale, p.outlet_density, links, p.outlet_kind, *p.convective_weights,
+                p.outlet_pressure_weight, outlet_slots, False)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, dt), _launched)
 

@@ -34,6 +34,7 @@ from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
 _CY = tuple(int(c) for c in D3Q19.c[:, 1])
@@ -47,12 +48,13 @@ _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
                     om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced,
-                    inlet, inlet_scale, rho_w, links, every_cell):
+                    inlet, inlet_scale, rho_w, links, outlet_kind, keep, take, press_w, slots,
+                    every_cell):
     """Two-lattice pull step of planes [k0, k1), cell by cell: every fluid cell
     (``every_cell``), or those the row kernel leaves (``_takes``: next to an open face, a
     curved link or the ends of a periodic x). Near a boundary: walls and the lid bounce back;
     INLET ghost cells (open x faces) return Ladd's moving-wall value with the inflow speed
-    ``inlet[k, j]`` of the cell's line; OUTLET ones anti-bounce-back at density ``rho_w``;
+    ``inlet[k, j]`` of the cell's line; OUTLET ones the rule ``outlet_kind`` (:func:`_outlet`);
     body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
     simsplit/fluid/geometry/links.py)."""
     ny = f_src.shape[2] - 2
@@ -62,6 +64,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, fz, lid_u = dt(fx), dt(fy), dt(fz), dt(lid_u)
     inlet_scale, rho_w = dt(inlet_scale), dt(rho_w)
+    keep, take, press_w = dt(keep), dt(take), dt(press_w)
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
     for row in numba.prange((k1 - k0) * ny):  # rows (k, j): parallel even in a one-plane range
@@ -93,7 +96,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                         elif kind == INLET:  # Ladd: the wall moves at the line's inflow speed
                             v += dt(6.0 * _W[q] * _CX[q]) * (inlet_scale * inlet[k, j])
                         elif kind == OUTLET:
-                            v = _anti_bounce_back(f_src, k, j, i, q, rho_w, rho_out)
+                            v = _outlet(f_src, k, j, i, q, rho_w, rho_out, outlet_kind, keep,
+                                        take, press_w, slots, ny, periodic_y)
                         elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
                             w = links[q, k, j, i]
                             if w >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
@@ -108,6 +112,25 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                      om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
             for q in range(19):
                 f_dst[q, k, j, i] = _encode(post[q], dt(_W[q]), f_dst)
+
+
+@numba.njit(inline="always")
+def _outlet(f_src, k, j, i, q, rho_w, like, kind, keep, take, press_w, slots, ny, periodic_y):
+    """What an outlet link returns into cell (k, j, i) along q: the rules of the D2Q9 kernel's
+    ``_outlet`` (pressure, zero gradient, convective), the open kinds' source f*_q(k - c_qz,
+    j - c_qy, i) wrapped along a periodic y."""
+    if kind == OUTLET_PRESSURE:
+        return _anti_bounce_back(f_src, k, j, i, q, rho_w, like)
+    dt = like.dtype.type
+    sj = _wrap(j - _CY[q], ny, periodic_y)
+    v = _decode(f_src[q, k - _CZ[q], sj, i], dt(_W[q]))
+    if kind == OUTLET_CONVECTIVE:
+        v = keep * slots[q, k, j] + take * v
+    if press_w > dt(0.0):
+        v += press_w * (_anti_bounce_back(f_src, k, j, i, q, rho_w, like) - v)
+    if kind == OUTLET_CONVECTIVE:
+        slots[q, k, j] = v
+    return v
 
 
 @numba.njit(inline="always")
@@ -362,15 +385,19 @@ class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
-                       inlet=None, links=None):
+                       inlet=None, links=None, outlet_slots=None):
         """``inlet``: inflow speed of each line (k, j) along x, ghosts included (``(nz + 2,
         ny + 2)``, the arithmetic type; None: none); ``links``: interpolated bounce-back
-        weights, f's shape in the arithmetic type (read where flags say CURVED; None: none)."""
+        weights, f's shape in the arithmetic type (read where flags say CURVED; None: none);
+        ``outlet_slots``: a convective outlet's previous values ``(19, nz + 2, ny + 2)`` (read
+        and written where a link pulls from an outlet; None: none)."""
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros((1, 1), dt)
         if links is None:
             links = np.full((19, 1, 1, 1), -1.0, dt)
+        if outlet_slots is None:
+            outlet_slots = np.zeros((19, 1, 1), dt)
         plain = (raw_view(f_src), *planes(raw_view(f_dst)), flags, rho, ux, uy, uz, layers[0],
                  layers[1],
                  p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
@@ -378,7 +405,8 @@ class D3Q19Kernels:
         args = (raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
-                p.outlet_density, links, False)
+                p.outlet_density, links, p.outlet_kind, *p.convective_weights,
+                p.outlet_pressure_weight, outlet_slots, False)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, rho.dtype), _launched)
 

@@ -143,11 +143,25 @@ class D2Q9Kernels:
             raise ValueError("interpolation weights must share the populations' layout")
         return links
 
+    def _outlet_args(self, p: D2Q9Params, dt: np.dtype, slots: Any, rows: int) -> tuple:
+        """The outlet's kind, convective weights and previous values ``(9, rows)`` (a cached
+        stand-in where there are none: only a convective outlet's links touch them)."""
+        if slots is None:
+            slots = self._inlet(None, 1, dt)
+        elif slots.shape != (Q, rows) or slots.dtype != dt or not slots.flags.c_contiguous:
+            raise ValueError(f"outlet slots {slots.shape} {slots.dtype} do not fit ({Q}, "
+                             f"{rows}) {dt}, packed")
+        keep, take = p.convective_weights
+        return (np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
+                dt.type(p.outlet_pressure_weight), slots)
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None, open_rules=True, columns=None) -> None:
+                       inlet=None, links=None, outlet_slots=None, open_rules=True,
+                       columns=None) -> None:
         """``open_rules``: flags may hold inlets, outlets, free-slip walls or curved cells;
         False (walls and the lid only) launches the kernel compiled without those rules.
-        ``columns``: 1-based interior columns ``[i0, i1)`` to update (default all)."""
+        ``columns``: 1-based interior columns ``[i0, i1)`` to update (default all);
+        ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``."""
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
@@ -177,7 +191,8 @@ class D2Q9Kernels:
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), np.int32(i0), np.int32(i1), *self._params(p, dt),
                                  self._inlet(inlet, h, dt), t(p.inlet_scale), t(p.outlet_density),
-                                 self._links(links, f_src, dt)))
+                                 self._links(links, f_src, dt),
+                                 *self._outlet_args(p, dt, outlet_slots, h)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
@@ -198,6 +213,7 @@ class D2Q9Kernels:
         dt = np.dtype(dtype) if dtype is not None else np.dtype(np.promote_types(st, np.float32))
         with self._dev:
             scratch = [cupy.empty((ny, nx), dt) for _ in range(3)]
+            slots = cupy.zeros((Q, h), dt)  # timing launches keep off the block's outlet values
         src_hash = autotune.source_hash(source.kernel_source("d2q9.cu"))
         for store in (False, True):
             name = source.stream_collide_name(dt, st, store, open_rules)
@@ -210,7 +226,7 @@ class D2Q9Kernels:
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
                         np.int32(ny + 1), np.int32(1), np.int32(nx + 1), *self._params(p, dt),
                         self._inlet(None, h, dt), dt.type(p.inlet_scale), dt.type(p.outlet_density),
-                        self._links(None, f_src, dt))
+                        self._links(None, f_src, dt), *self._outlet_args(p, dt, slots, h))
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 

@@ -150,7 +150,8 @@ class D3Q19Kernels:
                        *self._two_steps.values(), *self._pack.values(), *self._unpack.values()]
             self.registers = [k.num_regs for k in kernels]
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
-        self._halfway: dict[np.dtype, Any] = {}  #: links stand-ins (never read: no CURVED)
+        #: stand-ins of links (never read: no CURVED) and outlet slots (no convective outlet)
+        self._halfway: dict[Any, Any] = {}
         #: threads per block of the bodies kernel (scripts/bench_bodies.py times others)
         self.bodies_block_x = source.D3Q19_BODIES_BLOCK_X
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
@@ -191,17 +192,18 @@ class D3Q19Kernels:
         return k0, k1
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro, inlet=None, links=None) -> None:
+                       store_macro, inlet=None, links=None, outlet_slots=None) -> None:
         """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
         (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
         geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
-        (None: no CURVED cell)."""
+        (None: no CURVED cell); ``outlet_slots``: a convective outlet's previous values
+        ``(19, nz + 2, ny + 2)``, the arithmetic type."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if k0 == k1:
             return
         if inlet is not None:
             self._stream_collide_bodies(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
-                                        store_macro, inlet, links)
+                                        store_macro, inlet, links, outlet_slots)
             return
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         dt, st = rho.dtype, f_src.dtype
@@ -216,7 +218,8 @@ class D3Q19Kernels:
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
-                               p: D3Q19Params, store_macro: bool, inlet, links) -> None:
+                               p: D3Q19Params, store_macro: bool, inlet, links,
+                               outlet_slots=None) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
         if wide_offsets(f_src):
@@ -234,12 +237,24 @@ class D3Q19Kernels:
         elif links.dtype != dt or element_strides(links) != element_strides(f_src):
             raise ValueError("interpolated bounce-back weights must have the populations' "
                              "layout in the arithmetic type")
+        if outlet_slots is None:  # touched only by a convective outlet's links: never then
+            if ("slots", dt) not in self._halfway:
+                with self._dev:
+                    self._halfway[("slots", dt)] = cupy.zeros(1, dt)
+            outlet_slots = self._halfway[("slots", dt)]
+        elif (outlet_slots.shape != (D3Q19.q, nz + 2, ny + 2) or outlet_slots.dtype != dt
+              or not outlet_slots.flags.c_contiguous):
+            raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
+                             f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
+        keep, take = p.convective_weights
         with self._dev:
             kern((_grid_x(nx, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
-                 (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links))
+                 (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links,
+                  np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
+                  dt.type(p.outlet_pressure_weight), outlet_slots))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def two_steps_fit(self, f: Any, dtype: Any) -> bool:

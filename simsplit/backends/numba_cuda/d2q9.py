@@ -29,6 +29,7 @@ from simsplit.backends.cpu.storage_codec import raw_view
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 from simsplit.numerics.storage import population_storage
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -140,10 +141,25 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
         feq = mul(mul(dt(2.0 * _W[q]), rho_w), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
         return feq - decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
 
+    @cuda.jit(device=True)
+    def outlet_link(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots):
+        # the CPU kernel's _outlet: pressure, zero-gradient or convective, operation for operation
+        if kind == OUTLET_PRESSURE:
+            return anti_bounce_back(f_src, j, i, q, rho_w)
+        v = decode(f_src[q, j - _CY[q], i], dt(_W[q]))
+        if kind == OUTLET_CONVECTIVE:
+            v = mul(keep, slots[q, j]) + mul(take, v)
+        if press_w > dt(0.0):
+            v += mul(press_w, anti_bounce_back(f_src, j, i, q, rho_w) - v)
+        if kind == OUTLET_CONVECTIVE:
+            slots[q, j] = v
+        return v
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1, omega_p, omega_m,
                        lid_velocity, force_x, force_y, periodic_x, store_macro, inlet,
-                       inlet_scale_in, rho_w_in, links):
+                       inlet_scale_in, rho_w_in, links, outlet_kind, keep_in, take_in,
+                       press_w_in, slots):
         nx = f_src.shape[2] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
         if i > nx:
@@ -157,6 +173,9 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
         fy = dt(force_y)
         inlet_scale = dt(inlet_scale_in)
         rho_w = dt(rho_w_in)
+        keep = dt(keep_in)
+        take = dt(take_in)
+        press_w = dt(press_w_in)
         src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
         src_m = one - mul(half, om_m)
         fl = cuda.local.array(9, dtype=dt)
@@ -178,7 +197,8 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
                         elif kind == INLET:
                             v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[j]))
                         elif kind == OUTLET:
-                            v = anti_bounce_back(f_src, j, i, q, rho_w)
+                            v = outlet_link(f_src, j, i, q, rho_w, outlet_kind, keep, take,
+                                            press_w, slots)
                         elif kind == SLIP:  # specular, as the CPU kernel
                             ei = i - _CX[q]
                             if periodic_x:
@@ -288,8 +308,19 @@ class D2Q9Kernels:
                 self._zeros[key] = cuda.to_device(np.full((9, 1, 1), -1.0, dtype))
         return self._zeros[key]
 
+    def _slots(self, slots: Any, dtype: Any) -> Any:
+        """A convective outlet's previous values, or a cached stand-in (touched only by a
+        convective outlet's links: never then)."""
+        if slots is not None:
+            return slots
+        key = (-2, np.dtype(dtype))
+        if key not in self._zeros:
+            with self._activate():
+                self._zeros[key] = cuda.to_device(np.zeros((9, 1), dtype))
+        return self._zeros[key]
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None) -> None:
+                       inlet=None, links=None, outlet_slots=None) -> None:
         j0, j1 = int(rows[0]), int(rows[1])
         ny, nx = f_src.shape[1] - 2, f_src.shape[2] - 2
         if not 1 <= j0 <= j1 <= ny + 1:
@@ -305,7 +336,9 @@ class D2Q9Kernels:
                    float(p.omega_plus), float(p.omega_minus), float(p.lid_velocity),
                    float(p.force_x), float(p.force_y), bool(p.periodic_x), bool(store_macro),
                    self._inlet(inlet, ny + 2, dt), float(p.inlet_scale),
-                   float(p.outlet_density), self._links(links, dt))
+                   float(p.outlet_density), self._links(links, dt),
+                   int(p.outlet_kind), *map(float, p.convective_weights),
+                   float(p.outlet_pressure_weight), self._slots(outlet_slots, dt))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         w = f.shape[2]

@@ -18,6 +18,7 @@ from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
 from simsplit.errors import BackendUnavailable
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
 from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
 _CY = tuple(int(c) for c in D3Q19.c[:, 1])
@@ -82,10 +83,26 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         feq = mul(mul(dt(2.0 * _W[q]), rho_w), dt(1.0) + mul(mul(dt(4.5), cu), cu) - usq)
         return feq - own_opp
 
+    @cuda.jit(device=True)
+    def outlet_link(f_src, k, j, i, q, ny, periodic_y, rho_w, oux, ouy, ouz, ousq, own_opp,
+                    kind, keep, take, press_w, slots):
+        # the CPU kernel's _outlet (kernels/d3q19.cu outlet_link_3d), operation for operation
+        if kind == OUTLET_PRESSURE:
+            return anti_bounce_back(q, oux, ouy, ouz, ousq, rho_w, own_opp)
+        v = f_src[q, k - _CZ[q], wrap(j - _CY[q], ny, periodic_y), i]
+        if kind == OUTLET_CONVECTIVE:
+            v = mul(keep, slots[q, k, j]) + mul(take, v)
+        if press_w > dt(0.0):
+            v += mul(press_w, anti_bounce_back(q, oux, ouy, ouz, ousq, rho_w, own_opp) - v)
+        if kind == OUTLET_CONVECTIVE:
+            slots[q, k, j] = v
+        return v
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
                        omega_m, lid_velocity, force_x, force_y, force_z, periodic_x, periodic_y,
-                       store_macro, forced, inlet, inlet_scale_in, rho_w_in, links):
+                       store_macro, forced, inlet, inlet_scale_in, rho_w_in, links, outlet_kind,
+                       keep_in, take_in, press_w_in, slots):
         ny = f_src.shape[2] - 2
         nx = f_src.shape[3] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
@@ -102,6 +119,9 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         fz = dt(force_z)
         inlet_scale = dt(inlet_scale_in)
         rho_w = dt(rho_w_in)
+        keep = dt(keep_in)
+        take = dt(take_in)
+        press_w = dt(press_w_in)
         src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
         src_m = one - mul(half, om_m)
         fl = cuda.local.array(19, dtype=dt)
@@ -122,7 +142,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                         si = wrap(i - _CX[q], nx, periodic_x)
                         outlet = outlet or flags[k - _CZ[q], sj, si] == OUTLET
                     oux = ouy = ouz = ousq = dt(0.0)
-                    if outlet:
+                    if outlet and (outlet_kind == OUTLET_PRESSURE or press_w > dt(0.0)):
                         oux, ouy, ouz, ousq = own_velocity(f_src, k, j, i)
                     for q in range(19):
                         sk = k - _CZ[q]
@@ -136,7 +156,9 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                             elif kind == INLET:
                                 v += mul(dt(6.0 * _W[q] * _CX[q]), mul(inlet_scale, inlet[k, j]))
                             elif kind == OUTLET:
-                                v = anti_bounce_back(q, oux, ouy, ouz, ousq, rho_w, v)
+                                v = outlet_link(f_src, k, j, i, q, ny, periodic_y, rho_w, oux,
+                                                ouy, ouz, ousq, v, outlet_kind, keep, take,
+                                                press_w, slots)
                             elif (own & CURVED) != 0:  # Bouzidi, as the CPU kernel
                                 w = links[q, k, j, i]
                                 if w >= dt(0.0):
@@ -247,12 +269,13 @@ class D3Q19Kernels:
         self._stand_ins: dict[tuple[str, np.dtype], Any] = {}
 
     def _stand_in(self, what: str, dtype: Any) -> Any:
-        """A small device array where a block has no inlet speeds or link weights (read only
-        next to INLET ghost cells or on CURVED cells: never then)."""
+        """A small device array where a block has no inlet speeds, link weights or outlet slots
+        (read only next to INLET ghost cells, on CURVED cells or by a convective outlet's
+        links: never then)."""
         key = (what, np.dtype(dtype))
         if key not in self._stand_ins:
-            host = (np.zeros((1, 1), dtype) if what == "inlet"
-                    else np.full((19, 1, 1, 1), -1.0, dtype))
+            host = {"inlet": np.zeros((1, 1), dtype), "slots": np.zeros((19, 1, 1), dtype),
+                    "links": np.full((19, 1, 1, 1), -1.0, dtype)}[what]
             with self._activate():
                 self._stand_ins[key] = cuda.to_device(host)
         return self._stand_ins[key]
@@ -266,9 +289,10 @@ class D3Q19Kernels:
                 f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro, inlet=None, links=None) -> None:
+                       store_macro, inlet=None, links=None, outlet_slots=None) -> None:
         """``inlet``: inflow speed per line (k, j), ghosts included; ``links``: interpolated
-        bounce-back weights in f's shape (as the CPU kernel set)."""
+        bounce-back weights in f's shape; ``outlet_slots``: a convective outlet's previous
+        values (as the CPU kernel set)."""
         k0, k1 = int(layers[0]), int(layers[1])
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         if not 1 <= k0 <= k1 <= nz + 1:
@@ -288,7 +312,11 @@ class D3Q19Kernels:
                    bool(store_macro), p.forced,
                    inlet if inlet is not None else self._stand_in("inlet", rho.dtype),
                    float(p.inlet_scale), float(p.outlet_density),
-                   links if links is not None else self._stand_in("links", rho.dtype))
+                   links if links is not None else self._stand_in("links", rho.dtype),
+                   int(p.outlet_kind), *map(float, p.convective_weights),
+                   float(p.outlet_pressure_weight),
+                   outlet_slots if outlet_slots is not None
+                   else self._stand_in("slots", rho.dtype))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         size = f.shape[2] * f.shape[3]

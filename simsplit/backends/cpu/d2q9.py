@@ -117,10 +117,10 @@ def _outlet(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots, like):
     U df/dx = 0 from the link's previous value and that one, ``keep * slots[q, j] + take *
     f*_q(j - c_qy, i)``, kept in ``slots`` for the next step. ``press_w`` > 0 mixes the
     pressure outlet's value into the open kinds' (the density then cannot drift). ``like``:
-    an array of the arithmetic type."""
+    an array of the arithmetic type (f_src may be stored narrower)."""
+    dt = like.dtype.type
     if kind == OUTLET_PRESSURE:
         return _anti_bounce_back(f_src, j, i, q, rho_w, like)
-    dt = like.dtype.type
     v = _decode(f_src[q, j - _CY[q], i], dt(_W[q]))
     if kind == OUTLET_CONVECTIVE:
         v = keep * slots[q, j] + take * v
@@ -298,8 +298,7 @@ class D2Q9Kernels:
         """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
         ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
         None: none); ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``
-        in the arithmetic type (read and written where a link pulls from an outlet; None:
-        none)."""
+        (read and written where a link pulls from an outlet; None: none)."""
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros(f_src.shape[1], dt)

@@ -176,21 +176,31 @@ __host__ __device__ inline unsigned long long float_bits(double v)
 #endif
 }
 
-// The 15 low bits put 12 places up in a float are exponent field and significand of
-// x * 2^-120 (a float subnormal for exponent 0, in the same 2^-137 steps): exact, and so is
-// the product that scales it back (exponent field 15 becomes a float's inf or NaN).
-__host__ __device__ inline float e4m11_to_float(unsigned short h)
+__host__ __device__ inline float bits_float(unsigned int u)
 {
-    const unsigned int e = (h >> SIMSPLIT_E4M11_MANT_BITS) & 15u;
-    const unsigned int u = (e == 15u ? 0x7F800000u : 0u) | ((h & 0x7FFFu) << 12)
-                           | (static_cast<unsigned int>(h & 0x8000u) << 16);
 #ifdef SIMSPLIT_HOST_EMULATION
     float x;
     __builtin_memcpy(&x, &u, 4);
+    return x;
 #else
-    const float x = __uint_as_float(u);
+    return __uint_as_float(u);
 #endif
-    return x * 0x1p120f;  // inf and NaN stay what they are
+}
+
+// Exact, and without float subnormals (a GPU may flush them: the first version built
+// x * 2^-120 from one and decoded every e4m11 subnormal as zero on an H200,
+// scripts/check_codec_gpu.py): exponent field 1-14 rebiased into a normal float (15: inf or
+// NaN), field 0 the significand times the subnormal step, both selected without a branch.
+__host__ __device__ inline float e4m11_to_float(unsigned short h)
+{
+    constexpr int mant = SIMSPLIT_E4M11_MANT_BITS, bias = SIMSPLIT_E4M11_BIAS;
+    const unsigned int e = (h >> mant) & 15u;
+    const unsigned int m = h & ((1u << mant) - 1u);
+    const unsigned int field = e == 15u ? 255u : e + 127u - bias;
+    const float normal = bits_float((field << 23) | (m << (23 - mant)));
+    const float step = bits_float(static_cast<unsigned int>(127 - (bias - 1 + mant)) << 23);
+    const float x = e == 0u ? float(m) * step : normal;
+    return (h & 0x8000u) ? -x : x;
 }
 
 // One rounding to nearest even onto the e4m11 grid, in integer operations on the float's bits

@@ -1,9 +1,11 @@
-"""MD under mpiexec (CPU backend, one slab per rank): bitwise identical to one process."""
+"""MD under mpiexec (CPU backend, one slab per rank): bitwise identical to one process, and
+one rank failing ends the job."""
 
 from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +126,27 @@ def test_md_too_many_ranks_is_refused():
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("simsplit: error")]
     assert len(lines) == 1 and "less than cutoff + skin" in lines[0], proc.stderr
 
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("cli", [True, False])
+def test_md_failing_rank_ends_the_job(tmp_path, cli):
+    """One rank raising mid-run (here on purpose, at step 20 of a long run) ends every rank
+    within seconds with its one-line error: through the command line, and through a program
+    that drives the solver itself (a hook that :class:`MPIContext` installs)."""
+    steps = "100000"
+    if cli:
+        args = ["-m", "simsplit", "run", str(CASE), "--quiet", "--backend", "cpu",
+                "--set", "output.dir=null", "--steps", steps]
+    else:
+        script = tmp_path / "driver.py"
+        script.write_text(DRIVER)
+        overrides = [o for o in TALL if not o.startswith("run.steps=")] + [f"run.steps={steps}"]
+        args = [str(script), str(CASE), json.dumps(overrides), str(tmp_path / "md.npz")]
+    t0 = time.monotonic()
+    proc = mpirun(3, args, timeout=60, SIMSPLIT_TEST_FAIL_RANK="1:20")
+    assert time.monotonic() - t0 < 30, proc.stderr
+    assert proc.returncode != 0
+    assert "simsplit: error: rank 1: InjectedFailure" in proc.stderr, proc.stderr
+    assert "rank 0:" not in proc.stderr and "rank 2:" not in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from typing import Any
 
 import numpy as np
@@ -245,6 +246,25 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     assert (stats["interior_rows"] > 0) == (ranks == 2), stats["interior_rows"]
     assert stats["message_rounds"] == (2 if ranks == 4 else 1)
     assert (stats["relayed_ghosts"] > 0) == (ranks == 3), stats["relayed_ghosts"]
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks, node_memory", [(2, "1"), (4, "1"), (3, "0")])
+def test_failing_rank_ends_the_device_job(tmp_path, emulated_lib, ranks,  # noqa: F811
+                                          node_memory) -> None:
+    """A rank of device slabs (ghosts through node memory or as messages) raising mid-run
+    ends the job within seconds: the others would otherwise wait in their next exchange."""
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    t0 = time.monotonic()
+    proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(CELLS)), "100000",
+                          str(tmp_path / "md.npz"), "null"], timeout=90,
+                  SIMSPLIT_NODE_MEMORY=node_memory, SIMSPLIT_TEST_FAIL_RANK=f"{ranks - 1}:9")
+    assert time.monotonic() - t0 < 45, proc.stderr
+    assert proc.returncode != 0
+    assert f"simsplit: error: rank {ranks - 1}: InjectedFailure" in proc.stderr, proc.stderr
+    assert "rank 0:" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --- Numba CUDA (on the simulator) under mpiexec ----------------------------------------------

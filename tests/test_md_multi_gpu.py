@@ -155,3 +155,26 @@ def test_cupy_cli_under_mpiexec(tmp_path) -> None:
     assert int(attrs["step"]) == 200
     assert np.array_equal(arrays["positions"], one.positions())
     assert np.array_equal(arrays["velocities"], one.velocities())
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+@pytest.mark.parametrize("node_memory", ["1", "0"])
+def test_cupy_failing_rank_ends_the_job(tmp_path, node_memory) -> None:
+    """One cupy rank raising mid-run (on purpose, at step 40 of a long run) ends both ranks of
+    the GPU within seconds of the error, with the rank's one line and a nonzero status."""
+    import time
+
+    if _unavailable("cupy"):
+        pytest.skip(_unavailable("cupy") or "")
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    overrides = [o for o in _gpu_overrides() if not o.startswith("run.steps=")] + \
+        ["run.steps=1000000"]
+    t0 = time.monotonic()
+    proc = mpirun(2, [str(script), str(CASE), json.dumps(overrides), str(tmp_path / "md.npz")],
+                  timeout=240, SIMSPLIT_TEST_FAIL_RANK="1:40", SIMSPLIT_NODE_MEMORY=node_memory)
+    assert time.monotonic() - t0 < 180, proc.stderr  # mostly kernel compiles at start
+    assert proc.returncode != 0
+    assert "simsplit: error: rank 1: InjectedFailure" in proc.stderr, proc.stderr
+    assert "rank 0:" not in proc.stderr and "Traceback" not in proc.stderr

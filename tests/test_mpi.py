@@ -208,3 +208,50 @@ def test_mpi_transport_delivers_every_link(tmp_path, ranks):
     proc = mpirun(ranks, [str(script)], timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert "transport ok" in proc.stdout
+
+
+class _AbortCalled(Exception):
+    pass
+
+
+class _FakeComm:
+    def __init__(self, size: int) -> None:
+        self.size, self.codes = size, []
+
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py's spelling
+        return self.size
+
+    def Get_rank(self) -> int:  # noqa: N802
+        return 1
+
+    def Abort(self, code: int) -> None:  # noqa: N802
+        self.codes.append(code)
+        raise _AbortCalled
+
+
+@pytest.mark.parametrize("exc, code, line", [
+    (ValueError("bad"), 1, "simsplit: error: rank 1: ValueError: bad"),
+    (RuntimeError("cudaErrorIllegalAddress: an illegal memory access"), 4, "illegal address"),
+    (KeyboardInterrupt(), 130, "simsplit: error: rank 1: interrupted")])
+def test_uncaught_exception_hook_aborts_the_job(monkeypatch, capsys, exc, code, line):
+    """The hook MPIContext installs for programs outside the command line: one line, then
+    ``comm.Abort`` with the kind's exit code; one process (or a hook set already) keeps its."""
+    import sys
+
+    from simsplit.parallel import context
+
+    monkeypatch.setattr(context.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    context._abort_on_uncaught(_FakeComm(1))
+    assert sys.excepthook is sys.__excepthook__
+    comm = _FakeComm(2)
+    context._abort_on_uncaught(comm)
+    hook = sys.excepthook
+    assert hook is not sys.__excepthook__
+    context._abort_on_uncaught(_FakeComm(2))
+    assert sys.excepthook is hook  # never stacked
+    with pytest.raises(_AbortCalled):
+        hook(type(exc), exc, None)
+    assert comm.codes == [code]
+    err = capsys.readouterr().err
+    assert line in err and err.count("\n") == 1, err

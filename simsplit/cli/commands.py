@@ -398,6 +398,8 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
 
     from mpi4py import MPI
 
+    from simsplit.parallel.context import abort_job
+
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     print_warnings_once(rank)
@@ -421,12 +423,7 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
             code, text = 1, f"{type(exc).__name__}: {exc}"
         if isinstance(exc, CaseError) and rank != 0:
             time.sleep(5)  # every rank reads the same case: let rank 0 say it once
-        print(f"simsplit: error: rank {rank}: {text}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        # MPI_Abort tears the launcher's I/O forwarding down at once; give it a moment to pass
-        # the line on (under load it was lost now and then)
-        time.sleep(0.5)
-        comm.Abort(code)
+        abort_job(comm, code, text)
 
     sys.excepthook = lambda typ, exc, tb: die(exc)
     try:

@@ -333,8 +333,12 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         by_rank = isinstance(self.arena, RankSlab)
         try:
             while self.steps_done < end:
+                size = self._batch_size(end - self.steps_done) if batched else 1
+                if self.context is not None:  # test mode: a rank fails on purpose
+                    for k in range(1, size + 1):
+                        self.context.check_fault(self.steps_done + k)
                 if batched:
-                    self._step_batch(self._batch_size(end - self.steps_done))
+                    self._step_batch(size)
                 elif by_rank:
                     self._step_rank()
                 else:

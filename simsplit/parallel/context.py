@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import sys
+import time
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -34,6 +36,40 @@ FAIL_ENV = "SIMSPLIT_TEST_FAIL_RANK"
 
 class InjectedFailure(RuntimeError):
     """Raised on purpose by the ``SIMSPLIT_TEST_FAIL_RANK`` test mode."""
+
+
+def abort_job(comm: Any, code: int, text: str) -> None:
+    """Print ``simsplit: error: rank R: text`` and end every rank of ``comm`` with ``code``.
+
+    Without the abort the other ranks would wait forever in their next exchange.
+    """
+    print(f"simsplit: error: rank {comm.Get_rank()}: {text}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    # MPI_Abort tears the launcher's I/O forwarding down at once; give it a moment to pass
+    # the line on (under load it was lost now and then)
+    time.sleep(0.5)
+    comm.Abort(code)
+
+
+def _abort_on_uncaught(comm: Any) -> None:
+    """Make an exception no one catches on this rank end the whole job (a program that
+    drives solvers itself, such as a benchmark or a test script, rather than the command
+    line, which installs its own hook with its exit codes first)."""
+    if comm.Get_size() < 2 or sys.excepthook is not sys.__excepthook__:
+        return
+
+    def hook(typ: type[BaseException], exc: BaseException, tb: Any) -> None:
+        from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
+
+        if isinstance(exc, KeyboardInterrupt):
+            abort_job(comm, 130, "interrupted")
+        elif isinstance(exc, CudaKernelError):
+            abort_job(comm, EXIT_CUDA, str(exc))
+        elif (cuda := as_cuda_error(exc)) is not None:
+            abort_job(comm, EXIT_CUDA, str(cuda))
+        abort_job(comm, 1, f"{typ.__name__}: {exc}")
+
+    sys.excepthook = hook
 
 
 def launched_world_size(env: Mapping[str, str] | None = None) -> int:
@@ -172,6 +208,7 @@ class MPIContext(ParallelContext):
         from mpi4py import MPI
 
         self.comm = comm if comm is not None else MPI.COMM_WORLD
+        _abort_on_uncaught(self.comm)
         node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.comm.Get_rank())
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()

@@ -21,13 +21,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-#: fluid and MD cases shaped like cases/cavity.yaml, cases/cavity3d.yaml and cases/lj_tiny.yaml
-#: (two slabs, so the halo kernels compile too), small enough to run in a fraction of a second
+#: fluid and MD cases shaped like cases/cavity.yaml, cases/channel.yaml, cases/cavity3d.yaml and
+#: cases/lj_tiny.yaml (two slabs, so the halo kernels compile too), small enough to run in a
+#: fraction of a second; the channel's body force takes the forced variant of the D2Q9 row
+#: kernel, the cavity the one without
 WARMUP_CASES: dict[str, dict[str, Any]] = {
     "D2Q9 fluid": {
         "physics": "fluid",
         "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
         "domain": {"shape": [16, 16], "boundaries": {"x": "wall", "y": "wall", "lid": True}},
+        "decomposition": {"subdomains": 2},
+        "run": {"steps": 4, "check_every": 2},
+    },
+    "D2Q9 forced channel": {
+        "physics": "fluid",
+        "fluid": {"viscosity": 0.1, "collision": "trt", "body_force": [1e-5, 0.0]},
+        "domain": {"shape": [16, 16], "boundaries": {"x": "periodic", "y": "wall", "lid": False}},
         "decomposition": {"subdomains": 2},
         "run": {"steps": 4, "check_every": 2},
     },

@@ -211,48 +211,38 @@ def _collide_source(macro: bool, forced: bool) -> list[str]:
     lattice velocity component are left out: each would add a zero to a nonzero sum, so the
     populations keep their bits (every backend's kernel computes them in full)."""
     q9 = range(9)
-    if not forced:
-        return _free_collide_source()
+
+    def momentum(c: tuple[int, ...]) -> str:
+        return sum_terms(['dt(0.0)'] + [f'{const(c[q])} * f{q}' for q in q9 if forced or c[q]])
+
     lines = [f"r = {sum_terms(['dt(0.0)'] + [f'f{q}' for q in q9])}",
-             f"jx = {sum_terms(['dt(0.0)'] + [f'{const(_CX[q])} * f{q}' for q in q9])}",
-             f"jy = {sum_terms(['dt(0.0)'] + [f'{const(_CY[q])} * f{q}' for q in q9])}",
-             "inv = one / r",
-             "ux = (jx + half * fx) * inv",
-             "uy = (jy + half * fy) * inv",
-             "usq = dt(1.5) * (ux * ux + uy * uy)",
-             "uf = ux * fx + uy * fy",
-             "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq)) + src_p * (wq0 * dt(-3.0) * uf)"]
+             f"jx = {momentum(_CX)}",
+             f"jy = {momentum(_CY)}",
+             "inv = one / r"]
+    if forced:
+        lines += ["ux = (jx + half * fx) * inv",
+                  "uy = (jy + half * fy) * inv",
+                  "usq = dt(1.5) * (ux * ux + uy * uy)",
+                  "uf = ux * fx + uy * fy",
+                  "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq)) + src_p * (wq0 * dt(-3.0) * uf)"]
+    else:
+        lines += ["ux = jx * inv",
+                  "uy = jy * inv",
+                  "usq = dt(1.5) * (ux * ux + uy * uy)",
+                  "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq))"]
     for q in _PAIRS:
         o, cx, cy = _OPP[q], const(_CX[q]), const(_CY[q])
-        lines += [f"cu = {cx} * ux + {cy} * uy",
-                  f"cf = {cx} * fx + {cy} * fy",
-                  f"relax_p = -om_p * (half * (f{q} + f{o}) - wq{q} * r * (one + dt(4.5) * cu * cu"
-                  f" - usq)) + src_p * (wq{q} * (dt(9.0) * cu * cf - dt(3.0) * uf))",
-                  f"relax_m = -om_m * (half * (f{q} - f{o}) - wq{q} * r * dt(3.0) * cu)"
-                  f" + src_m * (wq{q} * dt(3.0) * cf)",
-                  f"p{q} = f{q} + relax_p + relax_m",
-                  f"p{o} = f{o} + relax_p - relax_m"]
-    return lines
-
-
-def _free_collide_source() -> list[str]:
-    """The collision of :func:`_collide_source` without a body force."""
-    q9 = range(9)
-    lines = [f"r = {sum_terms(['dt(0.0)'] + [f'f{q}' for q in q9])}",
-             f"jx = {sum_terms(['dt(0.0)'] + [f'{const(_CX[q])} * f{q}' for q in q9 if _CX[q]])}",
-             f"jy = {sum_terms(['dt(0.0)'] + [f'{const(_CY[q])} * f{q}' for q in q9 if _CY[q]])}",
-             "inv = one / r",
-             "ux = jx * inv",
-             "uy = jy * inv",
-             "usq = dt(1.5) * (ux * ux + uy * uy)",
-             "p0 = f0 - om_p * (f0 - wq0 * r * (one - usq))"]
-    for q in _PAIRS:
-        o = _OPP[q]
-        lines += [f"cu = {dot_c((_CX[q], _CY[q]), ('ux', 'uy'))}",
-                  f"relax_p = -om_p * (half * (f{q} + f{o}) - wq{q} * r * (one + dt(4.5) * cu * cu"
-                  f" - usq))",
-                  f"relax_m = -om_m * (half * (f{q} - f{o}) - wq{q} * r * dt(3.0) * cu)",
-                  f"p{q} = f{q} + relax_p + relax_m",
+        relax_p = (f"relax_p = -om_p * (half * (f{q} + f{o}) - wq{q} * r * (one + dt(4.5) * cu"
+                   f" * cu - usq))")
+        relax_m = f"relax_m = -om_m * (half * (f{q} - f{o}) - wq{q} * r * dt(3.0) * cu)"
+        if forced:
+            lines += [f"cu = {cx} * ux + {cy} * uy",
+                      f"cf = {cx} * fx + {cy} * fy",
+                      f"{relax_p} + src_p * (wq{q} * (dt(9.0) * cu * cf - dt(3.0) * uf))",
+                      f"{relax_m} + src_m * (wq{q} * dt(3.0) * cf)"]
+        else:
+            lines += [f"cu = {dot_c((_CX[q], _CY[q]), ('ux', 'uy'))}", relax_p, relax_m]
+        lines += [f"p{q} = f{q} + relax_p + relax_m",
                   f"p{o} = f{o} + relax_p - relax_m"]
     return lines
 

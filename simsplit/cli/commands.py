@@ -398,7 +398,7 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
 
     from mpi4py import MPI
 
-    from simsplit.parallel.context import abort_job
+    from simsplit.parallel.context import abort_job, failure_exit
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -411,16 +411,10 @@ def _run_mpi(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
             code, text = EXIT_BAD_INPUT, str(exc)
         elif isinstance(exc, DivergenceError):
             code, text = EXIT_DIVERGED, str(exc)
-        elif isinstance(exc, CudaKernelError):
-            code, text = EXIT_CUDA, str(exc)
         elif isinstance(exc, Interrupted):
             code, text = 128 + exc.signum, str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            code, text = 130, "interrupted"
-        elif (cuda := as_cuda_error(exc)) is not None:
-            code, text = EXIT_CUDA, str(cuda)
-        else:
-            code, text = 1, f"{type(exc).__name__}: {exc}"
+        else:  # CUDA errors, Ctrl-C, anything else: as any program under mpiexec
+            code, text = failure_exit(exc)
         if isinstance(exc, CaseError) and rank != 0:
             time.sleep(5)  # every rank reads the same case: let rank 0 say it once
         abort_job(comm, code, text)

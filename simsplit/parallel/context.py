@@ -24,6 +24,7 @@ from simsplit.backends import (
     resolve_backend_name,
 )
 from simsplit.errors import CaseError
+from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
 from simsplit.transport.base import Link, Transport
 from simsplit.transport.local import LocalTransport
 
@@ -57,19 +58,19 @@ def _abort_on_uncaught(comm: Any) -> None:
     line, which installs its own hook with its exit codes first)."""
     if comm.Get_size() < 2 or sys.excepthook is not sys.__excepthook__:
         return
+    sys.excepthook = lambda typ, exc, tb: abort_job(comm, *failure_exit(exc))
 
-    def hook(typ: type[BaseException], exc: BaseException, tb: Any) -> None:
-        from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
 
-        if isinstance(exc, KeyboardInterrupt):
-            abort_job(comm, 130, "interrupted")
-        elif isinstance(exc, CudaKernelError):
-            abort_job(comm, EXIT_CUDA, str(exc))
-        elif (cuda := as_cuda_error(exc)) is not None:
-            abort_job(comm, EXIT_CUDA, str(cuda))
-        abort_job(comm, 1, f"{typ.__name__}: {exc}")
-
-    sys.excepthook = hook
+def failure_exit(exc: BaseException) -> tuple[int, str]:
+    """Exit code and one-line text of a rank's failure: a CUDA error (``EXIT_CUDA``), an
+    interrupt (130), anything else (1). The command line tells its own kinds apart first."""
+    if isinstance(exc, CudaKernelError):
+        return EXIT_CUDA, str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted"
+    if (cuda := as_cuda_error(exc)) is not None:
+        return EXIT_CUDA, str(cuda)
+    return 1, f"{type(exc).__name__}: {exc}"
 
 
 def launched_world_size(env: Mapping[str, str] | None = None) -> int:

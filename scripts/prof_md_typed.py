@@ -1,7 +1,11 @@
 """Where Kob-Andersen's extra time goes against a one-type liquid on one GPU (issue 22):
 device time per step phase of each system, and the typed force kernel's table variants.
 
-    python scripts/prof_md_typed.py [--systems liq1m ka1m] [--reps 100]
+    python scripts/prof_md_typed.py [--systems liq1m ka1m] [--reps 100] [--define NAME=VALUE]
+
+``--define`` compiles ``kernels/md_lj.cu`` with that macro (for example
+``SIMSPLIT_MD_BUILD_EARLY_TYPE=0``, the typed list build's other way to test a pair's own list
+cutoff), so two builds compare in two runs of this script in one call.
 
 Builds each ``scripts/bench_md_gpu.py`` system on the cupy backend (a ``liq*`` system melted
 and held first, as the benchmark does), then times on the device: the pair forces, the
@@ -80,13 +84,57 @@ def profile(system: str, reps: int) -> None:
           f"{100 * share:.1f} % inside rc {s.cutoff}; forces {1e3 * f_dev:.1f} us "
           f"({n * row / f_dev / 1e6:.2f} Glisted pairs/s), advance {1e3 * a_dev:.1f} us, "
           f"rebuild {1e3 * rebuild:.1f} us")
+    phases = rebuild_phases(s, max(10, reps // 10))
+    print("  rebuild phases: " + ", ".join(f"{k} {1e3 * v:.1f} us" for k, v in phases.items()))
+
+
+def rebuild_phases(s: MDSolver, reps: int) -> dict[str, float]:
+    """Device ms of each part of a one-slab rebuild, each repeated on the same atoms: the
+    cell list, the rows put in cell order, the rows' types and the list build (which waits
+    for its overflow word, as in a run)."""
+    sl, k = s.slabs[0], s.kernels
+
+    def cells() -> None:
+        sl.cells = k.bin_atoms(sl.x, sl.gid, sl.n_local, s.box, s.ncell, sl.cells)
+
+    def order() -> None:
+        sl.x, sl.v, sl.img, sl.gid = k.reorder_by_cell(sl.cells, sl.n_own, sl.x, sl.v,
+                                                        sl.img, sl.gid)
+
+    def types() -> None:
+        s._row_types(sl)
+
+    shift = s._row_types(sl)
+    cut = s._on_kernels(k, "list_cutsq", s.pairs.list_cutsq(s.skin)) if shift else None
+
+    def lists() -> None:
+        k.build_neighbors(sl.x, sl.n_own, s.box, s.ncell, sl.cells, s._offsets,
+                          s.reach * s.reach, sl.nl, sl.cnt, sl.typ, shift, cut)
+
+    out = {"cells": device_ms(cells, reps), "cell order": device_ms(order, reps)}
+    cells()
+    out["types"] = device_ms(types, reps)
+    out["lists"] = device_ms(lists, reps)
+    return out
+
+
+def _define(macro: str) -> None:
+    """Compile the MD module of this process with ``-D<macro>``."""
+    import simsplit.backends.cuda_c.d2q9 as d2q9
+
+    base = d2q9.compile_options
+    d2q9.compile_options = lambda device: (*base(device), f"-D{macro}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--systems", nargs="+", default=["liq1m", "ka1m"], choices=list(SYSTEMS))
     ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--define", default=None, help="NAME=VALUE for kernels/md_lj.cu")
     args = ap.parse_args()
+    if args.define:
+        _define(args.define)
+        print(f"compiled with -D{args.define}")
     name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
     print(f"device: {name.decode()}")
     for system in args.systems:

@@ -23,8 +23,9 @@ in_child = pytest.mark.skipif(not IN_SIMULATOR,
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 #: a short cutoff makes 6 cells per axis, so the pruned 5-cell stencil runs too
 SHORT = {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.0}
-#: two types whose cross pair is not the mixing rule's
-CROSS_PAIR = [{"types": [1, 2], "epsilon": 1.5, "sigma": 0.9}]
+#: two types whose cross pair is not the mixing rule's, with a shorter cutoff of its own (the
+#: device lists keep each pair within its own list cutoff)
+CROSS_PAIR = [{"types": [1, 2], "epsilon": 1.5, "sigma": 0.9, "cutoff": 2.0}]
 
 
 @pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")

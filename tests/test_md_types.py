@@ -65,6 +65,31 @@ def test_kob_andersen_lattice_split_and_device_bitwise(emulated) -> None:  # noq
         assert s.thermo() == one.thermo(), (backend, n)
 
 
+def test_device_lists_keep_each_pair_within_its_own_cutoff(emulated) -> None:  # noqa: F811
+    """A typed device list holds exactly the pairs within (rc_ij + skin), as LAMMPS'
+    per-type-pair list cutoffs: Kob-Andersen's A-B pairs reach 2.3, not 2.8."""
+    s = MDSolver(_ka_case(), "emulated")
+    g, k = s.slabs[0], s.kernels
+    nl, cnt = k.to_host(g.nl), k.to_host(g.cnt)
+    ids, x = s.slab_ids(g), s.positions()
+    typ = s.atom_type
+    cut = s.pairs.list_cutsq(s.skin).reshape(2, 2)
+    mask = (1 << g.type_shift) - 1
+    fewer = 0
+    for r in range(g.n_own):
+        i = int(ids[r])
+        d = x - x[i]
+        d -= s.box * np.round(d / s.box)
+        r2 = (d * d).sum(axis=1)
+        near = r2 < s.reach * s.reach
+        want = near & (r2 < cut[typ[i], typ])
+        want[i] = False
+        got = ids[nl[: cnt[r], r] & mask]
+        assert sorted(got.tolist()) == np.flatnonzero(want).tolist(), i
+        fewer += int(near.sum()) - 1 - int(want.sum())
+    assert fewer > 0.1 * cnt.sum()  # the A-B pairs between 2.3 and 2.8 are left out
+
+
 def test_mixing_rules() -> None:
     md = {"potential": {"epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5, "mixing": "geometric"},
           "pair_coeffs": [{"types": ["2", "2"], "epsilon": 0.25, "sigma": 2.0,

@@ -144,7 +144,7 @@ class HostMDKernels:
     def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: tuple[np.ndarray, ...], offsets: list[np.ndarray], cutsq: float,
                         nl: np.ndarray, cnt: np.ndarray, typ: Any = None,
-                        type_shift: int = 0) -> int:
+                        type_shift: int = 0, list_cutsq: Any = None) -> int:
         return cpu_md.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt)
 
 

@@ -39,6 +39,12 @@ class PairTable:
     def max_cutoff(self) -> float:
         return float(self.cutoff.max())
 
+    def list_cutsq(self, skin: float) -> np.ndarray:
+        """``ntypes^2`` float64: each ordered pair's squared neighbour-list cutoff
+        (rc_ij + skin)^2, as LAMMPS' per-type-pair ``cutneighsq``."""
+        reach = (self.cutoff + skin).ravel()
+        return reach * reach
+
     def kernel_table(self, shift: bool) -> np.ndarray:
         """``(ntypes^2, 5)`` float64: rc^2, 4 eps, 24 eps, sigma^2 and the energy shift (0
         unless ``shift``) of each ordered pair, the parameters of the one-type kernel."""

@@ -176,11 +176,13 @@ class NeighbourRebuilds:
                                                        s.gid)
             s.ids_stale = True
         shift = self._row_types(s)  # the lists carry the neighbours' types where they can
+        list_cutsq = (self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin))
+                      if shift else None)
         while True:
             s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, self.capacity)
             worst = k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells,
                                       self._offsets, self.reach * self.reach, s.nl, s.cnt,
-                                      s.typ, shift)
+                                      s.typ, shift, list_cutsq)
             if worst <= self.capacity:
                 break
             self.capacity = int(worst * 1.2) + 8

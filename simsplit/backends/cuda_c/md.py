@@ -151,6 +151,7 @@ class DeviceMDKernels:
         # [0]: moved beyond the rebuild limit, [1]: beyond the jump limit
         self._flags = self.zeros((2,), np.int32)
         self._worst = self.zeros((1,), np.int32)
+        self._no_cutsq = self.zeros((1,), np.float64)  # never read: untyped lists
         #: advance's ghost_of where there are no ghost copies to write (never read)
         self._no_ghosts = self.zeros((2,), np.int32)
 
@@ -569,13 +570,19 @@ class DeviceMDKernels:
 
     def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: DeviceCells, offsets: Sequence[np.ndarray], cutsq: float, nl,
-                        cnt, typ=None, type_shift: int = 0) -> int:
+                        cnt, typ=None, type_shift: int = 0, list_cutsq=None) -> int:
         """Full lists of the owned atoms in canonical order. Waits for the device; returns
         the largest row count if some row overflowed the capacity ``nl.shape[0]``, else 0.
         ``type_shift`` > 0: each entry carries its row's type from ``typ`` (see
-        :meth:`type_bits`)."""
+        :meth:`type_bits`), and ``list_cutsq`` (device, ``ntypes**2`` float64, each at most
+        ``cutsq``) is every type pair's own squared list cutoff."""
         if n_own == 0:
             return 0
+        typed = typ is not None and type_shift > 0
+        if typed:
+            ntypes = int(round(float(np.sqrt(list_cutsq.shape[0]))))
+        else:
+            list_cutsq, ntypes = self._no_cutsq, 0
         self._launch("md_build_neighbors", x.dtype, n_own, x, np.int32(n_own), *_box(box),
                      *(np.int32(c) for c in ncell),
                      *(np.float64(float(b) / float(c)) for b, c in zip(box, ncell, strict=True)),
@@ -583,7 +590,8 @@ class DeviceMDKernels:
                      cells.cell_of, cells.cell_start, cells.cell_atoms,
                      np.int32(cells.in_order), np.float64(cutsq), nl,
                      np.int32(nl.shape[1]), np.int32(nl.shape[0]), cnt, self._worst,
-                     cnt if typ is None else typ, np.int32(type_shift if typ is not None else 0))
+                     typ if typed else cnt, np.int32(type_shift if typed else 0), list_cutsq,
+                     np.int32(ntypes))
         worst = int(self._read_small(self._worst)[0])
         if worst:
             self._zero(self._worst)

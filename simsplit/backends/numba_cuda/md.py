@@ -307,10 +307,11 @@ def md_permute(n, cell_atoms, cell_of, x, v, img, gid, cell_of_out, x_out, v_out
 @cuda.jit
 def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, oy0, oyn, oz0, ozn,
                        cell_of, cell_start, cell_atoms, in_order, cutsq, nl, pitch, cap, cnt,
-                       worst, typ, shift):
+                       worst, typ, shift, list_cutsq, ntypes):
     i = cuda.grid(1)
     if i >= n_own:
         return
+    row_cut = typ[i] * ntypes if shift else 0  # pairs within their own list cutoff: md_lj.cu
     c = cell_of[i]
     cx = c % nx
     cy = (c // nx) % ny
@@ -345,9 +346,16 @@ def md_build_neighbors(x, n_own, bx, by, bz, nx, ny, nz, hx, hy, hz, ox0, oxn, o
                     dx = _min_image(xi - np.float64(x[j, 0]), bx)
                     dy = _min_image(yi - np.float64(x[j, 1]), by)
                     dz = _min_image(zi - np.float64(x[j, 2]), bz)
-                    if _dist2(dx, dy, dz) < cutsq:
-                        if k < cap:  # scan order is the canonical order
-                            nl[k, i] = j | (typ[j] << shift) if shift else j
+                    r2 = _dist2(dx, dy, dz)
+                    if r2 < cutsq:
+                        if shift:
+                            tj = typ[j]
+                            if not r2 < list_cutsq[row_cut + tj]:
+                                continue
+                            if k < cap:  # scan order is the canonical order
+                                nl[k, i] = j | (tj << shift)
+                        elif k < cap:
+                            nl[k, i] = j
                         k += 1
     cnt[i] = k
     if k > cap:

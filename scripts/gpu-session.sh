@@ -28,10 +28,14 @@
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
-#   re100    Schäfer-Turek 2D-2 at D = 40, 80, 160 cells, channel 2.2 and 3.0 long: Cd max,
-#            Cl max, Strouhal against the resolution and the outlet's distance (issue 21);
-#            RE100_D, RE100_LEN (22, 30) pick grids and channels, RE100_OUTLET the outlet kinds
-#            (domain.outlet.kind: pressure, the default, zero_gradient, convective)
+#   re100    Schäfer-Turek 2D-2 at D = 40, 80, 160 cells: Cd max, Cl max, Strouhal against the
+#            resolution (issue 21; docs/bodies.md). RE100_D picks the grids, RE100_LEN the
+#            channels (22, the benchmark's 2.2; 30: 3.0 long), RE100_OUTLET the outlet kinds
+#            (domain.outlet.kind: convective, the case's, pressure, zero_gradient),
+#            RE100_SCALING the inflow: diffusive (the default: U_max = 0.1 * 40 / D, tau 0.58 on
+#            every grid, so the O(Ma^2) error falls with the grid's), acoustic (U_max = 0.1) or
+#            both ("diffusive acoustic").
+#            Each run takes 30 shedding periods (150 D / U steps), forces 100 times a period
 #   bodies3d D3Q19 bodies (issue 21): GPU tests (tests/test_bodies3d_gpu.py), Schäfer-Turek
 #            3D-1Z (cases/cylinder3d.yaml) on cupy, float64, D = 10 and 20 cells: Cd/Cl against
 #            the reference intervals, MLUPS of the case against the plain box on its grid
@@ -236,19 +240,24 @@ if has bodyspeed; then
     fi
 fi
 if has re100; then
-    note "Schäfer-Turek 2D-2 (Re 100) on cupy, float64: D = 40, 80, 160 cells, channel 2.2 and 3.0 long (issue 21)"
-    for kind in ${RE100_OUTLET:-pressure}; do
+    note "Schäfer-Turek 2D-2 (Re 100) on cupy, float64: D = ${RE100_D:-40 80 160} cells (issue 21)"
+    for scaling in ${RE100_SCALING:-diffusive}; do
+    for kind in ${RE100_OUTLET:-convective}; do
     for d in ${RE100_D:-40 80 160}; do
-        for len in ${RE100_LEN:-22 30}; do
+        for len in ${RE100_LEN:-22}; do
             ny=$((41 * d / 10)); nx=$((ny * len * 10 / 41))
-            echo "-- D $d, channel ${len:0:1}.${len:1} x 0.41 ($nx x $ny), $((3000 * d)) steps, outlet $kind"
-            timeout 240 python3 -m simsplit run cases/cylinder2d_re100.yaml --backend cupy \
+            if [[ $scaling == acoustic ]]; then u=0.1; else u=$(awk "BEGIN {print 4 / $d}"); fi
+            steps=$(awk "BEGIN {printf \"%d\", 150 * $d / $u}")
+            every=$(awk "BEGIN {e = int($d / (20 * $u)); print (e < 1 ? 1 : e)}")
+            echo "-- D $d, channel ${len:0:1}.${len:1} x 0.41 ($nx x $ny), $scaling scaling: U_max $u, $steps steps, outlet $kind"
+            timeout 450 python3 -m simsplit run cases/cylinder2d_re100.yaml --backend cupy \
                 --set domain.shape=[$nx,$ny] --set domain.size=[${len:0:1}.${len:1},0.41] \
-                --steps $((3000 * d)) --set output.forces_every=$((d / 2)) \
+                --set domain.inlet.velocity=$u --steps $steps --set output.forces_every=$every \
                 --set domain.outlet.kind=$kind \
                 --set output.animation=0 --set output.dir=null --quiet 2>&1 \
-                | quiet | grep -E "shedding|throughput|error" | tee -a "$OUT/cylinder2d-re100-cupy.log"
+                | quiet | grep -E "shedding|throughput|lattice|error" | tee -a "$OUT/cylinder2d-re100-cupy.log"
         done
+    done
     done
     done
 fi

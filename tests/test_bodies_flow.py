@@ -144,10 +144,15 @@ def test_zero_gradient_outlet_keeps_the_channel_profile(kind) -> None:
     outlet the last column keeps the parabola (the incoming populations are the interior
     neighbour's: nothing bends the profile there) and its density is uniform; the pressure
     outlet's anti-bounce-back, exact in the pressure, bends the last column's velocity by 2 %
-    of U (its diagonal links at the walls). The mass flux is the same through every column."""
+    of U (its diagonal links at the walls). The mass flux is the same through every column.
+    The zero-gradient outlet takes a weight of 0.01 per step: the default, 0.015 flow-through
+    times of this 32-cell channel (0.07 per step), mixes in enough of the pressure outlet to
+    bend its profile too (4e-3 U)."""
     case = body_case(32, 12, 2, bodies=[], fluid__viscosity=0.1, run__tolerance=1e-8,
                      run__check_every=100, run__steps=20000)
     case["domain"]["outlet"] = {"kind": kind}
+    if kind == "zero_gradient":
+        case["domain"]["outlet"]["pressure_weight"] = 0.01
     case["domain"]["inlet"] = {"velocity": 0.05, "start": "inflow"}
     sim = Simulation(case)
     summary = sim.run(output=False)
@@ -210,14 +215,26 @@ def test_outlet_kind_settings_are_checked() -> None:
     with pytest.raises(CaseError, match="domain.outlet.pressure_weight: only with kind: "
                                         "zero_gradient or convective"):
         setup(pressure_weight=0.1)
+    with pytest.raises(CaseError, match="domain.outlet.pressure_relaxation: only with kind: "
+                                        "zero_gradient or convective"):
+        setup(pressure_relaxation=0.1)
+    with pytest.raises(CaseError, match="domain.outlet.pressure_relaxation: give it or "
+                                        "domain.outlet.pressure_weight, not both"):
+        setup(kind="convective", pressure_weight=0.01, pressure_relaxation=0.1)
     p = setup(kind="convective").params
     assert p.outlet_kind == 2 and p.outlet_courant == pytest.approx(0.04)  # 2/3 of 0.06
     assert p.convective_weights == pytest.approx((1 / 1.04, 0.04 / 1.04))
-    assert p.outlet_pressure_weight == 0.001
+    # the density relaxes over 0.15 flow-through times nx / U = 150 steps: U / (0.15 nx)
+    assert p.outlet_pressure_weight == pytest.approx(0.04 / (0.15 * 40))
     p = setup(kind="convective", velocity=0.03, pressure_weight=0).params
     assert (p.outlet_courant, p.outlet_pressure_weight) == (0.03, 0.0)
+    p = setup(kind="convective", velocity=0.03, pressure_relaxation=0.5).params
+    assert p.outlet_pressure_weight == pytest.approx(0.03 / (0.5 * 40))  # the given speed
     p = setup(kind="zero_gradient", density=1.01).params
-    assert (p.outlet_kind, p.outlet_pressure_weight, p.outlet_density) == (1, 0.01, 1.01)
+    assert (p.outlet_kind, p.outlet_density) == (1, 1.01)
+    assert p.outlet_pressure_weight == pytest.approx(0.04 / (0.015 * 40))
+    assert setup(kind="zero_gradient", pressure_relaxation=5e-4).params.outlet_pressure_weight \
+        == 1.0  # shorter than a step: the pressure outlet
     assert setup().params.outlet_kind == 0 and setup().params.outlet_pressure_weight == 0.0
     case = body_case(40, 20, bodies=[])
     case["domain"]["boundaries"]["x_low"] = "wall"
@@ -226,6 +243,29 @@ def test_outlet_kind_settings_are_checked() -> None:
     with pytest.raises(CaseError, match="domain.outlet.velocity: required for a convective "
                                         "outlet without an inlet"):
         setup_from_case(validate_case(case))
+    case["domain"]["outlet"] = {"kind": "zero_gradient"}
+    with pytest.raises(CaseError, match="domain.outlet.pressure_weight: required for a "
+                                        "zero_gradient outlet without an inlet"):
+        setup_from_case(validate_case(case))
+    case["domain"]["outlet"] = {"kind": "zero_gradient", "pressure_weight": 0.02}
+    assert setup_from_case(validate_case(case)).params.outlet_pressure_weight == 0.02
+
+
+def test_open_outlet_weight_follows_the_grid() -> None:
+    """The default pressure weight is a rate per flow-through time, not per step: refining
+    the channel (nx doubled) or halving the inflow speed halves the weight per step, so the
+    density relaxes over the same share of the flow's periods on every grid."""
+    from simsplit.fluid.setup import setup_from_case
+
+    def weight(nx: int, ny: int, velocity: float) -> float:
+        case = body_case(nx, ny, bodies=[])
+        case["domain"]["inlet"]["velocity"] = velocity
+        case["domain"]["outlet"] = {"kind": "convective"}
+        return setup_from_case(validate_case(case)).params.outlet_pressure_weight
+
+    w = weight(40, 20, 0.06)
+    assert weight(80, 40, 0.06) == pytest.approx(w / 2)
+    assert weight(40, 20, 0.03) == pytest.approx(w / 2)
 
 
 def test_momentum_exchange_balances_the_body_force() -> None:

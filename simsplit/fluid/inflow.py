@@ -152,17 +152,28 @@ def read_profile(spec: dict[str, Any], ny: int) -> np.ndarray:
     return rows
 
 
-#: pressure_weight of the open outlet kinds where the case gives none: the smallest weights
-#: that held the mean density of Schäfer & Turek's 2D-2 channel within 0.1 % of the pressure
-#: outlet's (without, it rose 10 % and 1.6 % in 60,000 steps; docs/bodies.md)
-DEFAULT_PRESSURE_WEIGHT = {"zero_gradient": 0.01, "convective": 0.001}
+#: pressure_relaxation of the open outlet kinds where the case gives neither it nor a
+#: pressure_weight, in flow-through times nx / U: the per-step weights U / (T nx) they give are
+#: those that held the mean density of Schäfer & Turek's 2D-2 channel at D = 20 cells within
+#: 0.1 % of the pressure outlet's (0.01 and 0.001 there; without, it rose 10 % and 1.6 % in
+#: 60,000 steps). A weight fixed per step instead would relax within fewer shedding periods
+#: as the grid is refined and turn the outlet into the reflecting pressure outlet
+#: (docs/bodies.md, "Why the drag maximum was high").
+DEFAULT_PRESSURE_RELAXATION = {"zero_gradient": 0.015, "convective": 0.15}
+
+
+def pressure_weight(relaxation: float, velocity: float, nx: int) -> float:
+    """Per-step weight of the pressure outlet's value in an open outlet's links that relaxes
+    the density over ``relaxation`` flow-through times ``nx / velocity`` steps (at most 1:
+    the pressure outlet itself)."""
+    return min(1.0, velocity / (relaxation * nx))
 
 
 @dataclass(frozen=True)
 class Outlet:
     """The outlet of a face set to outlet (``domain.outlet``): its kind, the density the
     pressure outlet holds, a convective outlet's speed (None: the inlet's mean velocity) and
-    the weight of the pressure outlet's value mixed into the open kinds' links."""
+    the per-step weight of the pressure outlet's value mixed into the open kinds' links."""
 
     kind: str = "pressure"
     density: float = 1.0
@@ -184,9 +195,13 @@ def outlet_of(case: dict[str, Any], inlet: Inlet | None) -> Outlet:
     if "velocity" in spec and kind != "convective":
         raise CaseError("domain.outlet.velocity: only with kind: convective (the speed its "
                         f"populations leave at; the kind is {kind})")
-    if spec.get("pressure_weight", 0) and kind == "pressure":
-        raise CaseError("domain.outlet.pressure_weight: only with kind: zero_gradient or "
-                        "convective (the kind is pressure, which holds the density itself)")
+    for key in ("pressure_weight", "pressure_relaxation"):
+        if spec.get(key, 0) and kind == "pressure":
+            raise CaseError(f"domain.outlet.{key}: only with kind: zero_gradient or "
+                            "convective (the kind is pressure, which holds the density itself)")
+    if "pressure_weight" in spec and "pressure_relaxation" in spec:
+        raise CaseError("domain.outlet.pressure_relaxation: give it or "
+                        "domain.outlet.pressure_weight, not both")
     if kind != "pressure" and int(domain["shape"][0]) < 2:
         raise CaseError(f"domain.outlet.kind: {kind} needs an interior column beside the "
                         "outlet's (domain.shape's nx >= 2)")
@@ -194,8 +209,16 @@ def outlet_of(case: dict[str, Any], inlet: Inlet | None) -> Outlet:
         raise CaseError("domain.outlet.velocity: required for a convective outlet without an "
                         "inlet (no inflow to take the speed from)")
     velocity = float(spec["velocity"]) if "velocity" in spec else None
-    weight = spec.get("pressure_weight", DEFAULT_PRESSURE_WEIGHT.get(kind, 0.0))
-    return Outlet(kind, float(spec.get("density", 1.0)), velocity, float(weight))
+    if kind == "pressure" or "pressure_weight" in spec:
+        weight = float(spec.get("pressure_weight", 0.0))
+    else:
+        speed = velocity if velocity is not None else inlet.mean_velocity if inlet else None
+        if speed is None:
+            raise CaseError(f"domain.outlet.pressure_weight: required for a {kind} outlet "
+                            "without an inlet (no flow-through time to relax the density over)")
+        relaxation = float(spec.get("pressure_relaxation", DEFAULT_PRESSURE_RELAXATION[kind]))
+        weight = pressure_weight(relaxation, speed, int(domain["shape"][0]))
+    return Outlet(kind, float(spec.get("density", 1.0)), velocity, weight)
 
 
 def inflow_advisories(velocity: float, viscosity: float) -> list[str]:

@@ -242,12 +242,21 @@ DOMAIN_SCHEMA = {
                                             "at, lattice units (default: the inlet's mean "
                                             "velocity, ramped with it)."},
                 "pressure_weight": {"type": "number", "minimum": 0, "maximum": 1,
-                                    "description": "zero_gradient, convective: weight of "
-                                                   "the pressure outlet's value mixed into "
-                                                   "each outlet link (0: none, 1: the "
-                                                   "pressure outlet), so the mean density "
-                                                   "does not drift; default 0.01 "
-                                                   "(zero_gradient), 0.001 (convective)."},
+                                    "description": "zero_gradient, convective: weight per "
+                                                   "step of the pressure outlet's value "
+                                                   "mixed into each outlet link (0: none, 1: "
+                                                   "the pressure outlet), so the mean "
+                                                   "density does not drift (default: from "
+                                                   "domain.outlet.pressure_relaxation)."},
+                "pressure_relaxation": {
+                    "type": "number", "exclusiveMinimum": 0,
+                    "description": "zero_gradient, convective: the time over which the "
+                                   "density relaxes to domain.outlet.density, in flow-through "
+                                   "times nx / U (U: the convective speed or the inlet's mean "
+                                   "velocity): pressure_weight = min(1, U / (T nx)), the same "
+                                   "share of a shedding period on every grid; default 0.015 "
+                                   "(zero_gradient), 0.15 (convective). Not with "
+                                   "pressure_weight."},
             },
         },
     },

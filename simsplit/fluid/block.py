@@ -171,6 +171,9 @@ class SlabBlock:
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
+        #: some cell is an inlet or an outlet (kernel sets with ``bodies_variants`` leave their
+        #: rules out of the bodies kernel otherwise)
+        self.open_faces = bool(np.any(flags & (fl.INLET | fl.OUTLET)))
         self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
         return flags
 
@@ -277,6 +280,8 @@ class SlabBlock:
             extra["links"] = self.links
         if self.outlet_slots is not None:
             extra["outlet_slots"] = self.outlet_slots
+        if self.inlet is not None and getattr(self.kernels, "bodies_variants", False):
+            extra["open_faces"] = self.open_faces
         if getattr(self.kernels, "box_variant", False):
             if not self.open_rules:
                 extra["open_rules"] = False

@@ -779,9 +779,9 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // 4-byte spill; at one it takes 92-150). Launched in blocks of D3Q19_BODIES_BLOCK_X threads
 // (simsplit/backends/cuda_c/source.py): at 256 a block is a whole row of a narrow duct, and
 // its slow open-rule warps held the row's plain warps resident (3D-1Z at 250 x 41 x 41 double:
-// 58 % of the box kernel on an H200, BENCHMARKS.md). Near a wall the source flags are read
-// twice, first to learn whether the cell has an outlet link (its velocity is then computed once
-// for all of them), then to apply each link's rule.
+// 58 % of the box kernel on an H200, BENCHMARKS.md). Near a wall a cell with an outlet link
+// (the flag beside it, not its sources') computes its velocity once for all of them, then
+// applies each link's rule.
 // OPEN, the open-face rules compiled in (generated header, source.D3Q19_BODIES_OPEN):
 // BODIES_WALLS none (x faces walls or periodic: bodies and walls only), BODIES_PRESSURE_OUTLET
 // the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind. The launcher picks
@@ -947,20 +947,17 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
         // the outlet's velocity once per cell, not once per outlet link (five of them: each
         // would reload the cell's 19 populations and divide, a chain of memory round trips
         // that held the whole block); the same bits, as the same operations
-        // (outlets are painted on the ghost columns i = 0 and nx + 1 only,
-        // simsplit/fluid/geometry/grid.py: only the first and last column can pull from one,
-        // so the other near-wall warps, the body's and the y and z walls', skip the scan)
+        // Whether the cell has one: outlets are the ghost columns i = 0 and nx + 1 of every
+        // interior line (simsplit/fluid/geometry/grid.py paint), so a cell pulls from the
+        // outlet exactly when it is the first or last of its line and the line's own ghost
+        // beside it is one: one flag beside the cell's own, not its 19 sources' (a memory
+        // round trip before the velocity's loads could start).
         const outlet_rule<T> outlet{outlet_kind, outlet_keep, outlet_take, outlet_press_w,
                                     outlet_slots};
         outlet_velocity<T> outlet_u{};
         if constexpr (OPEN != BODIES_WALLS) {
-            bool outlet_link = false;
-            if (i == 1 || i == nx) {
-#pragma unroll
-                for (int q = 0; q < L::Q; ++q)
-                    outlet_link |= __ldg(flags + source_cell_3d(q, i, j, k, nx, ny, pitch, layer,
-                                                                per_x, per_y)) == FLAG_OUTLET;
-            }
+            const bool outlet_link = (i == nx && __ldg(flags + cell + 1) == FLAG_OUTLET)
+                                     || (i == 1 && __ldg(flags + cell - 1) == FLAG_OUTLET);
             if (outlet_link && (OPEN == BODIES_PRESSURE_OUTLET || outlet_kind == OUTLET_PRESSURE
                                 || outlet_press_w > T(0.0)))
                 outlet_u = own_velocity_3d<T>(f_src, plane, cell);

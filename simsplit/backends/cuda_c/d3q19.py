@@ -158,6 +158,10 @@ class D3Q19Kernels:
         self._halfway: dict[Any, Any] = {}
         #: threads per block of the bodies kernel (scripts/bench_bodies.py times others)
         self.bodies_block_x = source.D3Q19_BODIES_BLOCK_X
+        #: None: the bodies kernel variant source.d3q19_bodies_open picks; a name of
+        #: source.D3Q19_BODIES_OPEN forces a larger one (scripts/bench_bodies.py times the
+        #: general one against the choice)
+        self.bodies_open: str | None = None
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
@@ -253,8 +257,8 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced,
-                             source.d3q19_bodies_open(open_faces, p.outlet_kind))]
+        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
         with self._dev:

@@ -279,6 +279,27 @@ def test_name_expressions_cover_dtypes() -> None:
         source.stream_collide_name(np.float32, np.float64, True)
 
 
+def test_d3q19_bodies_variants_named_and_picked() -> None:
+    """The bodies kernel's variants: the launcher's pick for each slab kind and outlet kind,
+    one instantiation per variant in the module, the generated codes in the names' order."""
+    from simsplit.numerics.lbm_params import OUTLET_KINDS
+
+    pick = {(o, k): source.d3q19_bodies_open(o, code)
+            for o in (False, True) for code, k in enumerate(OUTLET_KINDS)}
+    assert pick == {(False, "pressure"): "walls", (False, "zero_gradient"): "walls",
+                    (False, "convective"): "walls", (True, "pressure"): "pressure_outlet",
+                    (True, "zero_gradient"): "any_outlet", (True, "convective"): "any_outlet"}
+    names = source.name_expressions("d3q19.cu")
+    header = source.generated_header()
+    for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
+        assert f"constexpr int BODIES_{variant.upper()} = {code};" in header
+        name = source.d3q19_bodies_name(np.float64, np.float64, False, True, variant)
+        assert name == ("d3q19_stream_collide_bodies<double, double, false, true, "
+                        f"BODIES_{variant.upper()}>") and name in names
+    with pytest.raises(ValueError, match="open_faces"):
+        source.d3q19_bodies_name(np.float64, np.float64, False, True, "inlet")
+
+
 # --- the CUDA C kernels run as host C++ (CUDA built-ins emulated), against the CPU backend -------
 #: (arithmetic, storage) pairs of run.storage: every kernel is emulated with each
 PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),

@@ -774,7 +774,8 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // (anti-bounce-back at density rho_w, zero-gradient or convective: outlet_link_3d), and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
 // linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
 // tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
-// registers, no spills: the box kernel's five would cap it at 48); double for one, as the
+// registers, no spills: the box kernel's five would cap it at 48 and spill 52-116 bytes, even
+// the variant without open faces with float storage under nvcc 13.5); double for one, as the
 // in-place kernel (without it ptxas 13.0 held the double/fp16 variant to 80 registers with a
 // 4-byte spill; at one it takes 92-150). Launched in blocks of D3Q19_BODIES_BLOCK_X threads
 // (simsplit/backends/cuda_c/source.py): at 256 a block is a whole row of a narrow duct, and

@@ -301,7 +301,9 @@ class SlabBlock:
         face has two ghost planes (``depth`` 2: the sweep recomputes the neighbour's first step
         on the inner one, from the neighbour's two planes at step t)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
-                and self.inlet is None  # no bodies, inlets or outlets in the two-step kernel
+                # the two-step kernel has no open rules; bodies with halfway walls only are
+                # the box kernel's walls (the bodies kernels give its bits there)
+                and not self.open_rules
                 and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype))
 

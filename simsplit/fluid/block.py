@@ -171,8 +171,7 @@ class SlabBlock:
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
-        #: some cell is an inlet or an outlet (kernel sets with ``bodies_variants`` leave their
-        #: rules out of the bodies kernel otherwise)
+        #: some cell is an inlet or an outlet (else ``bodies_variants`` kernels leave them out)
         self.open_faces = bool(np.any(flags & (fl.INLET | fl.OUTLET)))
         self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
         return flags
@@ -301,9 +300,7 @@ class SlabBlock:
         face has two ghost planes (``depth`` 2: the sweep recomputes the neighbour's first step
         on the inner one, from the neighbour's two planes at step t)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
-                # the two-step kernel has no open rules; bodies with halfway walls only are
-                # the box kernel's walls (the bodies kernels give its bits there)
-                and not self.open_rules
+                and not self.open_rules  # halfway bodies are box walls (the same bits)
                 and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype))
 

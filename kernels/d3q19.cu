@@ -774,14 +774,20 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // (anti-bounce-back at density rho_w, zero-gradient or convective: outlet_link_3d), and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
 // linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
 // tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
-// registers, no spills: the box kernel's five would cap it at 48); double for one, as the
+// registers, no spills: the box kernel's five would cap it at 48 and spill 52-116 bytes, even
+// the variant without open faces with float storage under nvcc 13.5); double for one, as the
 // in-place kernel (without it ptxas 13.0 held the double/fp16 variant to 80 registers with a
 // 4-byte spill; at one it takes 92-150). Launched in blocks of D3Q19_BODIES_BLOCK_X threads
 // (simsplit/backends/cuda_c/source.py): at 256 a block is a whole row of a narrow duct, and
 // its slow open-rule warps held the row's plain warps resident (3D-1Z at 250 x 41 x 41 double:
-// 58 % of the box kernel on an H200, BENCHMARKS.md). Near a wall the source flags are read
-// twice, first to learn whether the cell has an outlet link (its velocity is then computed once
-// for all of them), then to apply each link's rule.
+// 58 % of the box kernel on an H200, BENCHMARKS.md). Near a wall a cell with an outlet link
+// (the flag beside it, not its sources') computes its velocity once for all of them, then
+// applies each link's rule.
+// OPEN, the open-face rules compiled in (generated header, source.D3Q19_BODIES_OPEN):
+// BODIES_WALLS none (x faces walls or periodic: bodies and walls only), BODIES_PRESSURE_OUTLET
+// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind. The launcher picks
+// the smallest that holds the slab's flags and the outlet's kind; each gives the bits of the
+// general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -863,8 +869,9 @@ __device__ __forceinline__ T outlet_link_3d(int q, const outlet_rule<T>& rule, T
 
 // What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
 // `src`; outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
-// outlet's rule takes the pressure outlet's value).
-template <typename T, typename S, typename P>
+// outlet's rule takes the pressure outlet's value). OPEN (BODIES_*): which open-face rules
+// are compiled in; a variant without them never sees their flags (the launcher's choice).
+template <int OPEN, typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
                                               const S* __restrict__ f_src, P plane,
                                               lbm::offset_t cell, lbm::offset_t src, int i,
@@ -879,12 +886,18 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
     using L = D3Q19;
     const int o = L::opp(q);
     const T own_opp = lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, cell)), o);
-    if (kind == FLAG_INLET)
-        return own_opp + T(6.0 * L::w(q) * L::cx(q))
-                             * (inlet_scale * __ldg(inlet + lbm::index_t(k) * (ny + 2) + j));
-    if (kind == FLAG_OUTLET)
-        return outlet_link_3d(q, outlet, rho_w, outlet_u, own_opp, f_src, plane, src, j, k, ny,
-                              nz);
+    if constexpr (OPEN != BODIES_WALLS) {
+        if (kind == FLAG_INLET)
+            return own_opp + T(6.0 * L::w(q) * L::cx(q))
+                                 * (inlet_scale * __ldg(inlet + lbm::index_t(k) * (ny + 2) + j));
+        if (kind == FLAG_OUTLET) {
+            if constexpr (OPEN == BODIES_PRESSURE_OUTLET)
+                return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
+            else
+                return outlet_link_3d(q, outlet, rho_w, outlet_u, own_opp, f_src, plane, src, j,
+                                      k, ny, nz);
+        }
+    }
     if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
         // both candidates are loaded with the weight, before its sign picks one: one memory
         // round trip per link instead of two
@@ -903,7 +916,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 
 }  // namespace
 
-template <typename T, typename S, bool STORE_MACRO, bool FORCED>
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 : 1)
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
@@ -935,25 +948,31 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
         // the outlet's velocity once per cell, not once per outlet link (five of them: each
         // would reload the cell's 19 populations and divide, a chain of memory round trips
         // that held the whole block); the same bits, as the same operations
-        bool outlet_link = false;
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q)
-            outlet_link |= __ldg(flags + source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x,
-                                                        per_y)) == FLAG_OUTLET;
+        // Whether the cell has one: outlets are the ghost columns i = 0 and nx + 1 of every
+        // interior line (simsplit/fluid/geometry/grid.py paint), so a cell pulls from the
+        // outlet exactly when it is the first or last of its line and the line's own ghost
+        // beside it is one: one flag beside the cell's own, not its 19 sources' (a memory
+        // round trip before the velocity's loads could start).
         const outlet_rule<T> outlet{outlet_kind, outlet_keep, outlet_take, outlet_press_w,
                                     outlet_slots};
         outlet_velocity<T> outlet_u{};
-        if (outlet_link && (outlet_kind == OUTLET_PRESSURE || outlet_press_w > T(0.0)))
-            outlet_u = own_velocity_3d<T>(f_src, plane, cell);
+        if constexpr (OPEN != BODIES_WALLS) {
+            const bool outlet_link = (i == nx && __ldg(flags + cell + 1) == FLAG_OUTLET)
+                                     || (i == 1 && __ldg(flags + cell - 1) == FLAG_OUTLET);
+            if (outlet_link && (OPEN == BODIES_PRESSURE_OUTLET || outlet_kind == OUTLET_PRESSURE
+                                || outlet_press_w > T(0.0)))
+                outlet_u = own_velocity_3d<T>(f_src, plane, cell);
+        }
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
                 source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
             const lbm::flag_t kind = __ldg(flags + src);
             if (kind & FLAG_BOUNDARY)
-                fl[q] = body_boundary_3d(q, kind, own, f_src, plane, cell, src, i, j, k, nx,
-                                         ny, nz, pitch, layer, per_x, per_y, lid_u, inlet,
-                                         inlet_scale, rho_w, outlet_u, outlet, links);
+                fl[q] = body_boundary_3d<OPEN>(q, kind, own, f_src, plane, cell, src, i, j, k,
+                                               nx, ny, nz, pitch, layer, per_x, per_y, lid_u,
+                                               inlet, inlet_scale, rho_w, outlet_u, outlet,
+                                               links);
         }
     }
     auto out = [&](int q, T v) {

@@ -24,7 +24,10 @@
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
 #            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
-#            3D bodies kernel at several block sizes (BODY_ONLY=2D or 3D: that grid only)
+#            3D bodies kernel at several block sizes and the general bodies kernel (BODY_ONLY=2D
+#            or 3D: that grid only; BODY_FULL=0 skips this part); then 3D-1Z kernels against the
+#            box at larger D (BODY_D3, cells per diameter, default "20 40": 500x82x82,
+#            1000x164x164) in BODY_PRECISION3D (default float64 float32), one process per D
 #   mdprof   host profile of the 64k-atom MD run (where a step's host time goes)
 #   mdkern   device time per MD kernel, host time per launch, force-loop unroll variants
 #   monitor  60-second monitored cavity run (issue 10)
@@ -228,9 +231,17 @@ if has mpimd; then
 fi
 if has bodyspeed; then
     note "flows around bodies against the plain box, same grids: kernels, whole runs, forces (issue 21)"
-    timeout 480 python3 scripts/bench_bodies.py --backend cupy --steps ${BODY_STEPS:-10000} \
-        ${BODY_ONLY:+--only $BODY_ONLY} 2>&1 \
-        | quiet | tee "$OUT/bench-bodies.log"
+    if [[ "${BODY_FULL:-1}" != 0 ]]; then
+        timeout 480 python3 scripts/bench_bodies.py --backend cupy --steps ${BODY_STEPS:-10000} \
+            ${BODY_ONLY:+--only $BODY_ONLY} 2>&1 \
+            | quiet | tee "$OUT/bench-bodies.log"
+    fi
+    for d in ${BODY_D3-20 40}; do  # set-up of a 1000x164x164 cylinder takes a minute on the host
+        timeout ${BODY_D3_TIMEOUT:-300} python3 scripts/bench_bodies.py --backend cupy \
+            --steps ${BODY_STEPS:-10000} --only 3D --kernels-only --d3 $d \
+            --precision3d ${BODY_PRECISION3D:-float64 float32} 2>&1 \
+            | quiet | tee -a "$OUT/bench-bodies.log"
+    done
     if [[ -n "${BODY_PROFILE:-}" ]]; then
         echo "-- host profile of the cylinder run"
         timeout 120 python3 -m cProfile -s tottime -m simsplit run cases/cylinder2d.yaml \

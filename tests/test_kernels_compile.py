@@ -279,6 +279,27 @@ def test_name_expressions_cover_dtypes() -> None:
         source.stream_collide_name(np.float32, np.float64, True)
 
 
+def test_d3q19_bodies_variants_named_and_picked() -> None:
+    """The bodies kernel's variants: the launcher's pick for each slab kind and outlet kind,
+    one instantiation per variant in the module, the generated codes in the names' order."""
+    from simsplit.numerics.lbm_params import OUTLET_KINDS
+
+    pick = {(o, k): source.d3q19_bodies_open(o, code)
+            for o in (False, True) for code, k in enumerate(OUTLET_KINDS)}
+    assert pick == {(False, "pressure"): "walls", (False, "zero_gradient"): "walls",
+                    (False, "convective"): "walls", (True, "pressure"): "pressure_outlet",
+                    (True, "zero_gradient"): "any_outlet", (True, "convective"): "any_outlet"}
+    names = source.name_expressions("d3q19.cu")
+    header = source.generated_header()
+    for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
+        assert f"constexpr int BODIES_{variant.upper()} = {code};" in header
+        name = source.d3q19_bodies_name(np.float64, np.float64, False, True, variant)
+        assert name == ("d3q19_stream_collide_bodies<double, double, false, true, "
+                        f"BODIES_{variant.upper()}>") and name in names
+    with pytest.raises(ValueError, match="open_faces"):
+        source.d3q19_bodies_name(np.float64, np.float64, False, True, "inlet")
+
+
 # --- the CUDA C kernels run as host C++ (CUDA built-ins emulated), against the CPU backend -------
 #: (arithmetic, storage) pairs of run.storage: every kernel is emulated with each
 PAIRS = [("float32", "float16"), ("float32", "float32"), ("float64", "float64"),
@@ -843,7 +864,7 @@ COLLIDE3_AA(double, lbm::half16, aa3_float64_float16)
 COLLIDE3_AA(float, lbm::e4m11, aa3_float32_e4m11)
 COLLIDE3_AA(double, lbm::e4m11, aa3_float64_e4m11)
 // d3q19_stream_collide_bodies: inlet speeds per line, outlet density, link weights
-template <typename T, typename S, bool STORE, bool FORCED>
+template <typename T, typename S, bool STORE, bool FORCED, int OPEN>
 static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
                         int ny, int nz, long long pitch, long long layer, long long plane,
                         int k0, int k1, double op, double om, double lid, double fx, double fy,
@@ -851,7 +872,7 @@ static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T
                         const T* links, int okind, double keep, double take, double press_w,
                         T* slots) {
     launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
-        d3q19_stream_collide_bodies<T, S, STORE, FORCED>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
+        d3q19_stream_collide_bodies<T, S, STORE, FORCED, OPEN>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, in,
             T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots);
     });
@@ -862,7 +883,7 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
                     int k0, int k1, double op, double om, double lid, double fx, double fy,
                     double fz, int px, int py, int store, const void* in, double in_scale,
                     double rho_w, const void* links, int okind, double keep, double take,
-                    double press_w, void* slots) {
+                    double press_w, void* slots, int open) {
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
@@ -871,13 +892,18 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     auto ll = static_cast<const T*>(links);
     auto os = static_cast<T*>(slots);
     const bool forced = fx != 0 || fy != 0 || fz != 0;
-#define SIMSPLIT_EMU_BODIES(ST, F) bodies3_run<T, S, ST, F>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, \\
-        pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, rho_w, ll, \\
-        okind, keep, take, press_w, os)
-    if (store && forced) SIMSPLIT_EMU_BODIES(true, true);
-    else if (store) SIMSPLIT_EMU_BODIES(true, false);
-    else if (forced) SIMSPLIT_EMU_BODIES(false, true);
-    else SIMSPLIT_EMU_BODIES(false, false);
+#define SIMSPLIT_EMU_BODIES(ST, F, O) bodies3_run<T, S, ST, F, O>(s, d, fl, rr, uu, vv, ww, nx, \\
+        ny, nz, pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, \\
+        rho_w, ll, okind, keep, take, press_w, os)
+#define SIMSPLIT_EMU_BODIES_OPEN(O) \\
+    if (store && forced) SIMSPLIT_EMU_BODIES(true, true, O); \\
+    else if (store) SIMSPLIT_EMU_BODIES(true, false, O); \\
+    else if (forced) SIMSPLIT_EMU_BODIES(false, true, O); \\
+    else SIMSPLIT_EMU_BODIES(false, false, O);
+    if (open == BODIES_WALLS) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_WALLS) }
+    else if (open == BODIES_PRESSURE_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_PRESSURE_OUTLET) }
+    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
+#undef SIMSPLIT_EMU_BODIES_OPEN
 #undef SIMSPLIT_EMU_BODIES
 }
 #define BODIES3(T, S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
@@ -885,10 +911,10 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
     double fx, double fy, double fz, int px, int py, int store, const void* in, \\
     double in_scale, double rho_w, const void* links, int okind, double keep, double take, \\
-    double press_w, void* slots) { \\
+    double press_w, void* slots, int open) { \\
     bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
                   fx, fy, fz, px, py, store, in, in_scale, rho_w, links, okind, keep, take, \\
-                  press_w, slots); }
+                  press_w, slots, open); }
 BODIES3(float, float, bodies3_float32_float32)
 BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
@@ -1100,7 +1126,24 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     interpolated (Bouzidi) branches reproduce the CPU kernel bit for bit, a convective
     outlet's previous values too, on a middle slab (ghost planes of halo faces painted,
     neighbours of interpolated links and outlet links in them too), a ramped inflow, a body
-    force, fp16 storage included."""
+    force, fp16 storage included: the variant the launcher picks for the outlet's kind and the
+    one with every outlet kind."""
+    _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, periodic_y, outlet)
+
+
+@pytest.mark.parametrize("precision, storage", PAIRS)
+@pytest.mark.parametrize("faces", [("wall", "wall"), ("periodic", "periodic")])
+@pytest.mark.parametrize("periodic_y", [False, True])
+def test_emulated_d3q19_bodies_without_open_faces_match_cpu(emulated_3d, precision, storage,
+                                                            faces, periodic_y) -> None:
+    """A body between x walls or periodic x faces: the bodies kernel without the inlet and
+    outlet rules (open_faces "walls", what the launcher takes there) and the general one give
+    the CPU kernel's bits."""
+    _check_d3q19_bodies(emulated_3d, precision, storage, faces, True, periodic_y,
+                        OUTLETS[0])
+
+
+def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outlet) -> None:
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1114,19 +1157,24 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     from simsplit.numerics.lbm_params import D3Q19Params
 
     nx, ny, nz_all, k0, nz = 13, 7, 12, 4, 4
+    open_faces = "inlet" in faces
+    periodic_x = faces[0] == "periodic"
     (body,) = build_bodies({"shape": [nx, ny, nz_all], "bodies": [
         {"name": "s", "shape": "sphere", "centre": [6.2, 3.3, 5.9], "radius": 2.4}]}, faces)
-    links = link_weights([body], body.cells, D3Q19, (False, periodic_y, False))
+    links = link_weights([body], body.cells, D3Q19, (periodic_x, periodic_y, False))
     assert (links > 0).any() and ((links < 0) & (links != -1)).any()
     sign = 1.0 if faces[0] == "inlet" else -1.0
     rng = np.random.default_rng(5)
-    geometry = GridGeometry(body.cells, faces, sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)),
-                            False, links)
-    params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, False, periodic_y,
+    inflow = (sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)) if open_faces
+              else np.zeros((nz_all, ny)))
+    geometry = GridGeometry(body.cells, faces, inflow, False, links)
+    params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, periodic_x, periodic_y,
                          inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
                        storage, geometry=geometry)
-    assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
+    assert block.open_faces == open_faces
+    if open_faces:
+        assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
     assert (block.flags[0] & 32).any() and (block.flags[1:-1] & 32).any()  # CURVED
     dev = 0.04 * rng.standard_normal((19, nz + 2, ny, nx))
     block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev[:, 1:-1]))
@@ -1136,40 +1184,45 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     flags, inlet, weights = block.flags, block.inlet, block.links
     cpu_dst = np.zeros_like(full)
     cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
-    cpu_slots = emu_slots = None
+    cpu_slots = before = None
     if outlet[0] == "convective":  # previous values off the populations: they must matter
         cpu_slots = np.zeros((19, nz + 2, ny + 2), block.dtype)
         cpu_slots[:, 1:-1, 1:-1] = D3Q19.w[:, None, None] * (1 + 0.05 * rng.standard_normal(
             (19, nz, ny)))
-        emu_slots, before = cpu_slots.copy(), cpu_slots.copy()
+        before = cpu_slots.copy()
     block.kernels.stream_collide(full, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True,
                                  inlet=inlet, links=weights, outlet_slots=cpu_slots)
-    f_src, emu_dst = full, np.zeros_like(full)
+    f_src = full
     if padded:
-        f_src, emu_dst, flags, weights = (_padded_copy(a) for a in (full, emu_dst, flags,
-                                                                     weights))
-    macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
-    fn = getattr(emulated_3d, f"bodies3_{block.dtype.name}_{block.storage.name}")
+        f_src, flags, weights = (_padded_copy(a) for a in (full, flags, weights))
+    fn = getattr(lib, f"bodies3_{block.dtype.name}_{block.storage.name}")
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
-    strides = [ctypes.c_longlong(v) for v in field_strides(f_src, flags, emu_dst)]
-    assert field_strides(weights, flags) == field_strides(f_src, flags)
-    for planes in ((1, 3), (3, nz + 1)):
-        fn(*(_data(raw_view(a)) for a in (f_src, emu_dst, flags)), *(_ptr(a) for a in macro),
-           c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
-           c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(0.0),
-           c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z), c_int(0),
-           c_int(int(periodic_y)), c_int(1), _ptr(inlet), c_dbl(params.inlet_scale),
-           c_dbl(params.outlet_density), _data(weights), c_int(params.outlet_kind),
-           *(c_dbl(v) for v in params.convective_weights),
-           c_dbl(params.outlet_pressure_weight),
-           _ptr(np.zeros(1, block.dtype) if emu_slots is None else emu_slots))
-    interior = (slice(None), *(slice(1, -1),) * 3)
-    np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
-                                  cpu_dst[interior].view(np.uint8))
-    for got, want in zip(macro, cpu_macro, strict=True):
-        np.testing.assert_array_equal(got, want)
-    if cpu_slots is not None:  # the same previous values for the next step, every link's new
-        np.testing.assert_array_equal(emu_slots, cpu_slots)
+    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind)
+    for variant in dict.fromkeys((picked, "any_outlet")):
+        emu_dst = _padded_copy(np.zeros_like(full)) if padded else np.zeros_like(full)
+        emu_slots = None if before is None else before.copy()
+        macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
+        strides = [ctypes.c_longlong(v) for v in field_strides(f_src, flags, emu_dst)]
+        assert field_strides(weights, flags) == field_strides(f_src, flags)
+        for planes in ((1, 3), (3, nz + 1)):
+            fn(*(_data(raw_view(a)) for a in (f_src, emu_dst, flags)), *(_ptr(a) for a in macro),
+               c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
+               c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(0.0),
+               c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z),
+               c_int(int(periodic_x)), c_int(int(periodic_y)), c_int(1), _ptr(inlet),
+               c_dbl(params.inlet_scale), c_dbl(params.outlet_density), _data(weights),
+               c_int(params.outlet_kind), *(c_dbl(v) for v in params.convective_weights),
+               c_dbl(params.outlet_pressure_weight),
+               _ptr(np.zeros(1, block.dtype) if emu_slots is None else emu_slots),
+               c_int(source.D3Q19_BODIES_OPEN.index(variant)))
+        interior = (slice(None), *(slice(1, -1),) * 3)
+        np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
+                                      cpu_dst[interior].view(np.uint8), err_msg=variant)
+        for got, want in zip(macro, cpu_macro, strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=variant)
+        if cpu_slots is not None:  # the same previous values for the next step, every link's
+            np.testing.assert_array_equal(emu_slots, cpu_slots, err_msg=variant)
+    if cpu_slots is not None:  # new
         sign = 1 if faces[0] == "outlet" else -1  # the links that pull from the outlet
         links_in = [q for q in range(19) if D3Q19.c[q, 0] == sign]
         changed = cpu_slots[links_in] != before[links_in]

@@ -178,3 +178,33 @@ def test_run_summary_names_the_sweep(monkeypatch, paired: bool) -> None:
     sim = Simulation(_cavity(run__steps=4))
     lines = summary_lines(sim, sim.run(output=False))
     assert any(line.startswith("sweeps") for line in lines) == paired
+
+
+def _bodies_cavity(subdomains: int, bounce: str, **over: Any) -> dict[str, Any]:
+    """A lid-driven cavity around a sphere and a box (no inlet or outlet)."""
+    case = fluid_case(14, 9, subdomains, domain__shape=[14, 9, 10], run__precision="float32",
+                      **over)
+    case["domain"]["bodies"] = [
+        {"name": "ball", "shape": "sphere", "centre": [4.3, 4.2, 5.1], "radius": 2.2},
+        {"name": "brick", "shape": "box", "lower": [9, 2, 3], "upper": [11, 5, 7]}]
+    case["domain"]["bounce_back"] = bounce
+    return case
+
+
+@pytest.mark.parametrize("subdomains, bounce, paired", [(1, "halfway", True),
+                                                        (2, "halfway", False),
+                                                        (1, "linear", False)])
+def test_bodies_pair_steps_where_no_cell_takes_an_open_rule(two_step_cpu, subdomains: int,
+                                                             bounce: str, paired: bool) -> None:
+    """Halfway bodies in a cavity on one slab take two steps per sweep (the box kernels' walls)
+    and end where one-step sweeps do, bit for bit; curved links (open rules) and several slabs
+    (no bodies painted on a second ghost plane) keep one step per sweep."""
+    runs = [Simulation(_bodies_cavity(subdomains, bounce, run__temporal_blocking=fused))
+            for fused in (True, False)]
+    assert runs[0].solver.steps_per_sweep == (2 if paired else 1)
+    for sim in runs:
+        sim.step(7)
+    for a, b in zip(*(_fields(sim) for sim in runs), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert two_step_cpu.sweeps == (3 if paired else 0)
+    assert np.abs(runs[1].velocity()).max() > 1e-3

@@ -171,6 +171,8 @@ class SlabBlock:
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
+        #: some cell is an inlet or an outlet (else ``bodies_variants`` kernels leave them out)
+        self.open_faces = bool(np.any(flags & (fl.INLET | fl.OUTLET)))
         self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
         return flags
 
@@ -277,6 +279,8 @@ class SlabBlock:
             extra["links"] = self.links
         if self.outlet_slots is not None:
             extra["outlet_slots"] = self.outlet_slots
+        if self.inlet is not None and getattr(self.kernels, "bodies_variants", False):
+            extra["open_faces"] = self.open_faces
         if getattr(self.kernels, "box_variant", False):
             if not self.open_rules:
                 extra["open_rules"] = False
@@ -296,7 +300,7 @@ class SlabBlock:
         face has two ghost planes (``depth`` 2: the sweep recomputes the neighbour's first step
         on the inner one, from the neighbour's two planes at step t)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
-                and self.inlet is None  # no bodies, inlets or outlets in the two-step kernel
+                and not self.open_rules  # halfway bodies are box walls (the same bits)
                 and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype))
 

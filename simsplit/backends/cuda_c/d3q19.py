@@ -116,6 +116,9 @@ class D3Q19Kernels:
     #: the kernels read their strides from the arrays: blocks allocate padded, 128-byte aligned
     #: rows for them (simsplit.backends.layout)
     strided_fields = True
+    #: stream_collide takes ``open_faces=False`` for bodies in a slab without inlet or outlet
+    #: cells (a bodies kernel without those rules)
+    bodies_variants = True
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -129,10 +132,11 @@ class D3Q19Kernels:
                              for v in variants}
             self._collide_aa = {v: module.get_function(source.d3q19_aa_name(*v))
                                 for v in variants}
-            self._bodies = {(dt, st, s, forced): module.get_function(
-                source.d3q19_bodies_name(dt, st, s, forced))
+            self._bodies = {(dt, st, s, forced, o): module.get_function(
+                source.d3q19_bodies_name(dt, st, s, forced, o))
                 for dt, st in source.STORAGE_PAIRS
-                for s, forced in itertools.product((False, True), repeat=2)}
+                for s, forced in itertools.product((False, True), repeat=2)
+                for o in source.D3Q19_BODIES_OPEN}
             self._two_steps = {}
             for dt, st in source.D3Q19_FUSED_PAIRS:
                 shared = source.d3q19_two_steps_launch(1, 1, 1, np.dtype(st).itemsize)[2]
@@ -154,6 +158,10 @@ class D3Q19Kernels:
         self._halfway: dict[Any, Any] = {}
         #: threads per block of the bodies kernel (scripts/bench_bodies.py times others)
         self.bodies_block_x = source.D3Q19_BODIES_BLOCK_X
+        #: None: the bodies kernel variant source.d3q19_bodies_open picks; a name of
+        #: source.D3Q19_BODIES_OPEN forces a larger one (scripts/bench_bodies.py times the
+        #: general one against the choice)
+        self.bodies_open: str | None = None
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
@@ -192,18 +200,20 @@ class D3Q19Kernels:
         return k0, k1
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro, inlet=None, links=None, outlet_slots=None) -> None:
+                       store_macro, inlet=None, links=None, outlet_slots=None,
+                       open_faces: bool = True) -> None:
         """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
         (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
         geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
         (None: no CURVED cell); ``outlet_slots``: a convective outlet's previous values
-        ``(19, nz + 2, ny + 2)``, the arithmetic type."""
+        ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: flags may hold INLET or
+        OUTLET cells (False: a bodies kernel without their rules)."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if k0 == k1:
             return
         if inlet is not None:
             self._stream_collide_bodies(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
-                                        store_macro, inlet, links, outlet_slots)
+                                        store_macro, inlet, links, outlet_slots, open_faces)
             return
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         dt, st = rho.dtype, f_src.dtype
@@ -219,7 +229,7 @@ class D3Q19Kernels:
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
-                               outlet_slots=None) -> None:
+                               outlet_slots=None, open_faces: bool = True) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
         if wide_offsets(f_src):
@@ -247,7 +257,8 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced)]
+        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
         with self._dev:

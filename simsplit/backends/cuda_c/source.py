@@ -22,7 +22,7 @@ import numpy as np
 from simsplit.numerics import flags
 from simsplit.numerics.exact import EXACT_LIMBS
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
-from simsplit.numerics.lbm_params import OUTLET_KINDS
+from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
 from simsplit.numerics.storage import (
     E4M11_BIAS,
     E4M11_DTYPE,
@@ -59,6 +59,11 @@ D3Q19_FP16_BLOCK_X = 128
 #: leave 18 warps resident per SM, against 16 at 256. Not measured yet:
 #: scripts/bench_bodies.py times 32, 64, 128 and 256.
 D3Q19_BODIES_BLOCK_X = 64
+#: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
+#: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
+#: periodic), the inlet and the pressure outlet, every outlet kind. The launcher takes the
+#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -173,6 +178,8 @@ def generated_header() -> str:
         f"constexpr unsigned char FLAG_SLIP = {flags.SLIP};",
         *(f"constexpr int OUTLET_{kind.upper()} = {code};"
           for code, kind in enumerate(OUTLET_KINDS)),
+        *(f"constexpr int BODIES_{kind.upper()} = {code};"
+          for code, kind in enumerate(D3Q19_BODIES_OPEN)),
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
         "// D2Q9 direction with cy reversed (free-slip walls normal to y)",
         "__host__ __device__ constexpr int d2q9_mirror_y(int q) "
@@ -317,13 +324,24 @@ def d3q19_two_steps_name(dtype: np.dtype | type, storage: np.dtype | type, store
 
 
 def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
-                      forced: bool) -> str:
+                      forced: bool, open_faces: str = "any_outlet") -> str:
     """D3Q19 stream-collide with bodies, inlets and outlets (kernels/d3q19.cu
     d3q19_stream_collide_bodies), as :func:`d3q19_stream_collide_name`; 32-bit element offsets
-    only."""
+    only; ``open_faces``: the open-face rules compiled in, one of :data:`D3Q19_BODIES_OPEN`."""
+    if open_faces not in D3Q19_BODIES_OPEN:
+        raise ValueError(f"open_faces must be one of {D3Q19_BODIES_OPEN}, not {open_faces!r}")
     name = d3q19_stream_collide_name(dtype, storage, store_macro, forced, False)
     return name.replace("d3q19_stream_collide<", "d3q19_stream_collide_bodies<").replace(
-        f", {D3Q19_OFFSETS[False]}>", ">")
+        f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
+
+
+def d3q19_bodies_open(open_faces: bool, outlet_kind: int) -> str:
+    """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
+    inlets or outlets (``open_faces``) and an outlet of kind ``outlet_kind``
+    (``lbm_params.OUTLET_*``)."""
+    if not open_faces:
+        return "walls"
+    return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"
 
 
 def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
@@ -364,8 +382,9 @@ def name_expressions(name: str) -> list[str]:
             for forced, wide in itertools.product((False, True), repeat=2):
                 out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
                 out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
-            out += [d3q19_bodies_name(dt, st, s, forced)
-                    for forced, s in itertools.product((False, True), repeat=2)]
+            out += [d3q19_bodies_name(dt, st, s, forced, o)
+                    for forced, s in itertools.product((False, True), repeat=2)
+                    for o in D3Q19_BODIES_OPEN]
         # the two-step kernel only where the solver takes it: every instantiation lengthens
         # the first run's NVRTC compile (the host emulation tests all storage pairs)
         for dt, st in D3Q19_FUSED_PAIRS:

@@ -91,7 +91,7 @@ def _round_trip(f, w, p, emin, emax, stochastic, step):
     return 0
 
 
-#: the backend the runs take (--backend); emulated formats need the CPU's numpy arrays
+#: the backend the runs take (--backend); emulated formats round on the device on cupy
 BACKEND = ["cpu"]
 
 
@@ -144,12 +144,56 @@ class Storage:
         blocks = list(solver.blocks.values())
         w = np.asarray(solver.setup.lattice.w, np.float64).astype(self.arith)
 
+        device = not isinstance(blocks[0].f_src, np.ndarray)
+        trip = _device_round_trip if device else _round_trip
+
         def apply() -> None:
             count[0] += 1
             for b in blocks:
-                _round_trip(b.f_src, w, p, emin, emax, stochastic, count[0])
+                trip(b.f_src, w, p, emin, emax, stochastic, count[0])
         apply()
         return apply
+
+
+#: the body of the device twin of _round_trip (CuPy arrays, any strides): the same rounding of
+#: d = f - w and the same hash of (flat index, population, step)
+_DEVICE_BODY = r"""
+const T d = f - w;
+const double a = fabs((double)d);
+if (a != 0.0 && a == a) {
+    int e;
+    frexp(a, &e);
+    e = max(e - 1, emin);
+    const double quantum = ldexp(1.0, e - p + 1);
+    double u = -1.0;
+    if (stochastic) {
+        unsigned long long z = (unsigned long long)(i % per_q) * 0x9E3779B97F4A7C15ULL
+                               + (unsigned long long)(q * 0x10001 + step * 0x3C6EF372LL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z = z ^ (z >> 31);
+        u = (double)(z >> 11) * 1.1102230246251565e-16;  // 2^-53
+    }
+    double r = (u < 0.0 ? rint(a / quantum) : floor(a / quantum + u)) * quantum;
+    if (r >= ldexp(1.0, emax + 1)) r = __longlong_as_double(0x7ff0000000000000LL);
+    f = (T)((d < 0 ? -r : r) + (double)w);
+}
+"""
+_DEVICE_KERNEL: list = []
+
+
+def _device_round_trip(f, w, p, emin, emax, stochastic, step) -> None:
+    """:func:`_round_trip` on a CuPy array (emulated formats on a GPU backend)."""
+    import cupy
+
+    if not _DEVICE_KERNEL:
+        _DEVICE_KERNEL.append(cupy.ElementwiseKernel(
+            "T w, int64 q, int64 per_q, int32 p, int32 emin, int32 emax, int32 stochastic, "
+            "int64 step", "T f", _DEVICE_BODY, "simsplit_round_trip"))
+    lead = (f.shape[0],) + (1,) * (f.ndim - 1)
+    wd = cupy.asarray(w).reshape(lead)
+    qd = cupy.arange(f.shape[0], dtype=cupy.int64).reshape(lead)
+    _DEVICE_KERNEL[0](wd, qd, f.size // f.shape[0], p, emin, emax, int(stochastic), step, f)
 
 
 #: steps the first storage of a case took to its steady state: the others run as many (their

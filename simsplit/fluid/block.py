@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -298,7 +299,16 @@ class SlabBlock:
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
                 and self.inlet is None  # no bodies, inlets or outlets in the two-step kernel
                 and (not self.halo_faces() or self.depth == 2)
-                and self.kernels.two_steps_fit(self.f_src, self.dtype))
+                and self.kernels.two_steps_fit(self.f_src, self.dtype)
+                and self._two_steps_cover)
+
+    @cached_property
+    def _two_steps_cover(self) -> bool:
+        """Whether the two-step kernel takes every fluid cell of this block (a kernel set may
+        leave some rules to a one-step pass: ``two_steps_cover``; the flags and the periodic
+        axes are fixed for the block's life)."""
+        cover = getattr(self.kernels, "two_steps_cover", None)
+        return cover is None or bool(cover(self.flags, self.params))
 
     def stream_collide_two_steps(self, store_macro: bool = False) -> None:
         """Steps t + 1 and t + 2 of every layer, ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps`

@@ -16,10 +16,22 @@ converted by :mod:`.storage_codec` as the D3Q19 kernels convert them.
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 import numba
 import numpy as np
 
-from simsplit.backends.cpu.rowgen import RowKernel, const, dot_c, launch, planes, sum_terms
+from simsplit.backends.cpu.jit_cache import announce_compile
+from simsplit.backends.cpu.rowgen import (
+    RowKernel,
+    const,
+    dot_c,
+    launch,
+    planes,
+    rows_enabled,
+    sum_terms,
+)
 from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
 from simsplit.numerics.flags import (
     BOUNDARY,
@@ -256,8 +268,14 @@ _row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u
     "lid_u = dt(lid_u)"], arith="rho_out.dtype.type", decode="_decode({v}, {w})",
     encode="_encode({v}, {w}, stored)", forced=True, env={"_decode": _decode, "_encode": _encode})
 _rows = _row_kernel.compile()  # by (store_macro, forced)
+_two_steps = _row_kernel.two_steps  # by (store_macro, forced)
 globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
+globals().update({_row_kernel.two_step_names[v]: k for v, k in _two_steps.items()})
 _takes = _row_kernel.takes
+
+
+_row_runs = _row_kernel.row_runs
+globals()[_row_kernel.runs_name] = _row_runs  # seen by jit_cache
 
 
 #: the types the launcher has run the scalar pass for in this process
@@ -306,6 +324,63 @@ class D2Q9Kernels:
                 p.outlet_pressure_weight, outlet_slots, False)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, dt), _launched)
+
+    # --- two steps per sweep (temporal blocking) -----------------------------------------
+    def two_steps_fit(self, f: np.ndarray, dtype: Any) -> bool:
+        """Whether two steps per sweep take population arrays like ``f``: the row kernels are
+        on (the two-step kernel is made of them)."""
+        return rows_enabled() and f.ndim == 3
+
+    def two_steps_cover(self, flags: np.ndarray, p: Any) -> bool:
+        """Whether the row kernel updates every fluid cell of ``flags`` (none left to the
+        scalar pass: no open face, curved link or periodic x), which two steps per sweep
+        need."""
+        return not p.periodic_x and self._runs(flags)[2] == 0
+
+    def _runs(self, flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """The row kernel's runs of cells in ``flags`` (x not periodic), listed once for the
+        two-step kernel (``row_runs``: ``ptr``, ``spans``) with the number of fluid cells
+        they leave, kept for the last flags array asked about (a block's flags never change)."""
+        kept = self.__dict__.get("_kept_runs")
+        if kept is not None and kept[0]() is flags:
+            return kept[1]
+        ptr = np.zeros(flags.shape[0] + 1, np.int64)
+        spans = np.zeros((0, 3), np.int64)
+        _row_runs(flags, False, ptr, spans, False)
+        ptr = np.cumsum(ptr)
+        spans = np.zeros((int(ptr[-1]), 3), np.int64)
+        left = int(_row_runs(flags, False, ptr, spans, True))
+        self._kept_runs = (weakref.ref(flags), (ptr, spans, left))
+        return ptr, spans, left
+
+    def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, rows, p,
+                                 store_macro) -> None:
+        """Steps t + 1 and t + 2 of rows ``rows`` in one sweep, ``f_src`` (step t) ->
+        ``f_dst`` (step t + 2), the step t + 1 rows kept in a ring of three rows per thread
+        (:meth:`RowKernel._two_steps_source`): the bits of two :meth:`stream_collide` calls
+        with a swap between, half their memory traffic. Every fluid cell must be one the
+        row kernel takes (:meth:`two_steps_cover`); rho/u, if stored, are step t + 2's."""
+        ptr, spans, left = self._runs(flags)
+        if p.periodic_x or left:
+            raise ValueError("two steps per sweep: the row kernel leaves cells to the scalar "
+                             "pass here (two_steps_cover is false)")
+        f_src, f_dst = raw_view(f_src), raw_view(f_dst)
+        ring = self._ring(numba.get_num_threads(), f_src.shape[2], f_src.dtype)
+        args = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
+                p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x,
+                store_macro, p.forced, *ring, ptr, spans)
+        kernel = _two_steps[bool(store_macro), p.forced]
+        announce_compile(kernel, args)
+        kernel(*args)
+
+    def _ring(self, chunks: int, width: int, dtype: Any) -> tuple[np.ndarray, ...]:
+        """Per population, three step-(t + 1) rows for each of ``chunks`` threads (kept)."""
+        key = (chunks, width, np.dtype(dtype))
+        rings = self.__dict__.setdefault("_rings", {})
+        if key not in rings:
+            rings.clear()
+            rings[key] = tuple(np.zeros((chunks, 3, width), dtype) for _ in range(9))
+        return rings[key]
 
     def pack(self, f, row, direction, buf):
         _pack(raw_view(f), row, _HALO_DIRS[direction], raw_view(buf))

@@ -453,9 +453,10 @@ class D2Q9Block(SlabBlock):
 
     def __init__(self, backend: Backend, nx: int, ny: int, row0: int, faces: tuple[Face, Face],
                  params: D2Q9Params, dtype: Any, geometry: GridGeometry | None = None,
-                 storage: Any = None) -> None:
+                 storage: Any = None, ghost_depth: int = 1) -> None:
         self.geometry = geometry
-        super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype, storage)
+        super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype, storage,
+                         ghost_depth=ghost_depth)
         self.nx, self.ny, self.row0 = nx, ny, row0
         self._load_geometry()
 
@@ -484,13 +485,13 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
     """The block class of ``lattice`` for a slab (``cross`` in array order); ``storage``
     (population storage type) defaults to ``dtype``; ``streaming`` is
     ``two-lattice`` or (D3Q19 only) ``aa``; ``ghost_depth`` 2 asks for two ghost planes at
-    halo faces (D3Q19, where the kernel set sweeps two steps through them)."""
+    halo faces (where the kernel set sweeps two steps through them)."""
     if lattice is D2Q9:
         if streaming != "two-lattice":
             raise ValueError(f"run.streaming: {streaming!r} is not allowed for D2Q9 (allowed: "
                              "'two-lattice')")
         return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype, geometry,
-                         storage)
+                         storage, ghost_depth)
     if lattice is D3Q19:
         return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
                           storage, streaming, ghost_depth, geometry)

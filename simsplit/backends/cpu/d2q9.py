@@ -4,6 +4,8 @@ A step is up to two passes (:mod:`.rowgen`): a row kernel written out from the l
 updates the fluid cells, vectorised across x, those next to walls and bodies too (halfway
 bounce-back, the lid); ``_stream_collide`` then updates, one at a time, the cells it leaves:
 next to open faces (inlet, outlet, slip), with curved links, at the ends of a periodic x.
+Where the row kernel takes every fluid cell, two steps go in one sweep
+(:meth:`D2Q9Kernels.stream_collide_two_steps`, ``run.temporal_blocking``).
 
 Array layout shared with the GPU backends: populations ``f[q, j, i]`` with one ghost layer all
 round (shape ``(9, ny + 2, nx + 2)``), flags ``(ny + 2, nx + 2)`` uint8, macroscopic fields
@@ -331,6 +333,12 @@ class D2Q9Kernels:
         on (the two-step kernel is made of them)."""
         return rows_enabled() and f.ndim == 3
 
+    def two_steps_fit_shape(self, shape: tuple[int, ...], storage: Any, dtype: Any) -> bool:
+        """:meth:`two_steps_fit` for population arrays of ``shape`` not allocated yet (a block
+        with halo faces then holds two ghost planes at each, and the sweep recomputes step
+        t + 1 of the inner one from the neighbour's two planes)."""
+        return rows_enabled() and len(shape) == 3
+
     def two_steps_cover(self, flags: np.ndarray, p: Any) -> bool:
         """Whether the row kernel updates every fluid cell of ``flags`` (none left to the
         scalar pass: no open face, curved link or periodic x), which two steps per sweep
@@ -340,17 +348,19 @@ class D2Q9Kernels:
     def _runs(self, flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """The row kernel's runs of cells in ``flags`` (x not periodic), listed once for the
         two-step kernel (``row_runs``: ``ptr``, ``spans``) with the number of fluid cells
-        they leave, kept for the last flags array asked about (a block's flags never change)."""
-        kept = self.__dict__.get("_kept_runs")
-        if kept is not None and kept[0]() is flags:
-            return kept[1]
+        they leave, kept for each flags array while it lives (a block's flags never change)."""
+        kept = self.__dict__.setdefault("_kept_runs", {})
+        for key in [k for k, (ref, _) in kept.items() if ref() is None]:
+            del kept[key]
+        if id(flags) in kept:
+            return kept[id(flags)][1]
         ptr = np.zeros(flags.shape[0] + 1, np.int64)
         spans = np.zeros((0, 3), np.int64)
         _row_runs(flags, False, ptr, spans, False)
         ptr = np.cumsum(ptr)
         spans = np.zeros((int(ptr[-1]), 3), np.int64)
         left = int(_row_runs(flags, False, ptr, spans, True))
-        self._kept_runs = (weakref.ref(flags), (ptr, spans, left))
+        kept[id(flags)] = (weakref.ref(flags), (ptr, spans, left))
         return ptr, spans, left
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, rows, p,

@@ -12,6 +12,12 @@ interpolated bounce-back, the wrapped ends of a periodic x) in a separate pass o
 the row kernel leaves (:meth:`RowKernel._takes`); both passes read ``f_src`` and write disjoint
 cells of ``f_dst``, so their order does not matter.
 
+In 2D a third kind of kernel takes two time steps in one sweep (temporal blocking, where the
+row kernel takes every fluid cell): each thread walks down its rows, updating row j + 1 to step
+t + 1 into a ring of three rows and then row j to step t + 2 from the ring, with the loops above,
+so both steps keep their bits while the populations cross memory once per two steps. Its rows'
+runs of cells come listed once per flags array (``row_runs``), not scanned again each step.
+
 The generated functions are compiled like the handwritten kernels (``cache=True``), one per
 (store_macro, forced), under names that carry a hash of their source: a changed generator or
 collision never loads a stale cache entry. ``error_model="numpy"`` drops the divide-by-zero
@@ -147,7 +153,6 @@ class RowKernel:
                                                            macro, forced_)
         self.source = "\n".join(parts) + "\n"
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
-        self.digest = digest
         #: the run lister's name (2D), hashed like the kernels' (it is cached alike)
         self.runs_name = f"_row_runs_{lattice.name.lower()}_{digest}"
         self.source = self.source.replace("def row_runs(", f"def {self.runs_name}(")

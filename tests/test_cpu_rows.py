@@ -57,6 +57,15 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 _FORCED, _FREE = (1e-4, -2e-5), (0.0, 0.0)
 
 
+def _d2q9_state(rng: np.random.Generator, nx: int, ny: int, storage, dtype,
+                periodic_x: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Random populations near rest in ``storage`` and the flags of :func:`_flags`."""
+    st = population_storage(storage, dtype)
+    f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
+                  D2Q9.w)
+    return f, _flags(D2Q9, (ny + 2, nx + 2), (periodic_x,))
+
+
 @pytest.mark.parametrize(("dtype", "storage", "periodic_x", "force"), [
     *((dt, dt, per, force) for dt in (np.float32, np.float64) for per in (False, True)
       for force in (_FORCED, _FREE)),
@@ -70,10 +79,7 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) ->
     are an inlet and a convective outlet (its previous values updated alike)."""
     rng = np.random.default_rng(7)
     nx, ny = 29, 17
-    st = population_storage(storage, dtype)
-    f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
-                  D2Q9.w)
-    flags = _flags(D2Q9, (ny + 2, nx + 2), (periodic_x,))
+    f, flags = _d2q9_state(rng, nx, ny, storage, dtype, periodic_x)
     if not periodic_x:
         flags[1:-1, 0], flags[1:-1, -1] = fl.INLET, fl.OUTLET
         flags[1:-1, [1, -2]] |= fl.NEAR_WALL
@@ -113,12 +119,8 @@ def test_d2q9_two_steps_match_two_scalar_steps(dtype, storage, force, threads) -
     lid and a body included, rho/u of the second step."""
     import numba
 
-    rng = np.random.default_rng(9)
     nx, ny = 23, 19
-    st = population_storage(storage, dtype)
-    f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
-                  D2Q9.w)
-    flags = _flags(D2Q9, (ny + 2, nx + 2), (False,))
+    f, flags = _d2q9_state(np.random.default_rng(9), nx, ny, storage, dtype, False)
     p = D2Q9Params(omega_plus=1.3, omega_minus=1.1, lid_velocity=0.1, force_x=force[0],
                    force_y=force[1], periodic_x=False)
     kernels = d2q9.D2Q9Kernels()

@@ -55,6 +55,9 @@ _OPP = tuple(int(o) for o in D2Q9_OPP)
 _MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
 _PAIRS = tuple(q for q in range(1, 9) if q < _OPP[q])
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
+#: rows a thread takes at least in a two-step sweep: each thread also computes step t + 1 of
+#: the row before and after its own, which more, shorter chunks would repeat more often
+MIN_CHUNK_ROWS = 8
 
 
 @numba.njit(parallel=True, cache=True)
@@ -366,8 +369,9 @@ class D2Q9Kernels:
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, rows, p,
                                  store_macro) -> None:
         """Steps t + 1 and t + 2 of rows ``rows`` in one sweep, ``f_src`` (step t) ->
-        ``f_dst`` (step t + 2), the step t + 1 rows kept in a ring of three rows per thread
-        (:meth:`RowKernel._two_steps_source`): the bits of two :meth:`stream_collide` calls
+        ``f_dst`` (step t + 2), the step t + 1 rows kept in a ring of three rows per chunk of
+        rows (one chunk a thread, of :data:`MIN_CHUNK_ROWS` rows or more;
+        :meth:`RowKernel._two_steps_source`): the bits of two :meth:`stream_collide` calls
         with a swap between, half their memory traffic. Every fluid cell must be one the
         row kernel takes (:meth:`two_steps_cover`); rho/u, if stored, are step t + 2's."""
         ptr, spans, left = self._runs(flags)
@@ -375,7 +379,8 @@ class D2Q9Kernels:
             raise ValueError("two steps per sweep: the row kernel leaves cells to the scalar "
                              "pass here (two_steps_cover is false)")
         f_src, f_dst = raw_view(f_src), raw_view(f_dst)
-        ring = self._ring(numba.get_num_threads(), f_src.shape[2], f_src.dtype)
+        chunks = max(1, min(numba.get_num_threads(), (rows[1] - rows[0]) // MIN_CHUNK_ROWS))
+        ring = self._ring(chunks, f_src.shape[2], f_src.dtype)
         args = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x,
                 store_macro, p.forced, *ring, ptr, spans)
@@ -384,11 +389,12 @@ class D2Q9Kernels:
         kernel(*args)
 
     def _ring(self, chunks: int, width: int, dtype: Any) -> tuple[np.ndarray, ...]:
-        """Per population, three step-(t + 1) rows for each of ``chunks`` threads (kept)."""
+        """Per population, three step-(t + 1) rows for each of ``chunks`` chunks (kept)."""
         key = (chunks, width, np.dtype(dtype))
         rings = self.__dict__.setdefault("_rings", {})
         if key not in rings:
-            rings.clear()
+            if len(rings) >= 8:  # slabs of a run share a few keys; other runs' go
+                rings.clear()
             rings[key] = tuple(np.zeros((chunks, 3, width), dtype) for _ in range(9))
         return rings[key]
 

@@ -389,13 +389,18 @@ class D2Q9Kernels:
         kernel(*args)
 
     def _ring(self, chunks: int, width: int, dtype: Any) -> tuple[np.ndarray, ...]:
-        """Per population, three step-(t + 1) rows for each of ``chunks`` chunks (kept)."""
+        """Per population, three step-(t + 1) rows for each of ``chunks`` chunks (kept). Rows
+        are padded so that a cache line or more lies between one chunk's rows and the next's:
+        without it the two threads' stores to the line they would share cost 6 % at 512² on
+        two threads (644 against 684 MLUPS, the kernel alone)."""
         key = (chunks, width, np.dtype(dtype))
         rings = self.__dict__.setdefault("_rings", {})
         if key not in rings:
             if len(rings) >= 8:  # slabs of a run share a few keys; other runs' go
                 rings.clear()
-            rings[key] = tuple(np.zeros((chunks, 3, width), dtype) for _ in range(9))
+            line = max(1, 64 // np.dtype(dtype).itemsize)  # elements in a 64-byte cache line
+            padded = (width // line + 2) * line
+            rings[key] = tuple(np.zeros((chunks, 3, padded), dtype) for _ in range(9))
         return rings[key]
 
     def pack(self, f, row, direction, buf):

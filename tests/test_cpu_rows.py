@@ -57,6 +57,15 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 _FORCED, _FREE = (1e-4, -2e-5), (0.0, 0.0)
 
 
+def _d2q9_state(rng: np.random.Generator, nx: int, ny: int, storage, dtype,
+                periodic_x: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Random populations near rest in ``storage`` and the flags of :func:`_flags`."""
+    st = population_storage(storage, dtype)
+    f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
+                  D2Q9.w)
+    return f, _flags(D2Q9, (ny + 2, nx + 2), (periodic_x,))
+
+
 @pytest.mark.parametrize(("dtype", "storage", "periodic_x", "force"), [
     *((dt, dt, per, force) for dt in (np.float32, np.float64) for per in (False, True)
       for force in (_FORCED, _FREE)),
@@ -70,10 +79,7 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) ->
     are an inlet and a convective outlet (its previous values updated alike)."""
     rng = np.random.default_rng(7)
     nx, ny = 29, 17
-    st = population_storage(storage, dtype)
-    f = st.encode(D2Q9.w[:, None, None] * (1 + 0.1 * rng.standard_normal((9, ny + 2, nx + 2))),
-                  D2Q9.w)
-    flags = _flags(D2Q9, (ny + 2, nx + 2), (periodic_x,))
+    f, flags = _d2q9_state(rng, nx, ny, storage, dtype, periodic_x)
     if not periodic_x:
         flags[1:-1, 0], flags[1:-1, -1] = fl.INLET, fl.OUTLET
         flags[1:-1, [1, -2]] |= fl.NEAR_WALL
@@ -99,6 +105,103 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) ->
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic_x or not np.array_equal(out[0][-1], slots0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("dtype", "storage", "force"), [
+    (np.float32, np.float32, _FREE),
+    (np.float64, np.float64, _FORCED),
+    (np.float32, np.float16, _FORCED),
+])
+def test_d2q9_two_steps_match_two_scalar_steps(dtype, storage, force, threads) -> None:
+    """Two steps per sweep (the ring of step t + 1 rows, each thread's first and last rows
+    computed by both threads next to them) give the scalar kernel's bits of two steps, walls,
+    lid and a body included, rho/u of the second step."""
+    import numba
+
+    nx, ny = 23, 19
+    f, flags = _d2q9_state(np.random.default_rng(9), nx, ny, storage, dtype, False)
+    p = D2Q9Params(omega_plus=1.3, omega_minus=1.1, lid_velocity=0.1, force_x=force[0],
+                   force_y=force[1], periodic_x=False)
+    kernels = d2q9.D2Q9Kernels()
+    assert kernels.two_steps_cover(flags, p)
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        out = []
+        for fused in (True, False):
+            g = np.zeros_like(f)
+            m = [np.full((ny, nx), 5.0, dtype) for _ in range(3)]
+            if fused:
+                kernels.stream_collide_two_steps(f, g, flags, *m, (1, ny + 1), p, True)
+            else:
+                raw, h = d2q9.raw_view, f.copy()
+                for src, dst in ((f, h), (h, g)):
+                    d2q9._stream_collide(raw(src), raw(dst), flags, *m, 1, ny + 1, 1.3, 1.1,
+                                         0.1, *force, False, True, np.zeros(ny + 2, dtype),
+                                         1.0, 1.0, np.full((9, 1, 1), -1.0, dtype), 0, 1.0,
+                                         0.0, 0.0, np.zeros((9, 1), dtype), True)
+            out.append([g, *m])
+    finally:
+        numba.set_num_threads(before)
+    assert _same(*out)
+    assert not np.array_equal(out[0][0][:, 1:-1, 1:-1], f[:, 1:-1, 1:-1])
+
+
+def test_d2q9_two_steps_only_where_the_rows_take_every_cell() -> None:
+    """Cells the row kernel leaves to the scalar pass (an open face, the ends of a periodic
+    x) keep a block on one step per sweep; the two-step launcher refuses them."""
+    ny, nx = 9, 12
+    p = D2Q9Params(omega_plus=1.2, omega_minus=1.2, lid_velocity=0.0, force_x=0.0,
+                   force_y=0.0, periodic_x=False)
+    kernels = d2q9.D2Q9Kernels()
+    walled = _flags(D2Q9, (ny + 2, nx + 2), (False,))
+    assert kernels.two_steps_cover(walled, p)
+    periodic = _flags(D2Q9, (ny + 2, nx + 2), (True,))
+    assert not kernels.two_steps_cover(periodic, D2Q9Params(
+        omega_plus=1.2, omega_minus=1.2, lid_velocity=0.0, force_x=0.0, force_y=0.0,
+        periodic_x=True))
+    opened = walled.copy()
+    opened[1:-1, -1] = fl.OUTLET
+    assert not kernels.two_steps_cover(opened, p)
+    f = np.tile(D2Q9.w[:, None, None], (1, ny + 2, nx + 2))
+    m = [np.zeros((ny, nx)) for _ in range(3)]
+    with pytest.raises(ValueError, match="two_steps_cover"):
+        kernels.stream_collide_two_steps(f, f.copy(), opened, *m, (1, ny + 1), p, False)
+
+
+def _cavity(shape: tuple[int, ...], temporal_blocking: bool, x: str = "wall",
+            slabs: int = 1) -> object:
+    from simsplit.case import validate_case
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel.context import ParallelContext
+
+    case = validate_case({
+        "physics": "fluid",
+        "fluid": {"viscosity": 0.05, "lid_velocity": 0.1, "collision": "trt"},
+        "domain": {"shape": list(shape), "boundaries": {"x": x, "y": "wall", "lid": True}},
+        "decomposition": {"subdomains": slabs},
+        "run": {"backend": "cpu", "precision": "float32",
+                "temporal_blocking": temporal_blocking},
+        "output": {"dir": None},
+    }, source="test")
+    run = case["run"]
+    return FluidSolver(case, ParallelContext("cpu", run["devices"], run["transport"]))
+
+
+@pytest.mark.parametrize("slabs", [1, 2, 3])
+def test_d2q9_cavity_two_steps_per_sweep_keeps_the_bits(slabs: int) -> None:
+    """A cavity on 1-3 slabs goes two steps per sweep (run.temporal_blocking; the slabs'
+    second ghost planes filled from each other) and gets the bits of one step per sweep on
+    one slab, after odd and even step counts; a periodic x stays on one step per sweep."""
+    fused, single = _cavity((21, 17), True, slabs=slabs), _cavity((21, 17), False)
+    assert (fused.steps_per_sweep, single.steps_per_sweep) == (2, 1)
+    for n in (3, 8):
+        fused.step(n)
+        single.step(n)
+        assert _same([fused.populations(), fused.density(), fused.velocity()],
+                     [single.populations(), single.density(), single.velocity()])
+    assert _cavity((21, 17), True, x="periodic", slabs=slabs).steps_per_sweep == 1
 
 
 def _open_x_faces(flags: np.ndarray) -> None:

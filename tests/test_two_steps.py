@@ -1,7 +1,8 @@
 """The solver's two-steps-per-sweep path (run.temporal_blocking), with the CPU kernel set.
 
-The two-step kernel itself exists on cupy only (kernels/d3q19.cu; checked bit for bit against
-two CPU steps in tests/test_kernels_compile.py, and on a GPU in tests/test_d3q19_gpu.py). Here
+The D3Q19 two-step kernel itself exists on cupy only (kernels/d3q19.cu; checked bit for bit
+against two CPU steps in tests/test_kernels_compile.py, and on a GPU in tests/test_d3q19_gpu.py;
+the D2Q9 one on the CPU is checked in tests/test_cpu_rows.py). Here
 a stand-in on the CPU kernels (two CPU steps through a scratch array) checks what the solver
 does around it: which runs pair their steps, the buffer swaps, rho/u stored on the last step
 only, odd step counts, and that a paired run ends bit for bit where a one-step run does.
@@ -163,7 +164,8 @@ def test_depth_two_keeps_the_usual_views(two_step_cpu) -> None:
 
 
 def test_cpu_kernels_have_no_two_step_path() -> None:
-    """Without the stand-in the CPU backend steps one at a time (its kernel set has none)."""
+    """Without the stand-in the CPU backend steps D3Q19 one at a time (its kernel set has
+    none)."""
     sim = Simulation(_cavity())
     assert not any(b.fuses_two_steps() for b in sim.solver.blocks.values())
 

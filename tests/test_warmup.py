@@ -55,7 +55,8 @@ def test_warmup_compiles_and_says_where(warm: tuple[dict[str, str], str]) -> Non
     assert Path(total[2]).parent == Path(env["NUMBA_CACHE_DIR"]), out
     assert list(Path(total[2]).glob("*.nbi")), total[2]
     rows = 0
-    for label in ("D2Q9 fluid", "D2Q9 forced channel", "D3Q19 fluid", "LJ MD"):
+    for label in ("D2Q9 fluid", "D2Q9 fluid, one step per sweep", "D2Q9 forced channel",
+                  "D3Q19 fluid", "LJ MD"):
         for precision in ("float64", "float32"):
             (row,) = [line for line in lines if line.startswith(f"{label} ")
                       and f" {precision} " in line]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -302,7 +303,16 @@ class SlabBlock:
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
                 and not self.open_rules  # halfway bodies are box walls (the same bits)
                 and (not self.halo_faces() or self.depth == 2)
-                and self.kernels.two_steps_fit(self.f_src, self.dtype))
+                and self.kernels.two_steps_fit(self.f_src, self.dtype)
+                and self._two_steps_cover)
+
+    @cached_property
+    def _two_steps_cover(self) -> bool:
+        """Whether the two-step kernel takes every fluid cell of this block (a kernel set may
+        leave some rules to a one-step pass: ``two_steps_cover``; the flags and the periodic
+        axes are fixed for the block's life)."""
+        cover = getattr(self.kernels, "two_steps_cover", None)
+        return cover is None or bool(cover(self.flags, self.params))
 
     def stream_collide_two_steps(self, store_macro: bool = False) -> None:
         """Steps t + 1 and t + 2 of every layer, ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps`
@@ -447,9 +457,10 @@ class D2Q9Block(SlabBlock):
 
     def __init__(self, backend: Backend, nx: int, ny: int, row0: int, faces: tuple[Face, Face],
                  params: D2Q9Params, dtype: Any, geometry: GridGeometry | None = None,
-                 storage: Any = None) -> None:
+                 storage: Any = None, ghost_depth: int = 1) -> None:
         self.geometry = geometry
-        super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype, storage)
+        super().__init__(backend, D2Q9, (nx,), ny, row0, faces, params, dtype, storage,
+                         ghost_depth=ghost_depth)
         self.nx, self.ny, self.row0 = nx, ny, row0
         self._load_geometry()
 
@@ -478,13 +489,13 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
     """The block class of ``lattice`` for a slab (``cross`` in array order); ``storage``
     (population storage type) defaults to ``dtype``; ``streaming`` is
     ``two-lattice`` or (D3Q19 only) ``aa``; ``ghost_depth`` 2 asks for two ghost planes at
-    halo faces (D3Q19, where the kernel set sweeps two steps through them)."""
+    halo faces (where the kernel set sweeps two steps through them)."""
     if lattice is D2Q9:
         if streaming != "two-lattice":
             raise ValueError(f"run.streaming: {streaming!r} is not allowed for D2Q9 (allowed: "
                              "'two-lattice')")
         return D2Q9Block(backend, cross[0], layers, layer0, faces, params, dtype, geometry,
-                         storage)
+                         storage, ghost_depth)
     if lattice is D3Q19:
         return D3Q19Block(backend, cross[1], cross[0], layers, layer0, faces, params, dtype,
                           storage, streaming, ghost_depth, geometry)

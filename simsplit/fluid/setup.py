@@ -214,8 +214,8 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     dec = case["decomposition"]
     n = int(dec["subdomains"])
     # slabs that cross halo faces two steps per sweep hold a second ghost plane per face
-    # (D3Q19 on one GPU, SlabBlock.depth); counted wherever they might
-    deep = 2 if len(shape) == 3 and case["run"].get("temporal_blocking", True) else 0
+    # (D3Q19 on one GPU, D2Q9 on the CPU: SlabBlock.depth); counted wherever they might
+    deep = 2 if case["run"].get("temporal_blocking", True) else 0
     out = []
     for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
         cells = (b - a + 2 + deep) * layer

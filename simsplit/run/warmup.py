@@ -24,14 +24,23 @@ from typing import Any, Callable, Iterable
 #: fluid and MD cases shaped like cases/cavity.yaml, cases/channel.yaml, cases/cavity3d.yaml and
 #: cases/lj_tiny.yaml (two slabs, so the halo kernels compile too), small enough to run in a
 #: fraction of a second; the channel's body force takes the forced variant of the D2Q9 row
-#: kernel, the cavity the one without
+#: kernel, the cavity the one without. The cavity goes two steps per sweep: 7 steps checked
+#: every 4 run the two-step kernel with and without storing rho/u and a last single step; the
+#: second cavity, one step per sweep, runs the one-step kernels as a case with bodies does
 WARMUP_CASES: dict[str, dict[str, Any]] = {
     "D2Q9 fluid": {
         "physics": "fluid",
         "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
         "domain": {"shape": [16, 16], "boundaries": {"x": "wall", "y": "wall", "lid": True}},
         "decomposition": {"subdomains": 2},
-        "run": {"steps": 4, "check_every": 2},
+        "run": {"steps": 7, "check_every": 4},
+    },
+    "D2Q9 fluid, one step per sweep": {
+        "physics": "fluid",
+        "fluid": {"reynolds": 100, "lid_velocity": 0.1, "collision": "trt"},
+        "domain": {"shape": [16, 16], "boundaries": {"x": "wall", "y": "wall", "lid": True}},
+        "decomposition": {"subdomains": 2},
+        "run": {"steps": 4, "check_every": 2, "temporal_blocking": False},
     },
     "D2Q9 forced channel": {
         "physics": "fluid",

@@ -12,6 +12,12 @@ interpolated bounce-back, the wrapped ends of a periodic x) in a separate pass o
 the row kernel leaves (:meth:`RowKernel._takes`); both passes read ``f_src`` and write disjoint
 cells of ``f_dst``, so their order does not matter.
 
+In 2D a third kind of kernel takes two time steps in one sweep (temporal blocking, where the
+row kernel takes every fluid cell): each thread walks down its rows, updating row j + 1 to step
+t + 1 into a ring of three rows and then row j to step t + 2 from the ring, with the loops above,
+so both steps keep their bits while the populations cross memory once per two steps. Its rows'
+runs of cells come listed once per flags array (``row_runs``), not scanned again each step.
+
 The generated functions are compiled like the handwritten kernels (``cache=True``), one per
 (store_macro, forced), under names that carry a hash of their source: a changed generator or
 collision never loads a stale cache entry. ``error_model="numpy"`` drops the divide-by-zero
@@ -138,14 +144,27 @@ class RowKernel:
         self.variants = [(m, f) for m in (False, True)
                          for f in ((False, True) if forced else (False,))]
         parts = self._takes_source()
+        if lattice.dim == 2:
+            parts += ["", "", "@numba.njit(cache=True)", *self._row_runs_source()]
         for macro, forced_ in self.variants:
             parts += ["", ""] + self._source(self._tag(macro, forced_), macro, forced_)
+            if lattice.dim == 2:
+                parts += ["", ""] + self._two_steps_source("two_" + self._tag(macro, forced_),
+                                                           macro, forced_)
         self.source = "\n".join(parts) + "\n"
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
+        #: the run lister's name (2D), hashed like the kernels' (it is cached alike)
+        self.runs_name = f"_row_runs_{lattice.name.lower()}_{digest}"
+        self.source = self.source.replace("def row_runs(", f"def {self.runs_name}(")
         #: the kernels' names: the source's hash in them keeps a changed generator or collision
         #: from loading a stale cache entry (Numba keys its cache on the bytecode, not constants)
         self.names = {v: f"_rows_{lattice.name.lower()}_{self._tag(*v)}_{digest}"
                       for v in self.variants}
+        #: the two-step kernels (2D), by (store_macro, forced) as :attr:`names`
+        self.two_step_names = {v: f"_two_{lattice.name.lower()}_{self._tag(*v)}_{digest}"
+                               for v in self.variants} if lattice.dim == 2 else {}
+        for v, name in self.two_step_names.items():
+            self.source = self.source.replace(f"def two_{self._tag(*v)}(", f"def {name}(")
         for v, name in self.names.items():
             self.source = self.source.replace(f"def {self._tag(*v)}(", f"def {name}(")
 
@@ -162,10 +181,13 @@ class RowKernel:
     def _macro(self) -> tuple[str, ...]:
         return ("rho_out", *(f"u{a}_out" for a in "xyz"[:self.lattice.dim]))
 
-    def _pull(self, q: int) -> str:
-        """Source of the stored element cell ``(.., c)`` pulls for direction ``q``: x - c_q."""
+    def _pull(self, q: int, ring: bool = False) -> str:
+        """Source of the stored element cell ``(.., c)`` pulls for direction ``q``: x - c_q,
+        from ``f_src`` or (``ring``, 2D) from the step-(t + 1) rows of the two-step kernel."""
         c = [int(v) for v in self.lattice.c[q][::-1]]  # array axis order: split axis first
         split, *cross, cx = c
+        if ring:
+            return f"t{q}[ch, s{1 - split}, {shifted('c', -cx, 'step')}]"
         idx = [shifted(self._axes[0], -split)]
         idx += [f"y{1 - cy}" for cy in cross]  # the row's wrapped source rows (3D only)
         idx.append(shifted("c", -cx, "step"))
@@ -174,11 +196,16 @@ class RowKernel:
     def _weight(self, q: int) -> str:
         return f"wq{q}"
 
-    def _here(self, q: int) -> str:
+    def _here(self, q: int, ring: bool = False) -> str:
         """Source of the stored element ``q`` of the cell ``(.., c)`` itself."""
+        if ring:
+            return f"t{q}[ch, s1, c]"
         return f"f_src[{q}, {', '.join(self._axes[:-1])}, c]"
 
-    def _loop(self, macro: bool, forced: bool, wall: bool, indent: str) -> list[str]:
+    def _loop(self, macro: bool, forced: bool, wall: bool, indent: str,
+              src_ring: bool = False, dst_ring: bool = False) -> list[str]:
+        """The loop over a run ``[a, b)`` of one row: pull (from ``f_src``, or from the ring
+        rows if ``src_ring``), collide, store (to ``out{q}``, or ring slot ``sw``)."""
         lat = self.lattice
         here = ", ".join(self._axes[:-1])
         # x runs unsigned: Numba wraps negative signed indices (a select per load), which
@@ -186,10 +213,10 @@ class RowKernel:
         out = [f"{indent}for c in range(np.uint64(a), np.uint64(b)):"]
         body = indent + "    "
         for q in range(lat.q):
-            v = self.decode.format(v=self._pull(q), w=self._weight(q))
+            v = self.decode.format(v=self._pull(q, src_ring), w=self._weight(q))
             if wall and q:  # halfway bounce-back from a solid source, moving if the lid
                 o = int(lat.opp[q])
-                back = self.decode.format(v=self._here(o), w=self._weight(o))
+                back = self.decode.format(v=self._here(o, src_ring), w=self._weight(o))
                 lid = const(6.0 * lat.w[q] * lat.c[q][0])
                 src = self._pull(q).replace("f_src", "flags").replace(f"[{q}, ", "[")
                 out += [f"{body}n{q} = {src}",
@@ -206,7 +233,8 @@ class RowKernel:
                     for m, n in zip(self._macro, names, strict=True)]
         for q in range(lat.q):
             v = self.encode.format(v=f"p{q}", w=self._weight(q))
-            out.append(f"{body}out{q}[{here}, c] = {v}")
+            dst = f"t{q}[ch, sw, c]" if dst_ring else f"out{q}[{here}, c]"
+            out.append(f"{body}{dst} = {v}")
         return out
 
     def _takes(self, i: str) -> str:
@@ -233,23 +261,99 @@ class RowKernel:
             lines += [f"    y{s} = wrap({shifted('j', s - 1)}, ny, periodic_y)" for s in range(3)]
         return lines + [f"    return {self._takes('i')}"]
 
-    def _source(self, name: str, macro: bool, forced: bool) -> list[str]:
-        """One kernel: every row's runs of cells taken, plain or walled (``store_macro`` and
+    def _head(self, name: str, extra: tuple[str, ...] = ()) -> list[str]:
+        """The ``def`` line and the per-launch set-up of a kernel (``store_macro`` and
         ``forced`` stay parameters, so that every variant is called alike)."""
         lat, axes = self.lattice, self._axes
         periodic = [f"periodic_{a}" for a in "xy"[:lat.dim - 1]]
         params = ["f_src", *(f"out{q}" for q in range(lat.q)), "flags", *self._macro,
                   f"{axes[0]}0", f"{axes[0]}1", *self.scalars, *periodic, "store_macro"]
         params += ["forced"] if self.forced else []
-        lines = [f"def {name}({', '.join(params)}):",
+        lines = [f"def {name}({', '.join([*params, *extra])}):",
                  f"    dt = {self.arith}",
                  "    nx = f_src.shape[-1] - 2",
                  "    lo = 2 if periodic_x else 1  # the ends of a periodic x wrap: scalar pass",
                  "    hi = nx if periodic_x else nx + 1",
                  "    step = np.uint64(1)"]
-        lines += [f"    wq{q} = {const(w)}" for q, w in enumerate(lat.w)]
         lines += ["    " + line for line in self.prelude]
         lines.append("    left = 1 if periodic_x else 0  # fluid cells for the scalar pass")
+        return lines
+
+    def _weights(self, indent: str) -> list[str]:
+        """The weights ``wq{q}``, set inside the parallel loop: set before it, Numba passes
+        them to the loop body as arguments, and LLVM, not seeing them constant or equal, keeps
+        a product ``w_q * r`` for each q where one per distinct weight does."""
+        return [f"{indent}wq{q} = {const(w)}" for q, w in enumerate(self.lattice.w)]
+
+    def _scan(self, indent: str, body: list[str]) -> list[str]:
+        """One row's runs ``[a, b)`` of cells taken, all plain or all walled (``wall``), each
+        handed to ``body``; ``left`` counts the fluid cells not taken."""
+        row = ", ".join(self._axes[:-1])
+        # the test is written out, not called: an array passed to a call counts as aliased for
+        # Numba's parfors, which then drop the no-alias promise the vectoriser relies on
+        lines = ["a = lo",
+                 "while a < hi:  # runs [a, b) of cells taken, all plain or all walled",
+                 f"    if not {self._takes('a')}:",
+                 f"        if not flags[{row}, a] & SOLID:",
+                 "            left += 1",
+                 "        a += 1",
+                 "        continue",
+                 f"    wall = flags[{row}, a] & NEAR_WALL",
+                 "    b = a + 1",
+                 "    if wall:",
+                 f"        while b < hi and flags[{row}, b] & NEAR_WALL and {self._takes('b')}:",
+                 "            b += 1",
+                 "    else:  # the common case, one flag byte a cell: plain fluid",
+                 f"        while b < hi and not flags[{row}, b] & (SOLID | NEAR_WALL):",
+                 "            b += 1",
+                 *("    " + line for line in body),
+                 "    a = b"]
+        return [indent + line for line in lines]
+
+    def _runs(self, macro: bool, forced: bool, indent: str) -> list[str]:
+        """One row's runs of cells taken, found as it goes (:meth:`_scan`), each in its loop."""
+        return self._scan(indent, [
+            "if wall:", *self._loop(macro, forced, True, "    "),
+            "else:", *self._loop(macro, forced, False, "    ")])
+
+    def _spans(self, macro: bool, forced: bool, indent: str, src_ring: bool = False,
+               dst_ring: bool = False) -> list[str]:
+        """Row ``j``'s runs of cells taken as :func:`row_runs` listed them (``ptr``,
+        ``spans``), each in its loop (:meth:`_loop`)."""
+        lines = ["for run in range(ptr[j], ptr[j + 1]):",
+                 "    a = spans[run, 0]",
+                 "    b = spans[run, 1]",
+                 "    if spans[run, 2]:"]
+        lines = [indent + line for line in lines]
+        lines += self._loop(macro, forced, True, indent + "        ", src_ring, dst_ring)
+        lines.append(indent + "    else:")
+        return lines + self._loop(macro, forced, False, indent + "        ", src_ring, dst_ring)
+
+    def _row_runs_source(self) -> list[str]:
+        """``row_runs(flags, periodic_x, ptr, spans, fill)`` (2D): the runs :meth:`_scan`
+        finds in each row ``j``, as ``spans[run] = (a, b, wall)`` for ``run`` in ``ptr[j]``
+        .. ``ptr[j + 1]``. ``fill`` false: counts them instead (row ``j``'s count into
+        ``ptr[j + 1]``, ``spans`` unused). Returns how many fluid cells no run takes."""
+        return ["def row_runs(flags, periodic_x, ptr, spans, fill):",
+                "    nx = flags.shape[-1] - 2",
+                "    lo = 2 if periodic_x else 1",
+                "    hi = nx if periodic_x else nx + 1",
+                "    left = 0",
+                "    for j in range(1, flags.shape[0] - 1):",
+                "        n = ptr[j] if fill else 0",
+                *self._scan("        ", ["if fill:",
+                                         "    spans[n, 0] = a",
+                                         "    spans[n, 1] = b",
+                                         "    spans[n, 2] = 1 if wall else 0",
+                                         "n += 1"]),
+                "        if not fill:",
+                "            ptr[j + 1] = n",
+                "    return left"]
+
+    def _source(self, name: str, macro: bool, forced: bool) -> list[str]:
+        """One kernel: every row's runs of cells taken, plain or walled."""
+        lat = self.lattice
+        lines = self._head(name)
         if lat.dim == 2:
             lines.append("    for j in numba.prange(j0, j1):")
         else:
@@ -259,31 +363,39 @@ class RowKernel:
                       "        j = 1 + row % ny"]
             lines += [f"        y{s} = wrap({shifted('j', s - 1)}, ny, periodic_y)"
                       for s in range(3)]
-        row = ", ".join(axes[:-1])
-        # the test is written out, not called: an array passed to a call counts as aliased for
-        # Numba's parfors, which then drop the no-alias promise the vectoriser relies on
-        lines += ["        a = lo",
-                  "        while a < hi:  # runs [a, b) of cells taken, all plain or all walled",
-                  f"            if not {self._takes('a')}:",
-                  f"                if not flags[{row}, a] & SOLID:",
-                  "                    left += 1",
-                  "                a += 1",
-                  "                continue",
-                  f"            wall = flags[{row}, a] & NEAR_WALL",
-                  "            b = a + 1",
-                  "            if wall:",
-                  f"                while b < hi and flags[{row}, b] & NEAR_WALL and "
-                  f"{self._takes('b')}:",
-                  "                    b += 1",
-                  "            else:  # the common case, one flag byte a cell: plain fluid",
-                  f"                while b < hi and not flags[{row}, b] & (SOLID | NEAR_WALL):",
-                  "                    b += 1"]
-        lines.append("            if wall:")
-        lines += self._loop(macro, forced, True, "                ")
-        lines.append("            else:")
-        lines += self._loop(macro, forced, False, "                ")
-        lines += ["            a = b", "    return left"]
-        return lines
+        lines += self._weights("        ")
+        return lines + self._runs(macro, forced, "        ") + ["    return left"]
+
+    def _two_steps_source(self, name: str, macro: bool, forced: bool) -> list[str]:
+        """Steps t + 1 and t + 2 of rows ``[j0, j1)`` in one sweep (2D): each of the chunks
+        ``ch`` of rows (one per ring, ``t{q}.shape[0]``) walks down its rows, computing step
+        t + 1 of row ``j + 1`` from ``f_src`` into the ring (three rows a chunk, slot ``row %
+        3``), then step t + 2 of row ``j`` from the ring into ``out{q}``. Every cell updates
+        by the loops of :meth:`_source`, so both steps keep their bits. The runs of each row
+        come listed (:meth:`_row_runs_source`: ``ptr``, ``spans``), not scanned for each
+        step, and must take every fluid cell (no scalar pass). Step t + 1 runs on rows
+        1..ny only: a pull from a ghost row is a bounce-back there."""
+        if self.lattice.dim != 2:
+            raise ValueError("two steps per sweep: 2D lattices only")
+        extra = (*(f"t{q}" for q in range(self.lattice.q)), "ptr", "spans")
+        lines = self._head(name, extra)
+        lines += ["    ny = f_src.shape[1] - 2",
+                  "    chunks = t0.shape[0]",
+                  "    for ch in numba.prange(chunks):",
+                  *self._weights("        "),
+                  "        r0 = j0 + (j1 - j0) * ch // chunks",
+                  "        r1 = j0 + (j1 - j0) * (ch + 1) // chunks",
+                  "        for jr in range(r0 - 1, r1 + 1):",
+                  "            if jr >= 1 and jr <= ny:",
+                  "                j = jr  # step t + 1 of row jr into the ring",
+                  "                sw = j % 3"]
+        lines += self._spans(False, forced, "                ", dst_ring=True)
+        lines += ["            j = jr - 1  # step t + 2 of the row above it, from the ring",
+                  "            if j >= r0:",
+                  "                s0 = (j + 2) % 3",
+                  "                s1 = j % 3",
+                  "                s2 = (j + 1) % 3"]
+        return lines + self._spans(macro, forced, "                ", src_ring=True)
 
     def compile(self) -> dict[tuple[bool, bool], Any]:
         """``@njit(parallel=True, cache=True)`` dispatchers by (store_macro, forced), functions
@@ -297,5 +409,7 @@ class RowKernel:
         filename = sys.modules[self.module].__file__
         exec(compile(self.source, filename, "exec"), env)  # noqa: S102 - our own source
         self.takes = env["takes"]
+        self.row_runs = env.get(self.runs_name)
         jit = numba.njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
+        self.two_steps = {v: jit(env[name]) for v, name in self.two_step_names.items()}
         return {v: jit(env[name]) for v, name in self.names.items()}

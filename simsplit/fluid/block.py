@@ -114,8 +114,7 @@ class SlabBlock:
         return self.u[2]
 
     def _rest_field(self, shape: tuple[int, ...]) -> Any:
-        """Populations of fluid at rest with unit density (f = w, encoded), filled on the backend
-        itself: no host copy of the whole field (it would double the memory a large run needs)."""
+        """f = w (encoded), filled on the backend: a host copy would double a run's memory."""
         if not getattr(self.kernels, "strided_fields", False):  # e.g. Numba device arrays,
             return self.backend.asarray(self.storage.rest(self.lattice.w, shape))  # no [...] =
         rest = self.storage.rest(self.lattice.w, (1,) * len(shape))  # (q, 1, ..., 1)
@@ -124,15 +123,13 @@ class SlabBlock:
         return out
 
     def _field(self, host: np.ndarray) -> Any:
-        """A ghosted field (populations, flags) on the backend, in the layout its kernels take:
-        padded, aligned rows where the kernel set says it reads strides (``strided_fields``)."""
+        """A ghosted field on the backend: padded, aligned rows where ``strided_fields``."""
         if getattr(self.kernels, "strided_fields", False):
             return self.backend.field(host)
         return self.backend.asarray(host)
 
     def _deep_pairs_fit(self, shape: tuple[int, ...]) -> bool:
-        """Whether a second ghost plane per face lets this block cross its halo faces two
-        steps per sweep: it has halo faces and a two-step kernel that takes the deeper arrays."""
+        """Whether two ghost planes a face let this block's two-step kernel cross them."""
         if self.aa or not self.halo_faces() or getattr(self, "geometry", None) is not None:
             return False
         fit = getattr(self.kernels, "two_steps_fit_shape", None)
@@ -200,8 +197,7 @@ class SlabBlock:
                 spans.append((i0, i1, is_open))
         return spans
 
-    def _paint_geometry(self, flags: np.ndarray) -> None:
-        """Bodies and open faces, where the block has a geometry."""
+    def _paint_geometry(self, flags: np.ndarray) -> None:  # bodies and open faces, if any
         geometry = getattr(self, "geometry", None)
         if geometry is not None:
             halo = tuple(f is Face.HALO for f in self.faces)
@@ -223,8 +219,7 @@ class SlabBlock:
             self._reset_outlet_slots()
 
     def _reset_outlet_slots(self) -> None:
-        """Start a convective outlet's memory from the populations now: each outlet link's
-        previous value is the outlet cell's own population along it."""
+        """A convective outlet's memory from now: each link's own population of its cell."""
         lat, f = self.lattice, self.populations()
         slots = np.zeros((lat.q, self.layers + 2, *(n + 2 for n in self.cross[:-1])),
                          self.dtype)
@@ -237,8 +232,7 @@ class SlabBlock:
         self.set_outlet_slots(slots[(slice(None), slice(1, -1))])
 
     def set_outlet_slots(self, slots: np.ndarray) -> None:
-        """Set a convective outlet's previous values of the interior layers ``(q, layers,
-        ...)`` (as :meth:`outlet_values` gives them)."""
+        """Set a convective outlet's previous values ``(q, layers, ...)``: outlet_values'."""
         full = np.zeros((self.lattice.q, self.layers + 2, *slots.shape[2:]), self.dtype)
         full[:, 1:-1] = slots
         with self.backend.activate():
@@ -296,10 +290,9 @@ class SlabBlock:
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def fuses_two_steps(self) -> bool:
-        """Whether this block takes two steps in one sweep: its kernel set has a two-step
-        kernel that takes these arrays and gains from it (``two_steps_fit``), and every halo
-        face has two ghost planes (``depth`` 2: the sweep recomputes the neighbour's first step
-        on the inner one, from the neighbour's two planes at step t)."""
+        """Whether this block takes two steps in one sweep: a two-step kernel that takes these
+        arrays, gains (``two_steps_fit``) and covers every fluid cell, and ``depth`` 2 at halo
+        faces (the sweep recomputes the neighbour's first step on the inner ghost plane)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
                 and not self.open_rules  # halfway bodies are box walls (the same bits)
                 and (not self.halo_faces() or self.depth == 2)
@@ -308,9 +301,7 @@ class SlabBlock:
 
     @cached_property
     def _two_steps_cover(self) -> bool:
-        """Whether the two-step kernel takes every fluid cell of this block (a kernel set may
-        leave some rules to a one-step pass: ``two_steps_cover``; the flags and the periodic
-        axes are fixed for the block's life)."""
+        """Whether the kernel set's ``two_steps_cover`` (if any) takes every fluid cell."""
         cover = getattr(self.kernels, "two_steps_cover", None)
         return cover is None or bool(cover(self.flags, self.params))
 
@@ -328,8 +319,7 @@ class SlabBlock:
             self.deep_array(self.f_src), self.deep_array(self.f_dst), self._deep["flags"],
             *self._deep["macro"], (2, self.layers + 2), self.params, store_macro)
 
-    def deep_array(self, view: Any) -> Any:
-        """The depth-2 population array behind ``f_src`` or ``f_dst`` (``depth`` 2 only)."""
+    def deep_array(self, view: Any) -> Any:  # depth 2 only: the array behind f_src or f_dst
         return self._deep["f"][0 if view is self._views[0] else 1]
 
     def deep_boundary(self, face: int, view: Any) -> Any:
@@ -338,8 +328,7 @@ class SlabBlock:
         deep, n = self.deep_array(view), self.layers
         return deep[:, 2:4] if face == LOW else deep[:, n:n + 2]
 
-    def deep_ghosts(self, face: int, view: Any) -> Any:
-        """The two ghost planes beyond ``face`` of the population array behind ``view``."""
+    def deep_ghosts(self, face: int, view: Any) -> Any:  # the two ghost planes beyond face
         deep, n = self.deep_array(view), self.layers
         return deep[:, 0:2] if face == LOW else deep[:, n + 2:n + 4]
 

@@ -367,14 +367,10 @@ md_permute(int n, int* __restrict__ cell_atoms, const int* __restrict__ cell_of,
 // ((rc_ij + skin)^2, at most cutsq), as LAMMPS lists do: Kob-Andersen's A-B pairs reach 2.3
 // instead of 2.8. A pair left out stays beyond rc_ij until the next rebuild, where it would
 // only have added +-0.0, so the forces keep their bits.
-// SIMSPLIT_MD_BUILD_EARLY_TYPE 1: a typed build asks for each candidate's type beside its
-// position, so the pair's list cutoff is in hand when the distance is; 0: only for candidates
-// within the largest cutoff, after the distance. H200, 2026-12-04, Kob-Andersen 1M atoms
-// (scripts/prof_md_typed.py --define): 2,369 against 2,522 us a build; the two cutoffs of a
-// binary mixture held in registers and selected by tj instead of loaded: 2,526 us.
-#ifndef SIMSPLIT_MD_BUILD_EARLY_TYPE
-#define SIMSPLIT_MD_BUILD_EARLY_TYPE 1
-#endif
+// A typed build asks for each candidate's type beside its position, so the pair's list cutoff
+// is in hand when the distance is. H200, 2026-12-04, Kob-Andersen 1M atoms: 2,369 us a build,
+// against 2,522 us asking only for candidates within the largest cutoff, after the distance,
+// and 2,526 us with a binary mixture's two cutoffs held in registers and selected by tj.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK, 8)
 md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, double bz, int nx,
@@ -418,30 +414,15 @@ md_build_neighbors(const T* __restrict__ x, int n_own, double bx, double by, dou
                 for (int p = __ldg(cell_start + q); p < p1; ++p) {
                     const int j = in_order ? p : __ldg(cell_atoms + p);
                     if (j == i) continue;
-#if SIMSPLIT_MD_BUILD_EARLY_TYPE
                     const int tj = shift ? __ldg(typ + j) : 0;
-#endif
                     const double dx = md::min_image(xi - double(__ldg(x + 3LL * j)), bx);
                     const double dy = md::min_image(yi - double(__ldg(x + 3LL * j + 1)), by);
                     const double dz = md::min_image(zi - double(__ldg(x + 3LL * j + 2)), bz);
                     const double r2 = dx * dx + dy * dy + dz * dz;
-#if SIMSPLIT_MD_BUILD_EARLY_TYPE
                     if (r2 < (shift ? __ldg(row_cutsq + tj) : cutsq)) {
                         if (k < cap) nl[(long long)k * pitch + i] = shift ? j | (tj << shift) : j;
                         ++k;
                     }
-#else
-                    if (r2 < cutsq) {
-                        if (shift) {
-                            const int tj = __ldg(typ + j);
-                            if (!(r2 < __ldg(row_cutsq + tj))) continue;
-                            if (k < cap) nl[(long long)k * pitch + i] = j | (tj << shift);
-                        } else if (k < cap) {
-                            nl[(long long)k * pitch + i] = j;
-                        }
-                        ++k;
-                    }
-#endif
                 }
             }
         }

@@ -4,8 +4,7 @@ device time per step phase of each system, and the typed force kernel's table va
     python scripts/prof_md_typed.py [--systems liq1m ka1m] [--reps 100] [--define NAME=VALUE]
 
 ``--define`` compiles ``kernels/md_lj.cu`` with that macro (for example
-``SIMSPLIT_MD_BUILD_EARLY_TYPE=0``, the typed list build's other way to test a pair's own list
-cutoff), so two builds compare in two runs of this script in one call.
+``SIMSPLIT_MD_FORCE_UNROLL=2``), so two builds compare in two runs of this script in one call.
 
 Builds each ``scripts/bench_md_gpu.py`` system on the cupy backend (a ``liq*`` system melted
 and held first, as the benchmark does), then times on the device: the pair forces, the
@@ -105,11 +104,9 @@ def rebuild_phases(s: MDSolver, reps: int) -> dict[str, float]:
         s._row_types(sl)
 
     shift = s._row_types(sl)
-    cut = s._on_kernels(k, "list_cutsq", s.pairs.list_cutsq(s.skin)) if shift else None
 
     def lists() -> None:
-        k.build_neighbors(sl.x, sl.n_own, s.box, s.ncell, sl.cells, s._offsets,
-                          s.reach * s.reach, sl.nl, sl.cnt, sl.typ, shift, cut)
+        s._build_neighbors(sl, shift)
 
     out = {"cells": device_ms(cells, reps), "cell order": device_ms(order, reps)}
     cells()

@@ -176,18 +176,22 @@ class NeighbourRebuilds:
                                                        s.gid)
             s.ids_stale = True
         shift = self._row_types(s)  # the lists carry the neighbours' types where they can
-        list_cutsq = (self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin))
-                      if shift else None)
         while True:
             s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, self.capacity)
-            worst = k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells,
-                                      self._offsets, self.reach * self.reach, s.nl, s.cnt,
-                                      s.typ, shift, list_cutsq)
+            worst = self._build_neighbors(s, shift)
             if worst <= self.capacity:
                 break
             self.capacity = int(worst * 1.2) + 8
             self._stats["capacity_growths"] += 1
         s.x0 = k.snapshot(s.x, s.n_own, s.x0)
+
+    def _build_neighbors(self, s: sl.SlabState, shift: int) -> int:
+        """One list build of slab ``s`` into its current list arrays (typed lists, ``shift`` >
+        0: each pair within its own list cutoff); the longest row if one overflowed, else 0."""
+        k = s.kernels
+        cut = self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin)) if shift else None
+        return k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells, self._offsets,
+                                 self.reach * self.reach, s.nl, s.cnt, s.typ, shift, cut)
 
     def _update_ghosts(self) -> None:
         if self.arena is not None:

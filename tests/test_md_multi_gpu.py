@@ -129,6 +129,8 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, ce
     assert stats["rebuilds"] == md.stats()["rebuilds"]
     assert (stats["interior_rows"] > 0) == (cells == "[6,6,24]"), stats["interior_rows"]
     assert stats["message_rounds"] == rounds
+    # up to three ranks the per-step ghosts go device to device (CUDA IPC), steps in batches
+    assert stats["device_links"] == (ranks <= 3) and (stats["batches"] > 0) == (ranks <= 3)
 
 
 @needs_mpiexec

@@ -33,6 +33,7 @@ import numpy as np
 from simsplit.backends.cpu import md as cpu_md
 from simsplit.md.arena import ArenaState
 from simsplit.md.exchange import Endpoint
+from simsplit.md.rank_links import DeviceLinks
 from simsplit.md.rank_rounds import (
     GHOST_TAGS,
     MIGRANT_TAGS,
@@ -52,7 +53,7 @@ class RankSlab(RankRounds):
 
     def __init__(self, layout: SlabLayout, kernels: Any, ncell: np.ndarray,
                  offsets: Sequence[np.ndarray], rank: int, endpoint: Endpoint,
-                 max_move: float | None = None) -> None:
+                 max_move: float | None = None, device_links: bool = False) -> None:
         self.layout, self.kernels, self.ncell, self.offsets = layout, kernels, ncell, offsets
         self.rank = rank
         self.endpoint = endpoint
@@ -93,6 +94,12 @@ class RankSlab(RankRounds):
         self._stepping = False
         #: node-memory room the last rebuild asked for, reserved before the next outbox use
         self._needs: dict[tuple[int, str], int] | None = None
+        #: the per-step ghost positions straight between the devices of the node (asked for
+        #: with ``device_links`` where the solver steps in batches; None: through the host)
+        self.device_links = DeviceLinks(kernels, endpoint, self.links,
+                                        endpoint.node_counters()) \
+            if device_links and DeviceLinks.possible(kernels, endpoint, self.links, parts) \
+            else None
 
     # --- setup ------------------------------------------------------------------------------
     def load(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
@@ -133,6 +140,8 @@ class RankSlab(RankRounds):
             built = k.mark()
         k.wait_mark(built)
         self._needs = self._outbox_needs(leavers)
+        if self.device_links is not None:
+            self.device_links.refit(self.send_rows, self.recv_rows, dtype)
         return capacity, growths, sum(leavers.values())
 
     def _step_marks(self) -> tuple[Any, Any]:
@@ -145,6 +154,21 @@ class RankSlab(RankRounds):
             return self._marks["packed"], self._marks["interior"]
         end = k.mark()
         return end, end
+
+    def begin_batch(self) -> None:
+        """Before a batch of linked steps: the collective point where :meth:`_reserve`
+        happens (every rank starts the same batches)."""
+        self._reserve()
+
+    def pack_linked(self) -> None:
+        """Queue this step's ghost packs into the device links (:class:`DeviceLinks`)."""
+        assert self.device_links is not None
+        self.device_links.pack(self.state.x, self.send_rows)
+
+    def land_linked(self) -> None:
+        """Queue the landing of the neighbours' packs of this step into the ghost rows."""
+        assert self.device_links is not None
+        self.device_links.land(self.state.x, self.recv_rows)
 
     def _reserve(self) -> None:
         """Reserve the node memory the last rebuild asked for (collective; every rank gets

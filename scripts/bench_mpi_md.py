@@ -83,7 +83,7 @@ def main() -> int:
     ap.add_argument("--node-memory", choices=("on", "off"), default="on",
                     help="ghost positions between the ranks of a node through shared pinned "
                     "memory read in place (on), or as MPI messages (off)")
-    ap.add_argument("--device-links", nargs="+", choices=("on", "off"), default=["on"],
+    ap.add_argument("--device-links", nargs="+", choices=("on", "off"), default=["off"],
                     help="per-step ghosts device to device in batches of steps "
                     "(simsplit.md.rank_links; up to three ranks), or through the host; "
                     "both: a row each")
@@ -152,7 +152,7 @@ def _rows(args: argparse.Namespace, env: dict) -> None:
                 row = json.loads(out.read_text())
             label = f"{name}, mpiexec -n {ranks}" + (", MPS" if args.mps else "") + \
                 (", messages" if args.node_memory == "off" else "") + \
-                (", host ghosts" if links == "off" else "") + \
+                (", device links" if links == "on" else "") + \
                 (f", {row['message_rounds']} rnd" if row.get("message_rounds") else "")
             print(_line(label, row, base), flush=True)
 

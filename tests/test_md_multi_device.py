@@ -185,7 +185,8 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
     script.write_text(DRIVER)
     out = tmp_path / "md.npz"
     proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(CELLS)), str(STEPS),
-                          str(out), json.dumps(devices)], timeout=120)
+                          str(out), json.dumps(devices)], timeout=120,
+                  SIMSPLIT_DEVICE_LINKS="1")
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     for name in ("positions", "velocities", "forces", "images"):

@@ -83,10 +83,12 @@ class DeviceLinks:
     def possible(kernels: Any, endpoint: Endpoint, links: tuple[int, ...], parts: int) -> bool:
         """Whether a rank slab with these neighbours can use device links (the same answer
         on every rank: the counters are made collectively when the kernel set shares
-        memory). ``SIMSPLIT_DEVICE_LINKS=0`` turns them off (to compare with the host
-        path)."""
+        memory). Asked for with ``SIMSPLIT_DEVICE_LINKS=1``: with the ranks on one H200 under
+        MPS the host path is faster (its rebuilds start beside a step's interior forces; see
+        BENCHMARKS.md), so it stays the default until ranks on GPUs of their own can be
+        measured."""
         if parts > 3 or not getattr(kernels, "shares_memory", False) or \
-                os.environ.get("SIMSPLIT_DEVICE_LINKS", "1") == "0":
+                os.environ.get("SIMSPLIT_DEVICE_LINKS", "0") != "1":
             return False
         counters = endpoint.node_counters()
         return counters is not None and all(counters.shares(nb) for nb in links)

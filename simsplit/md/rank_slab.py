@@ -207,7 +207,7 @@ class RankSlab(RankRounds):
         s.n_own, s.n_ghosts = n, g
         s.ids_stale = True
         self.interior = (0, 0) if bounds is None else \
-            tuple(int(r) for r in k.queued_read(bounds))  # type: ignore[assignment]
+            tuple(int(k.queued_read(b)[0]) for b in bounds)  # type: ignore[assignment]
         self._refresh_lists(k.queued_read(planned))
         return capacity, growths
 
@@ -225,8 +225,9 @@ class RankSlab(RankRounds):
         if p_lo > p_hi:
             return None
         plane = int(self.ncell[0] * self.ncell[1])
-        return self.kernels.queue_read(self._sort.cell_start[[p_lo * plane,
-                                                                (p_hi + 1) * plane]])
+        # two one-element views (a list index would upload the index array: a host wait)
+        return [self.kernels.queue_read(self._sort.cell_start[r: r + 1])
+                for r in (p_lo * plane, (p_hi + 1) * plane)]
 
     def _plan_refresh(self, n: int, g: int, x: Any) -> Any:
         """Queue each link's refresh lists on the sorted rows ``x``: the owned rows near it

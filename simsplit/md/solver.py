@@ -343,10 +343,12 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         try:
             while self.steps_done < end:
                 size = self._batch_size(end - self.steps_done) if batched else 1
+                if linked:
+                    size = self._linked_batch_size(size)
                 if fault is not None:
-                    for k in range(1, size + 1):
+                    for k in range(1, max(size, 1) + 1):
                         fault(self.steps_done + k)
-                if batched:
+                if batched and size:
                     self._step_batch(size)
                 elif by_rank:
                     self._step_rank()

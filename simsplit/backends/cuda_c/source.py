@@ -61,8 +61,9 @@ D3Q19_FP16_BLOCK_X = 128
 D3Q19_BODIES_BLOCK_X = 64
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
-#: periodic), the inlet and the pressure outlet, every outlet kind. The launcher takes the
-#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open)
+#: periodic), the inlet and the pressure outlet, every outlet kind and free-slip walls. The
+#: launcher takes the smallest that holds a slab's flags and its outlet's kind
+#: (d3q19_bodies_open)
 D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
@@ -335,13 +336,15 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
-def d3q19_bodies_open(open_faces: bool, outlet_kind: int) -> str:
+def d3q19_bodies_open(open_faces: int, outlet_kind: int) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
-    inlets or outlets (``open_faces``) and an outlet of kind ``outlet_kind``
-    (``lbm_params.OUTLET_*``)."""
+    the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: any of them)
+    and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``)."""
     if not open_faces:
         return "walls"
-    return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"
+    if open_faces is True or open_faces & flags.SLIP or outlet_kind != OUTLET_PRESSURE:
+        return "any_outlet"
+    return "pressure_outlet"
 
 
 def d3q19_two_steps_launch(nx: int, ny: int, planes: int,

@@ -129,19 +129,24 @@ __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int n
     return (-k) * own_opp + (T(1.0) + k) * read_decoded<T>(f_src, plane, cell, q);
 }
 
-// Free-slip wall normal to y (specular reflection): direction q arrives as (cx, -cy) left the
-// cell beside this one, x - (cx, 0); where that is no fluid cell (a corner), bounce back.
-// Mirrors the CPU kernel's SLIP branch.
+// Free-slip walls (specular reflection, docs/bodies.md): direction q arrives reflected across
+// the slip faces its link crosses (those whose ghost one step along the axis alone is SLIP:
+// mask), from the cell beside, x - c_q without those components; where that is no fluid cell,
+// bounce back. Mirrors the CPU kernel's _specular.
 template <typename T, typename S>
 __device__ __forceinline__ T specular(int q, int i, int j, int nx, lbm::index_t pitch,
                                       lbm::index_t plane, bool periodic,
                                       const S* __restrict__ f_src,
                                       const lbm::flag_t* __restrict__ flags, T own_opp)
 {
-    if (D2Q9::cx(q) == 0) return own_opp;  // straight at the wall: the mirror is the opposite
-    const lbm::index_t beside = j * pitch + lbm::source_column(i, -D2Q9::cx(q), nx, periodic);
+    using L = D2Q9;
+    const int si = lbm::source_column(i, -L::cx(q), nx, periodic);
+    int mask = 0;
+    if (L::cx(q) != 0 && __ldg(flags + j * pitch + si) == FLAG_SLIP) mask |= 1;
+    if (L::cy(q) != 0 && __ldg(flags + (j - L::cy(q)) * pitch + i) == FLAG_SLIP) mask |= 2;
+    const lbm::index_t beside = ((mask & 2) ? j : j - L::cy(q)) * pitch + ((mask & 1) ? i : si);
     if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
-    return read_decoded<T>(f_src, plane, beside, d2q9_mirror_y(q));
+    return read_decoded<T>(f_src, plane, beside, d2q9_specular(q, mask));
 }
 
 // Cell that direction q pulls from, as an offset within a population plane.

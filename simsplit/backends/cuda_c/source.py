@@ -21,7 +21,16 @@ import numpy as np
 
 from simsplit.numerics import flags
 from simsplit.numerics.exact import EXACT_LIMBS
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
+from simsplit.numerics.lattice import (
+    D2Q9_C,
+    D2Q9_OPP,
+    D2Q9_SPECULAR,
+    D2Q9_W,
+    D3Q19,
+    D3Q19_SPECULAR,
+    DOWN,
+    UP,
+)
 from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
 from simsplit.numerics.storage import (
     E4M11_BIAS,
@@ -106,6 +115,13 @@ def _select(var: str, values: Sequence[str]) -> str:
     return f"({expr})"
 
 
+def _specular_function(name: str, table: np.ndarray) -> str:
+    """``name(q, mask)`` of a specular table: q folds at compile time in an unrolled loop,
+    leaving a select over the run-time mask."""
+    by_q = [_select("mask", [str(int(v)) for v in row]) for row in table]
+    return f"__host__ __device__ constexpr int {name}(int q, int mask) {{ return {_select('q', by_q)}; }}"
+
+
 def lattice_struct(name: str, c: np.ndarray, w: np.ndarray, opp: np.ndarray,
                    up: Sequence[int], down: Sequence[int]) -> str:
     """C++ struct ``name`` with the lattice's constants as ``constexpr`` member functions.
@@ -182,10 +198,11 @@ def generated_header() -> str:
         *(f"constexpr int BODIES_{kind.upper()} = {code};"
           for code, kind in enumerate(D3Q19_BODIES_OPEN)),
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
-        "// D2Q9 direction with cy reversed (free-slip walls normal to y)",
-        "__host__ __device__ constexpr int d2q9_mirror_y(int q) "
-        f"{{ return {_select('q', [str(int(v)) for v in D2Q9_MIRROR_Y])}; }}",
+        "// direction q reflected across free-slip walls normal to the axes of bit mask `mask`",
+        "// (bit 0: x; lattice.specular_table)",
+        _specular_function("d2q9_specular", D2Q9_SPECULAR),
         lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
+        _specular_function("d3q19_specular", D3Q19_SPECULAR),
         "#endif",
         "",
     ])
@@ -338,11 +355,11 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
 
 def d3q19_bodies_open(open_faces: int, outlet_kind: int) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
-    the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: any of them)
-    and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``)."""
+    the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: inlets or
+    outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``)."""
     if not open_faces:
         return "walls"
-    if open_faces is True or open_faces & flags.SLIP or outlet_kind != OUTLET_PRESSURE:
+    if open_faces & flags.SLIP or outlet_kind != OUTLET_PRESSURE:
         return "any_outlet"
     return "pressure_outlet"
 

@@ -160,7 +160,8 @@ def test_slip_slabs_take_the_bodies_kernel_with_the_slip_rule() -> None:
 @pytest.mark.parametrize("kinds, faces", [
     (("slip", "slip"), ("WALL", "HALO")), (("slip", "outlet"), ("HALO", "SLIP")),
     (("inlet", "slip"), ("SLIP", "SLIP"))])
-def test_emulated_d2q9_x_slip_matches_cpu(emulated, precision, storage, kinds, faces) -> None:
+def test_emulated_d2q9_x_slip_matches_cpu(emulated, precision, storage, kinds,  # noqa: F811
+                                          faces) -> None:
     """Free-slip x faces (each, or one beside an inlet or outlet), y faces walls, halos or slip
     (corners of every kind), a body touching a slip face: the CUDA C kernel's specular branch
     reproduces the CPU kernel's bits."""
@@ -196,11 +197,13 @@ def test_emulated_d2q9_x_slip_matches_cpu(emulated, precision, storage, kinds, f
 
 @pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("x_kinds, faces, periodic_x", [
-    (("wall", "wall"), ("SLIP", "HALO"), False), (("periodic", "periodic"), ("HALO", "SLIP"), True),
-    (("slip", "outlet"), ("SLIP", "SLIP"), False), (("inlet", "slip"), ("HALO", "HALO"), False)])
+    (("wall", "wall"), ("SLIP", "HALO"), False),
+    (("periodic", "periodic"), ("HALO", "SLIP"), True),
+    (("slip", "outlet"), ("SLIP", "SLIP"), False),
+    (("inlet", "slip"), ("HALO", "HALO"), False)])
 @pytest.mark.parametrize("padded", [False, True])
-def test_emulated_d3q19_slip_matches_cpu(emulated_3d, precision, storage, x_kinds, faces,
-                                         periodic_x, padded) -> None:
+def test_emulated_d3q19_slip_matches_cpu(emulated_3d, precision, storage, x_kinds,  # noqa: F811
+                                         faces, periodic_x, padded) -> None:
     """D3Q19 free-slip y faces and z faces (the slab's ghost planes at the domain's ends; halo
     faces beside them), x faces walls, periodic, slip, an inlet or an outlet, a body touching
     a y slip face: the CUDA C bodies kernel (the variant the launcher picks for a slip slab)

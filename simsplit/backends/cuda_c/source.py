@@ -119,7 +119,8 @@ def _specular_function(name: str, table: np.ndarray) -> str:
     """``name(q, mask)`` of a specular table: q folds at compile time in an unrolled loop,
     leaving a select over the run-time mask."""
     by_q = [_select("mask", [str(int(v)) for v in row]) for row in table]
-    return f"__host__ __device__ constexpr int {name}(int q, int mask) {{ return {_select('q', by_q)}; }}"
+    return (f"__host__ __device__ constexpr int {name}(int q, int mask) "
+            f"{{ return {_select('q', by_q)}; }}")
 
 
 def lattice_struct(name: str, c: np.ndarray, w: np.ndarray, opp: np.ndarray,

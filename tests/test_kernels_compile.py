@@ -650,11 +650,15 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
 
 
 @pytest.mark.parametrize("precision, storage", PAIRS)
-@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("kinds, faces", [
+    (("wall", "wall"), ("SLIP", "SLIP")), (("periodic", "periodic"), ("SLIP", "SLIP")),
+    (("slip", "slip"), ("WALL", "HALO")), (("slip", "outlet"), ("HALO", "SLIP")),
+    (("inlet", "slip"), ("SLIP", "SLIP"))])
 def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, storage,
-                                                          periodic) -> None:
-    """Free-slip walls (specular reflection) at both y faces, a body touching one: the CUDA C
-    kernel's SLIP branch (corners and the body included) reproduces the CPU kernel."""
+                                                          kinds, faces) -> None:
+    """Free-slip walls (specular reflection) at both y faces, at x faces (each, or one beside
+    an inlet or outlet; y faces walls, halos or slip: corners of every kind), bodies touching
+    a slip face: the CUDA C kernel's SLIP branch reproduces the CPU kernel."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry.grid import GridGeometry
@@ -663,13 +667,15 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, s
     nx, ny = 37, 6
     solid = np.zeros((ny, nx), dtype=bool)
     solid[0:2, 10:13] = True  # a step on the lower wall
-    kinds = ("periodic", "periodic") if periodic else ("wall", "wall")
-    geometry = GridGeometry(solid, kinds, np.zeros(ny), False)
+    solid[2:4, 0:2] = True  # and one on the face x = 0
+    periodic = kinds[0] == "periodic"
+    inflow = np.full(ny, 0.04) if "inlet" in kinds else np.zeros(ny)
+    geometry = GridGeometry(solid, kinds, inflow, False)
     params = D2Q9Params(1.0 / 0.7, 1.0 / 1.1, 0.0, 3e-5, -2e-5, periodic)
     dtype = np.dtype(precision)
-    block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.SLIP, Face.SLIP), params, dtype, geometry,
-                      storage)
-    assert (block.flags[0] == 64).all() and (block.flags[-1] == 64).all()
+    block = D2Q9Block(CPUBackend(), nx, ny, 0, tuple(Face[f] for f in faces), params, dtype,
+                      geometry, storage)
+    assert (block.flags[-1] == 64).all() == (faces[1] == "SLIP")
     rng = np.random.default_rng(17)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     block.f_src[...] = block.storage.encode(w * (1 + 0.05 * rng.standard_normal(

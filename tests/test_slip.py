@@ -16,15 +16,13 @@ from simsplit.case import validate_case
 from simsplit.errors import CaseError
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_SPECULAR, D3Q19, specular_table
-from tests.conftest import fluid_case
+from tests.conftest import fluid_case, mpirun, needs_mpiexec
 from tests.test_kernels_compile import (  # noqa: F401  (module fixtures: the emulations)
     PAIRS,
     _data,
-    _emulated_collide,
     _padded_copy,
     _ptr,
     _same_bits,
-    emulated,
     emulated_3d,
 )
 
@@ -94,6 +92,35 @@ def test_3d_slip_keeps_a_plug_on_any_split(bounds, force, axis) -> None:
         assert np.array_equal(u, runs[0]), f"{n} slabs differ"
 
 
+@pytest.mark.parametrize("shape, bounds, force, body", [
+    ((14, 16), {"x": "slip", "y": "periodic"}, [2e-5, 3e-5],
+     {"name": "b", "shape": "box", "lower": [0, 5], "upper": [3, 8]}),
+    ((14, 16), {"x_low": "slip", "x_high": "outlet", "y": "slip"}, [-2e-5, 3e-5],
+     {"name": "b", "shape": "box", "lower": [0, 0], "upper": [3, 3]}),
+    ((9, 7, 12), {"x": "periodic", "y": "slip", "z": "slip"}, [3e-5, 1e-5, 2e-5],
+     {"name": "s", "shape": "sphere", "centre": [4.1, 2.2, 3.3], "radius": 2.2}),
+    ((9, 7, 12), {"x": "slip", "y": "wall", "z": "slip"}, [3e-5, 1e-5, -2e-5],
+     {"name": "s", "shape": "sphere", "centre": [2.1, 3.4, 9.3], "radius": 2.2}),
+])
+def test_slip_with_a_body_is_bitwise_identical_across_splits(shape, bounds, force,
+                                                             body) -> None:
+    """Slip faces with a body touching one, a force with components along every axis (a flow
+    that is no plug): 1, 2, 3, 4 slabs and uneven weights give the same bits; the body sits
+    across slab faces and next to the split axis's slip face."""
+    runs = []
+    for n, weights in ((1, None), (2, None), (3, None), (4, None), (3, [3, 1, 2])):
+        case = _case(shape, bounds, force, n, decomposition__weights=weights)
+        case["domain"]["bodies"] = [body]
+        if "outlet" in bounds.values():
+            case["domain"]["outlet"] = {"kind": "zero_gradient"}
+        sim = Simulation(case)
+        sim.step(40)
+        runs.append((sim.velocity(), sim.density()))
+    assert np.abs(runs[0][0]).max() > 1e-4
+    for k, (u, rho) in enumerate(runs[1:], start=1):
+        assert np.array_equal(u, runs[0][0]) and np.array_equal(rho, runs[0][1]), k
+
+
 @pytest.mark.parametrize("bounds, across", [
     ({"x": "periodic", "y": "wall", "z": "slip"}, 1),  # no-slip pair y, slip z (split axis)
     ({"x": "periodic", "y": "slip", "z": "wall"}, 2),  # no-slip pair z, slip y
@@ -117,6 +144,45 @@ def test_3d_slip_side_walls_give_the_2d_poiseuille_profile(bounds, across) -> No
     assert err < 1e-6
     assert np.abs(runs[0][..., 1:]).max() < 1e-15
     assert np.array_equal(runs[1], runs[0])
+
+
+DRIVER = """
+import json, sys
+import numpy as np
+from simsplit import Simulation
+sim = Simulation(json.loads(open(sys.argv[1]).read()))
+sim.step(30)
+u, rho = sim.velocity(), sim.density()
+if sim.context.rank == 0:
+    np.savez(sys.argv[2], velocity=u, density=rho, size=sim.context.size)
+"""
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+def test_mpiexec_z_slip_matches_one_process(tmp_path) -> None:
+    """3D with slip y and z faces and a sphere on the z = 0 slip face: 3 ranks under mpiexec
+    (ranks own the slabs whose ghost planes are the slip faces) give one process's bits."""
+    import json
+
+    case = _case((8, 6, 12), {"x": "periodic", "y": "slip", "z": "slip"}, [3e-5, 1e-5, 2e-5],
+                 3, run__transport="auto")
+    case["domain"]["bodies"] = [{"name": "s", "shape": "sphere", "centre": [3.1, 2.2, 1.3],
+                                 "radius": 2.0}]
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    out = tmp_path / "fields.npz"
+    proc = mpirun(3, [str(tmp_path / "driver.py"), str(path), str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    assert int(got["size"]) == 3
+    case["decomposition"]["subdomains"] = 1
+    sim = Simulation(case)
+    sim.step(30)
+    assert np.abs(sim.velocity()).max() > 1e-4
+    assert np.array_equal(got["velocity"], sim.velocity())
+    assert np.array_equal(got["density"], sim.density())
 
 
 @pytest.mark.parametrize("bounds, key, match", [
@@ -154,45 +220,6 @@ def test_slip_slabs_take_the_bodies_kernel_with_the_slip_rule() -> None:
         assert source.d3q19_bodies_open(fl.INLET | fl.OUTLET | fl.SLIP, kind) == "any_outlet"
     assert source.d3q19_bodies_open(fl.INLET | fl.OUTLET, 0) == "pressure_outlet"
     assert source.d3q19_bodies_open(0, 0) == "walls"
-
-
-@pytest.mark.parametrize("precision, storage", PAIRS)
-@pytest.mark.parametrize("kinds, faces", [
-    (("slip", "slip"), ("WALL", "HALO")), (("slip", "outlet"), ("HALO", "SLIP")),
-    (("inlet", "slip"), ("SLIP", "SLIP"))])
-def test_emulated_d2q9_x_slip_matches_cpu(emulated, precision, storage, kinds,  # noqa: F811
-                                          faces) -> None:
-    """Free-slip x faces (each, or one beside an inlet or outlet), y faces walls, halos or slip
-    (corners of every kind), a body touching a slip face: the CUDA C kernel's specular branch
-    reproduces the CPU kernel's bits."""
-    from simsplit.backends.cpu import CPUBackend
-    from simsplit.fluid.block import D2Q9Block, Face
-    from simsplit.fluid.geometry.grid import GridGeometry
-    from simsplit.numerics.lattice import D2Q9_W
-    from simsplit.numerics.lbm_params import D2Q9Params
-
-    nx, ny = 37, 6
-    solid = np.zeros((ny, nx), dtype=bool)
-    solid[2:4, 0:2] = True  # a step on the slip face x = 0
-    inflow = np.full(ny, 0.04) if "inlet" in kinds else np.zeros(ny)
-    geometry = GridGeometry(solid, kinds, inflow, False)
-    params = D2Q9Params(1.0 / 0.7, 1.0 / 1.1, 0.0, 3e-5, -2e-5, False)
-    dtype = np.dtype(precision)
-    block = D2Q9Block(CPUBackend(), nx, ny, 0, tuple(Face[f] for f in faces), params, dtype,
-                      geometry, storage)
-    assert (block.flags[1:-1, -1] == (fl.SLIP if kinds[1] == "slip" else fl.OUTLET)).all()
-    rng = np.random.default_rng(23)
-    w = D2Q9_W[:, None, None]
-    block.f_src[...] = block.storage.encode(w * (1 + 0.05 * rng.standard_normal(
-        (9, ny + 2, nx + 2))), D2Q9_W)
-    f_src = block.f_src.copy()
-    emu_dst = np.zeros_like(f_src)
-    emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
-    _emulated_collide(emulated, dtype, f_src, emu_dst, block.flags, emu_macro, (1, ny + 1),
-                      params, True, 2, inlet=block.inlet)
-    block.stream_collide(store_macro=True)
-    fluid = ~solid
-    _same_bits(emu_dst[:, 1:-1, 1:-1][:, fluid], block.f_dst[:, 1:-1, 1:-1][:, fluid])
 
 
 @pytest.mark.parametrize("precision, storage", PAIRS)

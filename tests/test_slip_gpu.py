@@ -16,9 +16,9 @@ CASES = {
     "2d_x": ((40, 36), {"x": "slip", "y": "periodic"}, [2e-5, 3e-5],
              {"name": "b", "shape": "box", "lower": [0, 10], "upper": [6, 16]}),
     "3d_yz": ((24, 14, 20), {"x": "periodic", "y": "slip", "z": "slip"}, [3e-5, 1e-5, 2e-5],
-              {"name": "s", "shape": "sphere", "centre": [8.1, 3.2, 4.3], "radius": 3.1}),
+              {"name": "s", "shape": "sphere", "centre": [8.1, 3.3, 4.3], "radius": 3.1}),
     "3d_xz": ((24, 14, 20), {"x": "slip", "y": "wall", "z": "slip"}, [3e-5, 1e-5, -2e-5],
-              {"name": "s", "shape": "sphere", "centre": [3.1, 7.4, 15.3], "radius": 3.1}),
+              {"name": "s", "shape": "sphere", "centre": [3.3, 7.4, 15.3], "radius": 3.1}),
 }
 
 

@@ -785,8 +785,10 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // applies each link's rule.
 // OPEN, the open-face rules compiled in (generated header, source.D3Q19_BODIES_OPEN):
 // BODIES_WALLS none (x faces walls or periodic: bodies and walls only), BODIES_PRESSURE_OUTLET
-// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind and free-slip walls
-// (SLIP ghost cells: specular_3d; slip slabs always take this kernel). The launcher picks
+// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind, BODIES_SLIP every
+// outlet kind and free-slip walls (SLIP ghost cells: specular_3d; every 3D slab with a slip
+// cell takes it, and in float it asks for three resident blocks, not four: with the slip
+// rule, 64 registers spilled 16-32 bytes under nvcc 13.0). The launcher picks
 // the smallest that holds the slab's flags and the outlet's kind; each gives the bits of the
 // general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
@@ -895,8 +897,8 @@ __device__ __forceinline__ T specular_3d(int q, const S* __restrict__ f_src,
 // What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
 // `src`; outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
 // outlet's rule takes the pressure outlet's value). OPEN (BODIES_*): which open-face rules
-// are compiled in (free-slip walls: BODIES_ANY_OUTLET only); a variant without them never
-// sees their flags (the launcher's choice).
+// are compiled in (free-slip walls: BODIES_SLIP only); a variant without them never sees
+// their flags (the launcher's choice).
 template <int OPEN, typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
                                               const S* __restrict__ f_src,
@@ -925,7 +927,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
                                       k, ny, nz);
         }
     }
-    if constexpr (OPEN == BODIES_ANY_OUTLET) {
+    if constexpr (OPEN == BODIES_SLIP) {
         if (kind == FLAG_SLIP)
             return specular_3d(q, f_src, flags, plane, cell, i, j, nx, ny, pitch, layer, per_x,
                                per_y, own_opp);
@@ -949,7 +951,8 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 }  // namespace
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 : 1)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X,
+                                  sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1)
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,

@@ -908,7 +908,8 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     else SIMSPLIT_EMU_BODIES(false, false, O);
     if (open == BODIES_WALLS) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_WALLS) }
     else if (open == BODIES_PRESSURE_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_PRESSURE_OUTLET) }
-    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
+    else if (open == BODIES_ANY_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
+    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_SLIP) }
 #undef SIMSPLIT_EMU_BODIES_OPEN
 #undef SIMSPLIT_EMU_BODIES
 }

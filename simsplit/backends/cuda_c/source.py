@@ -70,10 +70,11 @@ D3Q19_FP16_BLOCK_X = 128
 D3Q19_BODIES_BLOCK_X = 64
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
-#: periodic), the inlet and the pressure outlet, every outlet kind and free-slip walls. The
-#: launcher takes the smallest that holds a slab's flags and its outlet's kind
-#: (d3q19_bodies_open)
-D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet")
+#: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and
+#: free-slip walls. The launcher takes the smallest that holds a slab's flags and its outlet's
+#: kind (d3q19_bodies_open); free-slip walls have a variant of their own so that the others
+#: keep their registers (in float the slip rule needs more than the 64 of four resident blocks)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -358,11 +359,11 @@ def d3q19_bodies_open(open_faces: int, outlet_kind: int) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
     the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: inlets or
     outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``)."""
+    if open_faces & flags.SLIP:
+        return "slip"
     if not open_faces:
         return "walls"
-    if open_faces & flags.SLIP or outlet_kind != OUTLET_PRESSURE:
-        return "any_outlet"
-    return "pressure_outlet"
+    return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"
 
 
 def d3q19_two_steps_launch(nx: int, ny: int, planes: int,

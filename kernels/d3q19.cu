@@ -950,9 +950,14 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 
 }  // namespace
 
+// Resident blocks per SM the bodies kernel asks of the register allocator (see above).
+template <typename T, int OPEN> constexpr int bodies_min_blocks()
+{
+    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1;
+}
+
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X,
-                                  sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, bodies_min_blocks<T, OPEN>())
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,

@@ -36,7 +36,7 @@ class FluidSetup:
     #: what the case checks warn about (accuracy, stability); the solver does not repeat them
     advisories: tuple[str, ...] = ()
     bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
-    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
+    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet/slip
     inlet: Inlet | None = None
     bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
     slip: bool = False  #: the faces of the split axis are free-slip walls

@@ -150,21 +150,22 @@ DOMAIN_SCHEMA = {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Boundary of each axis.",
             "properties": {
-                "x": {"enum": ["wall", "periodic"], "default": "wall",
-                      "description": "Faces x = 0 and x = 1."},
+                "x": {"enum": ["wall", "periodic", "slip"], "default": "wall",
+                      "description": "Faces x = 0 and x = 1; slip: free-slip walls (specular "
+                                     "reflection, docs/bodies.md)."},
                 "y": {"enum": ["wall", "periodic", "slip"], "default": "wall",
-                      "description": "Faces y = 0 and y = 1; slip (2D): free-slip walls "
-                                     "(specular reflection)."},
-                "z": {"enum": ["wall", "periodic"],
-                      "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given)."},
+                      "description": "Faces y = 0 and y = 1; slip: free-slip walls."},
+                "z": {"enum": ["wall", "periodic", "slip"],
+                      "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given); "
+                                     "slip: free-slip walls."},
                 "lid": {"type": "boolean", "default": True,
                         "description": "The wall at y = 1 (z = 1 in 3D) moves in +x at "
                                        "fluid.lid_velocity."},
-                "x_low": {"enum": ["wall", "inlet", "outlet"],
+                "x_low": {"enum": ["wall", "inlet", "outlet", "slip"],
                           "description": "Face x = 0 alone, instead of domain.boundaries.x: "
-                                         "inlet (domain.inlet) or outlet (domain.outlet); "
-                                         "docs/bodies.md."},
-                "x_high": {"enum": ["wall", "inlet", "outlet"],
+                                         "inlet (domain.inlet), outlet (domain.outlet) or "
+                                         "a free-slip wall; docs/bodies.md."},
+                "x_high": {"enum": ["wall", "inlet", "outlet", "slip"],
                            "description": "Face x = 1 alone, instead of domain.boundaries.x."},
             },
         },

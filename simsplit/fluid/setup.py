@@ -36,17 +36,21 @@ class FluidSetup:
     #: what the case checks warn about (accuracy, stability); the solver does not repeat them
     advisories: tuple[str, ...] = ()
     bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
-    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
+    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet/slip
     inlet: Inlet | None = None
     bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
-    slip: bool = False  #: the faces of the split axis are free-slip walls (2D)
+    slip: bool = False  #: the faces of the split axis are free-slip walls
+    y_slip: bool = False  #: 3D: the faces y = 0 and y = 1 are free-slip walls
     outlet: Outlet = Outlet()  #: the outlet's kind and settings (domain.outlet)
 
     @cached_property
     def geometry(self) -> GridGeometry | None:
         """Bodies and open faces as slabs paint them (None where there are neither: the
         blocks then flag walls and the lid alone, as before bodies existed)."""
-        if not self.bodies and all(k in ("wall", "periodic") for k in self.x_kinds):
+        # 3D free-slip walls take the bodies kernels (the box kernels have no slip rule)
+        slip_3d = self.dim == 3 and (self.slip or self.y_slip)
+        if (not self.bodies and all(k in ("wall", "periodic") for k in self.x_kinds)
+                and not slip_3d):
             return None
         solid, _ = solid_and_ids(list(self.bodies), self.grid)
         inflow = np.zeros(self.grid[:-1])
@@ -57,7 +61,8 @@ class FluidSetup:
         if self.bounce_back == "linear" and self.bodies:
             periodic = (self.periodic_split, *(bool(p) for p in self.params.periodic))
             links = link_weights(list(self.bodies), solid, self.lattice, periodic)
-        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links)
+        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links,
+                            self.dim == 3 and self.y_slip)
 
     def initial_velocity(self) -> np.ndarray | None:
         """Velocity to start from, ``(*grid, dim)`` (inlet.start: inflow: each row's inflow
@@ -185,7 +190,8 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
                       inlet, domain.get("bounce_back", "halfway"),
-                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip", outlet)
+                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip",
+                      len(shape) == 3 and bounds.get("y") == "slip", outlet)
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

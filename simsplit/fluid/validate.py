@@ -34,14 +34,14 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
     if bounds["lid"] and bounds.get(axis, "wall") != "wall":
         raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
-    if "slip" in (bounds.get("y"), bounds.get("z")) and axis != "y":
-        raise CaseError("domain.boundaries.y: slip is not yet available in 3D (D2Q9 only)")
     inflow = "inlet" in (bounds.get("x_low"), bounds.get("x_high"))
     open_faces = {bounds.get("x_low"), bounds.get("x_high")} & {"inlet", "outlet"}
+    slip = "slip" in (bounds.get("x"), bounds.get("y"), bounds.get("z"), bounds.get("x_low"),
+                      bounds.get("x_high"))
     if (case["run"].get("streaming") == "aa"
-            and (open_faces or case["domain"].get("bodies"))):
-        raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets or "
-                        "outlets (allowed: two-lattice)")
+            and (open_faces or case["domain"].get("bodies") or slip)):
+        raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets, "
+                        "outlets or free-slip walls (allowed: two-lattice)")
     if has_re and not bounds["lid"] and not inflow:
         raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "
                         "inlet; give fluid.viscosity instead")

@@ -37,6 +37,40 @@ FLUID_SCHEMA = {
             "type": "number", "exclusiveMinimum": 0, "default": DEFAULT_TRT_MAGIC,
             "description": "TRT magic parameter Lambda; 3/16 puts walls exactly halfway.",
         },
+        "physical": {
+            "type": "object", "additionalProperties": False, "required": ["velocity"],
+            "description": "Physical units at the front door (docs/bodies.md): the inflow "
+                           "speed and the kinematic viscosity in the length unit of "
+                           "domain.size (needed) per second, and one lattice choice "
+                           "(lattice_velocity, mach or time_step); dx, dt, the lattice "
+                           "velocity and viscosity (tau) are derived and reported, and "
+                           "velocities, probes and times come out in physical units too. "
+                           "Needs an inlet; domain.inlet.velocity and fluid.viscosity are "
+                           "then not given.",
+            "properties": {
+                "velocity": {"type": "number", "exclusiveMinimum": 0,
+                             "description": "Inflow speed (e.g. m/s): the uniform speed or "
+                                            "the parabola's maximum, as domain.inlet.velocity "
+                                            "in lattice units."},
+                "viscosity": {"type": "number", "exclusiveMinimum": 0,
+                              "description": "Kinematic viscosity (e.g. m^2/s); or give "
+                                             "fluid.reynolds."},
+                "density": {"type": "number", "exclusiveMinimum": 0,
+                            "description": "Fluid density (e.g. kg/m^3, optional): forces "
+                                           "and probe pressures also in physical units."},
+                "lattice_velocity": {"type": "number", "exclusiveMinimum": 0,
+                                     "description": "Lattice choice: the inflow speed in "
+                                                    "lattice units (cells per step)."},
+                "mach": {"type": "number", "exclusiveMinimum": 0,
+                         "description": "Lattice choice: the inflow's Mach number "
+                                        "lattice_velocity / c_s (c_s = 1/sqrt(3))."},
+                "time_step": {"type": "number", "exclusiveMinimum": 0,
+                              "description": "Lattice choice: the time step dt (e.g. s)."},
+                "length_unit": {"type": "string", "minLength": 1, "default": "m",
+                                "description": "Name of domain.size's length unit in reports "
+                                               "(time is in s)."},
+            },
+        },
         "body_force": {
             "type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 3,
             "default": [0.0, 0.0],

@@ -183,7 +183,7 @@ def read_profile(spec: dict[str, Any], cross: tuple[int, ...]) -> np.ndarray:
     bad = ~np.isfinite(rows) | (rows < 0) | (rows > MAX_LID_VELOCITY)
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {rows[at]!r} at index "
+        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {float(rows[at])!r} at index "
                         f"{list(at)}: expected finite speeds 0 to {MAX_LID_VELOCITY} lattice "
                         "units (into the domain; Mach number)")
     return rows

@@ -93,8 +93,8 @@ def probe_lines(probes: dict | None, velocity_unit: str | None = None) -> list[s
                       and k != "velocity_physical")
         text = f"probe        {name} (cell {cell}): density {p['density']:.6g}, velocity ({u})"
         if p.get("velocity_physical") is not None:
-            text += f" = ({', '.join(f'{v:.5g}' for v in p['velocity_physical'])}) " \
-                    f"{velocity_unit or ''}".rstrip()
+            phys = ", ".join(f"{v:.5g}" for v in p["velocity_physical"])
+            text += f" = ({phys}) {velocity_unit or 'physical units'}"
         lines.append(f"{text} at step {p['step']}")
     return lines
 

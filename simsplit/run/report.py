@@ -81,7 +81,10 @@ def body_lines(bodies: dict | None) -> list[str]:
                    else f"A {b['reference_area_cells']:.4g} cells^2")
             coeff = (f"Cd {b['drag_coefficient']:.5f}  Cl {b['lift_coefficient']:.5f} "
                      f"(U {b['reference_velocity']:.4g}, {ref})")
-        lines.append(f"body         {name}: {coeff}; force ({force}) lattice units at step "
+        phys = b.get("force_physical")
+        si = "" if phys is None else " = (" + ", ".join(
+            f"{v:.6g}" if v is not None else "nan" for v in phys) + ") physical"
+        lines.append(f"body         {name}: {coeff}; force ({force}) lattice units{si} at step "
                      f"{b['step']}")
         if b.get("strouhal") is not None:
             lines.append(f"             shedding over {b['periods']} periods: Strouhal "

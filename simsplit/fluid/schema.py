@@ -11,6 +11,19 @@ from simsplit.numerics.storage import STORAGE_CHOICES
 
 _NUMBER = {"type": "number"}
 
+#: the numbers of fluid.physical (all > 0) and what each means
+_PHYSICAL_NUMBERS = {
+    "velocity": "Inflow speed (e.g. m/s): the uniform speed or the parabola's maximum, as "
+                "domain.inlet.velocity in lattice units.",
+    "viscosity": "Kinematic viscosity (e.g. m^2/s); or give fluid.reynolds.",
+    "density": "Fluid density (e.g. kg/m^3, optional): forces and probe pressures also in "
+               "physical units.",
+    "lattice_velocity": "Lattice choice: the inflow speed in lattice units (cells per step).",
+    "mach": "Lattice choice: the inflow's Mach number lattice_velocity / c_s (c_s = "
+            "1/sqrt(3)).",
+    "time_step": "Lattice choice: the time step dt (e.g. s).",
+}
+
 FLUID_SCHEMA = {
     "type": "object",
     "description": "Lattice Boltzmann fluid (D2Q9 in 2D, D3Q19 in 3D).",
@@ -48,24 +61,8 @@ FLUID_SCHEMA = {
                            "Needs an inlet; domain.inlet.velocity and fluid.viscosity are "
                            "then not given.",
             "properties": {
-                "velocity": {"type": "number", "exclusiveMinimum": 0,
-                             "description": "Inflow speed (e.g. m/s): the uniform speed or "
-                                            "the parabola's maximum, as domain.inlet.velocity "
-                                            "in lattice units."},
-                "viscosity": {"type": "number", "exclusiveMinimum": 0,
-                              "description": "Kinematic viscosity (e.g. m^2/s); or give "
-                                             "fluid.reynolds."},
-                "density": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "Fluid density (e.g. kg/m^3, optional): forces "
-                                           "and probe pressures also in physical units."},
-                "lattice_velocity": {"type": "number", "exclusiveMinimum": 0,
-                                     "description": "Lattice choice: the inflow speed in "
-                                                    "lattice units (cells per step)."},
-                "mach": {"type": "number", "exclusiveMinimum": 0,
-                         "description": "Lattice choice: the inflow's Mach number "
-                                        "lattice_velocity / c_s (c_s = 1/sqrt(3))."},
-                "time_step": {"type": "number", "exclusiveMinimum": 0,
-                              "description": "Lattice choice: the time step dt (e.g. s)."},
+                **{key: {"type": "number", "exclusiveMinimum": 0, "description": text}
+                   for key, text in _PHYSICAL_NUMBERS.items()},
                 "length_unit": {"type": "string", "minLength": 1, "default": "m",
                                 "description": "Name of domain.size's length unit in reports "
                                                "(time is in s)."},

@@ -188,6 +188,13 @@ def test_physical_units_conflicts_are_one_line() -> None:
     del c["fluid"]["physical"]["viscosity"]
     c["fluid"]["reynolds"] = 20
     validate_case(c)
+    c["fluid"]["physical"]["lattice_velocity"] = 0.001  # tau 0.5005 from Re = 20: refused
+    _bad(c, "fluid.physical.lattice_velocity: 0.001 is not allowed (Mach 0.00173, tau "
+            "0.50053): expected 0.009375 to 0.173205 (Mach <= 0.3 and tau 0.505-2)")
+    c["fluid"]["reynolds"] = 5000  # tau 0.5 + 2.7e-4 at Mach 0.3: no lattice speed passes
+    c["fluid"]["physical"]["lattice_velocity"] = 0.125
+    _bad(c, "fluid.physical.lattice_velocity: 0.125 is not allowed: no lattice choice gives "
+            "Mach <= 0.3 and tau 0.505-2 at dx = 0.0625")
 
 
 def test_physical_units_bad_input_exits_2(run_cli) -> None:

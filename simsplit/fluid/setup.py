@@ -197,6 +197,8 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
         nu = inlet.mean_velocity * length / float(fluid["reynolds"])
     else:
         nu = u_lid * nx / float(fluid["reynolds"])
+    if physical is not None and physical.lattice_viscosity is None:  # nu from fluid.reynolds
+        physical.check_viscosity(nu)
     om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
     advisories = tuple(check_stability(1.0 / om_p, u_lid))
     if inlet is not None:  # the lid's corner check does not apply: only the cell Reynolds

@@ -44,6 +44,15 @@ class PhysicalUnits:
     lattice_viscosity: float | None  #: the same in cells^2 per step (None: fluid.reynolds)
     density: float | None = None  #: fluid density, physical (None: not given)
     length_unit: str = "m"
+    choice: str = "lattice_velocity"  #: the key of the lattice choice (LATTICE_CHOICES)
+    choice_value: float = 0.0  #: its value as given
+
+    def check_viscosity(self, lattice_viscosity: float) -> None:
+        """Refuse a lattice viscosity set otherwise (fluid.reynolds) whose tau lies outside
+        TAU_RANGE, naming the lattice choice's range that would pass."""
+        speed, u = self.velocity, self.lattice_velocity
+        _check_range(self.choice, self.choice_value, u, speed, self.dx,
+                     lattice_viscosity * speed * self.dx / u)
 
     @property
     def mach(self) -> float:
@@ -132,7 +141,7 @@ def physical_units(case: dict[str, Any]) -> PhysicalUnits | None:
     _check_range(key, value, u, speed, dx, nu)
     return PhysicalUnits(dx, dt, speed, u, None if nu is None else float(nu), nu_lattice,
                          None if spec.get("density") is None else float(spec["density"]),
-                         spec.get("length_unit", "m"))
+                         spec.get("length_unit", "m"), key, value)
 
 
 def _check_range(key: str, value: float, u: float, speed: float, dx: float,

@@ -6,17 +6,22 @@ also the time, velocity and (with a density) gauge pressure in physical units.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from simsplit.run.operations import Operation, RunningSimulation
 
+if TYPE_CHECKING:
+    from simsplit.fluid.probes import Probe
+    from simsplit.fluid.units import PhysicalUnits
+
 
 class ProbeSeries:
     """The readings of every probe of a run (every rank reads; rank 0 writes)."""
 
-    def __init__(self, probes: list[Any], dim: int, physical: Any = None) -> None:
+    def __init__(self, probes: list[Probe], dim: int,
+                 physical: PhysicalUnits | None = None) -> None:
         from simsplit.fluid.probes import quantities
 
         self.probes, self.dim, self.physical = probes, dim, physical

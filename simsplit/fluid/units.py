@@ -119,10 +119,9 @@ def physical_units(case: dict[str, Any]) -> PhysicalUnits | None:
     if "size" not in domain:
         raise CaseError("fluid.physical: needs domain.size (the physical extent of the grid, "
                         "which sets the cell size)")
-    for key in ("viscosity",):
-        if case["fluid"].get(key) is not None:
-            raise CaseError(f"fluid.{key}: not with fluid.physical (give "
-                            f"fluid.physical.{key} in physical units)")
+    if case["fluid"].get("viscosity") is not None:
+        raise CaseError("fluid.viscosity: not with fluid.physical (give "
+                        "fluid.physical.viscosity in physical units)")
     if "viscosity" in spec and case["fluid"].get("reynolds") is not None:
         raise CaseError("fluid.reynolds: give it or fluid.physical.viscosity, not both")
     dx = cell_size(domain)

@@ -83,7 +83,7 @@ def body_lines(bodies: dict | None) -> list[str]:
                      f"(U {b['reference_velocity']:.4g}, {ref})")
         phys = b.get("force_physical")
         si = "" if phys is None else " = (" + ", ".join(
-            f"{v:.6g}" if v is not None else "nan" for v in phys) + ") physical"
+            f"{v:.6g}" if v is not None else "nan" for v in phys) + ") physical (SI: N/m in 2D, N)"
         lines.append(f"body         {name}: {coeff}; force ({force}) lattice units{si} at step "
                      f"{b['step']}")
         if b.get("strouhal") is not None:

@@ -11,6 +11,19 @@ from simsplit.numerics.storage import STORAGE_CHOICES
 
 _NUMBER = {"type": "number"}
 
+#: the numbers of fluid.physical (all > 0) and what each means
+_PHYSICAL_NUMBERS = {
+    "velocity": "Inflow speed (e.g. m/s): the uniform speed or the parabola's maximum, as "
+                "domain.inlet.velocity in lattice units.",
+    "viscosity": "Kinematic viscosity (e.g. m^2/s); or give fluid.reynolds.",
+    "density": "Fluid density (e.g. kg/m^3, optional): forces and probe pressures also in "
+               "physical units.",
+    "lattice_velocity": "Lattice choice: the inflow speed in lattice units (cells per step).",
+    "mach": "Lattice choice: the inflow's Mach number lattice_velocity / c_s (c_s = "
+            "1/sqrt(3)).",
+    "time_step": "Lattice choice: the time step dt (e.g. s).",
+}
+
 FLUID_SCHEMA = {
     "type": "object",
     "description": "Lattice Boltzmann fluid (D2Q9 in 2D, D3Q19 in 3D).",
@@ -36,6 +49,24 @@ FLUID_SCHEMA = {
         "trt_magic": {
             "type": "number", "exclusiveMinimum": 0, "default": DEFAULT_TRT_MAGIC,
             "description": "TRT magic parameter Lambda; 3/16 puts walls exactly halfway.",
+        },
+        "physical": {
+            "type": "object", "additionalProperties": False, "required": ["velocity"],
+            "description": "Physical units at the front door (docs/bodies.md): the inflow "
+                           "speed and the kinematic viscosity in the length unit of "
+                           "domain.size (needed) per second, and one lattice choice "
+                           "(lattice_velocity, mach or time_step); dx, dt, the lattice "
+                           "velocity and viscosity (tau) are derived and reported, and "
+                           "velocities, probes and times come out in physical units too. "
+                           "Needs an inlet; domain.inlet.velocity and fluid.viscosity are "
+                           "then not given.",
+            "properties": {
+                **{key: {"type": "number", "exclusiveMinimum": 0, "description": text}
+                   for key, text in _PHYSICAL_NUMBERS.items()},
+                "length_unit": {"type": "string", "minLength": 1, "default": "m",
+                                "description": "Name of domain.size's length unit in reports "
+                                               "(time is in s)."},
+            },
         },
         "body_force": {
             "type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 3,

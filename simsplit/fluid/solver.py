@@ -298,7 +298,8 @@ class FluidSolver:
         if not backend.has_graphs:
             return None
         backend.reserve_lanes(len(self.blocks))  # streams are made outside the capture
-        key = (overlap, tuple(id(b.f_src) for b in self.blocks.values()))
+        # a convective outlet's state alternates between two arrays in two-step sweeps
+        key = (overlap, tuple((id(b.f_src), id(b.outlet_slots)) for b in self.blocks.values()))
         graphs = self.__dict__.setdefault("_graphs", {})
         if key not in graphs:
             def record() -> None:
@@ -306,12 +307,14 @@ class FluidSolver:
                 for _ in range(GRAPH_STEPS // k):
                     self._advance(overlap, last=False, steps=k)
 
-            buffers = [(b.f_src, b.f_dst) for b in self.blocks.values()]
+            buffers = [(b.f_src, b.f_dst, b.outlet_slots, b.outlet_spare)
+                       for b in self.blocks.values()]
             try:
                 graphs[key] = backend.capture(record)
             except Exception as exc:  # e.g. a transport that cannot be captured: step directly
-                for b, (src, dst) in zip(self.blocks.values(), buffers, strict=True):
-                    b.f_src, b.f_dst = src, dst  # capture ran no kernel: undo its swaps
+                for b, arrays in zip(self.blocks.values(), buffers, strict=True):
+                    # capture ran no kernel: undo its swaps
+                    b.f_src, b.f_dst, b.outlet_slots, b.outlet_spare = arrays
                 warnings.warn(f"CUDA graph capture failed ({exc}); stepping without graphs",
                               stacklevel=3)
                 graphs[key] = None

@@ -1060,8 +1060,8 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
 // inlet, the pressure outlet's velocity), x + c_q's (interpolated links: the ring holds the
 // column's neighbours of planes kb - 1 .. kb + 1) and the outlet's open kinds' source beside
 // the cell (the same column, a neighbouring line, in the footprint too). That source must be a
-// fluid cell (the ring holds no other): the launcher's caller keeps slabs whose bodies touch
-// an outlet's open kinds' sources to one step per sweep (simsplit/fluid/block.py).
+// fluid cell (the ring holds no other): no body may touch the column beside an outlet
+// (simsplit/fluid/geometry/checks.py refuses such cases).
 // A convective outlet's state goes slots_in (step t) -> slots_out (step t + 2): the first step
 // of a line's outlet cell reads slots_in and (the cell's own column, not a ring cell: those
 // belong to other blocks, which read slots_in too) writes step t + 1's value to slots_out,

@@ -279,14 +279,12 @@ class SlabBlock:
         arrays, gains (``two_steps_fit``) and covers every fluid cell, and ``depth`` 2 at halo
         faces (the sweep recomputes the neighbour's first step on the inner ghost plane); with
         open rules (inlets, outlets, interpolated links) one taking them too, on one slab
-        (the second ghost plane of a deeper slab is not painted with the geometry) whose
-        outlet's open kinds read fluid cells only (``outlet_sources_fluid``)."""
+        (the second ghost plane of a deeper slab is not painted with the geometry)."""
         rules = getattr(self.kernels, "bodies_two_steps_fit", None)
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
                 and (not self.open_rules  # halfway bodies are box walls (the same bits)
                      or (rules is not None and self.inlet is not None and not self.halo_faces()
-                         and rules(self.params, self.open_faces)
-                         and self.geometry.outlet_sources_fluid))
+                         and rules(self.params, self.open_faces)))
                 and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype)
                 and self._two_steps_cover)

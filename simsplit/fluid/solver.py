@@ -182,7 +182,9 @@ class FluidSolver:
             paired = pairs
         done = 0
         while done < n:
-            k = 2 if pairs and n - done >= 2 else 1
+            # a pair takes step t + 1's parameters for both: not while the inflow ramps up
+            ramp = self.setup.ramping(self.steps_done + 1)
+            k = 2 if pairs and n - done >= 2 and not ramp else 1
             self.context.check_fault(self.steps_done + 1)
             self._set_step_params()
             self._advance(overlap, last=done + k == n, steps=k)

@@ -29,15 +29,6 @@ class GridGeometry:
     links: np.ndarray | None = None
 
     @property
-    def outlet_sources_fluid(self) -> bool:
-        """Whether no body touches the interior column beside an outlet, whose cells an
-        outlet's zero-gradient and convective rules read (a two-step sweep holds fluid cells
-        only)."""
-        return not any(self.solid[..., col].any()
-                       for col, kind in zip((0, -1), self.x_kinds, strict=True)
-                       if kind == "outlet")
-
-    @property
     def curved(self) -> np.ndarray | None:
         """Fluid cells with an interpolated link (CURVED), or None."""
         if self.links is None:

@@ -712,53 +712,60 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
                                        a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
 }
 
-// The plane loop of one block's sweep over planes [za, zb): first(t, kk) for every footprint
-// thread, second(t, kb) for every column thread.
-template <typename Team, typename First, typename Second>
-__device__ __forceinline__ void sweep_planes(const Team& team, int nz, int za, int zb,
-                                             First&& first, Second&& second)
+// One block's sweep: column (bx, by), planes [za, zb) of f_dst to step t + 2; the pulls of
+// NEAR_WALL cells from boundary sources go to near_first(fl, own, cell, i, j, kk, lx, ly) in
+// the first step (populations of step t in f_src) and near_second (the same arguments, plane
+// kb; step t + 1 in the ring) in the second.
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team,
+          typename NearFirst, typename NearSecond>
+__device__ __forceinline__ void sweep_with(const Team& team, const sweep_args<T, S, P>& a,
+                                           S* ring, int bx, int by, int za, int zb,
+                                           NearFirst&& near_first, NearSecond&& near_second)
 {
+    const int i0 = bx * TX + 1, j0 = by * TY + 1;
+    const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
     for (int kk = za - 1; kk <= zb; ++kk) {
-        if (kk >= 1 && kk <= nz) team.each([&](int t) { first(t, kk); });
-        team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
-        if (kk - 1 >= za)
+        if (kk >= 1 && kk <= a.nz)
             team.each([&](int t) {
-                if (t < TX * TY) second(t, kk - 1);
+                first_step<T, S, FORCED>(
+                    a, ring, t, kk, i0, j0, deltas,
+                    [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int lx,
+                        int ly) { near_first(fl, own, cell, i, j, kk, lx, ly); });
+            });
+        team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
+        const int kb = kk - 1;
+        if (kb >= za)
+            team.each([&](int t) {
+                if (t < TX * TY)
+                    second_step<T, S, STORE_MACRO, FORCED>(
+                        a, ring, t, kb, i0, j0,
+                        [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int lx,
+                            int ly) { near_second(fl, own, cell, i, j, kb, lx, ly); });
             });
         if (RING == 3) team.sync();  // the next first step overwrites the slot just read
     }
 }
 
-// One block's sweep of the box kernel: column (bx, by), planes [za, zb) of f_dst to step t + 2.
+// One block's sweep of the box kernel.
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
 __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
                                       int bx, int by, int za, int zb)
 {
     using L = D3Q19;
-    const int i0 = bx * TX + 1, j0 = by * TY + 1;
-    const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
-    sweep_planes(
-        team, a.nz, za, zb,
-        [&](int t, int kk) {
-            first_step<T, S, FORCED>(
-                a, ring, t, kk, i0, j0, deltas,
-                [&](T* fl, lbm::flag_t, lbm::offset_t cell, int i, int j, int, int) {
-                    bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch,
-                                   a.layer, a.plane, a.per_x, a.per_y, a.lid_u);
-                });
+    sweep_with<T, S, STORE_MACRO, FORCED>(
+        team, a, ring, bx, by, za, zb,
+        [&](T* fl, lbm::flag_t, lbm::offset_t cell, int i, int j, int kk, int, int) {
+            bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch, a.layer,
+                           a.plane, a.per_x, a.per_y, a.lid_u);
         },
-        [&](int t, int kb) {
-            second_step<T, S, STORE_MACRO, FORCED>(
-                a, ring, t, kb, i0, j0,
-                [&](T* fl, lbm::flag_t, lbm::offset_t, int i, int j, int lx, int ly) {
-                    // the own opp q of step t + 1 is in the ring
-                    bounce_back_solid_sources(
-                        fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer, a.per_x, a.per_y,
-                        a.lid_u, [&](int q, lbm::offset_t) {
-                            return lbm::decode<L, T>(
-                                ring[slot_index(slot_of(kb), L::opp(q), lx, ly)], L::opp(q));
-                        });
-                });
+        [&](T* fl, lbm::flag_t, lbm::offset_t, int i, int j, int kb, int lx, int ly) {
+            // the own opp q of step t + 1 is in the ring
+            bounce_back_solid_sources(fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer,
+                                      a.per_x, a.per_y, a.lid_u, [&](int q, lbm::offset_t) {
+                                          return lbm::decode<L, T>(
+                                              ring[slot_index(slot_of(kb), L::opp(q), lx, ly)],
+                                              L::opp(q));
+                                      });
         });
 }
 
@@ -1093,49 +1100,35 @@ template <typename T, typename S> struct ring_pops {
     }
 };
 
-// One block's sweep with the geometry's rules: column (bx, by), planes [za, zb) of f_dst to
-// step t + 2; rules.slots_in/slots_out as described above.
+// One block's sweep with the geometry's rules; rules.slots_in/slots_out as described above.
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN, typename P,
           typename Team>
 __device__ __forceinline__ void bodies_sweep(const Team& team, const sweep_args<T, S, P>& a,
                                              const body_rules<T>& rules, S* ring, int bx,
                                              int by, int za, int zb)
 {
-    const int i0 = bx * TX + 1, j0 = by * TY + 1;
-    const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
-    sweep_planes(
-        team, a.nz, za, zb,
-        [&](int t, int kk) {
-            first_step<T, S, FORCED>(
-                a, ring, t, kk, i0, j0, deltas,
-                [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int lx, int ly) {
-                    // the column's own cells (a periodic footprint wraps past the grid's end
-                    // onto other blocks' cells)
-                    const bool column = unsigned(lx - 1) < unsigned(TX)
-                                        && unsigned(ly - 1) < unsigned(TY)
-                                        && i0 + lx - 1 <= a.nx && j0 + ly - 1 <= a.ny
-                                        && kk >= za && kk < zb;
-                    body_rules<T> first_rules = rules;
-                    first_rules.slots_out = column ? rules.slots_out : nullptr;
-                    const dram_pops<T, S, P> pops{a.f_src, a.plane, cell,    i,
-                                                  j,       kk,      a.nx,    a.ny,
-                                                  a.pitch, a.layer, a.per_x, a.per_y};
-                    body_rules_near_wall<OPEN>(fl, pops, a.flags, own, cell, i, j, kk, a.nx,
-                                               a.ny, a.nz, a.pitch, a.layer, a.plane, a.per_x,
-                                               a.per_y, first_rules);
-                });
+    sweep_with<T, S, STORE_MACRO, FORCED>(
+        team, a, ring, bx, by, za, zb,
+        [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int kk, int lx, int ly) {
+            // the column's own cells (a periodic footprint wraps past the grid's end onto
+            // other blocks' cells)
+            const bool column = unsigned(lx - 1) < unsigned(TX) && unsigned(ly - 1) < unsigned(TY)
+                                && bx * TX + lx <= a.nx && by * TY + ly <= a.ny && kk >= za
+                                && kk < zb;
+            body_rules<T> first_rules = rules;
+            first_rules.slots_out = column ? rules.slots_out : nullptr;
+            const dram_pops<T, S, P> pops{a.f_src, a.plane, cell,    i,       j,       kk,
+                                          a.nx,    a.ny,    a.pitch, a.layer, a.per_x, a.per_y};
+            body_rules_near_wall<OPEN>(fl, pops, a.flags, own, cell, i, j, kk, a.nx, a.ny, a.nz,
+                                       a.pitch, a.layer, a.plane, a.per_x, a.per_y, first_rules);
         },
-        [&](int t, int kb) {
-            second_step<T, S, STORE_MACRO, FORCED>(
-                a, ring, t, kb, i0, j0,
-                [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int lx, int ly) {
-                    const ring_pops<T, S> pops{ring, kb, lx, ly};
-                    body_rules<T> second_rules = rules;  // step t + 1's state: in slots_out
-                    second_rules.slots_in = rules.slots_out;
-                    body_rules_near_wall<OPEN>(fl, pops, a.flags, own, cell, i, j, kb, a.nx,
-                                               a.ny, a.nz, a.pitch, a.layer, a.plane, a.per_x,
-                                               a.per_y, second_rules);
-                });
+        [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int kb, int lx, int ly) {
+            const ring_pops<T, S> pops{ring, kb, lx, ly};
+            body_rules<T> second_rules = rules;  // step t + 1's state: in slots_out
+            second_rules.slots_in = rules.slots_out;
+            body_rules_near_wall<OPEN>(fl, pops, a.flags, own, cell, i, j, kb, a.nx, a.ny, a.nz,
+                                       a.pitch, a.layer, a.plane, a.per_x, a.per_y,
+                                       second_rules);
         });
 }
 

@@ -807,6 +807,18 @@ struct host_team {
     }
     void sync() const {}
 };
+// every block of a two-step launch in turn (runs of `run` planes), its ring starting as NaN
+template <typename S, typename F>
+static void two_steps_blocks(int nx, int ny, int k0, int k1, int run, F sweep) {
+    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
+    blockDim = {unsigned(fused::THREADS), 1, 1};
+    for (int za = k0; za < k1; za += run)
+        for (int by = 0; by * fused::TY < ny; ++by)
+            for (int bx = 0; bx * fused::TX < nx; ++bx) {
+                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
+                sweep(ring.data(), bx, by, za, za + run < k1 ? za + run : k1);
+            }
+}
 template <typename T, typename S, bool STORE, bool FORCED>
 static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
                           int ny, int nz, long long pitch, long long layer, long long plane,
@@ -816,15 +828,9 @@ static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv,
     const fused::sweep_args<T, S, P> a{s, d, fl, rr, uu, vv, ww, nx, ny, nz, P(pitch),
                                        P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
                                        T(fz), px != 0, py != 0};
-    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
-    blockDim = {unsigned(fused::THREADS), 1, 1};
-    for (int za = k0; za < k1; za += run)
-        for (int by = 0; by * fused::TY < ny; ++by)
-            for (int bx = 0; bx * fused::TX < nx; ++bx) {
-                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
-                fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring.data(), bx, by, za,
-                                                     za + run < k1 ? za + run : k1);
-            }
+    two_steps_blocks<S>(nx, ny, k0, k1, run, [&](S* ring, int bx, int by, int za, int zb) {
+        fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring, bx, by, za, zb);
+    });
 }
 template <typename T, typename S>
 static void two_steps(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
@@ -1375,15 +1381,10 @@ static void bodies_two_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv
                                        T(fz), px != 0, py != 0};
     const body_rules<T> rules{T(0), in, T(in_scale), T(rho_w), links, okind, T(keep), T(take),
                               T(press_w), slots_in, slots_out};
-    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
-    blockDim = {unsigned(fused::THREADS), 1, 1};
-    for (int za = k0; za < k1; za += run)
-        for (int by = 0; by * fused::TY < ny; ++by)
-            for (int bx = 0; bx * fused::TX < nx; ++bx) {
-                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
-                fused::bodies_sweep<T, S, true, FORCED, OPEN, P>(
-                    host_team{}, a, rules, ring.data(), bx, by, za, za + run < k1 ? za + run : k1);
-            }
+    two_steps_blocks<S>(nx, ny, k0, k1, run, [&](S* ring, int bx, int by, int za, int zb) {
+        fused::bodies_sweep<T, S, true, FORCED, OPEN, P>(host_team{}, a, rules, ring, bx, by, za,
+                                                         zb);
+    });
 }
 #define BODIES_TWO(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
     float* r, float* u, float* v, float* w, int nx, int ny, int nz, long long pitch, \\

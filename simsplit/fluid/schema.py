@@ -73,9 +73,10 @@ FLUID_RUN_PROPERTIES = {
                        "of one process cross their halo faces this way too (two ghost planes, "
                        "filled by the neighbours' sweeps); slabs on several GPUs or ranks step "
                        "one at a time. Bodies with an inlet, an outlet or curved links: on one "
-                       "slab, after the inflow ramp (docs/bodies.md). D2Q9 on cpu: two steps per sweep where every fluid cell "
-                       "takes the row kernel (walls, lid, bodies with halfway bounce-back; not a "
-                       "periodic x, open faces or curved links), the step t + 1 rows kept in a "
+                       "slab, after the inflow ramp (docs/bodies.md). D2Q9 on cpu: two steps "
+                       "per sweep where every fluid cell takes the row kernel (walls, lid, "
+                       "bodies with halfway bounce-back; not a periodic x, open faces or curved "
+                       "links), the step t + 1 rows kept in a "
                        "ring per thread: half the memory traffic, the same results bit for bit; "
                        "slabs of one process cross their halo faces this way too. false: one "
                        "step per sweep (for measurement).",

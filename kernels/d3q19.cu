@@ -820,7 +820,10 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // applies each link's rule.
 // OPEN, the open-face rules compiled in (generated header, source.D3Q19_BODIES_OPEN):
 // BODIES_WALLS none (x faces walls or periodic: bodies and walls only), BODIES_PRESSURE_OUTLET
-// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind. The launcher picks
+// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind, BODIES_SLIP every
+// outlet kind and free-slip walls (SLIP ghost cells: specular_3d; every 3D slab with a slip
+// cell takes it, and in float it asks for three resident blocks, not four: with the slip
+// rule, 64 registers spilled 16-32 bytes under nvcc 13.0). The launcher picks
 // the smallest that holds the slab's flags and the outlet's kind; each gives the bits of the
 // general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
@@ -936,14 +939,41 @@ __device__ __forceinline__ T outlet_link_3d(int q, const body_rules<T>& rule,
     return v;
 }
 
+// Free-slip walls: the D2Q9 kernel's specular (kernels/d2q9.cu) with z, which never wraps
+// (ghost planes); populations of the step before in f_src (dram_pops: the one-step kernel
+// only). Mirrors _specular of simsplit/backends/cpu/d3q19.py.
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T specular_3d(int q, const dram_pops<T, S, P>& pops,
+                                         const lbm::flag_t* __restrict__ flags, T own_opp)
+{
+    using L = D3Q19;
+    const lbm::offset_t cell = pops.cell;
+    const lbm::offset_t dx =
+        lbm::offset_t(column_offset(-L::cx(q), pops.i, pops.nx, pops.per_x));
+    const lbm::offset_t dy =
+        lbm::offset_t(column_offset(-L::cy(q), pops.j, pops.ny, pops.per_y)) * pops.pitch;
+    const lbm::offset_t dz = lbm::offset_t(-L::cz(q)) * pops.layer;
+    int mask = 0;
+    if (L::cx(q) != 0 && __ldg(flags + (cell + dx)) == FLAG_SLIP) mask |= 1;
+    if (L::cy(q) != 0 && __ldg(flags + (cell + dy)) == FLAG_SLIP) mask |= 2;
+    if (L::cz(q) != 0 && __ldg(flags + (cell + dz)) == FLAG_SLIP) mask |= 4;
+    const lbm::offset_t beside = cell + ((mask & 1) ? 0u : dx) + ((mask & 2) ? 0u : dy)
+                                 + ((mask & 4) ? 0u : dz);
+    if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
+    const int m = d3q19_specular(q, mask);
+    return pops.at(m, beside);
+}
+
 // What the geometry returns along q into fluid cell `cell` from boundary source `kind`;
 // outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
 // outlet's rule takes the pressure outlet's value). OPEN (BODIES_*): which open-face rules
-// are compiled in; a variant without them never sees their flags (the launcher's choice).
+// are compiled in (free-slip walls: BODIES_SLIP only, with dram_pops); a variant without
+// them never sees their flags (the launcher's choice).
 template <int OPEN, typename T, typename Pops, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
-                                              const Pops& pops, P plane, lbm::offset_t cell,
-                                              int j, int k, int ny, int nz,
+                                              const Pops& pops,
+                                              const lbm::flag_t* __restrict__ flags, P plane,
+                                              lbm::offset_t cell, int j, int k, int ny, int nz,
                                               const body_rules<T>& rules,
                                               const outlet_velocity<T>& outlet_u)
 {
@@ -961,6 +991,9 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
             else
                 return outlet_link_3d(q, rules, outlet_u, own_opp, pops, j, k, ny, nz);
         }
+    }
+    if constexpr (OPEN == BODIES_SLIP) {
+        if (kind == FLAG_SLIP) return specular_3d(q, pops, flags, own_opp);
     }
     if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
         // both candidates are loaded with the weight, before its sign picks one: one memory
@@ -1007,15 +1040,21 @@ __device__ __forceinline__ void body_rules_near_wall(T* fl, const Pops& pops,
         const lbm::offset_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
         const lbm::flag_t kind = __ldg(flags + src);
         if (kind & FLAG_BOUNDARY)
-            fl[q] = body_boundary_3d<OPEN>(q, kind, own, pops, plane, cell, j, k, ny, nz, rules,
-                                           outlet_u);
+            fl[q] = body_boundary_3d<OPEN>(q, kind, own, pops, flags, plane, cell, j, k, ny, nz,
+                                           rules, outlet_u);
     }
 }
 
 }  // namespace
 
+// Resident blocks per SM the bodies kernel asks of the register allocator (see above).
+template <typename T, int OPEN> constexpr int bodies_min_blocks()
+{
+    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1;
+}
+
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 : 1)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, bodies_min_blocks<T, OPEN>())
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,
@@ -1075,7 +1114,8 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
 // which the same block's second step reads (after the plane's barrier) and overwrites. Two
 // arrays, not one: a ring cell's first step in another block must still read step t's value.
 // Slabs with halo faces step one at a time (the second ghost plane of a deeper slab is not
-// painted with the geometry).
+// painted with the geometry), and so do slabs with free-slip walls: no BODIES_SLIP
+// instantiation (specular_3d reads through dram_pops only; ring_pops has no specular read).
 namespace {
 namespace fused {
 

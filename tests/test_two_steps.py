@@ -285,3 +285,28 @@ def test_bodies_with_open_faces_pair_steps_on_one_slab(monkeypatch, outlet: str,
     for a, b in zip(_fields(other), _fields(single), strict=True):
         np.testing.assert_array_equal(a, b)
     assert duct(2).solver.steps_per_sweep == 1
+
+
+def test_slip_slabs_step_singly(monkeypatch) -> None:
+    """Free-slip walls: the bodies two-step kernel has no slip variant
+    (source.d3q19_bodies_two_steps_open, the launcher's fit), so a duct with slip y walls steps
+    one at a time after the ramp where the same duct with no-slip ones pairs its steps."""
+    from simsplit.backends.cuda_c import source
+    from tests.conftest import body_case_3d
+
+    calls = _install_rules_stand_in(monkeypatch)
+    monkeypatch.setattr(D3Q19Kernels, "bodies_two_steps_fit", lambda self, p, open_faces: (
+        source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        in source.d3q19_bodies_two_steps_open(p.forced)), raising=False)
+    assert "slip" in source.D3Q19_BODIES_OPEN
+    assert "slip" not in source.d3q19_bodies_two_steps_open(False)
+    for slip in (False, True):
+        case = body_case_3d(run__precision="float32")
+        if slip:
+            case["domain"]["boundaries"]["y"] = "slip"
+        sim = Simulation(case)
+        calls.sweeps = 0
+        sim.step(14)  # the ramp (9 steps) singly, then pairs where the kernel set has them
+        (blk,) = sim.solver.blocks.values()
+        assert blk.fuses_two_steps() != slip
+        assert calls.sweeps == (0 if slip else 2)

@@ -30,6 +30,7 @@ from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
+from simsplit.numerics.flags import OPEN_FACES
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.lbm_params import D3Q19Params
 
@@ -116,8 +117,8 @@ class D3Q19Kernels:
     #: the kernels read their strides from the arrays: blocks allocate padded, 128-byte aligned
     #: rows for them (simsplit.backends.layout)
     strided_fields = True
-    #: stream_collide takes ``open_faces=False`` for bodies in a slab without inlet or outlet
-    #: cells (a bodies kernel without those rules)
+    #: stream_collide takes ``open_faces``, the open kinds of a slab's flags (0 for bodies in a
+    #: slab without inlet, outlet or slip cells: a bodies kernel without those rules)
     bodies_variants = True
 
     def __init__(self, device: int) -> None:
@@ -205,13 +206,13 @@ class D3Q19Kernels:
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro, inlet=None, links=None, outlet_slots=None,
-                       open_faces: bool = True) -> None:
+                       open_faces: int = OPEN_FACES) -> None:
         """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
         (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
         geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
         (None: no CURVED cell); ``outlet_slots``: a convective outlet's previous values
-        ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: flags may hold INLET or
-        OUTLET cells (False: a bodies kernel without their rules)."""
+        ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: the INLET, OUTLET and
+        SLIP bits the flags may hold (0: a bodies kernel without their rules)."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if k0 == k1:
             return
@@ -233,7 +234,7 @@ class D3Q19Kernels:
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
-                               outlet_slots=None, open_faces: bool = True) -> None:
+                               outlet_slots=None, open_faces: int = OPEN_FACES) -> None:
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         rules = self._rule_args(f_src, macro[0].dtype, p, inlet, links, outlet_slots)
         check_launch_device(self.device)
@@ -295,16 +296,17 @@ class D3Q19Kernels:
         return ((np.dtype(dtype), np.dtype(storage)) in source.D3Q19_FUSED_PAIRS
                 and plane <= MAX_PLANE and not source.d3q19_wide_offsets(D3Q19.q * plane))
 
-    def bodies_two_steps_fit(self, p: D3Q19Params, open_faces: bool) -> bool:
+    def bodies_two_steps_fit(self, p: D3Q19Params, open_faces: int) -> bool:
         """Whether :meth:`stream_collide_two_steps` takes the geometry's rules (``inlet``) for
-        a slab with these parameters whose flags hold inlets or outlets (``open_faces``): an
-        instantiation of the bodies two-step kernel for its variant exists."""
+        a slab with these parameters whose flags hold the open kinds ``open_faces`` (INLET,
+        OUTLET, SLIP bits): an instantiation of the bodies two-step kernel for its variant
+        exists (none for free-slip walls)."""
         variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
         return variant in source.d3q19_bodies_two_steps_open(p.forced)
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                                  store_macro, inlet=None, links=None, outlet_slots=None,
-                                 outlet_slots_out=None, open_faces: bool = True) -> None:
+                                 outlet_slots_out=None, open_faces: int = OPEN_FACES) -> None:
         """Steps t + 1 and t + 2 of planes ``layers`` in one sweep, f_src (step t) -> f_dst
         (step t + 2), the step t + 1 populations kept in shared memory (kernels/d3q19.cu
         d3q19_stream_collide_two_steps): the bits of two :meth:`stream_collide` calls, with

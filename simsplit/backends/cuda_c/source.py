@@ -21,7 +21,16 @@ import numpy as np
 
 from simsplit.numerics import flags
 from simsplit.numerics.exact import EXACT_LIMBS
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
+from simsplit.numerics.lattice import (
+    D2Q9_C,
+    D2Q9_OPP,
+    D2Q9_SPECULAR,
+    D2Q9_W,
+    D3Q19,
+    D3Q19_SPECULAR,
+    DOWN,
+    UP,
+)
 from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
 from simsplit.numerics.storage import (
     E4M11_BIAS,
@@ -61,9 +70,11 @@ D3Q19_FP16_BLOCK_X = 128
 D3Q19_BODIES_BLOCK_X = 64
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
-#: periodic), the inlet and the pressure outlet, every outlet kind. The launcher takes the
-#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open)
-D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet")
+#: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and
+#: free-slip walls. The launcher takes the smallest that holds a slab's flags and its outlet's
+#: kind (d3q19_bodies_open); free-slip walls have a variant of their own so that the others
+#: keep their registers (in float the slip rule needs more than the 64 of four resident blocks)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -103,6 +114,14 @@ def _select(var: str, values: Sequence[str]) -> str:
     for k in range(len(values) - 2, -1, -1):
         expr = f"{var} == {k} ? {values[k]} : ({expr})"
     return f"({expr})"
+
+
+def _specular_function(name: str, table: np.ndarray) -> str:
+    """``name(q, mask)`` of a specular table: q folds at compile time in an unrolled loop,
+    leaving a select over the run-time mask."""
+    by_q = [_select("mask", [str(int(v)) for v in row]) for row in table]
+    return (f"__host__ __device__ constexpr int {name}(int q, int mask) "
+            f"{{ return {_select('q', by_q)}; }}")
 
 
 def lattice_struct(name: str, c: np.ndarray, w: np.ndarray, opp: np.ndarray,
@@ -181,10 +200,11 @@ def generated_header() -> str:
         *(f"constexpr int BODIES_{kind.upper()} = {code};"
           for code, kind in enumerate(D3Q19_BODIES_OPEN)),
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
-        "// D2Q9 direction with cy reversed (free-slip walls normal to y)",
-        "__host__ __device__ constexpr int d2q9_mirror_y(int q) "
-        f"{{ return {_select('q', [str(int(v)) for v in D2Q9_MIRROR_Y])}; }}",
+        "// direction q reflected across free-slip walls normal to the axes of bit mask `mask`",
+        "// (bit 0: x; lattice.specular_table)",
+        _specular_function("d2q9_specular", D2Q9_SPECULAR),
         lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
+        _specular_function("d3q19_specular", D3Q19_SPECULAR),
         "#endif",
         "",
     ])
@@ -346,16 +366,22 @@ def d3q19_bodies_two_steps_name(dtype: np.dtype | type, storage: np.dtype | type
 
 def d3q19_bodies_two_steps_open(forced: bool) -> tuple[str, ...]:
     """The bodies kernel variants (:data:`D3Q19_BODIES_OPEN`) built two steps per sweep, with
-    (``forced``) or without the body force: every one, but the forced kernel with every outlet
-    kind held a 4-byte spill at the two-step kernel's registers (ptxas 13.0, sm_90), so a
-    forced slab with a zero-gradient or convective outlet steps one at a time."""
-    return D3Q19_BODIES_OPEN[:2] if forced else D3Q19_BODIES_OPEN
+    (``forced``) or without the body force: every one but free-slip walls (not built: the
+    second step would read the specular rule's source from its ring, which ring_pops does not
+    do, and the variant's registers are unmeasured; slip slabs step one at a time), and the
+    forced kernel with every outlet kind held a 4-byte spill at the two-step kernel's
+    registers (ptxas 13.0, sm_90), so a forced slab with a zero-gradient or convective outlet
+    steps one at a time too."""
+    unforced = tuple(o for o in D3Q19_BODIES_OPEN if o != "slip")
+    return unforced[:2] if forced else unforced
 
 
-def d3q19_bodies_open(open_faces: bool, outlet_kind: int) -> str:
+def d3q19_bodies_open(open_faces: int, outlet_kind: int) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
-    inlets or outlets (``open_faces``) and an outlet of kind ``outlet_kind``
-    (``lbm_params.OUTLET_*``)."""
+    the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: inlets or
+    outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``)."""
+    if open_faces & flags.SLIP:
+        return "slip"
     if not open_faces:
         return "walls"
     return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"

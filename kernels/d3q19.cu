@@ -1048,7 +1048,7 @@ __device__ __forceinline__ void body_rules_near_wall(T* fl, const Pops& pops,
 }  // namespace
 
 // Resident blocks per SM the bodies kernel asks of the register allocator (see above).
-template <typename T, int OPEN> constexpr int bodies_min_blocks()
+template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
 {
     return sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1;
 }

@@ -210,3 +210,103 @@ def test_bodies_pair_steps_where_no_cell_takes_an_open_rule(two_step_cpu, subdom
         np.testing.assert_array_equal(a, b)
     assert two_step_cpu.sweeps == (3 if paired else 0)
     assert np.abs(runs[1].velocity()).max() > 1e-3
+
+
+def _install_rules_stand_in(monkeypatch) -> _Calls:
+    """The stand-in with the geometry's rules (as cupy's d3q19_stream_collide_bodies_two_steps):
+    two CPU steps; a convective outlet's state read from ``outlet_slots`` (left as it was) and
+    advanced twice into ``outlet_slots_out``."""
+    calls = _install_stand_in(monkeypatch)
+    box = D3Q19Kernels.stream_collide_two_steps
+
+    def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
+                                 store_macro, outlet_slots_out=None, **rules) -> None:
+        if not rules:
+            box(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro)
+            return
+        calls.sweeps += 1
+        calls.stored += bool(store_macro)
+        if rules.get("outlet_slots") is not None:
+            outlet_slots_out[...] = rules["outlet_slots"]
+            rules["outlet_slots"] = outlet_slots_out
+        mid = np.empty_like(f_src)
+        scratch = [np.empty_like(a) for a in (rho, ux, uy, uz)]
+        self.stream_collide(f_src, mid, flags, *scratch, layers, p, False, **rules)
+        self.stream_collide(mid, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro, **rules)
+
+    monkeypatch.setattr(D3Q19Kernels, "stream_collide_two_steps", stream_collide_two_steps)
+    monkeypatch.setattr(D3Q19Kernels, "bodies_two_steps_fit",
+                        lambda self, p, open_faces: True, raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
+@pytest.mark.parametrize("bounce", ["halfway", "linear"])
+def test_bodies_with_open_faces_pair_steps_on_one_slab(monkeypatch, outlet: str,
+                                                       bounce: str) -> None:
+    """A sphere in a duct with an inlet (ramped up over 10 steps) and an outlet of each kind, on
+    one slab: with a kernel set that sweeps two steps with the geometry's rules, steps after
+    the ramp go in pairs, a convective outlet's state alternating between its two arrays, and
+    every field, the outlet's state and a restart end bit for bit where one-step sweeps do,
+    for odd and even counts; two slabs (halo faces) keep one step per sweep."""
+    from simsplit.run.state import capture_state, restore_state
+    from tests.conftest import body_case_3d
+
+    calls = _install_rules_stand_in(monkeypatch)
+
+    def duct(subdomains: int = 1, **over: Any) -> Simulation:
+        case = body_case_3d(24, 10, 12, subdomains, bodies=[
+            {"name": "ball", "shape": "sphere", "centre": [8.0, 5.2, 6.1], "radius": 2.6}],
+            run__precision="float32", **over)
+        case["domain"]["bounce_back"] = bounce
+        case["domain"]["outlet"] = {"kind": outlet}
+        return Simulation(case)
+
+    paired, single = duct(), duct(run__temporal_blocking=False)
+    (blk,), (one,) = paired.solver.blocks.values(), single.solver.blocks.values()
+    assert blk.open_faces and blk.fuses_two_steps()
+    for n in (7, 5, 40, 3):
+        paired.step(n)
+        single.step(n)
+        for a, b in zip(_fields(paired), _fields(single), strict=True):
+            np.testing.assert_array_equal(a, b)
+        if outlet == "convective":
+            np.testing.assert_array_equal(blk.outlet_values(), one.outlet_values())
+    # the ramp (steps 1-9) singly, then pairs: steps 10-11, 13-52, 53-54
+    assert calls.sweeps == 1 + 20 + 1
+    if outlet == "convective":
+        assert not np.array_equal(blk.outlet_values(), blk.backend.to_host(
+            blk.outlet_spare)[:, 1:-1])  # the arrays alternate: the spare is a step behind
+    state = capture_state(paired)
+    other = duct()
+    restore_state(other, state, paired.steps_done)
+    for sim in (other, single):
+        sim.step(6)
+    for a, b in zip(_fields(other), _fields(single), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert duct(2).solver.steps_per_sweep == 1
+
+
+def test_slip_slabs_step_singly(monkeypatch) -> None:
+    """Free-slip walls: the bodies two-step kernel has no slip variant
+    (source.d3q19_bodies_two_steps_open, the launcher's fit), so a duct with slip y walls steps
+    one at a time after the ramp where the same duct with no-slip ones pairs its steps."""
+    from simsplit.backends.cuda_c import source
+    from tests.conftest import body_case_3d
+
+    calls = _install_rules_stand_in(monkeypatch)
+    monkeypatch.setattr(D3Q19Kernels, "bodies_two_steps_fit", lambda self, p, open_faces: (
+        source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        in source.d3q19_bodies_two_steps_open(p.forced)), raising=False)
+    assert "slip" in source.D3Q19_BODIES_OPEN
+    assert "slip" not in source.d3q19_bodies_two_steps_open(False)
+    for slip in (False, True):
+        case = body_case_3d(run__precision="float32")
+        if slip:
+            case["domain"]["boundaries"]["y"] = "slip"
+        sim = Simulation(case)
+        calls.sweeps = 0
+        sim.step(14)  # the ramp (9 steps) singly, then pairs where the kernel set has them
+        (blk,) = sim.solver.blocks.values()
+        assert blk.fuses_two_steps() != slip
+        assert calls.sweeps == (0 if slip else 2)

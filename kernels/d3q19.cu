@@ -659,14 +659,11 @@ template <typename T, typename S, typename P> struct sweep_args {
 };
 
 // Step t + 1 of footprint cell t (thread index) of plane kk into ring slot kk, columns from
-// i0 - 1 and rows from j0 - 1; solid and open-face (inlet, outlet) cells and cells past the
-// array are left alone (a pull from one becomes a boundary rule in the second step, without
-// reading it). near(fl, own, cell, i, j, lx, ly): the pulls from boundary sources of a
-// NEAR_WALL cell (the box's bounce-back, or the bodies kernel's rules).
-template <typename T, typename S, bool FORCED, typename P, typename Near>
+// i0 - 1 and rows from j0 - 1; solid cells and cells past the array are left alone (a pull
+// from a solid cell becomes a bounce-back in the second step, without reading it).
+template <typename T, typename S, bool FORCED, typename P>
 __device__ __forceinline__ void first_step(const sweep_args<T, S, P>& a, S* ring, int t, int kk,
-                                           int i0, int j0, const pull_deltas<P>& deltas,
-                                           Near&& near)
+                                           int i0, int j0, const pull_deltas<P>& deltas)
 {
     using L = D3Q19;
     const int lx = t % RX, ly = t / RX;
@@ -675,22 +672,23 @@ __device__ __forceinline__ void first_step(const sweep_args<T, S, P>& a, S* ring
     if (i > a.nx + 1 || j > a.ny + 1) return;
     const lbm::offset_t cell = cell_offset_3d(i, j, kk, a.pitch, a.layer);
     const lbm::flag_t own = a.flags[cell];
-    if (own & FLAG_BOUNDARY) return;  // ghost cells included: only interior cells pass
+    if (own & FLAG_SOLID) return;  // ghost cells of walls included: only interior cells pass
     T fl[L::Q];
     const lbm::flag_t near_wall = pull_3d(fl, a.f_src, a.flags, own, i, j, kk, a.nx, a.ny,
                                           a.pitch, a.layer, a.plane, a.per_x, a.per_y, deltas);
-    if (near_wall) near(fl, own, cell, i, j, lx, ly);
+    if (near_wall)
+        bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch, a.layer,
+                       a.plane, a.per_x, a.per_y, a.lid_u);
     const int s = slot_of(kk);
     auto out = [&](int q, T v) { ring[slot_index(s, q, lx, ly)] = lbm::encode<L, T, S>(v, q); };
     collide_3d<T, false, FORCED>(fl, i, j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
                                  a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
 }
 
-// Step t + 2 of column cell t (thread index, t < TX * TY) of plane kb from the ring, into
-// f_dst; near as in first_step, its populations of step t + 1 in the ring.
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Near>
+// Step t + 2 of column cell t (thread index, t < TX * TY) of plane kb from the ring, into f_dst.
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
 __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const S* ring, int t,
-                                            int kb, int i0, int j0, Near&& near)
+                                            int kb, int i0, int j0)
 {
     using L = D3Q19;
     const int lx = t % TX + 1, ly = t / TX + 1;
@@ -704,7 +702,13 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
     for (int q = 0; q < L::Q; ++q)
         fl[q] = lbm::decode<L, T>(
             ring[slot_index(slot_of(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))], q);
-    if (own & FLAG_NEAR_WALL) near(fl, own, cell, i, j, lx, ly);
+    if (own & FLAG_NEAR_WALL)  // the own opp q of step t + 1 is in the ring
+        bounce_back_solid_sources(fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer, a.per_x,
+                                  a.per_y, a.lid_u, [&](int q, lbm::offset_t) {
+                                      return lbm::decode<L, T>(
+                                          ring[slot_index(slot_of(kb), L::opp(q), lx, ly)],
+                                          L::opp(q));
+                                  });
     auto out = [&](int q, T v) {
         lbm::store_population<L>(population_at(a.f_dst, q, a.plane, cell), q, v);
     };
@@ -712,61 +716,23 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
                                        a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
 }
 
-// One block's sweep: column (bx, by), planes [za, zb) of f_dst to step t + 2; the pulls of
-// NEAR_WALL cells from boundary sources go to near_first(fl, own, cell, i, j, kk, lx, ly) in
-// the first step (populations of step t in f_src) and near_second (the same arguments, plane
-// kb; step t + 1 in the ring) in the second.
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team,
-          typename NearFirst, typename NearSecond>
-__device__ __forceinline__ void sweep_with(const Team& team, const sweep_args<T, S, P>& a,
-                                           S* ring, int bx, int by, int za, int zb,
-                                           NearFirst&& near_first, NearSecond&& near_second)
+// One block's sweep: column (bx, by), planes [za, zb) of f_dst to step t + 2.
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
+__device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
+                                      int bx, int by, int za, int zb)
 {
     const int i0 = bx * TX + 1, j0 = by * TY + 1;
     const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
     for (int kk = za - 1; kk <= zb; ++kk) {
         if (kk >= 1 && kk <= a.nz)
-            team.each([&](int t) {
-                first_step<T, S, FORCED>(
-                    a, ring, t, kk, i0, j0, deltas,
-                    [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int lx,
-                        int ly) { near_first(fl, own, cell, i, j, kk, lx, ly); });
-            });
+            team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
         team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
-        const int kb = kk - 1;
-        if (kb >= za)
+        if (kk - 1 >= za)
             team.each([&](int t) {
-                if (t < TX * TY)
-                    second_step<T, S, STORE_MACRO, FORCED>(
-                        a, ring, t, kb, i0, j0,
-                        [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int lx,
-                            int ly) { near_second(fl, own, cell, i, j, kb, lx, ly); });
+                if (t < TX * TY) second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
             });
         if (RING == 3) team.sync();  // the next first step overwrites the slot just read
     }
-}
-
-// One block's sweep of the box kernel.
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
-__device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
-                                      int bx, int by, int za, int zb)
-{
-    using L = D3Q19;
-    sweep_with<T, S, STORE_MACRO, FORCED>(
-        team, a, ring, bx, by, za, zb,
-        [&](T* fl, lbm::flag_t, lbm::offset_t cell, int i, int j, int kk, int, int) {
-            bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch, a.layer,
-                           a.plane, a.per_x, a.per_y, a.lid_u);
-        },
-        [&](T* fl, lbm::flag_t, lbm::offset_t, int i, int j, int kb, int lx, int ly) {
-            // the own opp q of step t + 1 is in the ring
-            bounce_back_solid_sources(fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer,
-                                      a.per_x, a.per_y, a.lid_u, [&](int q, lbm::offset_t) {
-                                          return lbm::decode<L, T>(
-                                              ring[slot_index(slot_of(kb), L::opp(q), lx, ly)],
-                                              L::opp(q));
-                                      });
-        });
 }
 
 }  // namespace fused
@@ -805,9 +771,8 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // same bits as d3q19_stream_collide on every cell that borders no open face and no body link)
 // with the boundary rules of kernels/d2q9.cu near a wall: INLET ghost cells return Ladd's
 // moving-wall value at the inflow speed of the cell's line (k, j), OUTLET ones the outlet's rule
-// (anti-bounce-back at density rho_w, zero-gradient or convective: outlet_link_3d), and the
-// body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi, linear; one weight per
-// link, simsplit/fluid/geometry/links.py). A separate kernel so that the
+// (anti-bounce-back at density rho_w, zero-gradient or convective: outlet_link_3d), and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
+// linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
 // tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
 // registers, no spills: the box kernel's five would cap it at 48 and spill 52-116 bytes, even
 // the variant without open faces with float storage under nvcc 13.5); double for one, as the
@@ -830,39 +795,8 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
 // strides), in the arithmetic type; outlet_slots: 19 x (nz + 2) x (ny + 2), packed (a
-// convective outlet's previous values, touched only by its links). 32-bit element offsets
-// only (the launcher checks).
+// convective outlet's previous values, touched only by its links). 32-bit element offsets only (the launcher checks).
 namespace {
-
-// Where the boundary rules find a cell's post-collision populations of the step before: the
-// pull kernels in f_src (dram_pops), the two-step kernel's second step in its ring
-// (ring_pops). own(p): population p of the updated cell x; ahead(q, p): population p of x +
-// c_q (interpolated links); beside(q): population q of x - c_q moved back into x's column,
-// (i, j - c_qy, k - c_qz) (the outlet's open kinds; no periodic x beside an outlet).
-template <typename T, typename S, typename P> struct dram_pops {
-    const S* __restrict__ f;
-    P plane;
-    lbm::offset_t cell;
-    int i, j, k, nx, ny;
-    lbm::offset_t pitch, layer;
-    bool per_x, per_y;
-
-    __device__ __forceinline__ T at(int p, lbm::offset_t c) const
-    {
-        return lbm::decode<D3Q19, T>(lbm::read_only(population_at(f, p, plane, c)), p);
-    }
-    __device__ __forceinline__ T own(int p) const { return at(p, cell); }
-    __device__ __forceinline__ T ahead(int q, int p) const
-    {
-        return at(p, neighbour_cell_3d(q, 1, i, j, k, nx, ny, pitch, layer, per_x, per_y));
-    }
-    __device__ __forceinline__ T beside(int q) const
-    {
-        const lbm::offset_t src =
-            source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
-        return at(q, lbm::offset_t(lbm::index_t(src) + D3Q19::cx(q)));
-    }
-};
 
 // Velocity of the own cell's post-collision populations of step t, which the pressure outlet's
 // anti-bounce-back takes: every population in order, zero products included (as the CPU
@@ -871,14 +805,15 @@ template <typename T> struct outlet_velocity {
     T ux, uy, uz, usq;
 };
 
-template <typename T, typename Pops>
-__device__ __forceinline__ outlet_velocity<T> own_velocity_3d(const Pops& pops)
+template <typename T, typename S, typename P>
+__device__ __forceinline__ outlet_velocity<T> own_velocity_3d(const S* __restrict__ f_src,
+                                                              P plane, lbm::offset_t cell)
 {
     using L = D3Q19;
     T r = T(0.0), jx = T(0.0), jy = T(0.0), jz = T(0.0);
 #pragma unroll
     for (int p = 0; p < L::Q; ++p) {
-        const T v = pops.own(p);
+        const T v = lbm::decode<L, T>(lbm::read_only(population_at(f_src, p, plane, cell)), p);
         r += v;
         jx += T(L::cx(p)) * v;
         jy += T(L::cy(p)) * v;
@@ -904,55 +839,50 @@ __device__ __forceinline__ T anti_bounce_back_3d(int q, const outlet_velocity<T>
     return feq - own_opp;
 }
 
-// The geometry's rules and state: lid_u; inlet speeds per line (k, j); the outlet density
-// rho_w; interpolated bounce-back weights (f's layout); the outlet's kind (OUTLET_PRESSURE,
-// OUTLET_ZERO_GRADIENT or OUTLET_CONVECTIVE), the convective step's weights keep (previous
-// value) and take (source), press_w (the weight of the pressure outlet's value mixed into the
-// open kinds'); a convective outlet's previous values [q][k][j], (nz + 2) x (ny + 2) per
-// population, read from slots_in and written to slots_out (null: not written; the one-step
-// kernel passes one array as both).
-template <typename T> struct body_rules {
-    T lid_u;
-    const T* __restrict__ inlet;
-    T inlet_scale, rho_w;
-    const T* __restrict__ links;
+// The outlet's rule and state (domain.outlet): kind OUTLET_PRESSURE, OUTLET_ZERO_GRADIENT or
+// OUTLET_CONVECTIVE; the convective step's weights keep (previous value) and take (source);
+// press_w, the weight of the pressure outlet's value mixed into the open kinds'; slots, a
+// convective outlet's previous values [q][k][j], (nz + 2) x (ny + 2) per population.
+template <typename T> struct outlet_rule {
     int kind;
     T keep, take, press_w;
-    const T* slots_in;
-    T* slots_out;
+    T* slots;
 };
 
-// What an outlet link returns along q into cell (k, j): the rules of kernels/d2q9.cu
-// outlet_link. The open kinds' source is pops.beside(q).
-template <typename T, typename Pops>
-__device__ __forceinline__ T outlet_link_3d(int q, const body_rules<T>& rule,
+// What an outlet link returns along q into `cell` (k, j): the rules of kernels/d2q9.cu
+// outlet_link. The open kinds' source f*_q(k - c_qz, j - c_qy, i) is the pull source `src`
+// moved back one column into the own one (no periodic x beside an outlet).
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T outlet_link_3d(int q, const outlet_rule<T>& rule, T rho_w,
                                             const outlet_velocity<T>& outlet_u, T own_opp,
-                                            const Pops& pops, int j, int k, int ny, int nz)
+                                            const S* __restrict__ f_src, P plane,
+                                            lbm::offset_t src, int j, int k, int ny, int nz)
 {
-    if (rule.kind == OUTLET_PRESSURE) return anti_bounce_back_3d(q, outlet_u, rule.rho_w, own_opp);
-    T v = pops.beside(q);
-    const int slot = (q * (nz + 2) + k) * (ny + 2) + j;  // 19 lines' worth: 32 bits
-    if (rule.kind == OUTLET_CONVECTIVE) v = rule.keep * rule.slots_in[slot] + rule.take * v;
+    using L = D3Q19;
+    if (rule.kind == OUTLET_PRESSURE) return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
+    const lbm::offset_t nb = lbm::offset_t(lbm::index_t(src) + L::cx(q));
+    T v = lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, nb)), q);
+    T* slot = rule.slots + (lbm::index_t(q) * (nz + 2) + k) * (ny + 2) + j;
+    if (rule.kind == OUTLET_CONVECTIVE) v = rule.keep * *slot + rule.take * v;
     if (rule.press_w > T(0.0))
-        v += rule.press_w * (anti_bounce_back_3d(q, outlet_u, rule.rho_w, own_opp) - v);
-    if (rule.kind == OUTLET_CONVECTIVE && rule.slots_out) rule.slots_out[slot] = v;
+        v += rule.press_w * (anti_bounce_back_3d(q, outlet_u, rho_w, own_opp) - v);
+    if (rule.kind == OUTLET_CONVECTIVE) *slot = v;
     return v;
 }
 
 // Free-slip walls: the D2Q9 kernel's specular (kernels/d2q9.cu) with z, which never wraps
-// (ghost planes); populations of the step before in f_src (dram_pops: the one-step kernel
-// only). Mirrors _specular of simsplit/backends/cpu/d3q19.py.
+// (ghost planes). Mirrors _specular of simsplit/backends/cpu/d3q19.py.
 template <typename T, typename S, typename P>
-__device__ __forceinline__ T specular_3d(int q, const dram_pops<T, S, P>& pops,
-                                         const lbm::flag_t* __restrict__ flags, T own_opp)
+__device__ __forceinline__ T specular_3d(int q, const S* __restrict__ f_src,
+                                         const lbm::flag_t* __restrict__ flags, P plane,
+                                         lbm::offset_t cell, int i, int j, int nx, int ny,
+                                         lbm::offset_t pitch, lbm::offset_t layer, bool per_x,
+                                         bool per_y, T own_opp)
 {
     using L = D3Q19;
-    const lbm::offset_t cell = pops.cell;
-    const lbm::offset_t dx =
-        lbm::offset_t(column_offset(-L::cx(q), pops.i, pops.nx, pops.per_x));
-    const lbm::offset_t dy =
-        lbm::offset_t(column_offset(-L::cy(q), pops.j, pops.ny, pops.per_y)) * pops.pitch;
-    const lbm::offset_t dz = lbm::offset_t(-L::cz(q)) * pops.layer;
+    const lbm::offset_t dx = lbm::offset_t(column_offset(-L::cx(q), i, nx, per_x));
+    const lbm::offset_t dy = lbm::offset_t(column_offset(-L::cy(q), j, ny, per_y)) * pitch;
+    const lbm::offset_t dz = lbm::offset_t(-L::cz(q)) * layer;
     int mask = 0;
     if (L::cx(q) != 0 && __ldg(flags + (cell + dx)) == FLAG_SLIP) mask |= 1;
     if (L::cy(q) != 0 && __ldg(flags + (cell + dy)) == FLAG_SLIP) mask |= 2;
@@ -961,94 +891,67 @@ __device__ __forceinline__ T specular_3d(int q, const dram_pops<T, S, P>& pops,
                                  + ((mask & 4) ? 0u : dz);
     if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
     const int m = d3q19_specular(q, mask);
-    return pops.at(m, beside);
+    return lbm::decode<L, T>(lbm::read_only(population_at(f_src, m, plane, beside)), m);
 }
 
-// What the geometry returns along q into fluid cell `cell` from boundary source `kind`;
-// outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
+// What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
+// `src`; outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
 // outlet's rule takes the pressure outlet's value). OPEN (BODIES_*): which open-face rules
-// are compiled in (free-slip walls: BODIES_SLIP only, with dram_pops); a variant without
-// them never sees their flags (the launcher's choice).
-template <int OPEN, typename T, typename Pops, typename P>
+// are compiled in (free-slip walls: BODIES_SLIP only); a variant without them never sees
+// their flags (the launcher's choice).
+template <int OPEN, typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
-                                              const Pops& pops,
+                                              const S* __restrict__ f_src,
                                               const lbm::flag_t* __restrict__ flags, P plane,
-                                              lbm::offset_t cell, int j, int k, int ny, int nz,
-                                              const body_rules<T>& rules,
-                                              const outlet_velocity<T>& outlet_u)
+                                              lbm::offset_t cell, lbm::offset_t src, int i,
+                                              int j, int k, int nx, int ny, int nz,
+                                              lbm::offset_t pitch, lbm::offset_t layer,
+                                              bool per_x, bool per_y, T lid_u,
+                                              const T* __restrict__ inlet, T inlet_scale,
+                                              T rho_w, const outlet_velocity<T>& outlet_u,
+                                              const outlet_rule<T>& outlet,
+                                              const T* __restrict__ links)
 {
     using L = D3Q19;
     const int o = L::opp(q);
-    const T own_opp = pops.own(o);
+    const T own_opp = lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, cell)), o);
     if constexpr (OPEN != BODIES_WALLS) {
         if (kind == FLAG_INLET)
-            return own_opp
-                   + T(6.0 * L::w(q) * L::cx(q))
-                         * (rules.inlet_scale * __ldg(rules.inlet + (k * (ny + 2) + j)));
+            return own_opp + T(6.0 * L::w(q) * L::cx(q))
+                                 * (inlet_scale * __ldg(inlet + lbm::index_t(k) * (ny + 2) + j));
         if (kind == FLAG_OUTLET) {
             if constexpr (OPEN == BODIES_PRESSURE_OUTLET)
-                return anti_bounce_back_3d(q, outlet_u, rules.rho_w, own_opp);
+                return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
             else
-                return outlet_link_3d(q, rules, outlet_u, own_opp, pops, j, k, ny, nz);
+                return outlet_link_3d(q, outlet, rho_w, outlet_u, own_opp, f_src, plane, src, j,
+                                      k, ny, nz);
         }
     }
     if constexpr (OPEN == BODIES_SLIP) {
-        if (kind == FLAG_SLIP) return specular_3d(q, pops, flags, own_opp);
+        if (kind == FLAG_SLIP)
+            return specular_3d(q, f_src, flags, plane, cell, i, j, nx, ny, pitch, layer, per_x,
+                               per_y, own_opp);
     }
     if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
         // both candidates are loaded with the weight, before its sign picks one: one memory
         // round trip per link instead of two
-        const T w = __ldg(population_at(rules.links, q, plane, cell));
-        const T nb_opp = pops.ahead(q, o);
-        const T own_q = pops.own(q);
+        const T w = __ldg(population_at(links, q, plane, cell));
+        const lbm::offset_t nb =
+            neighbour_cell_3d(q, 1, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+        const T nb_opp =
+            lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)), o);
+        const T own_q =
+            lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
         if (w >= T(0.0)) return w * own_opp + (T(1.0) - w) * nb_opp;  // wall nearer than halfway
         return (-w) * own_opp + (T(1.0) + w) * own_q;  // beyond halfway: the own cell's q
     }
-    return lbm::bounce_back<L>(q, kind, own_opp, rules.lid_u);
-}
-
-// The pulls of NEAR_WALL cell (i, j, k) from boundary sources (flags) become the geometry's
-// rules, the populations of the step before read through pops. Near a wall (rare and
-// warp-coherent) the outlet's velocity is computed once per cell, not once per outlet link
-// (five of them: each would reload the cell's 19 populations and divide, a chain of memory
-// round trips that held the whole block); the same bits, as the same operations. Whether the
-// cell has one: outlets are the ghost columns i = 0 and nx + 1 of every interior line
-// (simsplit/fluid/geometry/grid.py paint), so a cell pulls from the outlet exactly when it is
-// the first or last of its line and the line's own ghost beside it is one: one flag beside the
-// cell's own, not its 19 sources' (a memory round trip before the velocity's loads could
-// start).
-template <int OPEN, typename T, typename Pops, typename P>
-__device__ __forceinline__ void body_rules_near_wall(T* fl, const Pops& pops,
-                                                     const lbm::flag_t* __restrict__ flags,
-                                                     lbm::flag_t own, lbm::offset_t cell,
-                                                     int i, int j, int k, int nx, int ny,
-                                                     int nz, lbm::offset_t pitch,
-                                                     lbm::offset_t layer, P plane, bool per_x,
-                                                     bool per_y, const body_rules<T>& rules)
-{
-    using L = D3Q19;
-    outlet_velocity<T> outlet_u{};
-    if constexpr (OPEN != BODIES_WALLS) {
-        const bool outlet_link = (i == nx && __ldg(flags + cell + 1) == FLAG_OUTLET)
-                                 || (i == 1 && __ldg(flags + cell - 1) == FLAG_OUTLET);
-        if (outlet_link && (OPEN == BODIES_PRESSURE_OUTLET || rules.kind == OUTLET_PRESSURE
-                            || rules.press_w > T(0.0)))
-            outlet_u = own_velocity_3d<T>(pops);
-    }
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        const lbm::offset_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
-        const lbm::flag_t kind = __ldg(flags + src);
-        if (kind & FLAG_BOUNDARY)
-            fl[q] = body_boundary_3d<OPEN>(q, kind, own, pops, flags, plane, cell, j, k, ny, nz,
-                                           rules, outlet_u);
-    }
+    return lbm::bounce_back<L>(q, kind, own_opp, lid_u);
 }
 
 }  // namespace
 
 // Resident blocks per SM the bodies kernel asks of the register allocator (see above).
-template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
+template <typename T, int OPEN> constexpr int bodies_min_blocks()
 {
     return sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1;
 }
@@ -1082,127 +985,39 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
     const lbm::flag_t near_wall = pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer,
                                           plane, per_x, per_y, deltas);
     if (near_wall) {  // rare and warp-coherent
-        const body_rules<T> rules{lid_u,       inlet,       inlet_scale,  rho_w,
-                                  links,       outlet_kind, outlet_keep,  outlet_take,
-                                  outlet_press_w, outlet_slots, outlet_slots};
-        const dram_pops<T, S, P> pops{f_src, plane, cell, i,     j,     k,
-                                      nx,    ny,    pitch, layer, per_x, per_y};
-        body_rules_near_wall<OPEN>(fl, pops, flags, own, cell, i, j, k, nx, ny, nz, pitch, layer,
-                                   plane, per_x, per_y, rules);
+        // the outlet's velocity once per cell, not once per outlet link (five of them: each
+        // would reload the cell's 19 populations and divide, a chain of memory round trips
+        // that held the whole block); the same bits, as the same operations
+        // Whether the cell has one: outlets are the ghost columns i = 0 and nx + 1 of every
+        // interior line (simsplit/fluid/geometry/grid.py paint), so a cell pulls from the
+        // outlet exactly when it is the first or last of its line and the line's own ghost
+        // beside it is one: one flag beside the cell's own, not its 19 sources' (a memory
+        // round trip before the velocity's loads could start).
+        const outlet_rule<T> outlet{outlet_kind, outlet_keep, outlet_take, outlet_press_w,
+                                    outlet_slots};
+        outlet_velocity<T> outlet_u{};
+        if constexpr (OPEN != BODIES_WALLS) {
+            const bool outlet_link = (i == nx && __ldg(flags + cell + 1) == FLAG_OUTLET)
+                                     || (i == 1 && __ldg(flags + cell - 1) == FLAG_OUTLET);
+            if (outlet_link && (OPEN == BODIES_PRESSURE_OUTLET || outlet_kind == OUTLET_PRESSURE
+                                || outlet_press_w > T(0.0)))
+                outlet_u = own_velocity_3d<T>(f_src, plane, cell);
+        }
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) {
+            const lbm::offset_t src =
+                source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
+            const lbm::flag_t kind = __ldg(flags + src);
+            if (kind & FLAG_BOUNDARY)
+                fl[q] = body_boundary_3d<OPEN>(q, kind, own, f_src, flags, plane, cell, src, i,
+                                               j, k, nx, ny, nz, pitch, layer, per_x, per_y,
+                                               lid_u, inlet, inlet_scale, rho_w, outlet_u,
+                                               outlet, links);
+        }
     }
     auto out = [&](int q, T v) {
         lbm::store_population<L>(population_at(f_dst, q, plane, cell), q, v);
     };
     collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
                                        om_p, om_m, fx, fy, fz, out);
-}
-
-// --- bodies, inlets and outlets two steps per sweep ---------------------------------------------
-// d3q19_stream_collide_bodies_two_steps: the sweep of d3q19_stream_collide_two_steps with the
-// bodies kernel's rules (body_rules_near_wall) in both steps, so two steps here give the bits
-// of two launches of d3q19_stream_collide_bodies. The first step (every footprint cell: the
-// column's and its ring's) reads step t from f_src as the bodies kernel does; the second step
-// reads step t + 1 from the ring (ring_pops): the own cell's populations (bounce-back, the
-// inlet, the pressure outlet's velocity), x + c_q's (interpolated links: the ring holds the
-// column's neighbours of planes kb - 1 .. kb + 1) and the outlet's open kinds' source beside
-// the cell (the same column, a neighbouring line, in the footprint too). That source must be a
-// fluid cell (the ring holds no other): no body may touch the column beside an outlet
-// (simsplit/fluid/geometry/checks.py refuses such cases).
-// A convective outlet's state goes slots_in (step t) -> slots_out (step t + 2): the first step
-// of a line's outlet cell reads slots_in and (the cell's own column, not a ring cell: those
-// belong to other blocks, which read slots_in too) writes step t + 1's value to slots_out,
-// which the same block's second step reads (after the plane's barrier) and overwrites. Two
-// arrays, not one: a ring cell's first step in another block must still read step t's value.
-// Slabs with halo faces step one at a time (the second ghost plane of a deeper slab is not
-// painted with the geometry), and so do slabs with free-slip walls: no BODIES_SLIP
-// instantiation (specular_3d reads through dram_pops only; ring_pops has no specular read).
-namespace {
-namespace fused {
-
-template <typename T, typename S> struct ring_pops {
-    const S* ring;
-    int kb, lx, ly;
-
-    __device__ __forceinline__ T at(int p, int k, int x, int y) const
-    {
-        return lbm::decode<D3Q19, T>(ring[slot_index(slot_of(k), p, x, y)], p);
-    }
-    __device__ __forceinline__ T own(int p) const { return at(p, kb, lx, ly); }
-    __device__ __forceinline__ T ahead(int q, int p) const
-    {
-        using L = D3Q19;
-        return at(p, kb + L::cz(q), lx + L::cx(q), ly + L::cy(q));
-    }
-    __device__ __forceinline__ T beside(int q) const
-    {
-        using L = D3Q19;
-        return at(q, kb - L::cz(q), lx, ly - L::cy(q));
-    }
-};
-
-// One block's sweep with the geometry's rules; rules.slots_in/slots_out as described above.
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN, typename P,
-          typename Team>
-__device__ __forceinline__ void bodies_sweep(const Team& team, const sweep_args<T, S, P>& a,
-                                             const body_rules<T>& rules, S* ring, int bx,
-                                             int by, int za, int zb)
-{
-    sweep_with<T, S, STORE_MACRO, FORCED>(
-        team, a, ring, bx, by, za, zb,
-        [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int kk, int lx, int ly) {
-            // the column's own cells (a periodic footprint wraps past the grid's end onto
-            // other blocks' cells)
-            const bool column = unsigned(lx - 1) < unsigned(TX) && unsigned(ly - 1) < unsigned(TY)
-                                && bx * TX + lx <= a.nx && by * TY + ly <= a.ny && kk >= za
-                                && kk < zb;
-            body_rules<T> first_rules = rules;
-            first_rules.slots_out = column ? rules.slots_out : nullptr;
-            const dram_pops<T, S, P> pops{a.f_src, a.plane, cell,    i,       j,       kk,
-                                          a.nx,    a.ny,    a.pitch, a.layer, a.per_x, a.per_y};
-            body_rules_near_wall<OPEN>(fl, pops, a.flags, own, cell, i, j, kk, a.nx, a.ny, a.nz,
-                                       a.pitch, a.layer, a.plane, a.per_x, a.per_y, first_rules);
-        },
-        [&](T* fl, lbm::flag_t own, lbm::offset_t cell, int i, int j, int kb, int lx, int ly) {
-            const ring_pops<T, S> pops{ring, kb, lx, ly};
-            body_rules<T> second_rules = rules;  // step t + 1's state: in slots_out
-            second_rules.slots_in = rules.slots_out;
-            body_rules_near_wall<OPEN>(fl, pops, a.flags, own, cell, i, j, kb, a.nx, a.ny, a.nz,
-                                       a.pitch, a.layer, a.plane, a.per_x, a.per_y,
-                                       second_rules);
-        });
-}
-
-}  // namespace fused
-}  // namespace
-
-// Steps t + 1 and t + 2 of planes [k0, k1) with bodies, inlets and outlets: the launch of
-// d3q19_stream_collide_two_steps, the geometry's arguments of d3q19_stream_collide_bodies
-// after it, a convective outlet's state in two arrays (outlet_slots_in: step t, read only;
-// outlet_slots_out: step t + 2, its lines' other slots untouched).
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(fused::THREADS,
-                                  sizeof(T) == 4 ? SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS : 1)
-d3q19_stream_collide_bodies_two_steps(
-    const S* __restrict__ f_src, S* __restrict__ f_dst, const lbm::flag_t* __restrict__ flags,
-    T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
-    T* __restrict__ uz_out, int nx, int ny, int nz, lbm::index_t pitch64, lbm::index_t layer64,
-    lbm::index_t plane64, int k0, int k1, int run_planes, T om_p, T om_m, T lid_u, T fx, T fy,
-    T fz, int periodic_x, int periodic_y, const T* __restrict__ inlet, T inlet_scale, T rho_w,
-    const T* __restrict__ links, int outlet_kind, T outlet_keep, T outlet_take,
-    T outlet_press_w, const T* __restrict__ outlet_slots_in, T* __restrict__ outlet_slots_out)
-{
-    using P = lbm::offset_t;
-    extern __shared__ __align__(16) unsigned char fused_ring_bytes[];
-    const int za = k0 + int(blockIdx.z) * run_planes;
-    const int zb = za + run_planes < k1 ? za + run_planes : k1;
-    const fused::sweep_args<T, S, P> a{f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out,
-                                       nx, ny, nz, lbm::offset_t(pitch64),
-                                       lbm::offset_t(layer64), P(plane64), om_p, om_m, lid_u,
-                                       fx, fy, fz, periodic_x != 0, periodic_y != 0};
-    const body_rules<T> rules{lid_u,       inlet,       inlet_scale,    rho_w,
-                              links,       outlet_kind, outlet_keep,    outlet_take,
-                              outlet_press_w, outlet_slots_in, outlet_slots_out};
-    fused::bodies_sweep<T, S, STORE_MACRO, FORCED, OPEN, P>(
-        fused::gpu_team{}, a, rules, reinterpret_cast<S*>(fused_ring_bytes), int(blockIdx.x),
-        int(blockIdx.y), za, zb);
 }

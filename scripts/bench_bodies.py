@@ -18,8 +18,7 @@ bodies kernel (every outlet kind compiled in) instead of the variant the launche
 1000 x 164 x 164; 250 x 41 x 41 is 0.42 M cells, launch-bound on an H200) in each precision of
 --precision3d; grids other than D = 10 float64, and every grid with --kernels-only, time the
 kernels only (box with its production sweep, box one step per sweep, cylinder, cylinder with
-the general kernel, in float32 also both cylinder rows one step per sweep; [n/sweep]: the
-steps each sweep took), STEPS scaled to the grid's cells (at least MIN_STEPS).
+the general kernel), STEPS scaled to the grid's cells (at least MIN_STEPS).
 """
 
 from __future__ import annotations
@@ -134,7 +133,7 @@ def force_seconds(case: dict, repeats: int = 5) -> tuple[float, float, bool]:
 
 def print_row(label: str, k: float, box_k: float, r: float | None = None,
               box_r: float | None = None) -> None:
-    line = f"{label:>44}: kernels {k:9.1f} MLUPS ({100 * k / box_k:5.1f} %)"
+    line = f"{label:>34}: kernels {k:9.1f} MLUPS ({100 * k / box_k:5.1f} %)"
     if r is not None and box_r is not None:
         line += f"   run {r:9.1f} MLUPS ({100 * r / box_r:5.1f} %)"
     print(line, flush=True)
@@ -165,7 +164,7 @@ def full_rows(name: str, backend: str, steps: int) -> None:
             print_row(f"cylinder, blocks of {threads}",
                       kernel_mlups(sim, steps, bodies_block=threads), box_k)
     dev, host, same = force_seconds(rows["cylinder"])
-    print(f"{'forces':>44}: device {1e3 * dev:.2f} ms, host path {1e3 * host:.1f} ms per "
+    print(f"{'forces':>34}: device {1e3 * dev:.2f} ms, host path {1e3 * host:.1f} ms per "
           f"measurement; same bits: {same}", flush=True)
 
 
@@ -177,18 +176,14 @@ def kernel_rows_3d(d: int, precision: str, backend: str, steps: int) -> None:
     print(f"== 3D-1Z D = {d}: {grid} {precision}, {backend}, {steps} steps, kernels only",
           flush=True)
     box_k = None
-    rows = [("box", True, False), ("box, one step per sweep", True, True),
-            ("cylinder", False, False)]
-    if precision == "float32":  # where the production sweep takes two steps
-        rows.append(("cylinder, one step per sweep", False, True))
-    for label, plain, one_step in rows:
+    for label, plain, one_step in (("box", True, False), ("box, one step per sweep", True, True),
+                                   ("cylinder", False, False)):
         sim = Simulation(case_of("3D", backend, steps, plain, one_step, shape, precision))
         k = kernel_mlups(sim, steps)
         box_k = box_k or k
-        sweep = f" [{sim.solver.steps_per_sweep}/sweep]"
-        print_row(label + sweep, k, box_k)
+        print_row(label, k, box_k)
         if not plain:
-            print_row("cylinder, general bodies kernel" + sweep,
+            print_row("cylinder, general bodies kernel",
                       kernel_mlups(sim, steps, variant="any_outlet"), box_k)
         del sim
 

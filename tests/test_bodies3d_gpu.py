@@ -103,36 +103,6 @@ def test_halfway_bodies_two_steps_per_sweep(backend: str) -> None:
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
-@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
-@pytest.mark.parametrize("bounce", ["halfway", "linear"])
-def test_open_faces_two_steps_per_sweep(backend: str, outlet: str, bounce: str) -> None:
-    """A sphere and a rod between an inlet (ramped over 10 steps) and an outlet of each kind,
-    float32, one slab: after the ramp the solver takes two steps per sweep (the bodies
-    two-step kernel, CUDA graphs over 40 steps with a convective outlet's two state arrays)
-    and gives the bits of one step per sweep: populations, forces, the outlet's state."""
-    from simsplit import Simulation
-    from simsplit.fluid.forces import body_links, measure_forces
-
-    results = []
-    for fused in (True, False):
-        case = body_case_3d(40, 16, 18, 1, bodies=BODIES, run__backend=backend,
-                            run__precision="float32", run__temporal_blocking=fused)
-        case["domain"]["bounce_back"] = bounce
-        case["domain"]["outlet"] = {"kind": outlet}
-        sim = Simulation(case)
-        sim.step(9)  # the ramp, singly
-        assert sim.solver.steps_per_sweep == (2 if fused else 1)
-        sim.step(92)
-        sim.step(101)
-        (blk,) = sim.solver.blocks.values()
-        results.append((sim.solver.populations(), measure_forces(
-            sim.solver, body_links(sim.solver.setup)),
-            blk.outlet_values() if blk.outlet_slots is not None else np.zeros(1)))
-    for a, b in zip(*results, strict=True):
-        np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
 def test_probes3d_bitwise_across_splits(backend: str) -> None:
     """3D probes on a GPU: each reads its cell's density and velocity, the same bits on 1-4

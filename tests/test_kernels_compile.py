@@ -813,18 +813,6 @@ struct host_team {
     }
     void sync() const {}
 };
-// every block of a two-step launch in turn (runs of `run` planes), its ring starting as NaN
-template <typename S, typename F>
-static void two_steps_blocks(int nx, int ny, int k0, int k1, int run, F sweep) {
-    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
-    blockDim = {unsigned(fused::THREADS), 1, 1};
-    for (int za = k0; za < k1; za += run)
-        for (int by = 0; by * fused::TY < ny; ++by)
-            for (int bx = 0; bx * fused::TX < nx; ++bx) {
-                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
-                sweep(ring.data(), bx, by, za, za + run < k1 ? za + run : k1);
-            }
-}
 template <typename T, typename S, bool STORE, bool FORCED>
 static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
                           int ny, int nz, long long pitch, long long layer, long long plane,
@@ -834,9 +822,15 @@ static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv,
     const fused::sweep_args<T, S, P> a{s, d, fl, rr, uu, vv, ww, nx, ny, nz, P(pitch),
                                        P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
                                        T(fz), px != 0, py != 0};
-    two_steps_blocks<S>(nx, ny, k0, k1, run, [&](S* ring, int bx, int by, int za, int zb) {
-        fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring, bx, by, za, zb);
-    });
+    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
+    blockDim = {unsigned(fused::THREADS), 1, 1};
+    for (int za = k0; za < k1; za += run)
+        for (int by = 0; by * fused::TY < ny; ++by)
+            for (int bx = 0; bx * fused::TX < nx; ++bx) {
+                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
+                fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring.data(), bx, by, za,
+                                                     za + run < k1 ? za + run : k1);
+            }
 }
 template <typename T, typename S>
 static void two_steps(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
@@ -950,18 +944,17 @@ HALO3(lbm::e4m11, halo3_e4m11)
 """
 
 
-def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str, extra: str = ""):
+def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
     """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE); the
     pull kernel built for ``cells_x`` cells per thread (SIMSPLIT_D3Q19_CELLS_X), with
-    ``defines`` (tuning builds) and ``extra`` launchers."""
+    ``defines`` (tuning builds)."""
     import ctypes
 
     if CXX is None:
         pytest.skip("no host C++ compiler")
     tmp = tmp_path_factory.mktemp(f"emulation3d_x{cells_x}")
     (tmp / "emu3.cpp").write_text(_EMULATION_PRELUDE
-                                  + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D
-                                  + extra)
+                                  + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             *(f"-D{d}" for d in defines),
                             f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
@@ -1372,55 +1365,11 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
             np.testing.assert_array_equal(got, want)
 
 
-#: d3q19_stream_collide_bodies_two_steps as host C++ (the small-tiles build only): each block's
-#: sweep by host_team, rho/u stored, float32 arithmetic on float32 and fp16 storage
-_EMULATION_BODIES_TWO_STEPS = """
-template <typename T, typename S, bool FORCED, int OPEN>
-static void bodies_two_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
-                           int ny, int nz, long long pitch, long long layer, long long plane,
-                           int k0, int k1, int run, double op, double om, double fx, double fy,
-                           double fz, int px, int py, const T* in, double in_scale, double rho_w,
-                           const T* links, int okind, double keep, double take, double press_w,
-                           const T* slots_in, T* slots_out) {
-    using P = lbm::offset_t;
-    const fused::sweep_args<T, S, P> a{s, d, fl, rr, uu, vv, ww, nx, ny, nz, P(pitch),
-                                       P(layer), P(plane), T(op), T(om), T(0), T(fx), T(fy),
-                                       T(fz), px != 0, py != 0};
-    const body_rules<T> rules{T(0), in, T(in_scale), T(rho_w), links, okind, T(keep), T(take),
-                              T(press_w), slots_in, slots_out};
-    two_steps_blocks<S>(nx, ny, k0, k1, run, [&](S* ring, int bx, int by, int za, int zb) {
-        fused::bodies_sweep<T, S, true, FORCED, OPEN, P>(host_team{}, a, rules, ring, bx, by, za,
-                                                         zb);
-    });
-}
-#define BODIES_TWO(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
-    float* r, float* u, float* v, float* w, int nx, int ny, int nz, long long pitch, \\
-    long long layer, long long plane, int k0, int k1, int run, double op, double om, \\
-    double fx, double fy, double fz, int px, int py, const float* in, double in_scale, \\
-    double rho_w, const float* links, int okind, double keep, double take, double press_w, \\
-    const float* slots_in, float* slots_out, int open) { \\
-    auto s = static_cast<const S*>(fs); auto d = static_cast<S*>(fd); \\
-    const bool forced = fx != 0 || fy != 0 || fz != 0; \\
-    if (forced && open == BODIES_WALLS) SIMSPLIT_EMU_BT(S, true, BODIES_WALLS); \\
-    else if (forced && open == BODIES_PRESSURE_OUTLET) \\
-        SIMSPLIT_EMU_BT(S, true, BODIES_PRESSURE_OUTLET); \\
-    else if (forced) SIMSPLIT_EMU_BT(S, true, BODIES_ANY_OUTLET); \\
-    else if (open == BODIES_WALLS) SIMSPLIT_EMU_BT(S, false, BODIES_WALLS); \\
-    else if (open == BODIES_PRESSURE_OUTLET) SIMSPLIT_EMU_BT(S, false, BODIES_PRESSURE_OUTLET); \\
-    else SIMSPLIT_EMU_BT(S, false, BODIES_ANY_OUTLET); }
-#define SIMSPLIT_EMU_BT(S, F, O) bodies_two_run<float, S, F, O>(s, d, fl, r, u, v, w, nx, ny, \\
-    nz, pitch, layer, plane, k0, k1, run, op, om, fx, fy, fz, px, py, in, in_scale, rho_w, \\
-    links, okind, keep, take, press_w, slots_in, slots_out)
-BODIES_TWO(float, bodies_two3_float32_float32)
-BODIES_TWO(lbm::half16, bodies_two3_float32_float16)
-"""
-
-
 @pytest.fixture(scope="module")
 def emulated_3d_small_tiles(tmp_path_factory):
-    """The two-step kernels with 4 x 3 columns, so that small grids span several in x and y."""
+    """The two-step kernel with 4 x 3 columns, so that small grids span several in x and y."""
     return _emulation_3d(tmp_path_factory, 1, "SIMSPLIT_D3Q19_FUSED_TX=4",
-                         "SIMSPLIT_D3Q19_FUSED_TY=3", extra=_EMULATION_BODIES_TWO_STEPS)
+                         "SIMSPLIT_D3Q19_FUSED_TY=3")
 
 
 def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, forced,
@@ -1492,111 +1441,3 @@ def test_emulated_d3q19_two_steps_production_tiles(emulated_3d, periodic) -> Non
     """The production column size (one column covers the small grid) and whole-range runs."""
     _check_two_steps_against_cpu(emulated_3d, "float32", "float32", periodic, True, True,
                                  runs=64)
-
-
-def _check_bodies_two_steps_against_cpu(lib, storage, faces, periodic_y, outlet, forced,
-                                        nx=13, ny=7, nz=7, runs=2) -> None:
-    """The emulated bodies two-step kernel against two CPU steps with the geometry's rules,
-    bit for bit: populations of every interior cell, rho/u of the second step, a convective
-    outlet's previous values (slots_out; slots_in untouched), in two launches of partial plane
-    ranges cut into runs of ``runs`` planes; the variant the launcher picks and the one with
-    every outlet kind."""
-    import ctypes
-
-    from simsplit.backends.cpu import CPUBackend
-    from simsplit.backends.cpu.d3q19 import raw_view
-    from simsplit.backends.layout import field_strides
-    from simsplit.fluid.block import D3Q19Block, Face
-    from simsplit.fluid.geometry import build_bodies
-    from simsplit.fluid.geometry.grid import GridGeometry
-    from simsplit.fluid.geometry.links import link_weights
-    from simsplit.numerics.lattice import D3Q19
-    from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D3Q19Params
-
-    open_faces = "inlet" in faces
-    periodic_x = faces[0] == "periodic"
-    (body,) = build_bodies({"shape": [nx, ny, nz], "bodies": [
-        {"name": "s", "shape": "sphere", "centre": [6.2, 3.3, 3.6], "radius": 2.2}]}, faces)
-    links = link_weights([body], body.cells, D3Q19, (periodic_x, periodic_y, False))
-    rng = np.random.default_rng(11)
-    sign = 1.0 if faces[0] == "inlet" else -1.0
-    inflow = (sign * 0.07 * rng.uniform(0.3, 1, (nz, ny)) if open_faces
-              else np.zeros((nz, ny)))
-    geometry = GridGeometry(body.cells, faces, inflow, False, links)
-    force = (1e-5, 2e-5, -1e-5) if forced else (0.0, 0.0, 0.0)
-    params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, *force, periodic_x, periodic_y,
-                         inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
-    block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.WALL), params, "float32",
-                       storage, geometry=geometry)
-    assert (block.flags & 32).any()  # CURVED cells
-    block.set_populations(D3Q19.w[:, None, None, None]
-                          * (1 + 0.04 * rng.standard_normal((19, nz, ny, nx))))
-    f0, flags, inlet, weights = block.f_src.copy(), block.flags, block.inlet, block.links
-    slots0 = np.zeros((19, nz + 2, ny + 2), np.float32)
-    if params.outlet_kind == OUTLET_CONVECTIVE:  # previous values off the populations
-        slots0[:, 1:-1, 1:-1] = D3Q19.w[:, None, None] * (1 + 0.05 * rng.standard_normal(
-            (19, nz, ny)))
-    f1, f2 = np.zeros_like(f0), np.zeros_like(f0)
-    cpu_macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
-    cpu_slots = slots0.copy()
-    for src, dst, store in ((f0, f1, False), (f1, f2, True)):
-        block.kernels.stream_collide(src, dst, flags, *cpu_macro, (1, nz + 1), params, store,
-                                     inlet=inlet, links=weights, outlet_slots=cpu_slots)
-    interior = (slice(None), *(slice(1, -1),) * 3)
-    assert not np.array_equal(f2[interior].view(np.uint8), f1[interior].view(np.uint8))
-    src, pflags, pweights = (_padded_copy(a) for a in (f0, flags, weights))
-    fn = getattr(lib, f"bodies_two3_float32_{storage}")
-    c_int, c_dbl = ctypes.c_int, ctypes.c_double
-    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind)
-    for variant in dict.fromkeys((picked, "any_outlet")):
-        dst = _padded_copy(np.zeros_like(f0))
-        macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
-        slots_in, slots_out = slots0.copy(), slots0.copy()
-        strides = [ctypes.c_longlong(v) for v in field_strides(src, pflags, dst)]
-        assert field_strides(pweights, pflags) == field_strides(src, pflags)
-        for planes in ((1, 3), (3, nz + 1)):
-            fn(_data(raw_view(src)), _data(raw_view(dst)), _data(pflags),
-               *(_ptr(a) for a in macro), c_int(nx), c_int(ny), c_int(nz), *strides,
-               c_int(planes[0]), c_int(planes[1]), c_int(runs), c_dbl(params.omega_plus),
-               c_dbl(params.omega_minus), *(c_dbl(v) for v in force),
-               c_int(int(periodic_x)), c_int(int(periodic_y)), _ptr(inlet),
-               c_dbl(params.inlet_scale), c_dbl(params.outlet_density), _data(pweights),
-               c_int(params.outlet_kind), *(c_dbl(v) for v in params.convective_weights),
-               c_dbl(params.outlet_pressure_weight), _ptr(slots_in), _ptr(slots_out),
-               c_int(source.D3Q19_BODIES_OPEN.index(variant)))
-        np.testing.assert_array_equal(dst[interior].view(np.uint8), f2[interior].view(np.uint8),
-                                      err_msg=variant)
-        for got, want in zip(macro, cpu_macro, strict=True):
-            np.testing.assert_array_equal(got, want, err_msg=variant)
-        np.testing.assert_array_equal(slots_out, cpu_slots, err_msg=variant)
-        np.testing.assert_array_equal(slots_in, slots0, err_msg=variant)
-    if params.outlet_kind == OUTLET_CONVECTIVE:  # both steps moved the outlet's state
-        assert (cpu_slots != slots0).sum() > 4 * nz * (ny - 2)
-
-
-@pytest.mark.parametrize("storage", ["float32", "float16"])
-@pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
-@pytest.mark.parametrize("outlet", OUTLETS)
-def test_emulated_d3q19_bodies_two_steps_match_cpu(emulated_3d_small_tiles, storage, faces,
-                                                   outlet) -> None:
-    """Bodies, an inlet and an outlet two steps per sweep (kernels/d3q19.cu
-    d3q19_stream_collide_bodies_two_steps) give the bits of two CPU steps (and so of two
-    bodies-kernel launches): the first step's ring cells take the inlet, outlet and linear
-    Bouzidi rules from f_src, the second step's from the ring; a convective outlet's state
-    advanced twice through slots_in -> slots_out; each outlet kind (pressure, zero-gradient,
-    convective, with and without the pressure weight), both orientations (periodic y with the
-    outlet low), fp16 storage rounding the step t + 1 values as DRAM would, a body force with
-    the pressure-weighted kinds; 13 x 7 cells in columns of 4 x 3, runs of 2 planes."""
-    _check_bodies_two_steps_against_cpu(emulated_3d_small_tiles, storage, faces,
-                                        faces[0] == "outlet", outlet, forced=outlet[1] > 0)
-
-
-@pytest.mark.parametrize("storage", ["float32", "float16"])
-@pytest.mark.parametrize("faces", [("wall", "wall"), ("periodic", "periodic")])
-def test_emulated_d3q19_bodies_two_steps_without_open_faces(emulated_3d_small_tiles, storage,
-                                                            faces) -> None:
-    """Linear Bouzidi links between x walls or periodic x faces (the walls variant) two steps
-    per sweep: the bits of two CPU steps, periodic x and y wrapping through the ring cells."""
-    _check_bodies_two_steps_against_cpu(emulated_3d_small_tiles, storage, faces,
-                                        faces[0] == "periodic", OUTLETS[0],
-                                        forced=faces[0] == "wall")

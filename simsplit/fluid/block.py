@@ -17,7 +17,7 @@ import numpy as np
 
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
-from simsplit.fluid.geometry.grid import GridGeometry, open_column_spans
+from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Params
@@ -60,10 +60,8 @@ class SlabBlock:
         #: interpolated bounce-back weights per link (domain.bounce_back: linear)
         self.links: Any = None
         #: a convective outlet's previous values ``(q, layers + 2, *cross[:-1] + 2)`` (the
-        #: arithmetic type): what each outlet link returned last step, by population and line;
-        #: outlet_spare: a second array, which a two-step sweep writes (then the two swap)
+        #: arithmetic type): what each outlet link returned last step, by population and line
         self.outlet_slots: Any = None
-        self.outlet_spare: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
         if self.storage.shifted:  # a kernel set without narrow storage says so in one line
@@ -173,9 +171,31 @@ class SlabBlock:
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
         #: the open kinds (INLET, OUTLET, SLIP bits) cells hold: ``bodies_variants`` kernels
         self.open_faces = int(np.bitwise_or.reduce(flags & fl.OPEN_FACES, axis=None))
-        self.column_spans = (open_column_spans(flags, self.lattice.c, SPAN_COLUMNS)
-                             if flags.ndim == 2 else None)
+        self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
         return flags
+
+    def _column_spans(self, flags: np.ndarray) -> list[tuple[int, int, bool]]:
+        """1-based interior column spans ``(i0, i1, open)`` covering a 2D slab: ``open`` where
+        some cell of the columns takes an open rule (curved itself, or next to an inlet,
+        outlet or free-slip cell), widened to whole spans of SPAN_COLUMNS so that launches
+        stay aligned; kernel sets with a box variant run it on the other spans."""
+        n = flags.shape[1] - 2
+        own = flags[1:-1, 1:-1]
+        need = (own & fl.CURVED) != 0
+        near = (own & fl.NEAR_WALL) != 0
+        for cx, cy in self.lattice.c:  # pull sources x - c (ghosts as painted: none wraps)
+            src = flags[1 - cy:flags.shape[0] - 1 - cy, 1 - cx:n + 1 - cx]
+            need |= near & ((src & (fl.INLET | fl.OUTLET | fl.SLIP)) != 0)
+        chunk = need.any(axis=0)
+        chunk = np.pad(chunk, (0, -n % SPAN_COLUMNS)).reshape(-1, SPAN_COLUMNS).any(axis=1)
+        spans: list[tuple[int, int, bool]] = []
+        for k, is_open in enumerate(chunk.tolist()):
+            i0, i1 = 1 + k * SPAN_COLUMNS, min(1 + (k + 1) * SPAN_COLUMNS, n + 1)
+            if spans and spans[-1][2] == is_open:
+                spans[-1] = (spans[-1][0], i1, is_open)
+            else:
+                spans.append((i0, i1, is_open))
+        return spans
 
     def _paint_geometry(self, flags: np.ndarray) -> None:  # bodies and open faces, if any
         geometry = getattr(self, "geometry", None)
@@ -216,7 +236,7 @@ class SlabBlock:
         full = np.zeros((self.lattice.q, self.layers + 2, *slots.shape[2:]), self.dtype)
         full[:, 1:-1] = slots
         with self.backend.activate():
-            self.outlet_slots, self.outlet_spare = (self.backend.asarray(full) for _ in "ab")
+            self.outlet_slots = self.backend.asarray(full)
 
     def outlet_values(self) -> np.ndarray:
         """A convective outlet's previous values of the interior layers, on the host."""
@@ -249,7 +269,13 @@ class SlabBlock:
             self.kernels.stream_collide_aa(self.f_src, self.flags, self.rho, *self.u, rows,
                                            self.params, store_macro, self._aa_next_odd())
             return
-        extra = self._rule_args()
+        extra: dict[str, Any] = {} if self.inlet is None else {"inlet": self.inlet}
+        if self.links is not None:
+            extra["links"] = self.links
+        if self.outlet_slots is not None:
+            extra["outlet_slots"] = self.outlet_slots
+        if self.inlet is not None and getattr(self.kernels, "bodies_variants", False):
+            extra["open_faces"] = self.open_faces
         if getattr(self.kernels, "box_variant", False):
             if not self.open_rules:
                 extra["open_rules"] = False
@@ -262,29 +288,13 @@ class SlabBlock:
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro, **extra)
 
-    def _rule_args(self) -> dict[str, Any]:
-        """The geometry's arguments of a stream-collide (none without a geometry)."""
-        extra: dict[str, Any] = {} if self.inlet is None else {"inlet": self.inlet}
-        if self.links is not None:
-            extra["links"] = self.links
-        if self.outlet_slots is not None:
-            extra["outlet_slots"] = self.outlet_slots
-        if self.inlet is not None and getattr(self.kernels, "bodies_variants", False):
-            extra["open_faces"] = self.open_faces
-        return extra
-
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def fuses_two_steps(self) -> bool:
         """Whether this block takes two steps in one sweep: a two-step kernel that takes these
         arrays, gains (``two_steps_fit``) and covers every fluid cell, and ``depth`` 2 at halo
-        faces (the sweep recomputes the neighbour's first step on the inner ghost plane); with
-        open rules (inlets, outlets, interpolated links) one taking them too, on one slab
-        (the second ghost plane of a deeper slab is not painted with the geometry)."""
-        rules = getattr(self.kernels, "bodies_two_steps_fit", None)
+        faces (the sweep recomputes the neighbour's first step on the inner ghost plane)."""
         return (hasattr(self.kernels, "stream_collide_two_steps") and not self.aa
-                and (not self.open_rules  # halfway bodies are box walls (the same bits)
-                     or (rules is not None and self.inlet is not None and not self.halo_faces()
-                         and rules(self.params, self.open_faces)))
+                and not self.open_rules  # halfway bodies are box walls (the same bits)
                 and (not self.halo_faces() or self.depth == 2)
                 and self.kernels.two_steps_fit(self.f_src, self.dtype)
                 and self._two_steps_cover)
@@ -301,14 +311,9 @@ class SlabBlock:
         at step t, :meth:`deep_boundary`): the same bits as two :meth:`stream_collide` with a
         :meth:`swap` and a halo exchange between."""
         if self.depth == 1:
-            extra = self._rule_args() if self.open_rules else {}
-            if "outlet_slots" in extra:  # a convective outlet: its state step t -> t + 2
-                extra["outlet_slots_out"] = self.outlet_spare
             self.kernels.stream_collide_two_steps(self.f_src, self.f_dst, self.flags, self.rho,
                                                   *self.u, (1, self.layers + 1), self.params,
-                                                  store_macro, **extra)
-            if "outlet_slots" in extra:
-                self.outlet_slots, self.outlet_spare = self.outlet_spare, self.outlet_slots
+                                                  store_macro)
             return
         self.kernels.stream_collide_two_steps(
             self.deep_array(self.f_src), self.deep_array(self.f_dst), self._deep["flags"],

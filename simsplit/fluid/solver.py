@@ -182,9 +182,7 @@ class FluidSolver:
             paired = pairs
         done = 0
         while done < n:
-            # a pair takes step t + 1's parameters for both: not while the inflow ramps up
-            ramp = self.setup.ramping(self.steps_done + 1)
-            k = 2 if pairs and n - done >= 2 and not ramp else 1
+            k = 2 if pairs and n - done >= 2 else 1
             self.context.check_fault(self.steps_done + 1)
             self._set_step_params()
             self._advance(overlap, last=done + k == n, steps=k)
@@ -300,8 +298,7 @@ class FluidSolver:
         if not backend.has_graphs:
             return None
         backend.reserve_lanes(len(self.blocks))  # streams are made outside the capture
-        # a convective outlet's state alternates between two arrays in two-step sweeps
-        key = (overlap, tuple((id(b.f_src), id(b.outlet_slots)) for b in self.blocks.values()))
+        key = (overlap, tuple(id(b.f_src) for b in self.blocks.values()))
         graphs = self.__dict__.setdefault("_graphs", {})
         if key not in graphs:
             def record() -> None:
@@ -309,14 +306,12 @@ class FluidSolver:
                 for _ in range(GRAPH_STEPS // k):
                     self._advance(overlap, last=False, steps=k)
 
-            buffers = [(b.f_src, b.f_dst, b.outlet_slots, b.outlet_spare)
-                       for b in self.blocks.values()]
+            buffers = [(b.f_src, b.f_dst) for b in self.blocks.values()]
             try:
                 graphs[key] = backend.capture(record)
             except Exception as exc:  # e.g. a transport that cannot be captured: step directly
-                for b, arrays in zip(self.blocks.values(), buffers, strict=True):
-                    # capture ran no kernel: undo its swaps
-                    b.f_src, b.f_dst, b.outlet_slots, b.outlet_spare = arrays
+                for b, (src, dst) in zip(self.blocks.values(), buffers, strict=True):
+                    b.f_src, b.f_dst = src, dst  # capture ran no kernel: undo its swaps
                 warnings.warn(f"CUDA graph capture failed ({exc}); stepping without graphs",
                               stacklevel=3)
                 graphs[key] = None

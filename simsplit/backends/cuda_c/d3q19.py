@@ -142,13 +142,9 @@ class D3Q19Kernels:
             for dt, st in source.D3Q19_FUSED_PAIRS:
                 shared = source.d3q19_two_steps_launch(1, 1, 1, np.dtype(st).itemsize)[2]
                 for s, forced in itertools.product((False, True), repeat=2):
-                    names = {None: source.d3q19_two_steps_name(dt, st, s, forced)}
-                    names.update({o: source.d3q19_bodies_two_steps_name(dt, st, s, forced, o)
-                                  for o in source.d3q19_bodies_two_steps_open(forced)})
-                    for o, name in names.items():
-                        kern = module.get_function(name)
-                        kern.max_dynamic_shared_size_bytes = shared  # beyond the default 48 KB
-                        self._two_steps[(dt, st, s, forced, o)] = kern
+                    kern = module.get_function(source.d3q19_two_steps_name(dt, st, s, forced))
+                    kern.max_dynamic_shared_size_bytes = shared  # beyond the default 48 KB
+                    self._two_steps[(dt, st, s, forced)] = kern
             self._pack = {st: module.get_function(source.pack_name(_NAME, st))
                           for st in storages}
             self._unpack = {st: module.get_function(source.unpack_name(_NAME, st))
@@ -235,22 +231,8 @@ class D3Q19Kernels:
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
                                outlet_slots=None, open_faces: int = OPEN_FACES) -> None:
-        nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
-        rules = self._rule_args(f_src, macro[0].dtype, p, inlet, links, outlet_slots)
-        check_launch_device(self.device)
-        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
-        kern = self._bodies[(macro[0].dtype, f_src.dtype, bool(store_macro), p.forced, variant)]
-        args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
-        with self._dev:
-            kern((_grid_x(nx, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
-                 (*args, *rules))
-
-    def _rule_args(self, f_src, dt, p: D3Q19Params, inlet, links, outlet_slots,
-                   *slots_out: Any) -> tuple[Any, ...]:
-        """The bodies kernels' arguments after the box kernels' (inlet speeds, outlet density,
-        link weights, the outlet's rule and slots), checked against ``f_src``; ``slots_out``:
-        the two-step kernel's second slots array (None where ``outlet_slots`` is)."""
-        nz, ny = f_src.shape[1] - 2, f_src.shape[2] - 2
+        nz, ny, nx = (n - 2 for n in f_src.shape[1:])
+        dt = macro[0].dtype
         if wide_offsets(f_src):
             raise ValueError(f"D3Q19 bodies, inlets and outlets take population arrays of at "
                              f"most {source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape}); split "
@@ -266,20 +248,25 @@ class D3Q19Kernels:
         elif links.dtype != dt or element_strides(links) != element_strides(f_src):
             raise ValueError("interpolated bounce-back weights must have the populations' "
                              "layout in the arithmetic type")
-        slots = (outlet_slots, *slots_out)
         if outlet_slots is None:  # touched only by a convective outlet's links: never then
             if ("slots", dt) not in self._halfway:
                 with self._dev:
                     self._halfway[("slots", dt)] = cupy.zeros(1, dt)
-            slots = (self._halfway[("slots", dt)],) * len(slots)
-        elif any(a is None or a.shape != (D3Q19.q, nz + 2, ny + 2) or a.dtype != dt
-                 or not a.flags.c_contiguous for a in slots):
-            raise ValueError(f"outlet slots {[getattr(a, 'shape', None) for a in slots]} do "
-                             f"not fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
+            outlet_slots = self._halfway[("slots", dt)]
+        elif (outlet_slots.shape != (D3Q19.q, nz + 2, ny + 2) or outlet_slots.dtype != dt
+              or not outlet_slots.flags.c_contiguous):
+            raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
+                             f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
+        check_launch_device(self.device)
+        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
+        args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
-        return (inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links,
-                np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
-                dt.type(p.outlet_pressure_weight), *slots)
+        with self._dev:
+            kern((_grid_x(nx, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
+                 (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links,
+                  np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
+                  dt.type(p.outlet_pressure_weight), outlet_slots))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def two_steps_fit(self, f: Any, dtype: Any) -> bool:
@@ -296,17 +283,8 @@ class D3Q19Kernels:
         return ((np.dtype(dtype), np.dtype(storage)) in source.D3Q19_FUSED_PAIRS
                 and plane <= MAX_PLANE and not source.d3q19_wide_offsets(D3Q19.q * plane))
 
-    def bodies_two_steps_fit(self, p: D3Q19Params, open_faces: int) -> bool:
-        """Whether :meth:`stream_collide_two_steps` takes the geometry's rules (``inlet``) for
-        a slab with these parameters whose flags hold the open kinds ``open_faces`` (INLET,
-        OUTLET, SLIP bits): an instantiation of the bodies two-step kernel for its variant
-        exists (none for free-slip walls)."""
-        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
-        return variant in source.d3q19_bodies_two_steps_open(p.forced)
-
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                                 store_macro, inlet=None, links=None, outlet_slots=None,
-                                 outlet_slots_out=None, open_faces: int = OPEN_FACES) -> None:
+                                 store_macro) -> None:
         """Steps t + 1 and t + 2 of planes ``layers`` in one sweep, f_src (step t) -> f_dst
         (step t + 2), the step t + 1 populations kept in shared memory (kernels/d3q19.cu
         d3q19_stream_collide_two_steps): the bits of two :meth:`stream_collide` calls, with
@@ -314,10 +292,7 @@ class D3Q19Kernels:
         of ``f_src`` and computes step t + 1 on planes ``k0 - 1 .. k1`` that exist: a slab
         with halo faces holds two ghost planes there (the neighbour's two planes at step t), so
         step t + 1 of its inner ghost plane is recomputed here, as the neighbour computes it.
-        rho/u, if stored, are step t + 2's. ``inlet``, ``links``, ``open_faces`` as in
-        :meth:`stream_collide` (a slab without halo faces, :meth:`bodies_two_steps_fit`) select
-        d3q19_stream_collide_bodies_two_steps; a convective outlet's previous values then go
-        ``outlet_slots`` (step t, read only) -> ``outlet_slots_out`` (step t + 2)."""
+        rho/u, if stored, are step t + 2's."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if wide_offsets(f_src):
             raise ValueError(f"the two-step D3Q19 kernel takes arrays of at most "
@@ -329,22 +304,13 @@ class D3Q19Kernels:
                             f"{source.D3Q19_FUSED_PAIRS} (arithmetic, storage), not "
                             f"{(rho.dtype, f_src.dtype)}")
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
-        rules: tuple[Any, ...] = ()
-        variant = None
-        if inlet is not None:
-            if not self.bodies_two_steps_fit(p, open_faces):
-                raise ValueError("no two-step D3Q19 bodies kernel for this outlet kind with a "
-                                 "body force (bodies_two_steps_fit)")
-            variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
-            rules = self._rule_args(f_src, rho.dtype, p, inlet, links, outlet_slots,
-                                    outlet_slots_out)
         check_launch_device(self.device)
-        kern = self._two_steps[(rho.dtype, f_src.dtype, bool(store_macro), p.forced, variant)]
+        kern = self._two_steps[(rho.dtype, f_src.dtype, bool(store_macro), p.forced)]
         grid, threads, shared = source.d3q19_two_steps_launch(nx, ny, k1 - k0, f_src.itemsize)
         args = self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
                                   np.int32(source.D3Q19_FUSED_RUN_PLANES))
         with self._dev:
-            kern(grid, (threads,), (*args, *rules), shared_mem=shared)
+            kern(grid, (threads,), args, shared_mem=shared)
 
     def _collide_args(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                       p: D3Q19Params, *after_planes: Any) -> tuple[Any, ...]:

@@ -355,27 +355,6 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
-def d3q19_bodies_two_steps_name(dtype: np.dtype | type, storage: np.dtype | type,
-                                store_macro: bool, forced: bool,
-                                open_faces: str = "any_outlet") -> str:
-    """The bodies kernel two steps per sweep (kernels/d3q19.cu
-    d3q19_stream_collide_bodies_two_steps), as :func:`d3q19_bodies_name`."""
-    return d3q19_bodies_name(dtype, storage, store_macro, forced, open_faces).replace(
-        "d3q19_stream_collide_bodies<", "d3q19_stream_collide_bodies_two_steps<")
-
-
-def d3q19_bodies_two_steps_open(forced: bool) -> tuple[str, ...]:
-    """The bodies kernel variants (:data:`D3Q19_BODIES_OPEN`) built two steps per sweep, with
-    (``forced``) or without the body force: every one but free-slip walls (not built: the
-    second step would read the specular rule's source from its ring, which ring_pops does not
-    do, and the variant's registers are unmeasured; slip slabs step one at a time), and the
-    forced kernel with every outlet kind held a 4-byte spill at the two-step kernel's
-    registers (ptxas 13.0, sm_90), so a forced slab with a zero-gradient or convective outlet
-    steps one at a time too."""
-    unforced = tuple(o for o in D3Q19_BODIES_OPEN if o != "slip")
-    return unforced[:2] if forced else unforced
-
-
 def d3q19_bodies_open(open_faces: int, outlet_kind: int) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
     the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: inlets or
@@ -433,9 +412,6 @@ def name_expressions(name: str) -> list[str]:
         for dt, st in D3Q19_FUSED_PAIRS:
             out += [d3q19_two_steps_name(dt, st, s, forced)
                     for forced, s in itertools.product((False, True), repeat=2)]
-            out += [d3q19_bodies_two_steps_name(dt, st, s, forced, o)
-                    for forced, s in itertools.product((False, True), repeat=2)
-                    for o in d3q19_bodies_two_steps_open(forced)]
     else:
         for dt, st in STORAGE_PAIRS:
             out += [stream_collide_name(dt, st, s, o)

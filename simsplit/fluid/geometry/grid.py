@@ -90,29 +90,3 @@ class GridGeometry:
         out[(slice(None), slice(1, -1), *(slice(1, -1) for _ in cross))] = \
             self.links[:, start:stop]
         return out
-
-
-def open_column_spans(flags: np.ndarray, c: np.ndarray,
-                      granule: int) -> list[tuple[int, int, bool]]:
-    """1-based interior column spans ``(i0, i1, open)`` covering a 2D slab's ``flags`` (ghosts
-    included; ``c``: the lattice's velocities): ``open`` where some cell of the columns takes
-    an open rule (curved itself, or next to an inlet, outlet or free-slip cell), widened to
-    whole spans of ``granule`` columns so that launches stay aligned; kernel sets with a box
-    variant run it on the other spans."""
-    n = flags.shape[1] - 2
-    own = flags[1:-1, 1:-1]
-    need = (own & fl.CURVED) != 0
-    near = (own & fl.NEAR_WALL) != 0
-    for cx, cy in c:  # pull sources x - c (ghosts as painted: none wraps)
-        src = flags[1 - cy:flags.shape[0] - 1 - cy, 1 - cx:n + 1 - cx]
-        need |= near & ((src & (fl.INLET | fl.OUTLET | fl.SLIP)) != 0)
-    chunk = need.any(axis=0)
-    chunk = np.pad(chunk, (0, -n % granule)).reshape(-1, granule).any(axis=1)
-    spans: list[tuple[int, int, bool]] = []
-    for k, is_open in enumerate(chunk.tolist()):
-        i0, i1 = 1 + k * granule, min(1 + (k + 1) * granule, n + 1)
-        if spans and spans[-1][2] == is_open:
-            spans[-1] = (spans[-1][0], i1, is_open)
-        else:
-            spans.append((i0, i1, is_open))
-    return spans

@@ -951,7 +951,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 }  // namespace
 
 // Resident blocks per SM the bodies kernel asks of the register allocator (see above).
-template <typename T, int OPEN> constexpr int bodies_min_blocks()
+template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
 {
     return sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1;
 }

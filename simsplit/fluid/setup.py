@@ -38,7 +38,7 @@ class FluidSetup:
     bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
     x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
     inlet: Inlet | None = None
-    bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
+    bounce_back: str = "halfway"  #: bodies' walls: halfway, linear or quadratic (interpolated)
     slip: bool = False  #: the faces of the split axis are free-slip walls (2D)
     outlet: Outlet = Outlet()  #: the outlet's kind and settings (domain.outlet)
 
@@ -54,10 +54,12 @@ class FluidSetup:
             sign = 1.0 if self.x_kinds[0] == "inlet" else -1.0
             inflow = sign * self.inlet.cell_velocities(self.grid[:-1])
         links = None
-        if self.bounce_back == "linear" and self.bodies:
+        quadratic = self.bounce_back == "quadratic"
+        if self.bounce_back != "halfway" and self.bodies:
             periodic = (self.periodic_split, *(bool(p) for p in self.params.periodic))
-            links = link_weights(list(self.bodies), solid, self.lattice, periodic)
-        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links)
+            links = link_weights(list(self.bodies), solid, self.lattice, periodic, quadratic)
+        return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links,
+                            quadratic and links is not None)
 
     def initial_velocity(self) -> np.ndarray | None:
         """Velocity to start from, ``(*grid, dim)`` (inlet.start: inflow: each row's inflow

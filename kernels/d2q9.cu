@@ -112,39 +112,12 @@ __device__ __forceinline__ T outlet_link(const S* __restrict__ f_src, lbm::index
     return v;
 }
 
-// Quadratic interpolated bounce-back (Bouzidi et al. 2001): |w0| f*_opp(q)(x) + w1 A, then
-// + w2 B unless w2 is 0; (A, B) = f*_opp(q) at x + c_q and x + 2 c_q where w0 >= 0, f*_q at x
-// and x + c_q else (x + 2 c_q read from `far`). Mirrors _quadratic of the CPU kernel.
-template <typename T, typename S>
-__device__ __forceinline__ T quadratic_bounce_back(int q, int i, int j, int nx,
-                                                   lbm::index_t pitch, lbm::index_t plane,
-                                                   lbm::index_t cell, bool periodic,
-                                                   const S* __restrict__ f_src,
-                                                   const S* __restrict__ far, int far_off,
-                                                   const T* __restrict__ links, T w0, T own_opp)
-{
-    using L = D2Q9;
-    const T w1 = __ldg(links + (L::Q + q) * plane + cell);
-    const T w2 = __ldg(links + (2 * L::Q + q) * plane + cell);
-    const lbm::index_t nb = (j + L::cy(q)) * pitch + lbm::far_column(i, L::cx(q), nx, periodic);
-    if (w0 >= T(0.0)) {
-        T v = w0 * own_opp + w1 * read_decoded<T>(f_src, plane, nb, L::opp(q));
-        if (w2 != T(0.0)) {
-            const lbm::index_t at = (j + 2 * L::cy(q) + far_off) * pitch
-                                    + lbm::far_column(i, 2 * L::cx(q), nx, periodic);
-            v = v + w2 * read_decoded<T>(far, plane, at, L::opp(q));
-        }
-        return v;
-    }
-    T v = (-w0) * own_opp + w1 * read_decoded<T>(f_src, plane, cell, q);
-    if (w2 != T(0.0)) v = v + w2 * read_decoded<T>(f_src, plane, nb, q);
-    return v;
-}
-
 // Interpolated bounce-back (Bouzidi et al. 2001, linear) of a link to a body: the link's
 // weight k (simsplit/fluid/geometry/links.py) >= 0 mixes f*_opp(q) of this cell with that of
-// the neighbour x + c_q, k < 0 with this cell's f*_q; quadratic links (`quadratic`) take
-// quadratic_bounce_back. Mirrors the CPU kernel's CURVED branch.
+// the neighbour x + c_q, k < 0 with this cell's f*_q. Quadratic links (`quadratic`): |k|
+// f*_opp(q)(x) + w1 A, then + w2 B unless w2 is 0; (A, B) = f*_opp(q) at x + c_q and x + 2 c_q
+// where k >= 0, f*_q at x and x + c_q else (x + 2 c_q read from `far`). Mirrors the CPU
+// kernel's CURVED branch and its _quadratic.
 template <typename T, typename S>
 __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int nx,
                                                       lbm::index_t pitch, lbm::index_t plane,
@@ -156,9 +129,24 @@ __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int n
 {
     using L = D2Q9;
     const T k = __ldg(links + q * plane + cell);
-    if (quadratic)
-        return quadratic_bounce_back(q, i, j, nx, pitch, plane, cell, periodic, f_src, far,
-                                     far_off, links, k, own_opp);
+    if (quadratic) {
+        const T w1 = __ldg(links + (L::Q + q) * plane + cell);
+        const T w2 = __ldg(links + (2 * L::Q + q) * plane + cell);
+        const lbm::index_t nb = (j + L::cy(q)) * pitch
+                                + lbm::far_column(i, L::cx(q), nx, periodic);
+        if (k >= T(0.0)) {
+            T v = k * own_opp + w1 * read_decoded<T>(f_src, plane, nb, L::opp(q));
+            if (w2 != T(0.0)) {
+                const lbm::index_t at = (j + 2 * L::cy(q) + far_off) * pitch
+                                        + lbm::far_column(i, 2 * L::cx(q), nx, periodic);
+                v = v + w2 * read_decoded<T>(far, plane, at, L::opp(q));
+            }
+            return v;
+        }
+        T v = (-k) * own_opp + w1 * read_decoded<T>(f_src, plane, cell, q);
+        if (w2 != T(0.0)) v = v + w2 * read_decoded<T>(f_src, plane, nb, q);
+        return v;
+    }
     if (k >= T(0.0)) {
         const lbm::index_t nb = (j + L::cy(q)) * pitch
                                 + lbm::source_column(i, L::cx(q), nx, periodic);

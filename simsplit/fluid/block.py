@@ -164,7 +164,7 @@ class SlabBlock:
                     ghost_faces(flags[layer], 1)  # the lid's edges beyond side walls stay put
                 elif kind is Face.SLIP:
                     flags[layer] = fl.SLIP
-        self._paint_geometry(flags[self.depth - 1:flags.shape[0] + 1 - self.depth])  # + ghosts
+        self._paint_geometry(flags[self.depth - 1:flags.shape[0] + 1 - self.depth])  # views
         inner = (slice(1, -1),) * flags.ndim
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule

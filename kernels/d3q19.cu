@@ -790,6 +790,9 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind. The launcher picks
 // the smallest that holds the slab's flags and the outlet's kind; each gives the bits of the
 // general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
+// BODIES_QUADRATIC: every outlet kind and quadratic interpolated bounce-back (its code in the
+// other variants made the float ones spill 128 bytes under their 64-register cap; this one
+// asks for three resident blocks instead of four).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -911,7 +914,8 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
             lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)), o);
         const T own_q =
             lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
-        if (quadratic) {  // |w| own_opp + w1 A, then + w2 B unless w2 is 0 (as the CPU kernel)
+        if (OPEN == BODIES_QUADRATIC && quadratic) {  // |w| own_opp + w1 A, then + w2 B unless
+                                                      // w2 is 0 (as the CPU kernel)
             const T w1 = __ldg(population_at(links, L::Q + q, plane, cell));
             const T w2 = __ldg(population_at(links, 2 * L::Q + q, plane, cell));
             if (w >= T(0.0)) {  // A, B: f*_opp at x + c_q and x + 2 c_q
@@ -941,7 +945,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 }  // namespace
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 : 1)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 - (OPEN == BODIES_QUADRATIC) : 1)
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,

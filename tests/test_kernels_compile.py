@@ -289,6 +289,7 @@ def test_d3q19_bodies_variants_named_and_picked() -> None:
     assert pick == {(False, "pressure"): "walls", (False, "zero_gradient"): "walls",
                     (False, "convective"): "walls", (True, "pressure"): "pressure_outlet",
                     (True, "zero_gradient"): "any_outlet", (True, "convective"): "any_outlet"}
+    assert source.d3q19_bodies_open(False, 0, quadratic=True) == "quadratic"
     names = source.name_expressions("d3q19.cu")
     header = source.generated_header()
     for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
@@ -929,7 +930,8 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     else SIMSPLIT_EMU_BODIES(false, false, O);
     if (open == BODIES_WALLS) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_WALLS) }
     else if (open == BODIES_PRESSURE_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_PRESSURE_OUTLET) }
-    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
+    else if (open == BODIES_ANY_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
+    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_QUADRATIC) }
 #undef SIMSPLIT_EMU_BODIES_OPEN
 #undef SIMSPLIT_EMU_BODIES
 }
@@ -1252,8 +1254,8 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
         weights = _padded_copy(grown)[:, g - 1:nz + g + 1]
     fn = getattr(lib, f"bodies3_{block.dtype.name}_{block.storage.name}")
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
-    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind)
-    for variant in dict.fromkeys((picked, "any_outlet")):
+    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind, quadratic)
+    for variant in dict.fromkeys((picked, "quadratic" if quadratic else "any_outlet")):
         emu_dst = _padded_copy(np.zeros_like(deep)) if padded else np.zeros_like(deep)
         emu_dst = emu_dst[:, g - 1:deep.shape[1] + 1 - g]
         emu_slots = None if before is None else before.copy()

@@ -260,7 +260,8 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        variant = ("quadratic" if quadratic[0] else self.bodies_open
+                   or source.d3q19_bodies_open(open_faces, p.outlet_kind))
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights

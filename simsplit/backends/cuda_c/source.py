@@ -63,7 +63,9 @@ D3Q19_BODIES_BLOCK_X = 64
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
 #: periodic), the inlet and the pressure outlet, every outlet kind. The launcher takes the
 #: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open)
-D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet")
+#: (quadratic: every outlet kind and quadratic bounce-back, whose code would make the float
+#: variants of the others spill under their register cap)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "quadratic")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -335,10 +337,12 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
-def d3q19_bodies_open(open_faces: bool, outlet_kind: int) -> str:
+def d3q19_bodies_open(open_faces: bool, outlet_kind: int, quadratic: bool = False) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
     inlets or outlets (``open_faces``) and an outlet of kind ``outlet_kind``
-    (``lbm_params.OUTLET_*``)."""
+    (``lbm_params.OUTLET_*``), with quadratic links or not."""
+    if quadratic:
+        return "quadratic"
     if not open_faces:
         return "walls"
     return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"

@@ -155,19 +155,29 @@ __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int n
     return (-k) * own_opp + (T(1.0) + k) * read_decoded<T>(f_src, plane, cell, q);
 }
 
-// Free-slip wall normal to y (specular reflection): direction q arrives as (cx, -cy) left the
-// cell beside this one, x - (cx, 0); where that is no fluid cell (a corner), bounce back.
-// Mirrors the CPU kernel's SLIP branch.
+// Free-slip walls (specular reflection, docs/bodies.md): direction q arrives reflected across
+// the slip faces its link crosses (those whose ghost one step along the axis alone is SLIP),
+// from the cell beside, x - c_q without those components; where that is no fluid cell,
+// bounce back. The CPU kernel's _specular, with its cases that return the own opposite
+// population written out: a link along an axis, and a diagonal one reflected across both
+// faces (a corner) or neither, all come back as own_opp; only a diagonal link across one slip
+// face reads another cell (a runtime direction here spilled the double/fp16 kernel).
 template <typename T, typename S>
 __device__ __forceinline__ T specular(int q, int i, int j, int nx, lbm::index_t pitch,
                                       lbm::index_t plane, bool periodic,
                                       const S* __restrict__ f_src,
                                       const lbm::flag_t* __restrict__ flags, T own_opp)
 {
-    if (D2Q9::cx(q) == 0) return own_opp;  // straight at the wall: the mirror is the opposite
-    const lbm::index_t beside = j * pitch + lbm::source_column(i, -D2Q9::cx(q), nx, periodic);
+    using L = D2Q9;
+    if (L::cx(q) == 0 || L::cy(q) == 0) return own_opp;
+    const int si = lbm::source_column(i, -L::cx(q), nx, periodic);
+    const bool mirror_x = __ldg(flags + j * pitch + si) == FLAG_SLIP;
+    const bool mirror_y = __ldg(flags + (j - L::cy(q)) * pitch + i) == FLAG_SLIP;
+    if (mirror_x == mirror_y) return own_opp;
+    const lbm::index_t beside = mirror_y ? j * pitch + si : (j - L::cy(q)) * pitch + i;
     if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
-    return read_decoded<T>(f_src, plane, beside, d2q9_mirror_y(q));
+    return read_decoded<T>(f_src, plane, beside,
+                           mirror_y ? d2q9_specular(q, 2) : d2q9_specular(q, 1));
 }
 
 // Cell that direction q pulls from, as an offset within a population plane.

@@ -787,12 +787,16 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // applies each link's rule.
 // OPEN, the open-face rules compiled in (generated header, source.D3Q19_BODIES_OPEN):
 // BODIES_WALLS none (x faces walls or periodic: bodies and walls only), BODIES_PRESSURE_OUTLET
-// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind. The launcher picks
+// the inlet and the pressure outlet, BODIES_ANY_OUTLET every outlet kind, BODIES_SLIP every
+// outlet kind and free-slip walls (SLIP ghost cells: specular_3d; every 3D slab with a slip
+// cell takes it, and in float it asks for three resident blocks, not four: with the slip
+// rule, 64 registers spilled 16-32 bytes under nvcc 13.0). The launcher picks
 // the smallest that holds the slab's flags and the outlet's kind; each gives the bits of the
 // general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
 // BODIES_QUADRATIC: every outlet kind and quadratic interpolated bounce-back (its code in the
 // other variants made the float ones spill 128 bytes under their 64-register cap; this one
-// asks for three resident blocks instead of four).
+// asks for three resident blocks instead of four; no slip rule: a 3D case with free-slip
+// faces and quadratic links is refused at setup, simsplit/fluid/setup.py).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -872,13 +876,39 @@ __device__ __forceinline__ T outlet_link_3d(int q, const outlet_rule<T>& rule, T
     return v;
 }
 
+// Free-slip walls: the D2Q9 kernel's specular (kernels/d2q9.cu) with z, which never wraps
+// (ghost planes). Mirrors _specular of simsplit/backends/cpu/d3q19.py.
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T specular_3d(int q, const S* __restrict__ f_src,
+                                         const lbm::flag_t* __restrict__ flags, P plane,
+                                         lbm::offset_t cell, int i, int j, int nx, int ny,
+                                         lbm::offset_t pitch, lbm::offset_t layer, bool per_x,
+                                         bool per_y, T own_opp)
+{
+    using L = D3Q19;
+    const lbm::offset_t dx = lbm::offset_t(column_offset(-L::cx(q), i, nx, per_x));
+    const lbm::offset_t dy = lbm::offset_t(column_offset(-L::cy(q), j, ny, per_y)) * pitch;
+    const lbm::offset_t dz = lbm::offset_t(-L::cz(q)) * layer;
+    int mask = 0;
+    if (L::cx(q) != 0 && __ldg(flags + (cell + dx)) == FLAG_SLIP) mask |= 1;
+    if (L::cy(q) != 0 && __ldg(flags + (cell + dy)) == FLAG_SLIP) mask |= 2;
+    if (L::cz(q) != 0 && __ldg(flags + (cell + dz)) == FLAG_SLIP) mask |= 4;
+    const lbm::offset_t beside = cell + ((mask & 1) ? 0u : dx) + ((mask & 2) ? 0u : dy)
+                                 + ((mask & 4) ? 0u : dz);
+    if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
+    const int m = d3q19_specular(q, mask);
+    return lbm::decode<L, T>(lbm::read_only(population_at(f_src, m, plane, beside)), m);
+}
+
 // What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
 // `src`; outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
 // outlet's rule takes the pressure outlet's value). OPEN (BODIES_*): which open-face rules
-// are compiled in; a variant without them never sees their flags (the launcher's choice).
+// are compiled in (free-slip walls: BODIES_SLIP only); a variant without them never sees
+// their flags (the launcher's choice).
 template <int OPEN, typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
-                                              const S* __restrict__ f_src, P plane,
+                                              const S* __restrict__ f_src,
+                                              const lbm::flag_t* __restrict__ flags, P plane,
                                               lbm::offset_t cell, lbm::offset_t src, int i,
                                               int j, int k, int nx, int ny, int nz,
                                               lbm::offset_t pitch, lbm::offset_t layer,
@@ -903,6 +933,11 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
                 return outlet_link_3d(q, outlet, rho_w, outlet_u, own_opp, f_src, plane, src, j,
                                       k, ny, nz);
         }
+    }
+    if constexpr (OPEN == BODIES_SLIP) {
+        if (kind == FLAG_SLIP)
+            return specular_3d(q, f_src, flags, plane, cell, i, j, nx, ny, pitch, layer, per_x,
+                               per_y, own_opp);
     }
     if (kind == FLAG_WALL && (own & FLAG_CURVED)) {
         // both candidates are loaded with the weight, before its sign picks one: one memory
@@ -944,8 +979,14 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 
 }  // namespace
 
+// Resident blocks per SM the bodies kernel asks of the register allocator (see above).
+template <typename T, int OPEN> constexpr int bodies_min_blocks()
+{
+    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC ? 3 : 4) : 1;
+}
+
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, sizeof(T) == 4 ? 4 - (OPEN == BODIES_QUADRATIC) : 1)
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, bodies_min_blocks<T, OPEN>())
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,
@@ -998,10 +1039,10 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                 source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
             const lbm::flag_t kind = __ldg(flags + src);
             if (kind & FLAG_BOUNDARY)
-                fl[q] = body_boundary_3d<OPEN>(q, kind, own, f_src, plane, cell, src, i, j, k,
-                                               nx, ny, nz, pitch, layer, per_x, per_y, lid_u,
-                                               inlet, inlet_scale, rho_w, outlet_u, outlet,
-                                               links, quadratic != 0, far, far_off);
+                fl[q] = body_boundary_3d<OPEN>(q, kind, own, f_src, flags, plane, cell, src, i,
+                                               j, k, nx, ny, nz, pitch, layer, per_x, per_y,
+                                               lid_u, inlet, inlet_scale, rho_w, outlet_u,
+                                               outlet, links, quadratic != 0, far, far_off);
         }
     }
     auto out = [&](int q, T v) {

@@ -16,7 +16,7 @@
 //    list build do the rest, md_rank_ghost_rows places the ghost rows.
 // 3. md_rank_mark, the scan and md_rank_compact list, in row order, the sorted owned rows near
 //    each neighbour (sent each step: md_rank_pack) and the ghost rows it owns (received:
-//    md_scatter_rows). Rows are in (cell, id) order on both sides, so the lists match.
+//    md_scatter_rows, or md_rank_land straight from the neighbour's device memory). Rows are in (cell, id) order on both sides, so the lists match.
 // Row order never enters a sum (lists are in canonical order), so atomic list order is fine.
 
 // Owned row i: kept (owner me), or leaving for the low or high neighbour (lo == hi with two
@@ -235,6 +235,28 @@ md_scatter_rows(const T* __restrict__ src, const long long* __restrict__ idx, in
     const long long s = 3LL * idx[r];
 #pragma unroll
     for (int d = 0; d < 3; ++d) dst[s + d] = src[3LL * r + d];
+}
+
+// The per-step ghost landing of a device link (simsplit/md/rank_links.py): src is the
+// neighbour's pack of this step, read in place in its device memory (same GPU or peer); rows
+// [0, m) go to dst[idx[r]], and one thread merges the neighbour's first rebuild tick (trailer
+// word 0) into this slab's flags, the earlier nonzero tick winning, so every slab halts its
+// batch at the same step without the host (exact for up to three slabs, where every slab is a
+// neighbour of every other). The jump flag stays the slab's own: the slab that saw it raises.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_land(const T* __restrict__ src, const long long* __restrict__ idx, int m,
+             int* __restrict__ flags, T* __restrict__ dst)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < m) {
+        const long long s = 3LL * idx[r];
+#pragma unroll
+        for (int d = 0; d < 3; ++d) dst[s + d] = src[3LL * r + d];
+    } else if (r == m) {
+        const int at = reinterpret_cast<const int*>(src + 3LL * m)[0];
+        if (at != 0 && (flags[0] == 0 || at < flags[0])) flags[0] = at;
+    }
 }
 
 // The per-step ghost message of one link: buf rows [0, m) = x[idx]; with `trailer`, row m

@@ -161,6 +161,8 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "waits_per_step": (getattr(s.kernels, "host_waits", 0) - waits) / steps,
         # message rounds per rebuild of one slab per rank (simsplit.md.rank_rounds)
         "message_rounds": st.get("message_rounds"),
+        # per-step ghosts device to device, steps in batches (simsplit.md.rank_links)
+        "device_links": st.get("device_links"),
     }
     if keep_solver:
         row["solver"] = s

@@ -56,7 +56,7 @@ def worker(args: argparse.Namespace) -> int:
                                                                               30)
         Path(args.profile).write_text(text.getvalue())
     if ctx.rank == 0:
-        keep = (*_FIELDS, "atoms", "steps", "message_rounds")
+        keep = (*_FIELDS, "atoms", "steps", "message_rounds", "device_links")
         Path(args.out).write_text(json.dumps({k: row[k] for k in keep}))
     return 0
 
@@ -83,6 +83,10 @@ def main() -> int:
     ap.add_argument("--node-memory", choices=("on", "off"), default="on",
                     help="ghost positions between the ranks of a node through shared pinned "
                     "memory read in place (on), or as MPI messages (off)")
+    ap.add_argument("--device-links", nargs="+", choices=("on", "off"), default=["off"],
+                    help="per-step ghosts device to device in batches of steps "
+                    "(simsplit.md.rank_links; up to three ranks), or through the host; "
+                    "both: a row each")
     ap.add_argument("--profile", help="rank 0 of each mpiexec run writes a host profile "
                     "(cProfile, by own time) to PROFILE.RANKS.txt")
     args = ap.parse_args()
@@ -130,7 +134,8 @@ def _rows(args: argparse.Namespace, env: dict) -> None:
         one = bench_md_gpu.bench(name, args.backend, 1, chunk, args.seconds)
         base = one["atom_steps_per_s"]
         print(_line(f"{name}, 1 process, 1 slab", one, base), flush=True)
-        for ranks in args.ranks:
+        for ranks, links in ((r, li) for r in args.ranks for li in args.device_links):
+            env["SIMSPLIT_DEVICE_LINKS"] = "1" if links == "on" else "0"
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "row.json"
                 cmd = ["mpiexec", "-n", str(ranks), sys.executable, __file__, "--worker",
@@ -147,6 +152,7 @@ def _rows(args: argparse.Namespace, env: dict) -> None:
                 row = json.loads(out.read_text())
             label = f"{name}, mpiexec -n {ranks}" + (", MPS" if args.mps else "") + \
                 (", messages" if args.node_memory == "off" else "") + \
+                (", device links" if links == "on" else "") + \
                 (f", {row['message_rounds']} rnd" if row.get("message_rounds") else "")
             print(_line(label, row, base), flush=True)
 

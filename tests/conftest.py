@@ -170,10 +170,25 @@ def mpirun(n: int, args: list[str], timeout: float = 60, **env: str
                           env=mpi_env(**env), capture_output=True, text=True, timeout=timeout)
 
 
+#: test files of about a minute or more on two cores (CI's machine), the longest first. The
+#: workers take whole files (``--dist loadfile``) in collection order (``--no-loadscope-
+#: reorder``), so these start first and the short files fill in the end; in the default order
+#: (most tests first) the warm-up and simulator files came last and one core idled minutes.
+LONG_FILES = ("test_warmup.py", "test_md_npt.py", "test_md_gpu_sim.py", "test_cpu_rows.py",
+              "test_kernels_compile.py", "test_ghia.py", "test_md_multi_device.py",
+              "test_numba_cuda_sim.py", "test_checkpoint.py", "test_d3q19_storage.py",
+              "test_d3q19_sim.py", "test_md_thermostats.py", "test_autotune.py",
+              "test_md_output.py", "test_md_masses.py", "test_fuzz.py", "test_d3q19.py",
+              "test_bodies_flow.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """GPU tests need a CUDA device; skip them (with the reason) where there is none."""
+    """The long files first (:data:`LONG_FILES`); GPU tests need a CUDA device: skip them
+    (with the reason) where there is none."""
     from simsplit.backends import gpu_count
 
+    rank = {name: k for k, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable
     if gpu_count() > 0:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none usable here)")

@@ -147,8 +147,8 @@ def test_bad_layouts() -> None:
         validate_case(case)
     case = body_case(40, 20, bodies=[])
     case["domain"]["shape"] = [40, 20, 8]
-    case["domain"]["inlet"] = {"profile": "file", "file": "x.npy"}
-    with pytest.raises(CaseError, match="file is not yet available in 3D"):
+    case["domain"]["inlet"] = {"profile": "file", "file": "x.npy"}  # 3D files: test_units.py
+    with pytest.raises(CaseError, match="domain.inlet.file: 'x.npy' does not exist"):
         validate_case(case)
 
 

@@ -200,3 +200,20 @@ def test_poiseuille_between_off_grid_walls(collision) -> None:
         assert errors[offset]["quadratic"] < 0.8 * errors[offset]["linear"], offset
     for e in errors.values():
         assert max(e["linear"], e["quadratic"]) < 0.2 * e["halfway"]
+
+
+@pytest.mark.parametrize("bounds", [{"y": "slip"}, {"z": "slip"}, {"x_high": "slip"}])
+def test_quadratic_with_3d_slip_walls_is_refused(bounds) -> None:
+    """No D3Q19 bodies kernel variant holds both quadratic links and free-slip walls: the case
+    is refused naming domain.bounce_back; linear links with slip walls stay allowed."""
+    from simsplit.case import validate_case
+    from simsplit.errors import CaseError
+
+    case = body_case_3d(24, 10, 12, 1)
+    case["domain"]["boundaries"].update(bounds)
+    case["domain"]["bounce_back"] = "linear"
+    validate_case(case)
+    case["domain"]["bounce_back"] = "quadratic"
+    with pytest.raises(CaseError, match="domain.bounce_back: quadratic is not allowed in 3D "
+                                        "with free-slip walls"):
+        validate_case(case)

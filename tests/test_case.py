@@ -63,7 +63,8 @@ def test_overrides_are_typed_and_nested():
         ({"decomposition.weights": [1, 2, 3]}, "decomposition.weights: 3 weights given"),
         ({"fluid.lid_velocity": 0.5}, "fluid.lid_velocity: 0.5 is not allowed: expected <= 0.2"),
         ({"fluid.reynolds": 1e9}, "fluid.reynolds: relaxation time tau"),
-        ({"fluid.viscosity": 0.1}, "give exactly one of fluid.reynolds and fluid.viscosity"),
+        ({"fluid.viscosity": 0.1}, "give exactly one of fluid.reynolds, fluid.viscosity and "
+                                   "fluid.physical.viscosity"),
         ({"run.steps": 1.5}, "run.steps: 1.5 is not allowed: expected an integer >= 0"),
         ({"run.tolerance": float("nan")}, "run.tolerance: nan is not allowed"),
         ({"outptu.dir": "x"}, "outptu: unknown key; did you mean 'output'?"),

@@ -135,10 +135,11 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces, outlet) -> None:
                                             ("pressure", "quadratic")])
 def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
     """A duct with an inlet, an outlet (each kind) and a sphere across slab faces: numba-cuda
-    on 1 and 2 slabs and the CPU backend give the same bits (and the same forces); linear or
-    quadratic links (halos two planes deep)."""
+    on 1 and 2 slabs and the CPU backend give the same bits (and the same forces and probe
+    readings); linear or quadratic links (halos two planes deep)."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import body_links, measure_forces
+    from simsplit.fluid.probes import probes_of, read_probes
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel.context import ParallelContext
     from tests.conftest import body_case_3d
@@ -147,7 +148,9 @@ def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
     for backend, subdomains in (("numba-cuda", 1), ("numba-cuda", 2), ("cpu", 2)):
         raw = body_case_3d(10, 5, 6, subdomains, bodies=[
             {"name": "s", "shape": "sphere", "centre": [4.2, 2.4, 3.1], "radius": 1.6}],
-            run__backend=backend, run__transport="local")
+            run__backend=backend, run__transport="local",
+            output__probes=[{"name": "a", "point": [6.5, 2.5, 2.9]},
+                            {"name": "b", "point": [1.2, 4.0, 3.2]}])
         raw["domain"]["inlet"]["ramp_steps"] = 3
         raw["domain"]["bounce_back"] = bounce
         raw["domain"]["outlet"] = {"kind": outlet}
@@ -155,8 +158,11 @@ def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(4)
         runs[(backend, subdomains)] = (solver.populations(), solver.velocity(),
-                                       measure_forces(solver, body_links(solver.setup)))
+                                       measure_forces(solver, body_links(solver.setup)),
+                                       read_probes(solver, probes_of(case)))
     one = runs[("numba-cuda", 1)]
+    u = one[1]  # the probes read their cells' values: (i, j, k) = (6, 2, 2) and (1, 4, 3)
+    np.testing.assert_array_equal(one[3][:, 2:], [u[2, 2, 6], u[3, 4, 1]])
     assert np.abs(one[1]).max() > 0.005 and np.abs(one[2]).max() > 0
     for key, got in runs.items():
         for a, b in zip(got, one, strict=True):

@@ -282,6 +282,7 @@ def test_name_expressions_cover_dtypes() -> None:
 def test_d3q19_bodies_variants_named_and_picked() -> None:
     """The bodies kernel's variants: the launcher's pick for each slab kind and outlet kind,
     one instantiation per variant in the module, the generated codes in the names' order."""
+    from simsplit.numerics import flags as fl
     from simsplit.numerics.lbm_params import OUTLET_KINDS
 
     pick = {(o, k): source.d3q19_bodies_open(o, code)
@@ -290,6 +291,9 @@ def test_d3q19_bodies_variants_named_and_picked() -> None:
                     (False, "convective"): "walls", (True, "pressure"): "pressure_outlet",
                     (True, "zero_gradient"): "any_outlet", (True, "convective"): "any_outlet"}
     assert source.d3q19_bodies_open(False, 0, quadratic=True) == "quadratic"
+    assert source.d3q19_bodies_open(True, 1, quadratic=True) == "quadratic"
+    with pytest.raises(ValueError, match="free-slip walls and quadratic links"):
+        source.d3q19_bodies_open(fl.SLIP, 0, quadratic=True)
     names = source.name_expressions("d3q19.cu")
     header = source.generated_header()
     for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
@@ -675,11 +679,15 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
 
 
 @pytest.mark.parametrize("precision, storage", PAIRS)
-@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("kinds, faces", [
+    (("wall", "wall"), ("SLIP", "SLIP")), (("periodic", "periodic"), ("SLIP", "SLIP")),
+    (("slip", "slip"), ("WALL", "HALO")), (("slip", "outlet"), ("HALO", "SLIP")),
+    (("inlet", "slip"), ("SLIP", "SLIP"))])
 def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, storage,
-                                                          periodic) -> None:
-    """Free-slip walls (specular reflection) at both y faces, a body touching one: the CUDA C
-    kernel's SLIP branch (corners and the body included) reproduces the CPU kernel."""
+                                                          kinds, faces) -> None:
+    """Free-slip walls (specular reflection) at both y faces, at x faces (each, or one beside
+    an inlet or outlet; y faces walls, halos or slip: corners of every kind), bodies touching
+    a slip face: the CUDA C kernel's SLIP branch reproduces the CPU kernel."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry.grid import GridGeometry
@@ -688,13 +696,15 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, s
     nx, ny = 37, 6
     solid = np.zeros((ny, nx), dtype=bool)
     solid[0:2, 10:13] = True  # a step on the lower wall
-    kinds = ("periodic", "periodic") if periodic else ("wall", "wall")
-    geometry = GridGeometry(solid, kinds, np.zeros(ny), False)
+    solid[2:4, 0:2] = True  # and one on the face x = 0
+    periodic = kinds[0] == "periodic"
+    inflow = np.full(ny, 0.04) if "inlet" in kinds else np.zeros(ny)
+    geometry = GridGeometry(solid, kinds, inflow, False)
     params = D2Q9Params(1.0 / 0.7, 1.0 / 1.1, 0.0, 3e-5, -2e-5, periodic)
     dtype = np.dtype(precision)
-    block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.SLIP, Face.SLIP), params, dtype, geometry,
-                      storage)
-    assert (block.flags[0] == 64).all() and (block.flags[-1] == 64).all()
+    block = D2Q9Block(CPUBackend(), nx, ny, 0, tuple(Face[f] for f in faces), params, dtype,
+                      geometry, storage)
+    assert (block.flags[-1] == 64).all() == (faces[1] == "SLIP")
     rng = np.random.default_rng(17)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     block.f_src[...] = block.storage.encode(w * (1 + 0.05 * rng.standard_normal(
@@ -931,6 +941,7 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     if (open == BODIES_WALLS) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_WALLS) }
     else if (open == BODIES_PRESSURE_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_PRESSURE_OUTLET) }
     else if (open == BODIES_ANY_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
+    else if (open == BODIES_SLIP) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_SLIP) }
     else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_QUADRATIC) }
 #undef SIMSPLIT_EMU_BODIES_OPEN
 #undef SIMSPLIT_EMU_BODIES
@@ -1216,7 +1227,7 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
                          inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
                        storage, geometry=geometry)
-    assert block.open_faces == open_faces
+    assert bool(block.open_faces) == open_faces
     if open_faces:
         assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
     assert (block.flags[0] & 32).any() and (block.flags[1:-1] & 32).any()  # CURVED

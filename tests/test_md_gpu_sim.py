@@ -23,6 +23,9 @@ in_child = pytest.mark.skipif(not IN_SIMULATOR,
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 #: a short cutoff makes 6 cells per axis, so the pruned 5-cell stencil runs too
 SHORT = {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.0}
+#: steps of the simulator runs whose steps launch the most kernels (NPT, per-type masses): a
+#: minute each on CI's cores at 10 steps
+STEPS_SLOW = 6
 #: two types whose cross pair is not the mixing rule's, with a shorter cutoff of its own (the
 #: device lists keep each pair within its own list cutoff)
 CROSS_PAIR = [{"types": [1, 2], "epsilon": 1.5, "sigma": 0.9, "cutoff": 2.0}]
@@ -108,7 +111,7 @@ def test_force_shift_and_npt_match_cpu(md) -> None:
     cpu = _solver("cpu", **md)
     runs = [_solver("numba-cuda", n, **md) for n in (1, 2)]
     for s in (cpu, *runs):
-        s.step(10)
+        s.step(STEPS_SLOW)
     for s in runs:
         _same(s, cpu)
 
@@ -134,7 +137,7 @@ def test_two_masses_match_cpu(ensemble: str) -> None:
     runs = [solver("numba-cuda", n) for n in (1, 2)]
     for s in (cpu, *runs):
         assert s.multi_mass
-        s.step(10)
+        s.step(STEPS_SLOW)
     for s in runs:
         _same(s, cpu)
         assert s.slabs[0].type_shift == 30

@@ -10,6 +10,7 @@ thermo must equal the CPU backend's bit for bit, for 1, 2 and 3 slabs.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import re
 import subprocess
@@ -211,11 +212,58 @@ class EmulatedMDKernels(cmd.DeviceMDKernels):
     def upload_rows(self, host, dst, row0, staging=None):
         dst[row0:row0 + host.shape[0]] = host
 
+    # memory the ranks' processes share stands in for CUDA IPC (launches run at once, in
+    # order, so events have nothing to order)
+    shares_memory = True
+
+    def shared_buffer(self, shape, dtype):
+        from multiprocessing import shared_memory
+
+        nbytes = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
+        shm = shared_memory.SharedMemory(create=True, size=nbytes)
+        if not _SHARED:
+            atexit.register(_unlink_shared)
+        _SHARED.append(shm)
+        return np.ndarray(shape, dtype, buffer=shm.buf), shm.name.encode()
+
+    def open_shared(self, handle, shape, dtype):
+        from multiprocessing import resource_tracker, shared_memory
+
+        shm = shared_memory.SharedMemory(name=handle.decode())
+        resource_tracker.unregister(shm._name, "shared_memory")  # its maker unlinks it
+        _OPENED.append(shm)
+        return np.ndarray(shape, dtype, buffer=shm.buf)
+
+    def close_shared(self, arr):
+        pass  # mapped until the process ends
+
+    def shared_event(self):
+        return None, b""
+
+    def open_event(self, handle):
+        return None
+
+    def record_event(self, event):
+        pass
+
+    def wait_event(self, event):
+        pass
+
     def _launch(self, name, dtype, threads, *args):
         expr = cmd.kernel_name(name, dtype)
         fn = getattr(self._lib, "emu_" + re.sub(r"\W+", "_", expr).rstrip("_"))
         self.launches[expr] = self.launches.get(expr, 0) + 1
         fn(ctypes.c_longlong(threads), *(_c_arg(a) for a in args))
+
+
+#: shared memory this process made (unlinked at exit) and opened (EmulatedMDKernels)
+_SHARED: list[Any] = []
+_OPENED: list[Any] = []
+
+
+def _unlink_shared() -> None:
+    for shm in _SHARED:
+        shm.unlink()
 
 
 def _c_arg(a: Any) -> Any:
@@ -441,6 +489,7 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
             "md_rank_compose": (ints, i32, i32, i32, ints, arr(i64)),
             "md_scatter_rows": (x, arr(i64), i32, x),
             "md_rank_pack": (x, arr(i64), i32, ints, i32, x, arr(i32, 2)),
+            "md_rank_land": (x, arr(i64), i32, ints, x, arr(i32, 2)),
             "md_snapshot": (x, i32, arr(f64, 2)),
             "md_gather_rows": (x, arr(i64), i32, x),
             "md_cell_count": (x, i32, *box, i32, i32, i32, ints, ints),

@@ -185,7 +185,8 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
     script.write_text(DRIVER)
     out = tmp_path / "md.npz"
     proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(CELLS)), str(STEPS),
-                          str(out), json.dumps(devices)], timeout=120)
+                          str(out), json.dumps(devices)], timeout=120,
+                  SIMSPLIT_DEVICE_LINKS="1")
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     for name in ("positions", "velocities", "forces", "images"):
@@ -198,7 +199,10 @@ def test_gpu_kernels_under_mpi_match_one_process(tmp_path, emulated_lib, referen
     assert len(stats["atoms_per_slab"]) == ranks and stats["migrations"] > 0
     assert stats["rebuilds"] == reference.stats()["rebuilds"]
     assert stats["message_rounds"] == 1  # slabs of 3.78 and more: one round at 4 ranks too
-    assert int(got["in_place"]) > 0  # ghost positions read in place from node memory
+    assert int(got["in_place"]) > 0  # rebuild messages read in place from node memory
+    # up to three ranks: per-step ghosts device to device, steps in batches
+    assert stats["device_links"] == (ranks <= 3)
+    assert (stats["batches"] > 0) == (ranks <= 3)
 
 
 _FORCE_SHIFT = {"potential": {"style": "lj/cut", "epsilon": 1.0, "sigma": 1.0, "cutoff": 2.5,
@@ -220,7 +224,9 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     other neighbour's ghosts; four ranks' thin slabs (2.83: a leaver may come from beyond the
     next slab) take two rounds. The tall box's slabs have interior rows, whose forces run
     before the ghost positions arrive (also with the force-shifted kernel). The ghost
-    positions go through node memory, or (``SIMSPLIT_NODE_MEMORY=0``) as messages."""
+    positions go device to device (device links, up to three ranks) with the rebuild messages
+    through node memory, or (``SIMSPLIT_NODE_MEMORY=0``, ``SIMSPLIT_DEVICE_LINKS=0``) all as
+    messages."""
     md = {"temperature": 3.0, "ensemble": "langevin", "langevin": {"damping": 0.5}, **more}
     case = lj_case(cells=cells, **md)
     case["run"]["precision"] = "float32"
@@ -232,7 +238,7 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     extra = {"md": md, "precision": "float32", "restart": True}
     proc = mpirun(ranks, [str(script), emulated_lib._name, json.dumps(list(cells)), str(STEPS),
                           str(out), "null", json.dumps(extra)], timeout=120,
-                  SIMSPLIT_NODE_MEMORY=node_memory)
+                  SIMSPLIT_NODE_MEMORY=node_memory, SIMSPLIT_DEVICE_LINKS=node_memory)
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     for name in ("positions", "velocities", "forces", "images"):
@@ -246,6 +252,7 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     assert (stats["interior_rows"] > 0) == (ranks == 2), stats["interior_rows"]
     assert stats["message_rounds"] == (2 if ranks == 4 else 1)
     assert (stats["relayed_ghosts"] > 0) == (ranks == 3), stats["relayed_ghosts"]
+    assert stats["device_links"] == (node_memory == "1" and ranks <= 3)
 
 
 @needs_mpiexec

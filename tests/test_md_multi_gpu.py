@@ -100,7 +100,8 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, ce
                                                              rounds) -> None:
     """Also a box tall enough for interior rows, whose forces a rebuild step queues before the
     rebuild (which runs beside them on a second stream). Rebuilds take one message round,
-    two on four slabs of 2.94 (thinner than the ghost cut plus 1.5 skins)."""
+    two on four slabs of 2.94 (thinner than the ghost cut plus 1.5 skins). Up to three ranks
+    with device links (the other tests here take the default host path)."""
     from simsplit.case import load_case
     from simsplit.run.simulation import Simulation
 
@@ -111,7 +112,7 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, ce
     out = tmp_path / "md.npz"
     overrides = _gpu_overrides(cells)
     proc = mpirun(ranks, [str(script), str(CASE), json.dumps(overrides), str(out)],
-                  timeout=300)
+                  timeout=300, SIMSPLIT_DEVICE_LINKS="1")
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     ref = Simulation(load_case(CASE, overrides + ["decomposition.subdomains=1"]))
@@ -129,6 +130,8 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, ce
     assert stats["rebuilds"] == md.stats()["rebuilds"]
     assert (stats["interior_rows"] > 0) == (cells == "[6,6,24]"), stats["interior_rows"]
     assert stats["message_rounds"] == rounds
+    # up to three ranks the per-step ghosts go device to device (CUDA IPC), steps in batches
+    assert stats["device_links"] == (ranks <= 3) and (stats["batches"] > 0) == (ranks <= 3)
 
 
 @needs_mpiexec

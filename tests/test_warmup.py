@@ -2,7 +2,9 @@
 cache (nothing compiles, no compile notice); a read-only install caches in the user's folder.
 
 Each test runs in child processes with a Numba cache folder of its own, so it neither uses nor
-fills the cache of the checkout.
+fills the cache of the checkout. The cache is warmed for float64 only (``--precision``): float32
+runs the same code with another dtype, and warming both doubled the slowest setup in CI (3.5 min
+on two cores).
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], str]:
-    """A Numba cache folder filled by ``python -m simsplit warmup``: (environment, output)."""
+    """A Numba cache folder filled by ``python -m simsplit warmup --precision float64``:
+    (environment, output)."""
     cache = tmp_path_factory.mktemp("numba-cache")
     env = _env(NUMBA_CACHE_DIR=str(cache))
-    res = _child(["-m", "simsplit", "warmup"], cache, env)
+    res = _child(["-m", "simsplit", "warmup", "--precision", "float64"], cache, env)
     return env, res.stdout
 
 
@@ -57,13 +60,13 @@ def test_warmup_compiles_and_says_where(warm: tuple[dict[str, str], str]) -> Non
     rows = 0
     for label in ("D2Q9 fluid", "D2Q9 fluid, one step per sweep", "D2Q9 forced channel",
                   "D3Q19 fluid", "LJ MD"):
-        for precision in ("float64", "float32"):
-            (row,) = [line for line in lines if line.startswith(f"{label} ")
-                      and f" {precision} " in line]
-            m = re.search(r" (\d+) compiled, +(\d+) from the cache", row)
-            assert m and int(m[1]) > 0, row  # a cold cache: this case compiled something
-            rows += int(m[1])
+        (row,) = [line for line in lines if line.startswith(f"{label} ")
+                  and " float64 " in line]
+        m = re.search(r" (\d+) compiled, +(\d+) from the cache", row)
+        assert m and int(m[1]) > 0, row  # a cold cache: this case compiled something
+        rows += int(m[1])
     assert rows == int(total[1]), out
+    assert not [line for line in lines if " float32 " in line], out
 
 
 def test_warmup_again_compiles_nothing(warm: tuple[dict[str, str], str], tmp_path: Path) -> None:
@@ -93,24 +96,22 @@ print(json.dumps(counts))
 
 def test_shipped_cases_after_warmup_compile_nothing(warm: tuple[dict[str, str], str],
                                                     tmp_path: Path) -> None:
-    """Every shipped case (shortened, with its output written), in both precisions, finds
+    """Every shipped case (shortened, with its output written), in the warmed precision, finds
     all its kernels in the cache: Numba's own hit and miss counters, in one process."""
     env, _ = warm
     for name in ("cavity.yaml", "cavity3d.yaml", "channel.yaml", "lj_tiny.yaml"):
         shutil.copy(CASES / name, tmp_path / name)
-    specs = []
-    for precision in ("float64", "float32"):
-        p = f"run.precision={precision}"
-        specs += [["cavity.yaml", p, "run.steps=600"],  # 600: the steady-state check runs too
-                  ["cavity3d.yaml", p, "run.steps=12", "domain.shape=[16,16,16]"],
-                  ["channel.yaml", p, "run.steps=600"],
-                  ["lj_tiny.yaml", p, "run.steps=200"]]  # neighbour rebuilds and migration
+    p = "run.precision=float64"
+    specs = [["cavity.yaml", p, "run.steps=600"],  # 600: the steady-state check runs too
+             ["cavity3d.yaml", p, "run.steps=12", "domain.shape=[16,16,16]"],
+             ["channel.yaml", p, "run.steps=600"],
+             ["lj_tiny.yaml", p, "run.steps=200"]]  # neighbour rebuilds and migration
     res = _child(["-c", _RUN_AND_COUNT, json.dumps(specs)], tmp_path, env)
     counts = json.loads(res.stdout.splitlines()[-1])
     assert len(counts) == len(specs)
     assert all(compiled == 0 for compiled, _ in counts.values()), counts
     # the first run of each kind loads its kernels (later ones find them in the process)
-    assert all(counts[" ".join(specs[k])][1] > 0 for k in (0, 1, 3, 4, 5, 7)), counts
+    assert all(counts[" ".join(specs[k])][1] > 0 for k in (0, 1, 3)), counts
 
 
 def test_run_after_warmup_has_no_compile_notice(warm: tuple[dict[str, str], str],

@@ -141,10 +141,11 @@ OUTPUT_SCHEMA = {
                       "required": ["name", "point"],
                       "properties": {"name": {"type": "string", "minLength": 1},
                                      "point": {"type": "array", "items": {"type": "number"},
-                                               "minItems": 2, "maxItems": 2}}},
-            "description": "Named points [x, y] (in domain.units; 2D fluid) whose cell's "
-                           "density, pressure and velocity are recorded every "
-                           "output.forces_every steps: probes.h5, the summary, run.json.",
+                                               "minItems": 2, "maxItems": 3}}},
+            "description": "Named points [x, y] ([x, y, z] in 3D; in domain.units) whose "
+                           "cell's density, pressure and velocity are recorded every "
+                           "output.forces_every steps: probes.h5, the summary, run.json "
+                           "(lattice units, and physical ones with fluid.physical).",
         },
         "animation": {"type": "integer", "minimum": 0, "default": 0,
                       "description": "2D fluid: steps between the frames of vorticity.gif, an "

@@ -169,8 +169,8 @@ class SlabBlock:
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
-        #: some cell is an inlet or an outlet (else ``bodies_variants`` kernels leave them out)
-        self.open_faces = bool(np.any(flags & (fl.INLET | fl.OUTLET)))
+        #: the open kinds (INLET, OUTLET, SLIP bits) cells hold: ``bodies_variants`` kernels
+        self.open_faces = int(np.bitwise_or.reduce(flags & fl.OPEN_FACES, axis=None))
         self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
         return flags
 

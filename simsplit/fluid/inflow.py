@@ -30,7 +30,8 @@ class Inlet:
     velocity: float
     ramp_steps: int = 0
     start: str = "rest"  #: initial state: rest, or the inflow profile everywhere
-    rows: tuple[float, ...] | None = None  #: profile "file": the speed of each row
+    #: profile "file": the speed of each row (2D) or line (k, j) along x (3D, nested)
+    rows: tuple[Any, ...] | None = None
     #: 3D: whether the parabola also spans z (walls at z = 0 and z = 1): the product profile
     #: 16 U y (H - y) z (H - z) / H^4 of Schäfer & Turek's 3D tests; None in 2D
     across_z: bool | None = None
@@ -49,6 +50,8 @@ class Inlet:
     def cell_velocities(self, cross: tuple[int, ...]) -> np.ndarray:
         """Inflow speed at each row (2D, ``cross`` = (ny,)) or each line (k, j) along x (3D,
         ``cross`` = (nz, ny)), at cell centres; walls at 0 and n."""
+        if self.rows is not None:
+            return np.array(self.rows, dtype=np.float64)
         if len(cross) == 1:
             return self.row_velocities(cross[0])
         nz, ny = cross
@@ -104,16 +107,15 @@ def inlet_of(case: dict[str, Any]) -> Inlet | None:
                         "one an outlet")
     profile = spec.get("profile", "parabolic")
     dim = len(domain["shape"])
-    if dim == 3 and profile == "file":
-        raise CaseError("domain.inlet.profile: file is not yet available in 3D (uniform or "
-                        "parabolic)")
     if "file" in spec and profile != "file":
         raise CaseError(f"domain.inlet.file: only with profile: file (the profile is "
                         f"{profile})")
+    spec = {**spec, **_physical_speed(case, spec, profile)}
     rows = None
     if profile == "file":
-        rows = read_profile(spec, int(domain["shape"][1]))
-        spec = {**spec, "velocity": float(np.abs(rows).max())}
+        cross = tuple(int(n) for n in reversed(domain["shape"][1:]))  # (ny,) or (nz, ny)
+        rows = read_profile(spec, cross)
+        spec = {**spec, "velocity": float(rows.max())}
     elif "velocity" not in spec:
         raise CaseError("domain.inlet.velocity: required for a uniform or parabolic inflow")
     if spec["velocity"] > MAX_LID_VELOCITY:
@@ -126,30 +128,81 @@ def inlet_of(case: dict[str, Any]) -> Inlet | None:
     if dim == 3:
         across_z = domain["boundaries"].get("z", "wall") == "wall"
     return Inlet(profile, float(spec["velocity"]), int(spec.get("ramp_steps", 0)),
-                 spec.get("start", "rest"), None if rows is None else tuple(rows.tolist()),
-                 across_z)
+                 spec.get("start", "rest"), None if rows is None else _nested(rows), across_z)
 
 
-def read_profile(spec: dict[str, Any], ny: int) -> np.ndarray:
-    """The inflow speed of each row from ``domain.inlet.file``: a .npy array or a text file
-    of ny numbers (lattice units, row 0 at y = 0), one line or column each."""
+def _physical_speed(case: dict[str, Any], spec: dict[str, Any], profile: str
+                    ) -> dict[str, float]:
+    """``{"velocity": lattice speed}`` where ``fluid.physical`` gives the inflow speed (and
+    refuses a lattice one beside it), else nothing."""
+    from simsplit.fluid.units import physical_units
+
+    units = physical_units(case)
+    if units is None:
+        return {}
+    if profile == "file":
+        raise CaseError("domain.inlet.profile: file is not available with fluid.physical "
+                        "(the file's speeds are lattice units): uniform or parabolic")
+    if "velocity" in spec:
+        raise CaseError("domain.inlet.velocity: not with fluid.physical (the inflow speed is "
+                        "fluid.physical.velocity)")
+    return {"velocity": units.lattice_velocity}
+
+
+def _nested(rows: np.ndarray) -> tuple[Any, ...]:
+    """A profile array as nested tuples (hashable, as a frozen Inlet's fields are)."""
+    return tuple(rows.tolist()) if rows.ndim == 1 else tuple(map(_nested, rows))
+
+
+def read_profile(spec: dict[str, Any], cross: tuple[int, ...]) -> np.ndarray:
+    """The inflow speed of each row (2D, ``cross`` = (ny,)) or each line (k, j) along x (3D,
+    ``cross`` = (nz, ny)) from ``domain.inlet.file``: a .npy array, an HDF5 file's dataset
+    ``profile`` (or its only one) or a text file (2D: ny numbers, one line or column each; 3D:
+    nz lines of ny numbers), lattice units, index 0 at y = 0 (z = 0); refused in one line
+    unless finite, >= 0 and at most MAX_LID_VELOCITY."""
     from pathlib import Path
 
+    what = ("ny speeds, one per row" if len(cross) == 1
+            else "an (nz, ny) array of speeds, [k, j] the line at z = k, y = j")
     if "file" not in spec:
-        raise CaseError("domain.inlet.file: required with profile: file (a .npy or text file "
-                        f"of {ny} speeds, one per row)")
+        raise CaseError(f"domain.inlet.file: required with profile: file (a .npy, HDF5 or text "
+                        f"file of {what})")
     path = Path(spec["file"])
     if not path.is_file():
         raise CaseError(f"domain.inlet.file: {str(path)!r} does not exist")
     try:
-        rows = (np.load(path, allow_pickle=False) if path.suffix.lower() == ".npy"
-                else np.loadtxt(path, ndmin=1)).astype(np.float64).ravel()
+        rows = _load_array(path).astype(np.float64)
     except Exception as exc:
         raise CaseError(f"domain.inlet.file: cannot read {str(path)!r}: {exc}") from None
-    if rows.shape != (ny,) or not np.all(np.isfinite(rows)):
-        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {rows.size} values: expected "
-                        f"{ny} finite speeds, one per row (domain.shape's ny)")
+    if len(cross) == 1:
+        rows = rows.ravel()
+    if rows.shape != cross:
+        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {rows.size} values: "
+                        f"expected {math.prod(cross)} finite speeds, {what} (shape "
+                        f"{list(cross)} from domain.shape; the file's: {list(rows.shape)})")
+    bad = ~np.isfinite(rows) | (rows < 0) | (rows > MAX_LID_VELOCITY)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise CaseError(f"domain.inlet.file: {str(path)!r} holds {float(rows[at])!r} at index "
+                        f"{list(at)}: expected finite speeds 0 to {MAX_LID_VELOCITY} lattice "
+                        "units (into the domain; Mach number)")
     return rows
+
+
+def _load_array(path: Any) -> np.ndarray:
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if suffix in (".h5", ".hdf5"):
+        import h5py
+
+        with h5py.File(path, "r") as h5:
+            names = [k for k in h5 if isinstance(h5[k], h5py.Dataset)]
+            name = "profile" if "profile" in names else names[0] if len(names) == 1 else None
+            if name is None:
+                raise ValueError(f"no dataset 'profile' (datasets: {', '.join(names)})")
+            return np.asarray(h5[name][()])
+    return np.loadtxt(path, ndmin=2)
 
 
 #: pressure_relaxation of the open outlet kinds where the case gives neither it nor a

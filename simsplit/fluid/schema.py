@@ -11,6 +11,19 @@ from simsplit.numerics.storage import STORAGE_CHOICES
 
 _NUMBER = {"type": "number"}
 
+#: the numbers of fluid.physical (all > 0) and what each means
+_PHYSICAL_NUMBERS = {
+    "velocity": "Inflow speed (e.g. m/s): the uniform speed or the parabola's maximum, as "
+                "domain.inlet.velocity in lattice units.",
+    "viscosity": "Kinematic viscosity (e.g. m^2/s); or give fluid.reynolds.",
+    "density": "Fluid density (e.g. kg/m^3, optional): forces and probe pressures also in "
+               "physical units.",
+    "lattice_velocity": "Lattice choice: the inflow speed in lattice units (cells per step).",
+    "mach": "Lattice choice: the inflow's Mach number lattice_velocity / c_s (c_s = "
+            "1/sqrt(3)).",
+    "time_step": "Lattice choice: the time step dt (e.g. s).",
+}
+
 FLUID_SCHEMA = {
     "type": "object",
     "description": "Lattice Boltzmann fluid (D2Q9 in 2D, D3Q19 in 3D).",
@@ -36,6 +49,24 @@ FLUID_SCHEMA = {
         "trt_magic": {
             "type": "number", "exclusiveMinimum": 0, "default": DEFAULT_TRT_MAGIC,
             "description": "TRT magic parameter Lambda; 3/16 puts walls exactly halfway.",
+        },
+        "physical": {
+            "type": "object", "additionalProperties": False, "required": ["velocity"],
+            "description": "Physical units at the front door (docs/bodies.md): the inflow "
+                           "speed and the kinematic viscosity in the length unit of "
+                           "domain.size (needed) per second, and one lattice choice "
+                           "(lattice_velocity, mach or time_step); dx, dt, the lattice "
+                           "velocity and viscosity (tau) are derived and reported, and "
+                           "velocities, probes and times come out in physical units too. "
+                           "Needs an inlet; domain.inlet.velocity and fluid.viscosity are "
+                           "then not given.",
+            "properties": {
+                **{key: {"type": "number", "exclusiveMinimum": 0, "description": text}
+                   for key, text in _PHYSICAL_NUMBERS.items()},
+                "length_unit": {"type": "string", "minLength": 1, "default": "m",
+                                "description": "Name of domain.size's length unit in reports "
+                                               "(time is in s)."},
+            },
         },
         "body_force": {
             "type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 3,
@@ -150,21 +181,22 @@ DOMAIN_SCHEMA = {
             "type": "object", "additionalProperties": False, "default": {},
             "description": "Boundary of each axis.",
             "properties": {
-                "x": {"enum": ["wall", "periodic"], "default": "wall",
-                      "description": "Faces x = 0 and x = 1."},
+                "x": {"enum": ["wall", "periodic", "slip"], "default": "wall",
+                      "description": "Faces x = 0 and x = 1; slip: free-slip walls (specular "
+                                     "reflection, docs/bodies.md)."},
                 "y": {"enum": ["wall", "periodic", "slip"], "default": "wall",
-                      "description": "Faces y = 0 and y = 1; slip (2D): free-slip walls "
-                                     "(specular reflection)."},
-                "z": {"enum": ["wall", "periodic"],
-                      "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given)."},
+                      "description": "Faces y = 0 and y = 1; slip: free-slip walls."},
+                "z": {"enum": ["wall", "periodic", "slip"],
+                      "description": "Faces z = 0 and z = 1 (3D grids only; wall if not given); "
+                                     "slip: free-slip walls."},
                 "lid": {"type": "boolean", "default": True,
                         "description": "The wall at y = 1 (z = 1 in 3D) moves in +x at "
                                        "fluid.lid_velocity."},
-                "x_low": {"enum": ["wall", "inlet", "outlet"],
+                "x_low": {"enum": ["wall", "inlet", "outlet", "slip"],
                           "description": "Face x = 0 alone, instead of domain.boundaries.x: "
-                                         "inlet (domain.inlet) or outlet (domain.outlet); "
-                                         "docs/bodies.md."},
-                "x_high": {"enum": ["wall", "inlet", "outlet"],
+                                         "inlet (domain.inlet), outlet (domain.outlet) or "
+                                         "a free-slip wall; docs/bodies.md."},
+                "x_high": {"enum": ["wall", "inlet", "outlet", "slip"],
                            "description": "Face x = 1 alone, instead of domain.boundaries.x."},
             },
         },
@@ -198,7 +230,8 @@ DOMAIN_SCHEMA = {
                            "(Bouzidi et al. 2001) with the exact wall distance of circles, "
                            "boxes, polygons, spheres, cylinders and STL meshes (masks stay "
                            "halfway; quadratic links whose second fluid cell is missing take "
-                           "the linear rule, docs/bodies.md).",
+                           "the linear rule; in 3D quadratic is refused with free-slip "
+                           "walls, docs/bodies.md).",
         },
         "inlet": {
             "type": "object", "additionalProperties": False,

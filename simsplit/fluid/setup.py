@@ -19,6 +19,7 @@ from simsplit.fluid.geometry.links import link_weights
 from simsplit.fluid.inflow import Inlet, Outlet, inflow_advisories, inlet_of, outlet_of, x_faces
 from simsplit.fluid.params import check_stability, relaxation_rates
 from simsplit.fluid.schema import check_dimensions
+from simsplit.fluid.units import PhysicalUnits, physical_units, unit_report
 from simsplit.numerics.lattice import Lattice, lattice_for
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_KINDS, D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import storage_dtype
@@ -36,17 +37,23 @@ class FluidSetup:
     #: what the case checks warn about (accuracy, stability); the solver does not repeat them
     advisories: tuple[str, ...] = ()
     bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
-    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet
+    x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet/slip
     inlet: Inlet | None = None
     bounce_back: str = "halfway"  #: bodies' walls: halfway, linear or quadratic (interpolated)
-    slip: bool = False  #: the faces of the split axis are free-slip walls (2D)
+    slip: bool = False  #: the faces of the split axis are free-slip walls
+    y_slip: bool = False  #: 3D: the faces y = 0 and y = 1 are free-slip walls
     outlet: Outlet = Outlet()  #: the outlet's kind and settings (domain.outlet)
+    #: fluid.physical: dx, dt and the physical values (None: a case in lattice units)
+    physical: PhysicalUnits | None = None
 
     @cached_property
     def geometry(self) -> GridGeometry | None:
         """Bodies and open faces as slabs paint them (None where there are neither: the
         blocks then flag walls and the lid alone, as before bodies existed)."""
-        if not self.bodies and all(k in ("wall", "periodic") for k in self.x_kinds):
+        # 3D free-slip walls take the bodies kernels (the box kernels have no slip rule)
+        slip_3d = self.dim == 3 and (self.slip or self.y_slip)
+        if (not self.bodies and all(k in ("wall", "periodic") for k in self.x_kinds)
+                and not slip_3d):
             return None
         solid, _ = solid_and_ids(list(self.bodies), self.grid)
         inflow = np.zeros(self.grid[:-1])
@@ -59,7 +66,8 @@ class FluidSetup:
             periodic = (self.periodic_split, *(bool(p) for p in self.params.periodic))
             links = link_weights(list(self.bodies), solid, self.lattice, periodic, quadratic)
         return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links,
-                            quadratic and links is not None)
+                            quadratic=quadratic and links is not None,
+                            y_slip=self.dim == 3 and self.y_slip)
 
     def initial_velocity(self) -> np.ndarray | None:
         """Velocity to start from, ``(*grid, dim)`` (inlet.start: inflow: each row's inflow
@@ -125,24 +133,54 @@ class FluidSetup:
 
     @property
     def velocity_scale(self) -> float:
-        """Velocities are reported in units of the lid speed (lattice units without a lid)."""
+        """Velocities are reported in units of the lid speed, in physical units (dx / dt
+        with fluid.physical), else in lattice units."""
+        if self.physical is not None:
+            return 1.0 / self.physical.velocity_factor
         return self.params.lid_velocity if self.in_lid_units else 1.0
 
     @property
     def time_step(self) -> float:
         """One time step in the reported unit of time: U / L in lid units (L = nx cells, the
-        length of the Reynolds number), 1 in lattice units."""
+        length of the Reynolds number), dt in s with fluid.physical, 1 in lattice units."""
+        if self.physical is not None:
+            return self.physical.dt
         return self.params.lid_velocity / self.nx if self.in_lid_units else 1.0
+
+    @property
+    def spacing(self) -> tuple[float, ...]:
+        """Cell size per axis in array order, in the unit of reported positions."""
+        if self.physical is not None:
+            return (self.physical.dx,) * self.dim
+        return tuple(1.0 / n for n in self.grid)
 
     @property
     def units(self) -> dict[str, str]:
         """What reported times, velocities and positions are measured in, in words."""
         where = "each axis from 0 to 1 (cell centres at (i + 0.5) / n)"
+        if self.physical is not None:
+            unit, dx = self.physical.length_unit, self.physical.dx
+            return {"time": f"s (t = step dt, dt = {self.physical.dt:.6g} s)",
+                    "velocity": f"{unit}/s (fluid.physical)",
+                    "length": f"{unit} (cell centres at (i + 0.5) dx, dx = {dx:.6g} {unit})"}
         if self.in_lid_units:
             return {"time": "L / U (L: nx cells, U: fluid.lid_velocity; t = step U / nx)",
                     "velocity": "lid speed U", "length": where}
         return {"time": "lattice time steps (t = step)",
                 "velocity": "lattice units (cells per time step)", "length": where}
+
+
+def inflow_report(setup: FluidSetup) -> dict[str, Any] | None:
+    """An inflow case's lattice values, Mach and Reynolds numbers and, with fluid.physical,
+    dx, dt and the physical values (``run.json``'s ``units``); None without an inlet."""
+    if setup.inlet is None:
+        return None
+    body = setup.bodies[0] if setup.bodies else None
+    return unit_report(setup.physical, tau=setup.params.tau,
+                       viscosity=setup.params.viscosity, inflow_max=setup.inlet.velocity,
+                       inflow_mean=setup.inlet.mean_velocity,
+                       length_cells=body.reference_length if body else float(setup.ny),
+                       length_name=f"{body.name}'s length" if body else "the channel height")
 
 
 def setup_from_case(case: dict[str, Any]) -> FluidSetup:
@@ -156,13 +194,18 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     inlet = inlet_of(case)
     kinds = x_faces(case)
     bodies = tuple(build_bodies(domain, kinds))
+    physical = physical_units(case)
     if fluid.get("viscosity") is not None:
         nu = float(fluid["viscosity"])
+    elif physical is not None and physical.lattice_viscosity is not None:
+        nu = physical.lattice_viscosity
     elif inlet is not None:  # Re = U L / nu: mean inflow, the first body's length (else ny)
         length = bodies[0].reference_length if bodies else float(shape[1])
         nu = inlet.mean_velocity * length / float(fluid["reynolds"])
     else:
         nu = u_lid * nx / float(fluid["reynolds"])
+    if physical is not None and physical.lattice_viscosity is None:  # nu from fluid.reynolds
+        physical.check_viscosity(nu)
     om_p, om_m = relaxation_rates(nu, fluid["collision"], float(fluid["trt_magic"]))
     advisories = tuple(check_stability(1.0 / om_p, u_lid))
     if inlet is not None:  # the lid's corner check does not apply: only the cell Reynolds
@@ -187,7 +230,8 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
                       inlet, domain.get("bounce_back", "halfway"),
-                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip", outlet)
+                      bounds.get("xyz"[len(shape) - 1], "wall") == "slip",
+                      len(shape) == 3 and bounds.get("y") == "slip", outlet, physical)
 
 
 def throttle_from_case(section: Mapping[str, Any] | None, n_slabs: int

@@ -29,19 +29,26 @@ def check_fluid_case(case: dict[str, Any]) -> None:
     fluid, bounds = case["fluid"], case["domain"]["boundaries"]
     axis = split_axis(case)  # the lid is the wall at the far end of the split axis
     has_re = fluid.get("reynolds") is not None
-    has_nu = fluid.get("viscosity") is not None
+    physical = fluid.get("physical") or {}
+    has_nu = fluid.get("viscosity") is not None or "viscosity" in physical
     if has_re == has_nu:
-        raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds and fluid.viscosity")
+        raise CaseError("fluid.reynolds: give exactly one of fluid.reynolds, fluid.viscosity "
+                        "and fluid.physical.viscosity")
     if bounds["lid"] and bounds.get(axis, "wall") != "wall":
         raise CaseError(f"domain.boundaries.lid: a lid needs domain.boundaries.{axis}: wall")
-    if "slip" in (bounds.get("y"), bounds.get("z")) and axis != "y":
-        raise CaseError("domain.boundaries.y: slip is not yet available in 3D (D2Q9 only)")
     inflow = "inlet" in (bounds.get("x_low"), bounds.get("x_high"))
     open_faces = {bounds.get("x_low"), bounds.get("x_high")} & {"inlet", "outlet"}
+    slip = "slip" in (bounds.get("x"), bounds.get("y"), bounds.get("z"), bounds.get("x_low"),
+                      bounds.get("x_high"))
     if (case["run"].get("streaming") == "aa"
-            and (open_faces or case["domain"].get("bodies"))):
-        raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets or "
-                        "outlets (allowed: two-lattice)")
+            and (open_faces or case["domain"].get("bodies") or slip)):
+        raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets, "
+                        "outlets or free-slip walls (allowed: two-lattice)")
+    if (slip and len(case["domain"]["shape"]) == 3
+            and case["domain"].get("bounce_back") == "quadratic"):
+        # no D3Q19 bodies kernel variant holds both rules (source.D3Q19_BODIES_OPEN)
+        raise CaseError("domain.bounce_back: quadratic is not allowed in 3D with free-slip "
+                        "walls (domain.boundaries: slip; allowed there: halfway, linear)")
     if has_re and not bounds["lid"] and not inflow:
         raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "
                         "inlet; give fluid.viscosity instead")
@@ -61,12 +68,14 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         raise CaseError(f"decomposition.subdomains: {n} is not allowed: a grid of n{axis} = {ny} "
                         f"{'rows' if axis == 'y' else 'layers'} "
                         f"is too small to split into {n} slabs of at least {MIN_SLAB_ROWS} rows")
-    key = "fluid.viscosity" if has_nu else "fluid.reynolds"
+    key = ("fluid.physical.viscosity" if "viscosity" in physical
+           else "fluid.viscosity" if has_nu else "fluid.reynolds")
     try:
         setup = setup_from_case(case)
     except UnstableSetup as exc:
         raise CaseError(f"{key}: {exc}") from None
-    geometry = setup.geometry if setup.dim == 2 else None
-    check_probes(probes_of(case), geometry.solid if geometry is not None else None)
+    probes = probes_of(case)
+    geometry = setup.geometry if setup.dim == 2 or probes else None
+    check_probes(probes, geometry.solid if geometry is not None else None)
     for text in setup.advisories:
         warnings.warn(CaseWarning(f"{key}: {text}"), stacklevel=2)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simsplit.transport.node_memory import NodeMemory
+from simsplit.transport.node_memory import NodeCounters, NodeMemory
 
 
 class InProcessExchange:
@@ -74,6 +74,10 @@ class InProcessExchange:
                    pin: Callable[[np.ndarray], Any], unpin: Callable[[Any], None]) -> None:
         """Nothing to pin: messages are copies in one process."""
 
+    def node_counters(self) -> NodeCounters | None:
+        """None: slabs of one process share no memory between processes."""
+        return None
+
     def endpoint(self, rank: int) -> Endpoint:
         """The view of this exchange that slab ``rank`` uses."""
         self._check(rank)
@@ -130,6 +134,11 @@ class Endpoint:
         """Room for outboxes of ``needs[(dst, tag)]`` bytes; collective: every slab calls it
         at the same point."""
         self.exchange.reserve(self.rank, needs)
+
+    def node_counters(self) -> NodeCounters | None:
+        """Counters shared with the ranks of this node (made once; collective, like
+        :meth:`reserve`), or None where slabs share no memory across processes."""
+        return self.exchange.node_counters()
 
 
 def _grown(pool: dict, key: Any, shape: tuple[int, ...], dtype: Any,
@@ -195,6 +204,7 @@ class MPIExchange:
         self.node_memory = node_memory if node_memory is not None else \
             os.environ.get("SIMSPLIT_NODE_MEMORY", "1") != "0"
         self._node: NodeMemory | None = None
+        self._counters: NodeCounters | None = None
         self._host_buffer: Callable[[tuple[int, ...], Any], np.ndarray] = np.empty
         self._outboxes: dict[tuple[int, str], np.ndarray] = {}
         self._posted: dict[tuple[int, str], int] = {}
@@ -252,6 +262,12 @@ class MPIExchange:
         self._check_local(src)
         if self._node is not None:
             self._node.reserve(needs)
+
+    def node_counters(self) -> NodeCounters:
+        """The node's shared step counters (made at the first call: collective)."""
+        if self._counters is None:
+            self._counters = NodeCounters(self.comm)
+        return self._counters
 
 
     def send(self, src: int, dst: int, array: np.ndarray, tag: str = "",

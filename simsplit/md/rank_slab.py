@@ -33,6 +33,7 @@ import numpy as np
 from simsplit.backends.cpu import md as cpu_md
 from simsplit.md.arena import ArenaState
 from simsplit.md.exchange import Endpoint
+from simsplit.md.rank_links import DeviceLinks
 from simsplit.md.rank_rounds import (
     GHOST_TAGS,
     MIGRANT_TAGS,
@@ -52,7 +53,7 @@ class RankSlab(RankRounds):
 
     def __init__(self, layout: SlabLayout, kernels: Any, ncell: np.ndarray,
                  offsets: Sequence[np.ndarray], rank: int, endpoint: Endpoint,
-                 max_move: float | None = None) -> None:
+                 max_move: float | None = None, device_links: bool = False) -> None:
         self.layout, self.kernels, self.ncell, self.offsets = layout, kernels, ncell, offsets
         self.rank = rank
         self.endpoint = endpoint
@@ -93,6 +94,12 @@ class RankSlab(RankRounds):
         self._stepping = False
         #: node-memory room the last rebuild asked for, reserved before the next outbox use
         self._needs: dict[tuple[int, str], int] | None = None
+        #: the per-step ghost positions straight between the devices of the node (asked for
+        #: with ``device_links`` where the solver steps in batches; None: through the host)
+        self.device_links = DeviceLinks(kernels, endpoint, self.links,
+                                        endpoint.node_counters()) \
+            if device_links and DeviceLinks.possible(kernels, endpoint, self.links, parts) \
+            else None
 
     # --- setup ------------------------------------------------------------------------------
     def load(self, x: np.ndarray, v: np.ndarray, img: np.ndarray) -> None:
@@ -133,6 +140,8 @@ class RankSlab(RankRounds):
             built = k.mark()
         k.wait_mark(built)
         self._needs = self._outbox_needs(leavers)
+        if self.device_links is not None:
+            self.device_links.refit(self.send_rows, self.recv_rows, dtype)
         return capacity, growths, sum(leavers.values())
 
     def _step_marks(self) -> tuple[Any, Any]:
@@ -145,6 +154,21 @@ class RankSlab(RankRounds):
             return self._marks["packed"], self._marks["interior"]
         end = k.mark()
         return end, end
+
+    def begin_batch(self) -> None:
+        """Before a batch of linked steps: the collective point where :meth:`_reserve`
+        happens (every rank starts the same batches)."""
+        self._reserve()
+
+    def pack_linked(self) -> None:
+        """Queue this step's ghost packs into the device links (:class:`DeviceLinks`)."""
+        assert self.device_links is not None
+        self.device_links.pack(self.state.x, self.send_rows)
+
+    def land_linked(self) -> None:
+        """Queue the landing of the neighbours' packs of this step into the ghost rows."""
+        assert self.device_links is not None
+        self.device_links.land(self.state.x, self.recv_rows)
 
     def _reserve(self) -> None:
         """Reserve the node memory the last rebuild asked for (collective; every rank gets
@@ -183,7 +207,7 @@ class RankSlab(RankRounds):
         s.n_own, s.n_ghosts = n, g
         s.ids_stale = True
         self.interior = (0, 0) if bounds is None else \
-            tuple(int(r) for r in k.queued_read(bounds))  # type: ignore[assignment]
+            tuple(int(k.queued_read(b)[0]) for b in bounds)  # type: ignore[assignment]
         self._refresh_lists(k.queued_read(planned))
         return capacity, growths
 
@@ -201,8 +225,9 @@ class RankSlab(RankRounds):
         if p_lo > p_hi:
             return None
         plane = int(self.ncell[0] * self.ncell[1])
-        return self.kernels.queue_read(self._sort.cell_start[[p_lo * plane,
-                                                                (p_hi + 1) * plane]])
+        # two one-element views (a list index would upload the index array: a host wait)
+        return [self.kernels.queue_read(self._sort.cell_start[r: r + 1])
+                for r in (p_lo * plane, (p_hi + 1) * plane)]
 
     def _plan_refresh(self, n: int, g: int, x: Any) -> Any:
         """Queue each link's refresh lists on the sorted rows ``x``: the owned rows near it

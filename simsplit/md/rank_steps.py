@@ -37,6 +37,7 @@ class RankSteps:
             if jumped:
                 self._raise_jump()  # the failing rank aborts the job
             self._rebuild()
+            self._build_interval, self._built_at = step - self._built_at, step
             t3 = time.perf_counter()
             self._timers["neighbor"] += t3 - t2
             self._pair_forces(s)

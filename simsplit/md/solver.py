@@ -230,8 +230,11 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
             return SlabArena(self.layout, k, self.ncell, self._offsets)
         if self._comm is not None and getattr(k, "rank_slabs", False):
             s = self.slabs[0]
+            # batches (and with them device links) need no host look at every step
+            batches = self.skin > 0.0 and self.case["md"]["ensemble"] in ("nve", "langevin")
             return RankSlab(self.layout, k, self.ncell, self._offsets, s.index, s.comm,
-                            max_move=JUMP_SKINS * self.skin if self.skin > 0.0 else None)
+                            max_move=JUMP_SKINS * self.skin if self.skin > 0.0 else None,
+                            device_links=batches)
         return None
 
     @staticmethod
@@ -326,21 +329,26 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         if self._outputs_pending:
             self._outputs_pending = False
             self._open_outputs()
-        # a rescaling thermostat needs every step's kinetic energy on the host
-        batched = (self.kernels.batches and len(self.slabs) == 1 and self._comm is None
+        by_rank = isinstance(self.arena, RankSlab)
+        # a rescaling thermostat needs every step's kinetic energy on the host; rank slabs
+        # batch their steps where device links carry the ghosts
+        linked = by_rank and self.arena.device_links is not None  # type: ignore[union-attr]
+        batched = (self.kernels.batches and len(self.slabs) == 1
+                   and (self._comm is None or linked)
                    and self.skin > 0 and self.thermostat is None)
         end = self.steps_done + int(n)
-        by_rank = isinstance(self.arena, RankSlab)
         # test mode of a parallel context (a rank fails on purpose); a bare device context
         # (a backend per slab, as tests build them) has none
         fault = getattr(self.context, "check_fault", None)
         try:
             while self.steps_done < end:
                 size = self._batch_size(end - self.steps_done) if batched else 1
+                if linked:
+                    size = self._linked_batch_size(size)
                 if fault is not None:
-                    for k in range(1, size + 1):
+                    for k in range(1, max(size, 1) + 1):
                         fault(self.steps_done + k)
-                if batched:
+                if batched and size:
                     self._step_batch(size)
                 elif by_rank:
                     self._step_rank()

@@ -32,10 +32,24 @@ D2Q9_C = np.array(
 D2Q9_W = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4, dtype=np.float64)
 D2Q9_OPP = np.array([0, 3, 4, 1, 2, 7, 8, 5, 6], dtype=np.int64)
 Q = 9
-#: D2Q9 direction with the y component reversed (specular reflection at a wall normal to y)
-D2Q9_MIRROR_Y = np.array([next(p for p in range(Q) if D2Q9_C[p, 0] == D2Q9_C[q, 0]
-                               and D2Q9_C[p, 1] == -D2Q9_C[q, 1]) for q in range(Q)],
-                         dtype=np.int64)
+
+
+def specular_table(c: np.ndarray) -> np.ndarray:
+    """``[q, mask]``: the direction of ``c[q]`` with the components of the axes in bit mask
+    ``mask`` (bit a: axis a, x first) reversed, the specular reflection of q at free-slip walls
+    normal to those axes (docs/bodies.md, "Free-slip walls"); every backend's slip rule reads
+    it."""
+    index = {tuple(int(v) for v in row): p for p, row in enumerate(c)}
+    dim = c.shape[1]
+    table = np.empty((len(c), 1 << dim), dtype=np.int64)
+    for q, row in enumerate(c):
+        for mask in range(1 << dim):
+            table[q, mask] = index[tuple(-int(v) if mask >> a & 1 else int(v)
+                                         for a, v in enumerate(row))]
+    return table
+
+
+D2Q9_SPECULAR = specular_table(D2Q9_C)
 
 #: Directions whose populations move up (+y) across a slab face, and down (-y).
 UP = tuple(int(q) for q in np.flatnonzero(D2Q9_C[:, 1] == 1))
@@ -62,6 +76,7 @@ def _opposites(c: np.ndarray) -> np.ndarray:
 
 
 D3Q19_OPP = _opposites(D3Q19_C)
+D3Q19_SPECULAR = specular_table(D3Q19_C)
 
 
 @dataclass(frozen=True, eq=False)

@@ -61,10 +61,20 @@ class BodyForces:
                 **({} if body.reference_area is None
                    else {"reference_area_cells": body.reference_area}),
                 "reference_velocity": self.velocity,
+                **self._physical_force(force),
                 "cells": body.size,
                 **self._shedding(k, drag, lift),
             }
         return out
+
+    def _physical_force(self, force: np.ndarray) -> dict[str, Any]:
+        """The force in physical units (N, per unit depth in 2D: N/m) where fluid.physical
+        gives a density, else nothing."""
+        units = self.setup.physical
+        factor = None if units is None else units.force_factor(self.setup.dim)
+        if factor is None:
+            return {}
+        return {"force_physical": [_number(v * factor) for v in force]}
 
     def _shedding(self, k: int, drag: np.ndarray, lift: np.ndarray) -> dict[str, Any]:
         """Strouhal number and the coefficients' max and mean over whole periods of the lift

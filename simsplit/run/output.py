@@ -65,6 +65,10 @@ def _attach_manifest(sim: RunningSimulation, directory: Path) -> None:
         "restarted_from": sim.restarted_from,
         "start_step": sim.steps_done,
     }
+    if sim.physics == "fluid":  # an inflow's lattice values, Mach, Reynolds, dx and dt
+        from simsplit.fluid.setup import inflow_report
+
+        info["units"] = inflow_report(sim.solver.setup)
     manifest = Manifest(directory, sim.case, info)
     manifest.write()
     sim.on_finish.append(lambda status, extra: manifest.update(status=status, **extra))
@@ -124,8 +128,7 @@ def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
             units = setup.units
             attrs = {"case": case_yaml(s.case), "simsplit_version": __version__,
                      "velocity_unit": units["velocity"], "length_unit": units["length"]}
-            state["writer"] = FieldWriter(directory, setup.grid,
-                                          tuple(1.0 / n for n in setup.grid), attrs,
+            state["writer"] = FieldWriter(directory, setup.grid, setup.spacing, attrs,
                                           append=s.restarted_from is not None,
                                           time_unit=units["time"])
         if s.steps_done in state["writer"].steps:

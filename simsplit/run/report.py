@@ -32,7 +32,9 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
         lines.append(f"timing       {timing}")
     lines += inflow_lines(sim)
     lines += body_lines(summary.extra.get("bodies"))
-    lines += probe_lines(summary.extra.get("probes"))
+    physical = getattr(getattr(sim.solver, "setup", None), "physical", None)
+    lines += probe_lines(summary.extra.get("probes"),
+                         None if physical is None else f"{physical.length_unit}/s")
     if case["physics"] == "fluid" and case["domain"]["boundaries"]["lid"]:
         lines += _ghia_lines(sim) if len(case["domain"]["shape"]) == 2 else _cube_lines(sim)
     elif case["physics"] == "fluid":
@@ -43,18 +45,28 @@ def summary_lines(sim: RunningSimulation, summary: RunSummary) -> list[str]:
 
 
 def inflow_lines(sim: RunningSimulation) -> list[str]:
-    """With an inlet: the lattice values a physical case turned into, and the Mach number."""
+    """With an inlet: the lattice values the case turned into, the Mach and Reynolds numbers
+    and, with fluid.physical, dx, dt and the physical values."""
+    from simsplit.fluid.setup import inflow_report
+
     setup = getattr(sim.solver, "setup", None)
-    inlet = getattr(setup, "inlet", None)
-    if inlet is None:
+    report = inflow_report(setup) if getattr(setup, "inlet", None) is not None else None
+    if report is None:
         return []
-    p = setup.params
-    mach = inlet.velocity * 3**0.5
-    length = setup.bodies[0].reference_length if setup.bodies else float(setup.ny)
-    what = f"{setup.bodies[0].name}'s length" if setup.bodies else "the channel height"
-    return [f"lattice      tau {p.tau:.4g}, nu {p.viscosity:.4g}; inflow max {inlet.velocity:.4g} "
-            f"(Mach {mach:.3f}), mean {inlet.mean_velocity:.4g}; Re = U_mean L / nu = "
-            f"{inlet.mean_velocity * length / p.viscosity:.4g} (L {length:.4g} cells, {what})"]
+    lat, length = report["lattice"], report["reference_length"]
+    lines = [f"lattice      tau {lat['tau']:.4g}, nu {lat['viscosity']:.4g}; inflow max "
+             f"{lat['inflow_velocity']:.4g} (Mach {report['mach']:.3f}), mean "
+             f"{lat['inflow_mean_velocity']:.4g}; Re = U_mean L / nu = "
+             f"{report['reynolds']:.4g} (L {length['cells']:.4g} cells, {length['of']})"]
+    phys = report["physical"]
+    if phys is not None:
+        unit = phys["length_unit"]
+        lines.append(f"physical     dx {phys['dx']:.6g} {unit}, dt {phys['dt']:.6g} s; inflow "
+                     f"max {phys['inflow_velocity']:.6g} {unit}/s, mean "
+                     f"{phys['inflow_mean_velocity']:.6g} {unit}/s; nu "
+                     f"{phys['viscosity']:.6g} {unit}^2/s; L {length['physical']:.6g} {unit}; "
+                     f"{sim.steps_done} steps = {sim.steps_done * phys['dt']:.6g} s")
+    return lines
 
 
 def body_lines(bodies: dict | None) -> list[str]:
@@ -69,7 +81,10 @@ def body_lines(bodies: dict | None) -> list[str]:
                    else f"A {b['reference_area_cells']:.4g} cells^2")
             coeff = (f"Cd {b['drag_coefficient']:.5f}  Cl {b['lift_coefficient']:.5f} "
                      f"(U {b['reference_velocity']:.4g}, {ref})")
-        lines.append(f"body         {name}: {coeff}; force ({force}) lattice units at step "
+        phys = b.get("force_physical")
+        si = "" if phys is None else " = (" + ", ".join(
+            f"{v:.6g}" if v is not None else "nan" for v in phys) + ") physical (SI: N/m in 2D, N)"
+        lines.append(f"body         {name}: {coeff}; force ({force}) lattice units{si} at step "
                      f"{b['step']}")
         if b.get("strouhal") is not None:
             lines.append(f"             shedding over {b['periods']} periods: Strouhal "

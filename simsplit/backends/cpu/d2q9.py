@@ -3,7 +3,7 @@
 A step is up to two passes (:mod:`.rowgen`): a row kernel written out from the lattice tables
 updates the fluid cells, vectorised across x, those next to walls and bodies too (halfway
 bounce-back, the lid); ``_stream_collide`` then updates, one at a time, the cells it leaves:
-next to open faces (inlet, outlet, slip), with curved links, at the ends of a periodic x.
+next to open faces (inlet, outlet, free-slip), with curved links, at the ends of a periodic x.
 Where the row kernel takes every fluid cell, two steps go in one sweep
 (:meth:`D2Q9Kernels.stream_collide_two_steps`, ``run.temporal_blocking``).
 
@@ -35,6 +35,7 @@ from simsplit.backends.cpu.rowgen import (
     sum_terms,
     wrap_far,
 )
+from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
 from simsplit.numerics.flags import (
     BOUNDARY,
@@ -46,14 +47,14 @@ from simsplit.numerics.flags import (
     SLIP,
     SOLID,
 )
-from simsplit.numerics.lattice import D2Q9, D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.lattice import D2Q9, D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 
 _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
 _W = tuple(float(w) for w in D2Q9_W)
 _OPP = tuple(int(o) for o in D2Q9_OPP)
-_MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
+_SPECULAR = D2Q9_SPECULAR
 _PAIRS = tuple(q for q in range(1, 9) if q < _OPP[q])
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 #: rows a thread takes at least in a two-step sweep: each thread also computes step t + 1 of
@@ -106,13 +107,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         elif kind == OUTLET:
                             v = _outlet(f_src, j, i, q, rho_w, outlet_kind, keep, take,
                                         press_w, slots, rho_out)
-                        elif kind == SLIP:  # specular: (cx, -cy) from the cell beside
-                            ei = i - _CX[q]
-                            if periodic_x:
-                                ei = nx if ei == 0 else (1 if ei == nx + 1 else ei)
-                            if not flags[j, ei] & BOUNDARY:  # (else a corner: bounce back)
-                                m = _MIRROR_Y[q]
-                                v = _decode(f_src[m, j, ei], dt(_W[m]))
+                        elif kind == SLIP:
+                            v = _specular(f_src, flags, j, i, q, nx, periodic_x, v, rho_out)
                         elif own & CURVED and links.shape[0] == 27:  # Bouzidi, quadratic
                             v = _quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x,
                                            v)
@@ -151,6 +147,25 @@ def _quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x, own_opp):
         ni = wrap_far(i + _CX[q], nx, periodic_x)
         v = v + w2 * _decode(f_src[q, j + _CY[q], ni], t(_W[q]))
     return v
+
+
+@numba.njit(inline="always")
+def _specular(f_src, flags, j, i, q, nx, periodic_x, own_opp, like):
+    """Free-slip walls (docs/bodies.md): q arrives reflected across the slip faces its link
+    crosses (those whose ghost one step along the axis alone is SLIP: ``mask``), from the cell
+    beside, x - c_q without those components; where that is no fluid cell, bounce back
+    (``own_opp``). ``like``: an array of the arithmetic type."""
+    mask = 0
+    if _CX[q] != 0 and flags[j, _wrap(i - _CX[q], nx, periodic_x)] == SLIP:
+        mask |= 1
+    if _CY[q] != 0 and flags[j - _CY[q], i] == SLIP:
+        mask |= 2
+    bi = i if mask & 1 else _wrap(i - _CX[q], nx, periodic_x)
+    bj = j if mask & 2 else j - _CY[q]
+    if flags[bj, bi] & BOUNDARY:
+        return own_opp
+    m = _SPECULAR[q, mask]
+    return _decode(f_src[m, bj, bi], like.dtype.type(_W[m]))
 
 
 @numba.njit(inline="always")

@@ -3,7 +3,8 @@
 Two-lattice steps are up to two passes (:mod:`.rowgen`): a row kernel written out from the
 lattice tables updates the fluid cells, vectorised across x, those next to walls and the lid
 too; ``_stream_collide`` then updates, one at a time, the cells it leaves (the ends of a periodic
-x). The in-place (AA) kernel updates every cell one at a time.
+x, next to inlets, outlets or free-slip walls, with curved links). The in-place (AA) kernel
+updates every cell one at a time.
 
 Layout as in 2D with one more axis: populations ``f[q, k, j, i]`` with one ghost layer all round
 (shape ``(19, nz + 2, ny + 2, nx + 2)``), flags ``(nz + 2, ny + 2, nx + 2)`` uint8, macroscopic
@@ -33,8 +34,8 @@ from simsplit.backends.cpu.rowgen import (
 )
 from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
-from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
-from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
+from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
@@ -43,6 +44,7 @@ _CZ = tuple(int(c) for c in D3Q19.c[:, 2])
 _W = tuple(float(w) for w in D3Q19.w)
 _OPP = tuple(int(o) for o in D3Q19.opp)
 _PAIRS = tuple(q for q in range(1, D3Q19.q) if q < _OPP[q])
+_SPECULAR = D3Q19_SPECULAR
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
 
 
@@ -56,6 +58,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
     curved link or the ends of a periodic x). Near a boundary: walls and the lid bounce back;
     INLET ghost cells (open x faces) return Ladd's moving-wall value with the inflow speed
     ``inlet[k, j]`` of the cell's line; OUTLET ones the rule ``outlet_kind`` (:func:`_outlet`);
+    SLIP ones the specular reflection (:func:`_specular`);
     body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
     simsplit/fluid/geometry/links.py; 57 weight planes: quadratic, reading two planes away
     from ``far``, the array behind ``f_src``, its plane 0 at ``far`` plane ``far_off``)."""
@@ -100,6 +103,9 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                         elif kind == OUTLET:
                             v = _outlet(f_src, k, j, i, q, rho_w, rho_out, outlet_kind, keep,
                                         take, press_w, slots, ny, periodic_y)
+                        elif kind == SLIP:
+                            v = _specular(f_src, flags, k, j, i, q, nx, ny, periodic_x,
+                                          periodic_y, v, rho_out)
                         elif own & CURVED and links.shape[0] == 57:  # Bouzidi, quadratic
                             v = _quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx,
                                            periodic_y, periodic_x, v)
@@ -139,6 +145,25 @@ def _quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx, periodic_y, perio
     if w2 != t(0.0):
         v = v + w2 * _decode(f_src[q, k + _CZ[q], nj, ni], t(_W[q]))
     return v
+
+
+@numba.njit(inline="always")
+def _specular(f_src, flags, k, j, i, q, nx, ny, periodic_x, periodic_y, own_opp, like):
+    """Free-slip walls: the D2Q9 kernel's ``_specular`` with z (never wrapped: ghost planes)."""
+    mask = 0
+    if _CX[q] != 0 and flags[k, j, _wrap(i - _CX[q], nx, periodic_x)] == SLIP:
+        mask |= 1
+    if _CY[q] != 0 and flags[k, _wrap(j - _CY[q], ny, periodic_y), i] == SLIP:
+        mask |= 2
+    if _CZ[q] != 0 and flags[k - _CZ[q], j, i] == SLIP:
+        mask |= 4
+    bi = i if mask & 1 else _wrap(i - _CX[q], nx, periodic_x)
+    bj = j if mask & 2 else _wrap(j - _CY[q], ny, periodic_y)
+    bk = k if mask & 4 else k - _CZ[q]
+    if flags[bk, bj, bi] & BOUNDARY:
+        return own_opp
+    m = _SPECULAR[q, mask]
+    return _decode(f_src[m, bk, bj, bi], like.dtype.type(_W[m]))
 
 
 @numba.njit(inline="always")

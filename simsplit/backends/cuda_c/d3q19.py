@@ -30,6 +30,7 @@ from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options, quadratic_ar
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
+from simsplit.numerics.flags import OPEN_FACES
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.lbm_params import D3Q19Params
 
@@ -116,8 +117,8 @@ class D3Q19Kernels:
     #: the kernels read their strides from the arrays: blocks allocate padded, 128-byte aligned
     #: rows for them (simsplit.backends.layout)
     strided_fields = True
-    #: stream_collide takes ``open_faces=False`` for bodies in a slab without inlet or outlet
-    #: cells (a bodies kernel without those rules)
+    #: stream_collide takes ``open_faces``, the open kinds of a slab's flags (0 for bodies in a
+    #: slab without inlet, outlet or slip cells: a bodies kernel without those rules)
     bodies_variants = True
 
     def __init__(self, device: int) -> None:
@@ -201,15 +202,15 @@ class D3Q19Kernels:
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro, inlet=None, links=None, outlet_slots=None,
-                       open_faces: bool = True, far=None) -> None:
+                       open_faces: int = OPEN_FACES, far=None) -> None:
         """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
         (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
         geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
         (None: no CURVED cell); ``outlet_slots``: a convective outlet's previous values
-        ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: flags may hold INLET or
-        OUTLET cells (False: a bodies kernel without their rules); ``links`` of 57 planes are
-        quadratic, reading two planes away from ``far`` (the array behind ``f_src``, the
-        plane of its plane 0 there; None: ``f_src`` itself)."""
+        ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: the INLET, OUTLET and
+        SLIP bits the flags may hold (0: a bodies kernel without their rules); ``links`` of 57
+        planes are quadratic, reading two planes away from ``far`` (the array behind ``f_src``,
+        the plane of its plane 0 there; None: ``f_src`` itself)."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if k0 == k1:
             return
@@ -231,7 +232,8 @@ class D3Q19Kernels:
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
-                               outlet_slots=None, open_faces: bool = True, far=None) -> None:
+                               outlet_slots=None, open_faces: int = OPEN_FACES,
+                               far=None) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
         quadratic = quadratic_args(links, f_src, far)
@@ -260,8 +262,8 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        variant = ("quadratic" if quadratic[0] else self.bodies_open
-                   or source.d3q19_bodies_open(open_faces, p.outlet_kind))
+        variant = (source.d3q19_bodies_open(open_faces, p.outlet_kind, True) if quadratic[0]
+                   else self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind))
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights

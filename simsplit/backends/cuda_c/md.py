@@ -44,7 +44,7 @@ ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumula
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
 RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_gather",
                       "md_rank_select", "md_rank_keys",
-                      "md_rank_ghost_rows", "md_scatter_rows", "md_rank_pack")
+                      "md_rank_ghost_rows", "md_scatter_rows", "md_rank_pack", "md_rank_land")
 RANK_INDEX_KERNELS = ("md_rank_compose", "md_rank_compact")
 
 
@@ -810,6 +810,48 @@ class DeviceMDKernels:
         self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
                      np.int32(trailer), buf)
 
+    def rank_land(self, src, idx, dst) -> None:
+        """Queue ``dst[idx[r]] = src[r]`` for the rows of ``idx`` and merge the rebuild tick
+        of ``src``'s trailer row into this kernel set's flags (``md_rank_land``: a device
+        link's landing, ``src`` in the neighbour's memory)."""
+        m = int(idx.shape[0])
+        self._launch("md_rank_land", src.dtype, m + 1, src, idx, np.int32(m), self._flags, dst)
+
+    # --- memory and events shared with the other processes of the node (device links) -----
+    #: whether :meth:`shared_buffer` and :meth:`shared_event` work (CUDA IPC); a rank slab
+    #: then lands its neighbours' ghost positions straight from their device memory
+    shares_memory = False
+
+    def shared_buffer(self, shape: tuple[int, ...], dtype: Any) -> tuple[Any, bytes]:
+        """A device array of its own allocation and the handle another process of the node
+        opens it with (:meth:`open_shared`)."""
+        raise NotImplementedError
+
+    def open_shared(self, handle: bytes, shape: tuple[int, ...], dtype: Any) -> Any:
+        """The array another process's :meth:`shared_buffer` made (read in place)."""
+        raise NotImplementedError
+
+    def close_shared(self, arr: Any) -> None:
+        """Let go of an array :meth:`open_shared` returned."""
+        raise NotImplementedError
+
+    def shared_event(self) -> tuple[Any, bytes]:
+        """An event and the handle another process opens it with (:meth:`open_event`)."""
+        raise NotImplementedError
+
+    def open_event(self, handle: bytes) -> Any:
+        """Another process's :meth:`shared_event`, to record or wait for here."""
+        raise NotImplementedError
+
+    def record_event(self, event: Any) -> None:
+        """Record ``event`` (own or opened) after the work queued so far."""
+        raise NotImplementedError
+
+    def wait_event(self, event: Any) -> None:
+        """Make the queue's next work wait for the last record of ``event`` (own or opened,
+        whichever process recorded it)."""
+        raise NotImplementedError
+
     def download_async(self, src, m: int, out: np.ndarray) -> Any:
         """Queue the copy of rows ``src[:m]`` into the pinned ``out``; :meth:`wait_download`
         waits for it and returns ``out[:m]`` (this version copies at once)."""
@@ -904,6 +946,7 @@ class CupyMDKernels(DeviceMDKernels):
         self._scattered: dict[int, Any] = {}
         #: the high-priority stream of :meth:`side_queue` (a rank slab's rebuild)
         self._side_stream: Any = None
+        self._shared_events: list[Any] = []
         super().__init__()
 
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -1140,6 +1183,49 @@ class CupyMDKernels(DeviceMDKernels):
             rt.memcpyAsync(dst_ptr, staging.ctypes.data, nbytes, rt.memcpyHostToDevice,
                            stream.ptr)
             done.record(stream)
+
+    # --- CUDA IPC (device links of rank slabs) -------------------------------------------
+    shares_memory = True
+
+    def shared_buffer(self, shape: tuple[int, ...], dtype: Any) -> tuple[Any, bytes]:
+        # an allocation of its own: an IPC handle names a whole cudaMalloc block, and the
+        # memory pool's arrays are pieces of shared blocks
+        cp = self._cp
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
+        with self._dev:
+            mem = cp.cuda.memory.Memory(nbytes)
+            arr = cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0))
+            return arr, bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr))
+
+    def open_shared(self, handle: bytes, shape: tuple[int, ...], dtype: Any) -> Any:
+        cp = self._cp
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
+        with self._dev:
+            ptr = cp.cuda.runtime.ipcOpenMemHandle(handle)
+            mem = cp.cuda.UnownedMemory(ptr, nbytes, None, self.device)
+            return cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0))
+
+    def close_shared(self, arr: Any) -> None:
+        with self._dev:
+            self._cp.cuda.runtime.ipcCloseMemHandle(arr.data.mem.ptr)
+
+    def shared_event(self) -> tuple[Any, bytes]:
+        with self._dev:
+            event = self._cp.cuda.Event(block=False, disable_timing=True, interprocess=True)
+        self._shared_events.append(event)  # events are raw pointers here: keep them alive
+        return event.ptr, bytes(self._cp.cuda.runtime.ipcGetEventHandle(event.ptr))
+
+    def open_event(self, handle: bytes) -> Any:
+        with self._dev:
+            return self._cp.cuda.runtime.ipcOpenEventHandle(handle)
+
+    def record_event(self, event: Any) -> None:
+        with self._dev:
+            self._cp.cuda.runtime.eventRecord(event, self._stream().ptr)
+
+    def wait_event(self, event: Any) -> None:
+        with self._dev:
+            self._cp.cuda.runtime.streamWaitEvent(self._stream().ptr, event, 0)
 
     def peer_capable(self, other: DeviceMDKernels) -> bool:
         dev = getattr(other, "device", None)

@@ -21,7 +21,16 @@ import numpy as np
 
 from simsplit.numerics import flags
 from simsplit.numerics.exact import EXACT_LIMBS
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, D3Q19, DOWN, UP
+from simsplit.numerics.lattice import (
+    D2Q9_C,
+    D2Q9_OPP,
+    D2Q9_SPECULAR,
+    D2Q9_W,
+    D3Q19,
+    D3Q19_SPECULAR,
+    DOWN,
+    UP,
+)
 from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
 from simsplit.numerics.storage import (
     E4M11_BIAS,
@@ -61,11 +70,13 @@ D3Q19_FP16_BLOCK_X = 128
 D3Q19_BODIES_BLOCK_X = 64
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
-#: periodic), the inlet and the pressure outlet, every outlet kind. The launcher takes the
-#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open)
-#: (quadratic: every outlet kind and quadratic bounce-back, whose code would make the float
-#: variants of the others spill under their register cap)
-D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "quadratic")
+#: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and
+#: free-slip walls, every outlet kind and quadratic bounce-back. The launcher takes the
+#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open); free-slip
+#: walls and quadratic links have variants of their own so that the others keep their
+#: registers (in float either rule needs more than the 64 of four resident blocks); no variant
+#: holds both (a 3D case with slip faces and quadratic links is refused at setup)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip", "quadratic")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -105,6 +116,14 @@ def _select(var: str, values: Sequence[str]) -> str:
     for k in range(len(values) - 2, -1, -1):
         expr = f"{var} == {k} ? {values[k]} : ({expr})"
     return f"({expr})"
+
+
+def _specular_function(name: str, table: np.ndarray) -> str:
+    """``name(q, mask)`` of a specular table: q folds at compile time in an unrolled loop,
+    leaving a select over the run-time mask."""
+    by_q = [_select("mask", [str(int(v)) for v in row]) for row in table]
+    return (f"__host__ __device__ constexpr int {name}(int q, int mask) "
+            f"{{ return {_select('q', by_q)}; }}")
 
 
 def lattice_struct(name: str, c: np.ndarray, w: np.ndarray, opp: np.ndarray,
@@ -183,10 +202,11 @@ def generated_header() -> str:
         *(f"constexpr int BODIES_{kind.upper()} = {code};"
           for code, kind in enumerate(D3Q19_BODIES_OPEN)),
         lattice_struct("D2Q9", D2Q9_C, D2Q9_W, D2Q9_OPP, UP, DOWN),
-        "// D2Q9 direction with cy reversed (free-slip walls normal to y)",
-        "__host__ __device__ constexpr int d2q9_mirror_y(int q) "
-        f"{{ return {_select('q', [str(int(v)) for v in D2Q9_MIRROR_Y])}; }}",
+        "// direction q reflected across free-slip walls normal to the axes of bit mask `mask`",
+        "// (bit 0: x; lattice.specular_table)",
+        _specular_function("d2q9_specular", D2Q9_SPECULAR),
         lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
+        _specular_function("d3q19_specular", D3Q19_SPECULAR),
         "#endif",
         "",
     ])
@@ -337,12 +357,18 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
-def d3q19_bodies_open(open_faces: bool, outlet_kind: int, quadratic: bool = False) -> str:
+def d3q19_bodies_open(open_faces: int, outlet_kind: int, quadratic: bool = False) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
-    inlets or outlets (``open_faces``) and an outlet of kind ``outlet_kind``
-    (``lbm_params.OUTLET_*``), with quadratic links or not."""
+    the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: inlets or
+    outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``), with quadratic
+    links or not."""
     if quadratic:
+        if open_faces & flags.SLIP:
+            raise ValueError("no D3Q19 bodies kernel variant holds both free-slip walls and "
+                             "quadratic links")
         return "quadratic"
+    if open_faces & flags.SLIP:
+        return "slip"
     if not open_faces:
         return "walls"
     return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"

@@ -28,7 +28,7 @@ from simsplit.backends.cpu import storage_codec
 from simsplit.backends.cpu.storage_codec import raw_view
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
-from simsplit.numerics.lattice import D2Q9_C, D2Q9_MIRROR_Y, D2Q9_OPP, D2Q9_W, DOWN, UP, Q
+from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP, Q
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 from simsplit.numerics.storage import population_storage
 
@@ -38,7 +38,7 @@ _CX = tuple(int(c) for c in D2Q9_C[:, 0])
 _CY = tuple(int(c) for c in D2Q9_C[:, 1])
 _W = tuple(float(w) for w in D2Q9_W)
 _OPP = tuple(int(o) for o in D2Q9_OPP)
-_MIRROR_Y = tuple(int(m) for m in D2Q9_MIRROR_Y)
+_SPECULAR = D2Q9_SPECULAR
 _PAIRS = tuple(q for q in range(1, Q) if q < _OPP[q])
 _N_CROSS = len(UP)
 _HALO = tuple(UP) + tuple(DOWN)  #: direction set s, k-th population -> _HALO[s * _N_CROSS + k]
@@ -222,12 +222,17 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
                         elif kind == OUTLET:
                             v = outlet_link(f_src, j, i, q, rho_w, outlet_kind, keep, take,
                                             press_w, slots)
-                        elif kind == SLIP:  # specular, as the CPU kernel
-                            ei = i - _CX[q]
-                            if periodic_x:
-                                ei = (ei - 1 + nx) % nx + 1
-                            if (flags[j, ei] & BOUNDARY) == 0:
-                                v = decode(f_src[_MIRROR_Y[q], j, ei], dt(_W[_MIRROR_Y[q]]))
+                        elif kind == SLIP:  # specular, as the CPU kernel's _specular
+                            mask = 0
+                            if _CX[q] != 0 and flags[j, si] == SLIP:
+                                mask |= 1
+                            if _CY[q] != 0 and flags[sj, i] == SLIP:
+                                mask |= 2
+                            bi = i if mask & 1 else si
+                            bj = j if mask & 2 else sj
+                            if (flags[bj, bi] & BOUNDARY) == 0:
+                                m = _SPECULAR[q, mask]
+                                v = decode(f_src[m, bj, bi], dt(_W[m]))
                         elif (flags[j, i] & CURVED) != 0 and links.shape[0] == 27:
                             v = quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x,
                                           v)

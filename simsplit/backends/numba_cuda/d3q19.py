@@ -16,8 +16,8 @@ from numba import cuda
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
 from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
 from simsplit.errors import BackendUnavailable
-from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SOLID
-from simsplit.numerics.lattice import D3Q19
+from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
+from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
 
 _CX = tuple(int(c) for c in D3Q19.c[:, 0])
@@ -26,6 +26,7 @@ _CZ = tuple(int(c) for c in D3Q19.c[:, 2])
 _W = tuple(float(w) for w in D3Q19.w)
 _OPP = tuple(int(o) for o in D3Q19.opp)
 _PAIRS = tuple(q for q in range(1, D3Q19.q) if q < _OPP[q])
+_SPECULAR = D3Q19_SPECULAR
 _N_CROSS = len(D3Q19.up)
 _HALO = tuple(D3Q19.up) + tuple(D3Q19.down)  #: set s, k-th population -> _HALO[s * N + k]
 
@@ -126,6 +127,24 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
             slots[q, k, j] = v
         return v
 
+    @cuda.jit(device=True)
+    def specular(f_src, flags, k, j, i, q, nx, ny, periodic_x, periodic_y, own_opp):
+        si = wrap(i - _CX[q], nx, periodic_x)
+        sj = wrap(j - _CY[q], ny, periodic_y)
+        mask = 0
+        if _CX[q] != 0 and flags[k, j, si] == SLIP:
+            mask |= 1
+        if _CY[q] != 0 and flags[k, sj, i] == SLIP:
+            mask |= 2
+        if _CZ[q] != 0 and flags[k - _CZ[q], j, i] == SLIP:
+            mask |= 4
+        bi = i if mask & 1 else si
+        bj = j if mask & 2 else sj
+        bk = k if mask & 4 else k - _CZ[q]
+        if (flags[bk, bj, bi] & BOUNDARY) != 0:
+            return own_opp
+        return f_src[_SPECULAR[q, mask], bk, bj, bi]
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
                        omega_m, lid_velocity, force_x, force_y, force_z, periodic_x, periodic_y,
@@ -187,6 +206,9 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                                 v = outlet_link(f_src, k, j, i, q, ny, periodic_y, rho_w, oux,
                                                 ouy, ouz, ousq, v, outlet_kind, keep, take,
                                                 press_w, slots)
+                            elif kind == SLIP:  # specular, as the CPU kernel's _specular
+                                v = specular(f_src, flags, k, j, i, q, nx, ny, periodic_x,
+                                             periodic_y, v)
                             elif (own & CURVED) != 0 and links.shape[0] == 57:
                                 v = quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx,
                                               periodic_y, periodic_x, v)

@@ -846,3 +846,11 @@ class NumbaMDKernels(DeviceMDKernels):
             words = buf.view(np.int32)
         self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
                      np.int32(trailer), buf, words)
+
+    def rank_land(self, src, idx, dst) -> None:
+        # the trailer row's tick is read through an int32 view of the pack
+        m = int(idx.shape[0])
+        with self._activate():
+            words = src.view(np.int32)
+        self._launch("md_rank_land", src.dtype, m + 1, src, idx, np.int32(m), self._flags, dst,
+                     words)

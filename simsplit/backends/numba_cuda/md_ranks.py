@@ -188,8 +188,24 @@ def md_rank_pack(x, idx, m, flags, trailer, buf, words):
             flags[1] = 0
 
 
+@cuda.jit
+def md_rank_land(src, idx, m, flags, dst, words):
+    """``words``: the int32 view of ``src``'s rows (row m's first word: the neighbour's
+    rebuild tick, merged into ``flags`` as in md_ranks.cuh)."""
+    r = cuda.grid(1)
+    if r < m:
+        s = idx[r]
+        for d in range(3):
+            dst[s, d] = src[r, d]
+    elif r == m:
+        at = words[m, 0]
+        if at != 0 and (flags[0] == 0 or at < flags[0]):
+            flags[0] = at
+
+
 #: kernel name (as in md_ranks.cuh) -> kernel
 RANK_KERNELS = {name: globals()[name] for name in (
     "md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_compact",
     "md_rank_gather", "md_rank_select", "md_rank_keys",
-    "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack")}
+    "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack",
+    "md_rank_land")}

@@ -9,8 +9,8 @@ import numpy as np
 
 from simsplit.numerics import flags as fl
 
-#: flag painted on the ghost column of each open face kind
-FACE_FLAGS = {"inlet": fl.INLET, "outlet": fl.OUTLET}
+#: flag painted on the ghost column of each open face kind (slip: a free-slip wall)
+FACE_FLAGS = {"inlet": fl.INLET, "outlet": fl.OUTLET, "slip": fl.SLIP}
 
 
 @dataclass(eq=False)
@@ -19,7 +19,7 @@ class GridGeometry:
     its layers (rows in 2D, planes in 3D) along the first axis."""
 
     solid: np.ndarray  #: bool, the grid's shape: cells of bodies
-    x_kinds: tuple[str, str]  #: faces x = 0 and x = 1: wall, periodic, inlet or outlet
+    x_kinds: tuple[str, str]  #: faces x = 0 and x = 1: wall, periodic, inlet, outlet or slip
     #: float64 ``grid[:-1]``: signed x velocity of the inlet at each row (2D, (ny,)) or each
     #: line (k, j) along x (3D, (nz, ny)); 0: none
     inflow: np.ndarray
@@ -28,6 +28,7 @@ class GridGeometry:
     #: links.py; quadratic: (3 q, *grid)), None: halfway bounce-back everywhere
     links: np.ndarray | None = None
     quadratic: bool = False  #: links holds quadratic weights (w0, w1, w2 per link)
+    y_slip: bool = False  #: 3D: the faces y = 0 and y = 1 are free-slip walls
 
     @property
     def curved(self) -> np.ndarray | None:
@@ -49,8 +50,9 @@ class GridGeometry:
 
     def paint(self, flags: np.ndarray, start: int, stop: int, halo: tuple[bool, bool]) -> None:
         """Paint a slab's flags ``(stop - start + 2, *(n + 2 for n in cross))`` (one ghost
-        layer all round): body cells WALL, open faces' ghost columns INLET / OUTLET (in 3D
-        along the interior rows; the ghost rows of y walls stay walls). Ghost layers are
+        layer all round): body cells WALL, open faces' ghost columns INLET / OUTLET / SLIP (in
+        3D along the interior rows; the ghost rows of y walls stay walls), in 3D the ghost rows
+        of free-slip y faces SLIP, edges included (docs/bodies.md: the corners). Ghost layers are
         painted only across halo faces (``halo``: low, high), where they stand for the
         neighbour's layers; a wall's or the lid's ghost layer stays what it is."""
         idx = self.rows(start, stop)
@@ -64,6 +66,8 @@ class GridGeometry:
             layer[self.solid[g]] = fl.WALL
             if curved is not None:
                 layer[curved[g]] |= fl.CURVED
+            if self.y_slip:
+                flags[r, 0] = flags[r, -1] = fl.SLIP
             for col, kind in zip((0, -1), self.x_kinds, strict=True):
                 if kind in FACE_FLAGS:
                     flags[(r, *inner[:-1], col)] = FACE_FLAGS[kind]

@@ -17,7 +17,10 @@
 // `pitch` and a population stride of `plane` elements (padded rows on GPUs: simsplit/backends/layout.py);
 // flags (ny + 2, nx + 2) with the same row stride, so one cell index serves both; rho/ux/uy
 // (ny, nx), packed; inlet (ny + 2): the inflow speed of each row (ghosts included); links:
-// interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED;
+// interpolated bounce-back weights in f's layout, read only where a cell is FLAG_CURVED (27
+// planes where `quadratic`: w0, w1, w2 of every direction, simsplit/fluid/geometry/links.py);
+// far: the array behind f_src (f_src's row 0 is its row far_off), where quadratic links read
+// two rows away, beyond f_src's ghost row;
 // outlet_slots (9 x (ny + 2), packed): a convective outlet's previous values, read and written
 // only by the links of its cells. Rows [j0, j1) and columns [i0, i1) are 1-based interior ones.
 #include "simsplit_generated.cuh"
@@ -111,16 +114,39 @@ __device__ __forceinline__ T outlet_link(const S* __restrict__ f_src, lbm::index
 
 // Interpolated bounce-back (Bouzidi et al. 2001, linear) of a link to a body: the link's
 // weight k (simsplit/fluid/geometry/links.py) >= 0 mixes f*_opp(q) of this cell with that of
-// the neighbour x + c_q, k < 0 with this cell's f*_q. Mirrors the CPU kernel's CURVED branch.
+// the neighbour x + c_q, k < 0 with this cell's f*_q. Quadratic links (`quadratic`): |k|
+// f*_opp(q)(x) + w1 A, then + w2 B unless w2 is 0; (A, B) = f*_opp(q) at x + c_q and x + 2 c_q
+// where k >= 0, f*_q at x and x + c_q else (x + 2 c_q read from `far`). Mirrors the CPU
+// kernel's CURVED branch and its _quadratic.
 template <typename T, typename S>
 __device__ __forceinline__ T interpolated_bounce_back(int q, int i, int j, int nx,
                                                       lbm::index_t pitch, lbm::index_t plane,
                                                       lbm::index_t cell, bool periodic,
                                                       const S* __restrict__ f_src,
-                                                      const T* __restrict__ links, T own_opp)
+                                                      const T* __restrict__ links, T own_opp,
+                                                      bool quadratic,
+                                                      const S* __restrict__ far, int far_off)
 {
     using L = D2Q9;
     const T k = __ldg(links + q * plane + cell);
+    if (quadratic) {
+        const T w1 = __ldg(links + (L::Q + q) * plane + cell);
+        const T w2 = __ldg(links + (2 * L::Q + q) * plane + cell);
+        const lbm::index_t nb = (j + L::cy(q)) * pitch
+                                + lbm::far_column(i, L::cx(q), nx, periodic);
+        if (k >= T(0.0)) {
+            T v = k * own_opp + w1 * read_decoded<T>(f_src, plane, nb, L::opp(q));
+            if (w2 != T(0.0)) {
+                const lbm::index_t at = (j + 2 * L::cy(q) + far_off) * pitch
+                                        + lbm::far_column(i, 2 * L::cx(q), nx, periodic);
+                v = v + w2 * read_decoded<T>(far, plane, at, L::opp(q));
+            }
+            return v;
+        }
+        T v = (-k) * own_opp + w1 * read_decoded<T>(f_src, plane, cell, q);
+        if (w2 != T(0.0)) v = v + w2 * read_decoded<T>(f_src, plane, nb, q);
+        return v;
+    }
     if (k >= T(0.0)) {
         const lbm::index_t nb = (j + L::cy(q)) * pitch
                                 + lbm::source_column(i, L::cx(q), nx, periodic);
@@ -179,7 +205,8 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                     T om_p, T om_m,
                     T lid_u, T fx, T fy, int periodic_x, const T* __restrict__ inlet,
                     T inlet_scale, T rho_w, const T* __restrict__ links, int outlet_kind,
-                    T outlet_keep, T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots)
+                    T outlet_keep, T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots,
+                    int quadratic, const S* __restrict__ far, int far_off)
 {
     using L = D2Q9;
     // __umul24: the product fits 24 bits; with a plain multiply ptxas allotted the double
@@ -226,7 +253,8 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                                      own_opp);
                 else if (kind == FLAG_WALL && (own & FLAG_CURVED))
                     fl[q] = interpolated_bounce_back(q, i, j, nx, pitch, plane, cell, periodic,
-                                                     f_src, links, own_opp);
+                                                     f_src, links, own_opp, quadratic != 0,
+                                                     far, far_off);
                 else
                     fl[q] = lbm::bounce_back<L>(q, kind, own_opp, lid_u);
             }

@@ -772,7 +772,9 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // with the boundary rules of kernels/d2q9.cu near a wall: INLET ghost cells return Ladd's
 // moving-wall value at the inflow speed of the cell's line (k, j), OUTLET ones the outlet's rule
 // (anti-bounce-back at density rho_w, zero-gradient or convective: outlet_link_3d), and the body links of FLAG_CURVED cells interpolated bounce-back (Bouzidi,
-// linear; one weight per link, simsplit/fluid/geometry/links.py). A separate kernel so that the
+// linear, one weight per link, or quadratic where `quadratic`, three: 57 weight planes,
+// simsplit/fluid/geometry/links.py; reads two planes away go to `far`, the array behind f_src,
+// whose plane far_off is f_src's plane 0). A separate kernel so that the
 // tuned box kernel keeps its registers. Float arithmetic asks for four resident blocks (64
 // registers, no spills: the box kernel's five would cap it at 48 and spill 52-116 bytes, even
 // the variant without open faces with float storage under nvcc 13.5); double for one, as the
@@ -791,6 +793,10 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // rule, 64 registers spilled 16-32 bytes under nvcc 13.0). The launcher picks
 // the smallest that holds the slab's flags and the outlet's kind; each gives the bits of the
 // general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
+// BODIES_QUADRATIC: every outlet kind and quadratic interpolated bounce-back (its code in the
+// other variants made the float ones spill 128 bytes under their 64-register cap; this one
+// asks for three resident blocks instead of four; no slip rule: a 3D case with free-slip
+// faces and quadratic links is refused at setup, simsplit/fluid/setup.py).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -910,7 +916,8 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
                                               const T* __restrict__ inlet, T inlet_scale,
                                               T rho_w, const outlet_velocity<T>& outlet_u,
                                               const outlet_rule<T>& outlet,
-                                              const T* __restrict__ links)
+                                              const T* __restrict__ links, bool quadratic,
+                                              const S* __restrict__ far, int far_off)
 {
     using L = D3Q19;
     const int o = L::opp(q);
@@ -942,6 +949,28 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
             lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)), o);
         const T own_q =
             lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
+        if (OPEN == BODIES_QUADRATIC && quadratic) {  // |w| own_opp + w1 A, then + w2 B unless
+                                                      // w2 is 0 (as the CPU kernel)
+            const T w1 = __ldg(population_at(links, L::Q + q, plane, cell));
+            const T w2 = __ldg(population_at(links, 2 * L::Q + q, plane, cell));
+            if (w >= T(0.0)) {  // A, B: f*_opp at x + c_q and x + 2 c_q
+                T v = w * own_opp + w1 * nb_opp;
+                if (w2 != T(0.0)) {
+                    const lbm::offset_t at = cell_offset_3d(
+                        lbm::far_column(i, 2 * L::cx(q), nx, per_x),
+                        lbm::far_column(j, 2 * L::cy(q), ny, per_y), k + 2 * L::cz(q) + far_off,
+                        pitch, layer);
+                    v = v + w2 * lbm::decode<L, T>(lbm::read_only(population_at(far, o, plane,
+                                                                                at)), o);
+                }
+                return v;
+            }
+            T v = (-w) * own_opp + w1 * own_q;  // A, B: f*_q at x and x + c_q
+            if (w2 != T(0.0))
+                v = v + w2 * lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, nb)),
+                                               q);
+            return v;
+        }
         if (w >= T(0.0)) return w * own_opp + (T(1.0) - w) * nb_opp;  // wall nearer than halfway
         return (-w) * own_opp + (T(1.0) + w) * own_q;  // beyond halfway: the own cell's q
     }
@@ -953,7 +982,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 // Resident blocks per SM the bodies kernel asks of the register allocator (see above).
 template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
 {
-    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP ? 3 : 4) : 1;
+    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC ? 3 : 4) : 1;
 }
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
@@ -966,7 +995,8 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             T om_m, T lid_u, T fx, T fy, T fz, int periodic_x, int periodic_y,
                             const T* __restrict__ inlet, T inlet_scale, T rho_w,
                             const T* __restrict__ links, int outlet_kind, T outlet_keep,
-                            T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots)
+                            T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots,
+                            int quadratic, const S* __restrict__ far, int far_off)
 {
     using L = D3Q19;
     using P = lbm::offset_t;
@@ -1012,7 +1042,7 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                 fl[q] = body_boundary_3d<OPEN>(q, kind, own, f_src, flags, plane, cell, src, i,
                                                j, k, nx, ny, nz, pitch, layer, per_x, per_y,
                                                lid_u, inlet, inlet_scale, rho_w, outlet_u,
-                                               outlet, links);
+                                               outlet, links, quadratic != 0, far, far_off);
         }
     }
     auto out = [&](int q, T v) {

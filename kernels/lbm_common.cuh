@@ -33,6 +33,15 @@ __device__ __forceinline__ int source_column(int i, int dx, int nx, bool periodi
     return s < 1 ? nx : (s > nx ? 1 : s);
 }
 
+// Column i + dx for |dx| <= 2 (quadratic bounce-back reads two cells away), wrapped where
+// periodic.
+__device__ __forceinline__ int far_column(int i, int dx, int nx, bool periodic)
+{
+    const int s = i + dx;
+    if (!periodic) return s;
+    return s < 1 ? s + nx : (s > nx ? s - nx : s);
+}
+
 // Read-only loads that ask the L2 to fetch BYTES (64, 128 or 256) around a miss rather than
 // the missing sectors alone (PTX .L2::<n>B prefetch size): fp16 populations always (a warp's
 // 2-byte loads ask for 64 B per population, and the neighbouring warps' rows arrive with them:

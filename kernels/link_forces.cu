@@ -30,8 +30,10 @@ template <typename T, typename S>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 link_force_sums(const S* __restrict__ f, int n, const long long* __restrict__ at_out,
                 const long long* __restrict__ at_in, const long long* __restrict__ at_nb,
-                const double* __restrict__ w_out, const double* __restrict__ w_in,
-                const double* __restrict__ k, const double* __restrict__ c,
+                const long long* __restrict__ at_far, const double* __restrict__ w_out,
+                const double* __restrict__ w_in, const double* __restrict__ w_far,
+                const double* __restrict__ k, const double* __restrict__ w1,
+                const double* __restrict__ w2, const double* __restrict__ c,
                 const int* __restrict__ body, int dim, T inv_scale, int shifted,
                 unsigned long long* __restrict__ acc, int* __restrict__ nonfinite)
 {
@@ -40,12 +42,14 @@ link_force_sums(const S* __restrict__ f, int n, const long long* __restrict__ at
     const bool sh = shifted != 0;
     const double kk = k[i];
     const double f_out = decoded(f, at_out[i], inv_scale, w_out[i], sh);
-    // the population the wall rule returns (bodies at rest; halfway: k = -1)
+    // the population the wall rule returns (bodies at rest; halfway: k = -1, w1 = w2 = 0;
+    // linear: w1 = 1 - |k|, w2 = 0; quadratic: w2 times the far population)
     double f_back;
     if (kk >= 0.0)
-        f_back = kk * f_out + (1.0 - kk) * decoded(f, at_nb[i], inv_scale, w_out[i], sh);
+        f_back = kk * f_out + w1[i] * decoded(f, at_nb[i], inv_scale, w_out[i], sh);
     else
-        f_back = (-kk) * f_out + (1.0 + kk) * decoded(f, at_in[i], inv_scale, w_in[i], sh);
+        f_back = (-kk) * f_out + w1[i] * decoded(f, at_in[i], inv_scale, w_in[i], sh);
+    f_back = f_back + w2[i] * decoded(f, at_far[i], inv_scale, w_far[i], sh);
     const double u_wall = 0.0;
     for (int a = 0; a < dim; ++a) {
         const double ca = c[(long long)i * dim + a];

@@ -44,7 +44,7 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
 
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
-@pytest.mark.parametrize("bounce", ["halfway", "linear"])
+@pytest.mark.parametrize("bounce", ["halfway", "linear", "quadratic"])
 @pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
 def test_bodies3d_match_cpu(backend: str, precision: str, bounce: str, outlet: str) -> None:
     ref = _run("cpu", precision, 2, bounce, outlet=outlet)
@@ -59,9 +59,10 @@ def test_bodies3d_match_cpu(backend: str, precision: str, bounce: str, outlet: s
 @pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
+@pytest.mark.parametrize("bounce", ["linear", "quadratic"])
 def test_bodies3d_bitwise_identical_across_splits(backend: str, precision: str,
-                                                  outlet: str) -> None:
-    runs = [_run(backend, precision, n, steps=100, outlet=outlet) for n in (1, 2, 3)]
+                                                  outlet: str, bounce: str) -> None:
+    runs = [_run(backend, precision, n, bounce, steps=100, outlet=outlet) for n in (1, 2, 3)]
     for got in runs[1:]:
         for a, b in zip(got, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)
@@ -69,11 +70,12 @@ def test_bodies3d_bitwise_identical_across_splits(backend: str, precision: str,
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy")])
 @pytest.mark.parametrize("outlet", ["pressure", "convective"])
-def test_bodies3d_fp16_storage_matches_cpu(backend: str, outlet: str) -> None:
+@pytest.mark.parametrize("bounce", ["linear", "quadratic"])
+def test_bodies3d_fp16_storage_matches_cpu(backend: str, outlet: str, bounce: str) -> None:
     """fp16 populations (shifted encoding) under float32 arithmetic: the CUDA C kernel against
     the CPU kernel, to the tolerance of float32."""
-    ref = _run("cpu", "float32", 2, storage="float16", steps=100, outlet=outlet)
-    got = _run(backend, "float32", 2, storage="float16", steps=100, outlet=outlet)
+    ref = _run("cpu", "float32", 2, bounce, storage="float16", steps=100, outlet=outlet)
+    got = _run(backend, "float32", 2, bounce, storage="float16", steps=100, outlet=outlet)
     errs = [_rel_err(a, b) for a, b in zip(got, ref, strict=True)]
     print(f"bodies3d cupy fp16 storage, {outlet} outlet: populations {errs[0]:.2e}, forces "
           f"{errs[2]:.2e}")

@@ -45,10 +45,14 @@ def test_restart_on_another_split_during_the_ramp(tmp_path, outlet) -> None:
 
 @needs_mpiexec
 @pytest.mark.mpi
-def test_mpiexec_matches_one_process(tmp_path) -> None:
+@pytest.mark.parametrize("bounce", ["halfway", "quadratic"])
+def test_mpiexec_matches_one_process(tmp_path, bounce) -> None:
+    """Two ranks against one process; quadratic links exchange halos two planes deep through
+    the MPI transport."""
     case = body_case(40, 18, 2, run__steps=90, output__forces_every=30, run__backend="cpu",
                      output__probes=[{"name": "a", "point": [30, 3]},
                                      {"name": "b", "point": [30, 15]}])  # one per rank
+    case["domain"]["bounce_back"] = bounce
     case["run"]["transport"] = "auto"
     path = tmp_path / "case.yaml"
     path.write_text(yaml.safe_dump(case))

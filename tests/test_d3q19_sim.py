@@ -130,11 +130,13 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, faces, outlet) -> None:
 
 
 @in_child
-@pytest.mark.parametrize("outlet", ["pressure", "zero_gradient", "convective"])
-def test_bodies_split_identity_and_cpu_agreement(outlet) -> None:
+@pytest.mark.parametrize("outlet, bounce", [("pressure", "linear"), ("zero_gradient", "linear"),
+                                            ("convective", "linear"),
+                                            ("pressure", "quadratic")])
+def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
     """A duct with an inlet, an outlet (each kind) and a sphere across slab faces: numba-cuda
     on 1 and 2 slabs and the CPU backend give the same bits (and the same forces and probe
-    readings)."""
+    readings); linear or quadratic links (halos two planes deep)."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import body_links, measure_forces
     from simsplit.fluid.probes import probes_of, read_probes
@@ -150,7 +152,7 @@ def test_bodies_split_identity_and_cpu_agreement(outlet) -> None:
             output__probes=[{"name": "a", "point": [6.5, 2.5, 2.9]},
                             {"name": "b", "point": [1.2, 4.0, 3.2]}])
         raw["domain"]["inlet"]["ramp_steps"] = 3
-        raw["domain"]["bounce_back"] = "linear"
+        raw["domain"]["bounce_back"] = bounce
         raw["domain"]["outlet"] = {"kind": outlet}
         case = validate_case(raw)
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))

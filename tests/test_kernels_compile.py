@@ -282,6 +282,7 @@ def test_name_expressions_cover_dtypes() -> None:
 def test_d3q19_bodies_variants_named_and_picked() -> None:
     """The bodies kernel's variants: the launcher's pick for each slab kind and outlet kind,
     one instantiation per variant in the module, the generated codes in the names' order."""
+    from simsplit.numerics import flags as fl
     from simsplit.numerics.lbm_params import OUTLET_KINDS
 
     pick = {(o, k): source.d3q19_bodies_open(o, code)
@@ -289,6 +290,10 @@ def test_d3q19_bodies_variants_named_and_picked() -> None:
     assert pick == {(False, "pressure"): "walls", (False, "zero_gradient"): "walls",
                     (False, "convective"): "walls", (True, "pressure"): "pressure_outlet",
                     (True, "zero_gradient"): "any_outlet", (True, "convective"): "any_outlet"}
+    assert source.d3q19_bodies_open(False, 0, quadratic=True) == "quadratic"
+    assert source.d3q19_bodies_open(True, 1, quadratic=True) == "quadratic"
+    with pytest.raises(ValueError, match="free-slip walls and quadratic links"):
+        source.d3q19_bodies_open(fl.SLIP, 0, quadratic=True)
     names = source.name_expressions("d3q19.cu")
     header = source.generated_header()
     for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
@@ -373,16 +378,19 @@ static void collide(const void* fsv, void* fdv, const flag* fl, T* r, T* u, T* v
                     double op, double om,
                     double lid, double fx, double fy, int per, int store, unsigned gy,
                     const T* in, double in_scale, double rho_w, const T* links, int okind,
-                    double keep, double take, double press_w, T* slots) {
+                    double keep, double take, double press_w, T* slots, int quad,
+                    const void* farv, int far_off) {
     const unsigned gx = (i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X;
     const unsigned gz = (j1 - j0 + gy - 1) / gy;
     auto fs = static_cast<const S*>(fsv);
     auto fd = static_cast<S*>(fdv);
+    auto far = static_cast<const S*>(farv);
     launch(gx, gy, gz, [&] {
         // store: bit 0 the macroscopic fields, bit 1 the box kernel (no open-boundary rules)
 #define SIMSPLIT_EMU_COLLIDE(ST, O) d2q9_stream_collide<T, S, ST, O>(fs, fd, fl, r, u, v, nx, \
         ny, pitch, plane, j0, j1, i0, i1, T(op), T(om), T(lid), T(fx), T(fy), per, in, \
-        T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots)
+        T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots, quad, far, \
+        far_off)
         switch (store) {
         case 0: SIMSPLIT_EMU_COLLIDE(false, true); break;
         case 1: SIMSPLIT_EMU_COLLIDE(true, true); break;
@@ -405,10 +413,11 @@ static void halo(const void* src, void* dst, int pack, long long plane, long lon
     T* r, T* u, T* v, int nx, int ny, long long pitch, long long plane, int j0, int j1, int i0, \
     int i1, double op, double om, double lid, double fx, double fy, int per, int store, \
     unsigned gy, const T* in, double in_scale, double rho_w, const T* links, int okind, \
-    double keep, double take, double press_w, T* slots) { \
+    double keep, double take, double press_w, T* slots, int quad, const void* far, \
+    int far_off) { \
     collide<T, S>(fs, fd, fl, r, u, v, nx, ny, pitch, plane, j0, j1, i0, i1, op, om, lid, fx, \
                   fy, per, store, gy, in, in_scale, rho_w, links, okind, keep, take, press_w, \
-                  slots); }
+                  slots, quad, far, far_off); }
 #define HALO(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \
     long long pitch, int row, int w, int set) { halo<S>(s, d, pack, plane, pitch, row, w, set); }
 COLLIDE(float, float, collide_float32_float32)
@@ -463,11 +472,12 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
 
 
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
-                      inlet=None, links=None, box=False, columns=None, slots=None):
+                      inlet=None, links=None, box=False, columns=None, slots=None, far=None):
     """One launch of the emulated D2Q9 kernel for arithmetic ``dtype`` on populations stored
     as ``f_src`` is; ``box``: the instantiation without the open-boundary rules, which the GPU
     backends launch for walls and a lid only; ``slots``: a convective outlet's previous values
-    (updated in place)."""
+    (updated in place); ``far``: (the array behind ``f_src``, the row of f_src's row 0 in it)
+    for quadratic links (27 weight planes)."""
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -491,7 +501,9 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
        ctypes.c_uint(grid_y),
        _ptr(inlet), c_dbl(p.inlet_scale), c_dbl(p.outlet_density), _data(links),
        c_int(p.outlet_kind), *(c_dbl(v) for v in p.convective_weights),
-       c_dbl(p.outlet_pressure_weight), _ptr(np.zeros((9, 1), dtype) if slots is None else slots))
+       c_dbl(p.outlet_pressure_weight), _ptr(np.zeros((9, 1), dtype) if slots is None else slots),
+       c_int(int(links.shape[0] == 27)), _data(f_src if far is None else far[0]),
+       c_int(0 if far is None else far[1]))
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
@@ -557,7 +569,7 @@ BODY_RUNS = [(*pair, OUTLETS[0]) for pair in PAIRS] + [
 @pytest.mark.parametrize("precision, storage, outlet", BODY_RUNS)
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("outlet", "inlet")])
 @pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("bounce", ["halfway", "linear"])
+@pytest.mark.parametrize("bounce", ["halfway", "linear", "quadratic"])
 @pytest.mark.parametrize("spans", [False, True])
 def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, storage, outlet,
                                                       faces, padded, bounce, spans,
@@ -585,7 +597,7 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
     sign = 1.0 if faces[0] == "inlet" else -1.0
     inflow = sign * 0.08 * np.linspace(0.2, 1.0, 21)
     links = None
-    if bounce == "linear":  # weights of both kinds on every body link, as the geometry gives
+    if bounce != "halfway":  # weights of both kinds on every body link, as the geometry gives
         from simsplit.fluid.geometry import build_bodies
         from simsplit.fluid.geometry.links import link_weights
         from simsplit.numerics.lattice import D2Q9
@@ -593,47 +605,64 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
         (body,) = build_bodies({"shape": [nx, 21], "bodies": [
             {"name": "c", "shape": "circle", "centre": [14.0, 8.5], "radius": 3.0}]}, faces)
         assert np.array_equal(body.cells, solid)
-        links = link_weights([body], solid, D2Q9, (False, False))
-        assert (links > 0).any() and ((links < 0) & (links != -1)).any()
-    geometry = GridGeometry(solid, faces, inflow, False, links)
+        links = link_weights([body], solid, D2Q9, (False, False), bounce == "quadratic")
+        assert (links[:9] > 0).any() and ((links[:9] < 0) & (links[:9] != -1)).any()
+    geometry = GridGeometry(solid, faces, inflow, False, links, bounce == "quadratic")
     om_p = 1.0 / 0.7
     params = D2Q9Params(om_p, 1.0 / 1.1, 0.0, 2e-5, -1e-5, False, inlet_scale=0.37,
                         outlet_density=1.013, **outlet_params(*outlet))
     dtype = np.dtype(precision)
-    block = D2Q9Block(CPUBackend(), nx, ny, 7, (Face.HALO, Face.HALO), params, dtype, geometry,
-                      storage)
+    # quadratic: the body's edge rows next to the first and last rows, so that links there
+    # read the second ghost rows (two rows deep halos)
+    block = D2Q9Block(CPUBackend(), nx, ny, 5 if bounce == "quadratic" else 7,
+                      (Face.HALO, Face.HALO), params, dtype, geometry, storage)
     assert (block.flags[:, 0] == (8 if faces[0] == "inlet" else 16)).all()
-    assert (block.flags[[0, -1]] & 1).any()  # the body reaches into both ghost rows
+    if bounce != "quadratic":
+        assert (block.flags[[0, -1]] & 1).any()  # the body reaches into both ghost rows
     rng = np.random.default_rng(5)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
-    full = w * (1 + 0.05 * rng.standard_normal((9, ny + 2, nx + 2)))
-    block.f_src[...] = block.storage.encode(full, D2Q9_W)
+    deep = block.deep_array(block.f_src) if block.depth == 2 else block.f_src
+    full = w * (1 + 0.05 * rng.standard_normal(deep.shape))
+    deep[...] = block.storage.encode(full, D2Q9_W)  # the second ghost rows too (quadratic)
     slots = None
     if outlet[0] == "convective":  # previous values off the populations: they must matter
         block.set_outlet_slots(w[..., 0] * (1 + 0.05 * rng.standard_normal((9, ny))))
         slots = block.outlet_slots.copy()
         before = slots.copy()
-    f_src = block.f_src.copy()
-    emu_dst = np.zeros_like(f_src)
+    far = _padded_copy(deep) if padded else deep.copy()
+    f_src = far[:, 1:-1] if block.depth == 2 else far
+    emu_dst = np.zeros(deep.shape, deep.dtype)
+    emu_dst = _padded_copy(emu_dst) if padded else emu_dst
+    emu_dst = emu_dst[:, 1:-1] if block.depth == 2 else emu_dst
     flags = block.flags
     if padded:
-        f_src, emu_dst, flags = (_padded_copy(a) for a in (f_src, emu_dst, flags))
+        flags = _padded_copy(flags)
+        if block.depth == 2:  # flags, links: the rows of f_src's view, as the block's
+            flags = _padded_copy(block._deep["flags"])[1:-1]
     emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
     weights = block.links
     if padded and weights is not None:
-        weights = _padded_copy(weights)
-    if bounce == "linear":
+        grown = np.zeros((weights.shape[0], ny + 2 * block.depth, nx + 2), dtype)
+        grown[:, block.depth - 1:ny + block.depth + 1] = weights
+        weights = _padded_copy(grown)[:, block.depth - 1:ny + block.depth + 1]
+    if bounce != "halfway":
         assert (block.flags & 32).any()  # CURVED cells
+    if bounce == "quadratic":  # some link reads x + 2 c_q in the second ghost row
+        cy = D2Q9_C[:, 1]
+        k, w2 = block.links[:9], block.links[18:]
+        assert any(((k[q, j] >= 0) & (w2[q, j] != 0)).any()
+                   for q in range(9) for j in (1, ny) if j + 2 * cy[q] in (-1, ny + 2))
     launches = [(1, nx + 1, True)]
     if spans:
         launches = block.column_spans
         # inlet and outlet columns; the curved body's columns too
         assert [s[2] for s in launches] == ([True, False, True, False, True]
-                                            if bounce == "linear" else [True, False, True])
+                                            if bounce != "halfway" else [True, False, True])
     for i0, i1, is_open in launches:
         _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1),
                           params, True, 3, inlet=block.inlet, links=weights, box=not is_open,
-                          columns=(i0, i1), slots=slots)
+                          columns=(i0, i1), slots=slots,
+                          far=(far, 1) if block.depth == 2 else None)
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
     fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
@@ -876,11 +905,12 @@ static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T
                         int k0, int k1, double op, double om, double lid, double fx, double fy,
                         double fz, int px, int py, const T* in, double in_scale, double rho_w,
                         const T* links, int okind, double keep, double take, double press_w,
-                        T* slots) {
+                        T* slots, int quad, const S* far, int far_off) {
     launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
         d3q19_stream_collide_bodies<T, S, STORE, FORCED, OPEN>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, in,
-            T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots);
+            T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots, quad, far,
+            far_off);
     });
 }
 template <typename T, typename S>
@@ -889,8 +919,10 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
                     int k0, int k1, double op, double om, double lid, double fx, double fy,
                     double fz, int px, int py, int store, const void* in, double in_scale,
                     double rho_w, const void* links, int okind, double keep, double take,
-                    double press_w, void* slots, int open) {
+                    double press_w, void* slots, int open, int quad, const void* farv,
+                    int far_off) {
     auto s = static_cast<const S*>(fs);
+    auto far = static_cast<const S*>(farv);
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<T*>(r), uu = static_cast<T*>(u), vv = static_cast<T*>(v),
          ww = static_cast<T*>(w);
@@ -900,7 +932,7 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     const bool forced = fx != 0 || fy != 0 || fz != 0;
 #define SIMSPLIT_EMU_BODIES(ST, F, O) bodies3_run<T, S, ST, F, O>(s, d, fl, rr, uu, vv, ww, nx, \\
         ny, nz, pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, \\
-        rho_w, ll, okind, keep, take, press_w, os)
+        rho_w, ll, okind, keep, take, press_w, os, quad, far, far_off)
 #define SIMSPLIT_EMU_BODIES_OPEN(O) \\
     if (store && forced) SIMSPLIT_EMU_BODIES(true, true, O); \\
     else if (store) SIMSPLIT_EMU_BODIES(true, false, O); \\
@@ -909,7 +941,8 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     if (open == BODIES_WALLS) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_WALLS) }
     else if (open == BODIES_PRESSURE_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_PRESSURE_OUTLET) }
     else if (open == BODIES_ANY_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
-    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_SLIP) }
+    else if (open == BODIES_SLIP) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_SLIP) }
+    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_QUADRATIC) }
 #undef SIMSPLIT_EMU_BODIES_OPEN
 #undef SIMSPLIT_EMU_BODIES
 }
@@ -918,10 +951,10 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
     double fx, double fy, double fz, int px, int py, int store, const void* in, \\
     double in_scale, double rho_w, const void* links, int okind, double keep, double take, \\
-    double press_w, void* slots, int open) { \\
+    double press_w, void* slots, int open, int quad, const void* far, int far_off) { \\
     bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
                   fx, fy, fz, px, py, store, in, in_scale, rho_w, links, okind, keep, take, \\
-                  press_w, slots, open); }
+                  press_w, slots, open, quad, far, far_off); }
 BODIES3(float, float, bodies3_float32_float32)
 BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
@@ -1139,6 +1172,19 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
 
 
 @pytest.mark.parametrize("precision, storage", PAIRS)
+@pytest.mark.parametrize("faces", [("inlet", "outlet"), ("periodic", "periodic")])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("periodic_y", [False, True])
+def test_emulated_d3q19_quadratic_bodies_match_cpu(emulated_3d, precision, storage, faces,
+                                                   padded, periodic_y) -> None:
+    """Quadratic interpolated bounce-back: the CUDA C bodies kernel reproduces the CPU kernel
+    on a middle slab whose links read the second ghost planes (x + 2 c_q), periodic x and y
+    wrapping two cells included."""
+    _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, periodic_y,
+                        OUTLETS[0], "quadratic")
+
+
+@pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("faces", [("wall", "wall"), ("periodic", "periodic")])
 @pytest.mark.parametrize("periodic_y", [False, True])
 def test_emulated_d3q19_bodies_without_open_faces_match_cpu(emulated_3d, precision, storage,
@@ -1150,7 +1196,8 @@ def test_emulated_d3q19_bodies_without_open_faces_match_cpu(emulated_3d, precisi
                         OUTLETS[0])
 
 
-def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outlet) -> None:
+def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outlet,
+                        bounce: str = "linear") -> None:
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1168,13 +1215,14 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
     periodic_x = faces[0] == "periodic"
     (body,) = build_bodies({"shape": [nx, ny, nz_all], "bodies": [
         {"name": "s", "shape": "sphere", "centre": [6.2, 3.3, 5.9], "radius": 2.4}]}, faces)
-    links = link_weights([body], body.cells, D3Q19, (periodic_x, periodic_y, False))
-    assert (links > 0).any() and ((links < 0) & (links != -1)).any()
+    quadratic = bounce == "quadratic"
+    links = link_weights([body], body.cells, D3Q19, (periodic_x, periodic_y, False), quadratic)
+    assert (links[:19] > 0).any() and ((links[:19] < 0) & (links[:19] != -1)).any()
     sign = 1.0 if faces[0] == "inlet" else -1.0
     rng = np.random.default_rng(5)
     inflow = (sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)) if open_faces
               else np.zeros((nz_all, ny)))
-    geometry = GridGeometry(body.cells, faces, inflow, False, links)
+    geometry = GridGeometry(body.cells, faces, inflow, False, links, quadratic)
     params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, periodic_x, periodic_y,
                          inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
@@ -1183,12 +1231,19 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
     if open_faces:
         assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
     assert (block.flags[0] & 32).any() and (block.flags[1:-1] & 32).any()  # CURVED
-    dev = 0.04 * rng.standard_normal((19, nz + 2, ny, nx))
-    block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev[:, 1:-1]))
-    full = block.f_src.copy()  # ghost planes too: the neighbours' rows the links mix in
-    full[:, :, 1:-1, 1:-1] = block.storage.encode(
-        D3Q19.w[:, None, None, None] * (1 + dev), D3Q19.w)
+    g = block.depth  # 2 for quadratic links: a second ghost plane at each halo face
+    assert g == (2 if quadratic else 1)
+    dev = 0.04 * rng.standard_normal((19, nz + 2 * g, ny, nx))
+    block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev[:, g:-g]))
+    deep = (block.deep_array(block.f_src) if g == 2 else block.f_src).copy()
+    deep[:, :, 1:-1, 1:-1] = block.storage.encode(  # ghost planes too: the neighbours' the
+        D3Q19.w[:, None, None, None] * (1 + dev), D3Q19.w)  # links mix in
+    full = deep[:, g - 1:deep.shape[1] + 1 - g]
     flags, inlet, weights = block.flags, block.inlet, block.links
+    if quadratic:  # some link reads x + 2 c_q in a second ghost plane
+        cz = D3Q19.c[:, 2]
+        assert any(((weights[q, k] >= 0) & (weights[38 + q, k] != 0)).any()
+                   for q in range(19) for k in (1, nz) if k + 2 * cz[q] in (-1, nz + 2))
     cpu_dst = np.zeros_like(full)
     cpu_macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
     cpu_slots = before = None
@@ -1198,15 +1253,22 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
             (19, nz, ny)))
         before = cpu_slots.copy()
     block.kernels.stream_collide(full, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True,
-                                 inlet=inlet, links=weights, outlet_slots=cpu_slots)
-    f_src = full
-    if padded:
-        f_src, flags, weights = (_padded_copy(a) for a in (full, flags, weights))
+                                 inlet=inlet, links=weights, outlet_slots=cpu_slots,
+                                 far=(deep, g - 1))
+    far, f_src = deep, full
+    if padded:  # deep copies, so that f_src, flags and weights keep the deep arrays' strides
+        far = _padded_copy(deep)
+        f_src = far[:, g - 1:deep.shape[1] + 1 - g]
+        flags = _padded_copy(block._deep["flags"] if g == 2 else flags)[g - 1:nz + g + 1]
+        grown = np.zeros((weights.shape[0], nz + 2 * g, *weights.shape[2:]), weights.dtype)
+        grown[:, g - 1:nz + g + 1] = weights
+        weights = _padded_copy(grown)[:, g - 1:nz + g + 1]
     fn = getattr(lib, f"bodies3_{block.dtype.name}_{block.storage.name}")
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
-    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind)
-    for variant in dict.fromkeys((picked, "any_outlet")):
-        emu_dst = _padded_copy(np.zeros_like(full)) if padded else np.zeros_like(full)
+    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind, quadratic)
+    for variant in dict.fromkeys((picked, "quadratic" if quadratic else "any_outlet")):
+        emu_dst = _padded_copy(np.zeros_like(deep)) if padded else np.zeros_like(deep)
+        emu_dst = emu_dst[:, g - 1:deep.shape[1] + 1 - g]
         emu_slots = None if before is None else before.copy()
         macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
         strides = [ctypes.c_longlong(v) for v in field_strides(f_src, flags, emu_dst)]
@@ -1221,7 +1283,8 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
                c_int(params.outlet_kind), *(c_dbl(v) for v in params.convective_weights),
                c_dbl(params.outlet_pressure_weight),
                _ptr(np.zeros(1, block.dtype) if emu_slots is None else emu_slots),
-               c_int(source.D3Q19_BODIES_OPEN.index(variant)))
+               c_int(source.D3Q19_BODIES_OPEN.index(variant)), c_int(int(quadratic)),
+               _data(raw_view(far)), c_int(g - 1))
         interior = (slice(None), *(slice(1, -1),) * 3)
         np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
                                       cpu_dst[interior].view(np.uint8), err_msg=variant)

@@ -13,6 +13,7 @@ import pytest
 from simsplit import Simulation
 from simsplit.backends.cuda_c import source
 from simsplit.backends.layout import element_strides
+from simsplit.fluid.deep_halo import far_source
 from simsplit.fluid.forces import body_links
 from simsplit.numerics.exact import EXACT_LIMBS
 from tests.conftest import CXX, body_case, body_case_3d
@@ -26,12 +27,13 @@ static long long __double_as_longlong(double d) { long long r; __builtin_memcpy(
 
 _LAUNCHERS = _EMULATION_LAUNCH + """
 #define LINKS(T, S, NAME) extern "C" void NAME(const S* f, int n, const long long* ao,          \\
-    const long long* ai, const long long* an, const double* wo, const double* wi,                \\
-    const double* k, const double* c, const int* body, int dim, double inv, int shifted,         \\
+    const long long* ai, const long long* an, const long long* af, const double* wo,             \\
+    const double* wi, const double* wf, const double* k, const double* w1, const double* w2,     \\
+    const double* c, const int* body, int dim, double inv, int shifted,                          \\
     unsigned long long* acc, int* bad) {                                                         \\
     launch((n + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, 1, 1, [&] {                            \\
-        link_force_sums<T, S>(f, n, ao, ai, an, wo, wi, k, c, body, dim, T(inv), shifted, acc,   \\
-                              bad); }); }
+        link_force_sums<T, S>(f, n, ao, ai, an, af, wo, wi, wf, k, w1, w2, c, body, dim, T(inv), \\
+                              shifted, acc, bad); }); }
 LINKS(float, float, links_f32) LINKS(double, double, links_f64)
 LINKS(float, lbm::half16, links_f32_f16) LINKS(double, lbm::half16, links_f64_f16)
 """
@@ -52,12 +54,12 @@ def emulated(tmp_path_factory):
 
 
 def _emulated_sums(lib, blk, table) -> np.ndarray:
-    f = blk.f_src
+    f = far_source(blk)[0]
     suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}[table.arith]
     fn = getattr(lib, f"links_{suffix}" + ("_f16" if f.dtype == np.float16 else ""))
     arrays = [np.ascontiguousarray(a) for a in (
-        *table.flat(element_strides(f)), table.w_out, table.w_in, table.k, table.c,
-        table.body.astype(np.int32))]
+        *table.flat(element_strides(f)), table.w_out, table.w_in, table.w_far, table.k,
+        table.w1, table.w2, table.c, table.body.astype(np.int32))]
     acc = np.zeros(table.n_bodies * table.dim * EXACT_LIMBS, np.uint64)
     bad = np.zeros(1, np.int32)
     fn(ctypes.c_void_p(f.ctypes.data), ctypes.c_int(table.n),
@@ -70,10 +72,13 @@ def _emulated_sums(lib, blk, table) -> np.ndarray:
 
 @pytest.mark.parametrize("dim, precision, storage, bounce", [
     (2, "float64", None, "linear"), (2, "float32", None, "halfway"),
-    (3, "float32", "float16", "linear"), (3, "float64", None, "linear")])
+    (3, "float32", "float16", "linear"), (3, "float64", None, "linear"),
+    (2, "float64", None, "quadratic"), (2, "float32", None, "quadratic"),
+    (3, "float32", "float16", "quadratic"), (3, "float64", None, "quadratic")])
 def test_emulated_link_force_sums_match_cpu(emulated, dim, precision, storage, bounce) -> None:
     """Three slabs, a body across slab faces: every slab's limbs from the CUDA C kernel equal
-    the CPU kernel set's (links whose neighbour lies in a ghost plane included)."""
+    the CPU kernel set's (links whose neighbour lies in a ghost plane included; quadratic:
+    links whose third population lies in the second ghost plane too)."""
     bodies = ([{"name": "ball", "shape": "sphere", "centre": [7.3, 5.2, 6.1], "radius": 2.6}]
               if dim == 3 else
               [{"name": "cyl", "shape": "circle", "centre": [10.0, 11.7], "radius": 3.4}])
@@ -86,13 +91,17 @@ def test_emulated_link_force_sums_match_cpu(emulated, dim, precision, storage, b
     sim.step(20)
     sim.solver.refresh_ghosts()
     links = body_links(sim.solver.setup)
-    ghosts = pushed = 0
+    ghosts = pushed = deep = 0
     for blk in sim.solver.blocks.values():
-        table = links.slab_table(blk.layer0, blk.layers, blk.storage)
-        ghosts += int(((table.k >= 0) & ((table.nb[1] == 0) | (table.nb[1] == blk.layers + 1)))
-                      .sum())
-        want, bad = blk.backend.link_forces.sums(blk.f_src, table)
+        g = blk.depth
+        table = links.slab_table(blk.layer0, blk.layers, blk.storage, g)
+        ghosts += int(((table.k >= 0) & ((table.nb[1] == g - 1)
+                                         | (table.nb[1] == blk.layers + g))).sum())
+        deep += int(((table.w2 != 0) & ((table.far[1] == 0)
+                                        | (table.far[1] == blk.layers + 3))).sum())
+        want, bad = blk.backend.link_forces.sums(far_source(blk)[0], table)
         assert not bad
         pushed += int(np.any(want))
         np.testing.assert_array_equal(_emulated_sums(emulated, blk, table), want)
     assert pushed >= 2 and (ghosts > 0 or bounce == "halfway")
+    assert deep > 0 or bounce != "quadratic"

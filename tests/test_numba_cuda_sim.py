@@ -251,7 +251,8 @@ def test_stream_collide_with_bodies_matches_cpu(dtype, storage, outlet, faces, b
 @in_child
 @pytest.mark.parametrize("bounce, storage, outlet", [
     ("halfway", None, "pressure"), ("linear", None, "zero_gradient"),
-    ("linear", "float16", "pressure"), ("halfway", "e4m11", "convective")])
+    ("linear", "float16", "pressure"), ("halfway", "e4m11", "convective"),
+    ("quadratic", None, "pressure"), ("quadratic", "float16", "convective")])
 def test_bodies_split_identity_and_cpu_agreement(bounce, storage, outlet) -> None:
     """A channel with an inlet, an outlet (each kind) and a circle across slab boundaries:
     numba-cuda on 1, 2 and 3 slabs and the CPU backend give the same bits (and the same

@@ -17,6 +17,7 @@ import numpy as np
 
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
+from simsplit.fluid import deep_halo
 from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
@@ -57,8 +58,7 @@ class SlabBlock:
         self.layers, self.layer0 = layers, layer0
         self.faces, self.params, self.dtype = faces, params, np.dtype(dtype)
         self.inlet: Any = None  #: inflow speed per row / line (a block with a geometry)
-        #: interpolated bounce-back weights per link (domain.bounce_back: linear)
-        self.links: Any = None
+        self.links: Any = None  #: interpolated bounce-back weights per link (bounce_back)
         #: a convective outlet's previous values ``(q, layers + 2, *cross[:-1] + 2)`` (the
         #: arithmetic type): what each outlet link returned last step, by population and line
         self.outlet_slots: Any = None
@@ -73,10 +73,11 @@ class SlabBlock:
             raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "
                                      "(allowed: two-lattice); use backend cupy or cpu")
         shape = (layers + 2, *(n + 2 for n in self.cross))
-        #: ghost planes per face: 2 where halo faces are crossed two steps per sweep (the arrays
-        #: then have one more plane at each end, and f_src, f_dst, flags, rho, u are views of
-        #: the usual shape into them), else 1
-        self.depth = 2 if ghost_depth == 2 and self._deep_pairs_fit(shape) else 1
+        #: ghost planes per face: 2 for quadratic links (deep_halo) or where halo faces are
+        #: crossed two steps per sweep (f_src, f_dst, flags, rho, u: views into arrays with one
+        #: more plane at each end), else 1
+        self.deep_halo = deep_halo.wants(getattr(self, "geometry", None), self.halo_faces())
+        self.depth = 2 if self.deep_halo or ghost_depth == 2 and self._deep_pairs_fit(shape) else 1
         extra = self.depth - 1
         deep = (layers + 2 * self.depth, *shape[1:])
         with backend.activate():
@@ -97,7 +98,8 @@ class SlabBlock:
                 self.flags = self.flags[1:-1]
                 self.rho, self.u = self.rho[1:-1], tuple(u[1:-1] for u in self.u)
                 self._views = (self.f_src, self.f_dst)
-            halo = (len(lattice.up), math.prod(shape[1:]))
+            sets = deep_halo.SETS if self.deep_halo else 1
+            halo = (len(lattice.up) * sets, math.prod(shape[1:]))
             self.send = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
             self.recv = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
 
@@ -113,8 +115,7 @@ class SlabBlock:
     def uz(self) -> Any:
         return self.u[2]
 
-    def _rest_field(self, shape: tuple[int, ...]) -> Any:
-        """f = w (encoded), filled on the backend: a host copy would double a run's memory."""
+    def _rest_field(self, shape: tuple[int, ...]) -> Any:  # f = w, filled on the backend
         if not getattr(self.kernels, "strided_fields", False):  # e.g. Numba device arrays,
             return self.backend.asarray(self.storage.rest(self.lattice.w, shape))  # no [...] =
         rest = self.storage.rest(self.lattice.w, (1,) * len(shape))  # (q, 1, ..., 1)
@@ -122,8 +123,7 @@ class SlabBlock:
         out[...] = self.backend.asarray(rest)  # broadcast on the device
         return out
 
-    def _field(self, host: np.ndarray) -> Any:
-        """A ghosted field on the backend: padded, aligned rows where ``strided_fields``."""
+    def _field(self, host: np.ndarray) -> Any:  # padded, aligned rows where strided_fields
         if getattr(self.kernels, "strided_fields", False):
             return self.backend.field(host)
         return self.backend.asarray(host)
@@ -164,7 +164,7 @@ class SlabBlock:
                     ghost_faces(flags[layer], 1)  # the lid's edges beyond side walls stay put
                 elif kind is Face.SLIP:
                     flags[layer] = fl.SLIP
-        self._paint_geometry(flags)
+        self._paint_geometry(flags[self.depth - 1:flags.shape[0] + 1 - self.depth])  # views
         inner = (slice(1, -1),) * flags.ndim
         flags[inner] |= self._near_wall(flags)
         #: some cell takes an inlet, outlet, free-slip or interpolated bounce-back rule
@@ -213,8 +213,9 @@ class SlabBlock:
             self.inlet = self.backend.asarray(
                 geometry.inflow_rows(self.layer0, stop).astype(self.dtype))
             if geometry.links is not None:
-                self.links = self._field(geometry.link_rows(self.layer0, stop)
-                                         .astype(self.dtype))
+                links = self._field(deep_halo.padded_links(geometry.link_rows(
+                    self.layer0, stop).astype(self.dtype), self.depth))
+                self.links = links[:, 1:-1] if self.depth == 2 else links
         if self.params.outlet_kind == OUTLET_CONVECTIVE and "outlet" in geometry.x_kinds:
             self._reset_outlet_slots()
 
@@ -272,6 +273,8 @@ class SlabBlock:
         extra: dict[str, Any] = {} if self.inlet is None else {"inlet": self.inlet}
         if self.links is not None:
             extra["links"] = self.links
+            if self.geometry.quadratic:  # reads two cells away: from the array behind f_src
+                extra["far"] = deep_halo.far_source(self)
         if self.outlet_slots is not None:
             extra["outlet_slots"] = self.outlet_slots
         if self.inlet is not None and getattr(self.kernels, "bodies_variants", False):
@@ -323,14 +326,14 @@ class SlabBlock:
         return self._deep["f"][0 if view is self._views[0] else 1]
 
     def deep_boundary(self, face: int, view: Any) -> Any:
-        """The two planes next to ``face`` of the population array behind ``view``, in the
-        order the neighbour's ghost planes hold them (``depth`` 2 only)."""
-        deep, n = self.deep_array(view), self.layers
-        return deep[:, 2:4] if face == LOW else deep[:, n:n + 2]
+        """The two planes next to ``face`` of the array behind ``view``, in the order the
+        neighbour's ghost planes hold them (``depth`` 2 only)."""
+        n = self.layers
+        return self.deep_array(view)[:, 2:4] if face == LOW else self.deep_array(view)[:, n:n + 2]
 
     def deep_ghosts(self, face: int, view: Any) -> Any:  # the two ghost planes beyond face
-        deep, n = self.deep_array(view), self.layers
-        return deep[:, 0:2] if face == LOW else deep[:, n + 2:n + 4]
+        n = self.layers
+        return self.deep_array(view)[:, 0:2] if face == LOW else self.deep_array(view)[:, n + 2:]
 
     # --- in-place (AA) streaming -------------------------------------------------------------
     def _aa_adopt(self, arr: Any) -> None:
@@ -383,6 +386,8 @@ class SlabBlock:
     # --- halo layers ---------------------------------------------------------------------------
     def pack(self, face: int) -> Any:
         """Fill ``send[face]`` with the populations leaving through ``face``; return it."""
+        if self.deep_halo:
+            return deep_halo.pack(self, face)
         layer, dirs = (1, DOWN_DIRS) if face == LOW else (self.layers, UP_DIRS)
         if self.aa:
             layer, dirs = self._aa_halo(face, send=True)
@@ -391,6 +396,8 @@ class SlabBlock:
 
     def unpack(self, face: int) -> None:
         """Write ``recv[face]`` into the ghost layer beyond ``face``."""
+        if self.deep_halo:
+            return deep_halo.unpack(self, face)
         layer, dirs = (0, UP_DIRS) if face == LOW else (self.layers + 1, DOWN_DIRS)
         if self.aa:
             layer, dirs = self._aa_halo(face, send=False)
@@ -490,11 +497,3 @@ def make_block(backend: Backend, lattice: Lattice, cross: tuple[int, ...], layer
                           storage, streaming, ghost_depth, geometry)
     raise ValueError(f"no block for lattice {lattice.name}")
 
-
-def copy_boundary_planes(src: SlabBlock, face: int, dst: SlabBlock, dface: int,
-                         after: bool) -> None:
-    """``src``'s two planes next to ``face`` into ``dst``'s two ghost planes beyond ``dface``
-    (depth-2 blocks on one device): of f_dst after a sweep (``after``), else of f_src."""
-    a = src.f_dst if after else src.f_src
-    b = dst.f_dst if after else dst.f_src
-    dst.deep_ghosts(dface, b)[...] = src.deep_boundary(face, a)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from simsplit.fluid.deep_halo import far_source
 from simsplit.fluid.geometry import solid_and_ids
 from simsplit.fluid.geometry.links import shifted_cells
 from simsplit.numerics.exact import limb_sums
@@ -55,7 +56,7 @@ class BodyLinks:
                  periodic: tuple[bool, ...], weights: np.ndarray | None = None) -> None:
         """``periodic``: wrap per array axis ((y, x) in 2D, (z, y, x) in 3D); a neighbour
         beyond a non-periodic face is no body. ``weights``: the kernels' link weights
-        (q, *grid), as rounded for them."""
+        (q, *grid), as rounded for them; (3 q, *grid) quadratic ones."""
         self.lattice, self.names = lattice, [b.name for b in bodies]
         self.grid, self.periodic = grid, periodic
         solid, ids = solid_and_ids(bodies, grid)
@@ -75,22 +76,39 @@ class BodyLinks:
         self.cell = tuple(a[order] for a in flat)
         self.q, self.body = np.concatenate(qs)[order], np.concatenate(bs)[order]
         self.q_in = lattice.opp[self.q]  #: the direction the wall returns
-        self.k = (weights[(self.q_in, *self.cell)].astype(np.float64) if weights is not None
-                  else np.full(len(self.q), -1.0))
-        # the neighbour x - c_q that a weight k >= 0 mixes in (fluid wherever k >= 0)
+        w = np.zeros((3, len(self.q)))
+        w[0] = -1.0
+        if weights is not None:
+            for s in range(weights.shape[0] // lattice.q):
+                w[s] = weights[(s * lattice.q + self.q_in, *self.cell)].astype(np.float64)
+        self.k, self.w2 = w[0], w[2]
+        self.w1 = w[1] if weights is not None and weights.shape[0] > lattice.q \
+            else 1 - np.abs(self.k)
+        # the neighbour x - c_q that a weight k >= 0 mixes in (fluid wherever k >= 0); quadratic
+        # links also read x - 2 c_q (k >= 0) or f*_q_in(x - c_q) (k < 0) where w2 != 0
         back = -lattice.c[self.q][:, ::-1]  # array order
-        self.nbr = tuple((idx + back[:, a]) % n if wrap else idx + back[:, a]
-                         for a, (idx, n, wrap) in enumerate(zip(self.cell, grid, periodic,
-                                                                strict=True)))
+        self.nbr = self._moved(back, grid, periodic)
+        self.far = tuple(np.where(self.k >= 0, a, b) for a, b in
+                         zip(self._moved(2 * back, grid, periodic), self.nbr, strict=True))
+        self.q_far = np.where(self.k >= 0, self.q, self.q_in)
+
+    def _moved(self, by: np.ndarray, grid: tuple[int, ...], periodic: tuple[bool, ...]
+               ) -> tuple[np.ndarray, ...]:
+        """Each link's cell moved by ``by`` (n, axes in array order), wrapped where periodic."""
+        return tuple((idx + by[:, a]) % n if wrap else idx + by[:, a]
+                     for a, (idx, n, wrap) in enumerate(zip(self.cell, grid, periodic,
+                                                            strict=True)))
 
     def slab_values(self, f: np.ndarray, row0: int) -> np.ndarray:
         """What one slab knows from its post-collision populations ``f`` (q, layers, *cross),
         as rows (link, part, value): part 0 f*_q(x), part 1 f*_q_in(x) (links of its layers),
         part 2 f*_q(x - c_q) (links whose neighbour is in its layers and whose weight is
-        >= 0)."""
+        >= 0), part 3 the quadratic term's population (where w2 != 0 and its cell is in its
+        layers)."""
         lo, hi = row0, row0 + f.shape[1]
         own = np.flatnonzero((self.cell[0] >= lo) & (self.cell[0] < hi))
         nb = np.flatnonzero((self.k >= 0) & (self.nbr[0] >= lo) & (self.nbr[0] < hi))
+        far = np.flatnonzero((self.w2 != 0) & (self.far[0] >= lo) & (self.far[0] < hi))
 
         def at(cells: tuple[np.ndarray, ...], sel: np.ndarray) -> tuple[np.ndarray, ...]:
             return (cells[0][sel] - row0, *(c[sel] for c in cells[1:]))
@@ -99,6 +117,7 @@ class BodyLinks:
             (own, 0, f[(self.q[own], *at(self.cell, own))]),
             (own, 1, f[(self.q_in[own], *at(self.cell, own))]),
             (nb, 2, f[(self.q[nb], *at(self.nbr, nb))]),
+            (far, 3, f[(self.q_far[far], *at(self.far, far))]),
         ]
         return np.concatenate([np.column_stack([idx.astype(np.float64),
                                                 np.full(len(idx), float(part)),
@@ -107,35 +126,46 @@ class BodyLinks:
 
     def momentum(self, values: list[np.ndarray], u_wall: np.ndarray) -> np.ndarray:
         """Per link (n, dim): the momentum passed in one step, from every slab's values."""
-        got = np.zeros((3, len(self.q)))
+        got = np.zeros((4, len(self.q)))
         for rows in values:
             got[rows[:, 1].astype(int), rows[:, 0].astype(int)] = rows[:, 2]
-        f_out, own_in, nb = got
-        f_back = returned_population(f_out, own_in, nb, self.k)
+        f_out, own_in, nb, far = got
+        f_back = returned_population(f_out, own_in, nb, self.k, self.w1, self.w2, far)
         return link_momentum(f_out, f_back, self.lattice.c[self.q].astype(np.float64), u_wall)
 
 
-    def slab_table(self, layer0: int, layers: int, storage: Any) -> SlabLinkTable:
+    def slab_table(self, layer0: int, layers: int, storage: Any, depth: int = 1
+                   ) -> SlabLinkTable:
         """The links of layers ``[layer0, layer0 + layers)`` in the coordinates of that
-        slab's population array (one ghost plane and cell all round); f*_q(x - c_q) beyond the
-        slab is read from its ghost plane, which holds the neighbour's plane after a step."""
+        slab's population array (``depth`` ghost planes, one ghost cell across); f*_q(x - c_q)
+        (and x - 2 c_q) beyond the slab is read from its ghost planes, which hold the
+        neighbour's planes after a step."""
         own = np.flatnonzero((self.cell[0] >= layer0) & (self.cell[0] < layer0 + layers))
         lat, q, q_in = self.lattice, self.q[own], self.q_in[own]
-        k = self.k[own]
-        cell = (self.cell[0][own] - layer0 + 1, *(c[own] + 1 for c in self.cell[1:]))
+        k, w2 = self.k[own], self.w2[own]
+        cell = (self.cell[0][own] - layer0 + depth, *(c[own] + 1 for c in self.cell[1:]))
         # the neighbour: along the split axis a plane away (ghosts hold it), across the slab
         # the whole grid's (wrapped where periodic); where k < 0 it is never read
         nb_split = cell[0] - lat.c[q][:, -1]
         nb = (np.where(k >= 0, nb_split, cell[0]),
               *(np.where(k >= 0, n[own] + 1, c) for n, c in zip(self.nbr[1:], cell[1:],
                                                                  strict=True)))
+        # the quadratic term: x - 2 c_q (k >= 0) or x - c_q (k < 0) across the split axis,
+        # the whole grid's cell across the slab; where w2 = 0 it repeats out
+        steps = np.where(k >= 0, 2, 1)
+        far_split = cell[0] - steps * lat.c[q][:, -1]
+        far = (np.where(w2 != 0, far_split, cell[0]),
+               *(np.where(w2 != 0, n[own] + 1, c) for n, c in zip(self.far[1:], cell[1:],
+                                                                  strict=True)))
+        q_far = np.where(w2 != 0, self.q_far[own], q)
         w = np.asarray(lat.w, np.float64)
         return SlabLinkTable(
             out=(q, *cell), own_in=(q_in, *cell), nb=(q, *nb), k=k,
             c=lat.c[q].astype(np.float64), body=self.body[own].astype(np.int32),
             n_bodies=len(self.names), arith=np.dtype(storage.arith),
             shifted=bool(storage.shifted), inv_scale=1.0 / storage.scale,
-            w_out=w[q], w_in=w[q_in])
+            w_out=w[q], w_in=w[q_in], far=(q_far, *far), w1=self.w1[own], w2=w2,
+            w_far=w[q_far])
 
 
 def total_forces(momentum: np.ndarray, body: np.ndarray, n_bodies: int) -> np.ndarray:
@@ -185,8 +215,8 @@ class DeviceForces:
         key = tuple((k, id(blk), blk.layer0, blk.layers) for k, blk in solver.blocks.items())
         if key != self._key:
             self._tables = {k: blk.backend.link_forces.prepare(
-                self.links.slab_table(blk.layer0, blk.layers, blk.storage), blk.f_src)
-                for k, blk in solver.blocks.items()}
+                self.links.slab_table(blk.layer0, blk.layers, blk.storage, blk.depth),
+                far_source(blk)[0]) for k, blk in solver.blocks.items()}
             self._key = key
         return self._tables
 
@@ -196,7 +226,7 @@ class DeviceForces:
         solver.refresh_ghosts()  # f*_q(x - c_q) of links at slab faces lies in ghost planes
         tables, pieces = self._prepared(solver), {}
         for k, blk in solver.blocks.items():
-            limbs, bad = blk.backend.link_forces.sums(blk.f_src, tables[k])
+            limbs, bad = blk.backend.link_forces.sums(far_source(blk)[0], tables[k])
             pieces[k] = np.append(limbs.ravel(), np.int64(bad))
         total = sum(solver.transport.gather(pieces).values())  # integers: exact, any order
         if total[-1]:

@@ -224,11 +224,14 @@ DOMAIN_SCHEMA = {
                            "coefficients are reported per body (docs/bodies.md).",
         },
         "bounce_back": {
-            "enum": ["halfway", "linear"],
+            "enum": ["halfway", "linear", "quadratic"],
             "description": "Walls of bodies: halfway bounce-back (the default: the staircase "
-                           "of solid cells) or linear, interpolated bounce-back (Bouzidi et al. "
-                           "2001) with the exact wall distance of circles, boxes, polygons, "
-                           "spheres, cylinders and STL meshes (masks stay halfway).",
+                           "of solid cells), or linear or quadratic interpolated bounce-back "
+                           "(Bouzidi et al. 2001) with the exact wall distance of circles, "
+                           "boxes, polygons, spheres, cylinders and STL meshes (masks stay "
+                           "halfway; quadratic links whose second fluid cell is missing take "
+                           "the linear rule; in 3D quadratic is refused with free-slip "
+                           "walls, docs/bodies.md).",
         },
         "inlet": {
             "type": "object", "additionalProperties": False,

@@ -39,7 +39,7 @@ class FluidSetup:
     bodies: tuple[Body, ...] = ()  #: solid bodies (domain.bodies), rasterised
     x_kinds: tuple[str, str] = ("wall", "wall")  #: faces x = 0, 1: wall/periodic/inlet/outlet/slip
     inlet: Inlet | None = None
-    bounce_back: str = "halfway"  #: bodies' walls: halfway or linear (interpolated)
+    bounce_back: str = "halfway"  #: bodies' walls: halfway, linear or quadratic (interpolated)
     slip: bool = False  #: the faces of the split axis are free-slip walls
     y_slip: bool = False  #: 3D: the faces y = 0 and y = 1 are free-slip walls
     outlet: Outlet = Outlet()  #: the outlet's kind and settings (domain.outlet)
@@ -61,11 +61,13 @@ class FluidSetup:
             sign = 1.0 if self.x_kinds[0] == "inlet" else -1.0
             inflow = sign * self.inlet.cell_velocities(self.grid[:-1])
         links = None
-        if self.bounce_back == "linear" and self.bodies:
+        quadratic = self.bounce_back == "quadratic"
+        if self.bounce_back != "halfway" and self.bodies:
             periodic = (self.periodic_split, *(bool(p) for p in self.params.periodic))
-            links = link_weights(list(self.bodies), solid, self.lattice, periodic)
+            links = link_weights(list(self.bodies), solid, self.lattice, periodic, quadratic)
         return GridGeometry(solid, self.x_kinds, inflow, self.periodic_split, links,
-                            self.dim == 3 and self.y_slip)
+                            quadratic=quadratic and links is not None,
+                            y_slip=self.dim == 3 and self.y_slip)
 
     def initial_velocity(self) -> np.ndarray | None:
         """Velocity to start from, ``(*grid, dim)`` (inlet.start: inflow: each row's inflow
@@ -258,8 +260,10 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     dec = case["decomposition"]
     n = int(dec["subdomains"])
     # slabs that cross halo faces two steps per sweep hold a second ghost plane per face
-    # (D3Q19 on one GPU, D2Q9 on the CPU: SlabBlock.depth); counted wherever they might
-    deep = 2 if case["run"].get("temporal_blocking", True) else 0
+    # (D3Q19 on one GPU, D2Q9 on the CPU: SlabBlock.depth), as do slabs of cases with
+    # quadratic links (simsplit/fluid/deep_halo.py); counted wherever they might
+    quadratic = case["domain"].get("bounce_back") == "quadratic"
+    deep = 2 if case["run"].get("temporal_blocking", True) or quadratic else 0
     out = []
     for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
         cells = (b - a + 2 + deep) * layer

@@ -25,7 +25,8 @@ from simsplit.decomp.slabs import (
     SlabDecomposition,
 )
 from simsplit.errors import CaseError
-from simsplit.fluid.block import Face, SlabBlock, copy_boundary_planes, make_block
+from simsplit.fluid.block import Face, SlabBlock, make_block
+from simsplit.fluid.deep_halo import copy_boundary_planes
 from simsplit.fluid.health import check_blocks
 from simsplit.fluid.setup import fluid_bytes, setup_from_case, throttle_from_case
 from simsplit.fluid.state import load_state, save_state
@@ -324,12 +325,14 @@ class FluidSolver:
     @staticmethod
     def _row_ranges(blk: SlabBlock) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
         """(layers next to halo faces, the other layers or None) of a block, 1-based ``[a, b)``."""
-        n = blk.layers
-        lo = 2 if blk.faces[LOW] is Face.HALO else 1
-        hi = n if blk.faces[HIGH] is Face.HALO else n + 1
-        edge = [(1, 2)] if lo == 2 else []
-        if hi == n:
-            edge.append((n, n + 1))  # distinct from (1, 2): blocks have >= 2 rows
+        n, h = blk.layers, 2 if blk.deep_halo else 1  # deep halos send two planes a face
+        lo = 1 + h if blk.faces[LOW] is Face.HALO else 1
+        hi = n + 1 - h if blk.faces[HIGH] is Face.HALO else n + 1
+        if hi < lo:  # the edges meet: one range (no layer may be updated twice)
+            return [(1, n + 1)], None
+        edge = [(1, lo)] if lo > 1 else []
+        if hi <= n:
+            edge.append((hi, n + 1))
         return edge, ((lo, hi) if lo < hi else None)
 
     def _step_overlapped(self, last: bool) -> None:

@@ -17,11 +17,18 @@ from simsplit.numerics.storage import E4M11_DTYPE, e4m11_to_float
 
 
 def returned_population(f_out: np.ndarray, own_in: np.ndarray, nb: np.ndarray,
-                        k: np.ndarray) -> np.ndarray:
+                        k: np.ndarray, w1: np.ndarray | None = None,
+                        w2: np.ndarray | None = None, far: np.ndarray | None = None
+                        ) -> np.ndarray:
     """What the kernels return along -c_q at a wall at rest (simsplit/fluid/geometry/links.py):
-    interpolated bounce-back with weight k (k >= 0 mixes f*_q(x - c_q) = ``nb``, k < 0 the own
-    f*_qbar(x) = ``own_in``; halfway: k = -1, f_back = f_out)."""
-    return np.where(k >= 0, k * f_out + (1 - k) * nb, -k * f_out + (1 + k) * own_in)
+    interpolated bounce-back with first weight k (k >= 0 mixes f*_q(x - c_q) = ``nb``, k < 0
+    the own f*_qbar(x) = ``own_in``, with weight ``w1``: 1 - |k| for the linear rule, its
+    default) plus ``w2`` times ``far`` (quadratic: f*_q(x - 2 c_q) where k >= 0, f*_qbar(x -
+    c_q) else; w2 = 0 for linear links). Halfway: k = -1, f_back = f_out."""
+    if w1 is None:
+        w1 = 1 - np.abs(k)
+    back = np.where(k >= 0, k * f_out + w1 * nb, -k * f_out + w1 * own_in)
+    return back if w2 is None else back + w2 * far
 
 
 def link_momentum(f_out: np.ndarray, f_back: np.ndarray, c: np.ndarray,
@@ -40,10 +47,14 @@ class SlabLinkTable:
     ``out``: where f*_q(x) is (q pointing into the body); ``own_in``: f*_qbar(x); ``nb``:
     f*_q(x - c_q), which may lie in a ghost plane (the neighbour slab's, current after a
     step), read only where ``k`` >= 0 (elsewhere it repeats ``out``). ``k``: the link's
-    interpolated bounce-back weight as the kernels round it (-1: halfway); ``c``: c_q
-    (n, dim), x first; ``body``: the body index. Stored populations are decoded as
-    :class:`simsplit.numerics.storage.PopulationStorage` does: ``x * inv_scale + w_q`` in the
-    arithmetic type where ``shifted``, with ``w_out`` / ``w_in`` the weights of q and qbar.
+    interpolated bounce-back weight as the kernels round it (-1: halfway), ``w1`` the weight
+    of its second term (1 - |k| for linear links); quadratic links add ``w2`` times ``far``
+    (f*_q(x - 2 c_q) where k >= 0, f*_qbar(x - c_q) else; decoded with weight ``w_far``; it
+    repeats ``out`` where w2 = 0). ``c``: c_q (n, dim), x first; ``body``: the body index.
+    Stored populations are decoded as :class:`simsplit.numerics.storage.PopulationStorage`
+    does: ``x * inv_scale + w_q`` in the arithmetic type where ``shifted``, with ``w_out`` /
+    ``w_in`` the weights of q and qbar. Positions count the array the table is read from
+    (for blocks with two ghost planes a face, the array behind the views).
     """
 
     out: tuple[np.ndarray, ...]
@@ -58,6 +69,10 @@ class SlabLinkTable:
     inv_scale: float
     w_out: np.ndarray
     w_in: np.ndarray
+    far: tuple[np.ndarray, ...]
+    w1: np.ndarray
+    w2: np.ndarray
+    w_far: np.ndarray
 
     @property
     def n(self) -> int:
@@ -67,12 +82,12 @@ class SlabLinkTable:
     def dim(self) -> int:
         return int(self.c.shape[1])
 
-    def flat(self, strides: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Element offsets of ``out``, ``own_in`` and ``nb`` in an array with these element
-        strides (int64), for kernels that index memory themselves."""
+    def flat(self, strides: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+        """Element offsets of ``out``, ``own_in``, ``nb`` and ``far`` in an array with these
+        element strides (int64), for kernels that index memory themselves."""
         return tuple(sum(idx.astype(np.int64) * int(s) for idx, s in zip(where, strides,
                                                                           strict=True))
-                     for where in (self.out, self.own_in, self.nb))
+                     for where in (self.out, self.own_in, self.nb, self.far))
 
     def _decoded(self, f: np.ndarray, where: tuple[np.ndarray, ...],
                  w: np.ndarray) -> np.ndarray:
@@ -90,5 +105,6 @@ class SlabLinkTable:
         f_out = self._decoded(f, self.out, self.w_out)
         own_in = self._decoded(f, self.own_in, self.w_in)
         nb = self._decoded(f, self.nb, self.w_out)
-        f_back = returned_population(f_out, own_in, nb, self.k)
+        far = self._decoded(f, self.far, self.w_far)
+        f_back = returned_population(f_out, own_in, nb, self.k, self.w1, self.w2, far)
         return link_momentum(f_out, f_back, self.c, np.zeros(self.dim))

@@ -33,6 +33,7 @@ from simsplit.backends.cpu.rowgen import (
     planes,
     rows_enabled,
     sum_terms,
+    wrap_far,
 )
 from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
@@ -64,10 +65,13 @@ MIN_CHUNK_ROWS = 8
 @numba.njit(parallel=True, cache=True)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                     om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
-                    rho_w, links, outlet_kind, keep, take, press_w, slots, every_cell):
+                    rho_w, links, outlet_kind, keep, take, press_w, slots, far, far_off,
+                    every_cell):
     """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
     (``_takes``: next to an open face, a curved link or the ends of a periodic x). Outlet
-    links take the rule ``outlet_kind`` (:func:`_outlet`)."""
+    links take the rule ``outlet_kind`` (:func:`_outlet`). ``links`` of 27 weight planes are
+    quadratic (simsplit/fluid/geometry/links.py); their reads two rows away go to ``far``, the
+    array behind ``f_src`` (its row 0 at ``far`` row ``far_off``)."""
     nx = f_src.shape[2] - 2
     dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
     one, half = dt(1.0), dt(0.5)
@@ -105,6 +109,9 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                                         press_w, slots, rho_out)
                         elif kind == SLIP:
                             v = _specular(f_src, flags, j, i, q, nx, periodic_x, v, rho_out)
+                        elif own & CURVED and links.shape[0] == 27:  # Bouzidi, quadratic
+                            v = _quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x,
+                                           v)
                         elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
                             k = links[q, j, i]
                             if k >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
@@ -118,6 +125,28 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         fl[q] = v
             _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
                      store_macro)
+
+
+@numba.njit(inline="always")
+def _quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x, own_opp):
+    """Quadratic interpolated bounce-back of link q of cell (j, i) (links.py): |w0| f*_opp(x)
+    + w1 A, then + w2 B unless w2 is 0; (A, B) = f*_opp at x + c_q and x + 2 c_q where w0 >= 0,
+    f*_q at x and x + c_q else."""
+    t = links.dtype.type  # the arithmetic type
+    w0, w1, w2 = links[q, j, i], links[9 + q, j, i], links[18 + q, j, i]
+    o = _OPP[q]
+    if w0 >= t(0.0):
+        ni = wrap_far(i + _CX[q], nx, periodic_x)
+        v = w0 * own_opp + w1 * _decode(f_src[o, j + _CY[q], ni], t(_W[o]))
+        if w2 != t(0.0):
+            fi = wrap_far(i + 2 * _CX[q], nx, periodic_x)
+            v = v + w2 * _decode(far[o, j + 2 * _CY[q] + far_off, fi], t(_W[o]))
+        return v
+    v = (-w0) * own_opp + w1 * _decode(f_src[q, j, i], t(_W[q]))
+    if w2 != t(0.0):
+        ni = wrap_far(i + _CX[q], nx, periodic_x)
+        v = v + w2 * _decode(f_src[q, j + _CY[q], ni], t(_W[q]))
+    return v
 
 
 @numba.njit(inline="always")
@@ -322,11 +351,13 @@ class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None, outlet_slots=None):
+                       inlet=None, links=None, outlet_slots=None, far=None):
         """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
         ``links``: interpolated bounce-back weights, f's shape (read where flags say CURVED;
-        None: none); ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``
-        (read and written where a link pulls from an outlet; None: none)."""
+        None: none; 27 planes: quadratic); ``outlet_slots``: a convective outlet's previous
+        values ``(9, ny + 2)`` (read and written where a link pulls from an outlet; None:
+        none); ``far``: (the array behind ``f_src``, the row of its row 0 there), where
+        quadratic links read two rows away (None: ``f_src`` itself)."""
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros(f_src.shape[1], dt)
@@ -334,14 +365,15 @@ class D2Q9Kernels:
             links = np.full((9, 1, 1), -1.0, dt)
         if outlet_slots is None:
             outlet_slots = np.zeros((9, 1), dt)
-        f_src, f_dst = raw_view(f_src), raw_view(f_dst)
+        far_f, far_off = (f_src, 0) if far is None else far
+        f_src, f_dst, far_f = raw_view(f_src), raw_view(f_dst), raw_view(far_f)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                  p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
                  p.forced)
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, p.outlet_kind, *p.convective_weights,
-                p.outlet_pressure_weight, outlet_slots, False)
+                p.outlet_pressure_weight, outlet_slots, far_f, far_off, False)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, dt), _launched)
 

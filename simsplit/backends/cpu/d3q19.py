@@ -30,6 +30,7 @@ from simsplit.backends.cpu.rowgen import (
     launch,
     planes,
     sum_terms,
+    wrap_far,
 )
 from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
@@ -51,7 +52,7 @@ _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
 def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
                     om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced,
                     inlet, inlet_scale, rho_w, links, outlet_kind, keep, take, press_w, slots,
-                    every_cell):
+                    far, far_off, every_cell):
     """Two-lattice pull step of planes [k0, k1), cell by cell: every fluid cell
     (``every_cell``), or those the row kernel leaves (``_takes``: next to an open face, a
     curved link or the ends of a periodic x). Near a boundary: walls and the lid bounce back;
@@ -59,7 +60,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
     ``inlet[k, j]`` of the cell's line; OUTLET ones the rule ``outlet_kind`` (:func:`_outlet`);
     SLIP ones the specular reflection (:func:`_specular`);
     body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
-    simsplit/fluid/geometry/links.py)."""
+    simsplit/fluid/geometry/links.py; 57 weight planes: quadratic, reading two planes away
+    from ``far``, the array behind ``f_src``, its plane 0 at ``far`` plane ``far_off``)."""
     ny = f_src.shape[2] - 2
     nx = f_src.shape[3] - 2
     dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
@@ -104,6 +106,9 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                         elif kind == SLIP:
                             v = _specular(f_src, flags, k, j, i, q, nx, ny, periodic_x,
                                           periodic_y, v, rho_out)
+                        elif own & CURVED and links.shape[0] == 57:  # Bouzidi, quadratic
+                            v = _quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx,
+                                           periodic_y, periodic_x, v)
                         elif own & CURVED:  # interpolated bounce-back (Bouzidi, linear)
                             w = links[q, k, j, i]
                             if w >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
@@ -118,6 +123,28 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                      om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
             for q in range(19):
                 f_dst[q, k, j, i] = _encode(post[q], dt(_W[q]), f_dst)
+
+
+@numba.njit(inline="always")
+def _quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx, periodic_y, periodic_x, own_opp):
+    """Quadratic interpolated bounce-back of link q of cell (k, j, i): the D2Q9 kernel's
+    ``_quadratic`` with (k, j, i) cells."""
+    t = links.dtype.type  # the arithmetic type
+    w0, w1, w2 = links[q, k, j, i], links[19 + q, k, j, i], links[38 + q, k, j, i]
+    o = _OPP[q]
+    nj = wrap_far(j + _CY[q], ny, periodic_y)
+    ni = wrap_far(i + _CX[q], nx, periodic_x)
+    if w0 >= t(0.0):
+        v = w0 * own_opp + w1 * _decode(f_src[o, k + _CZ[q], nj, ni], t(_W[o]))
+        if w2 != t(0.0):
+            fj = wrap_far(j + 2 * _CY[q], ny, periodic_y)
+            fi = wrap_far(i + 2 * _CX[q], nx, periodic_x)
+            v = v + w2 * _decode(far[o, k + 2 * _CZ[q] + far_off, fj, fi], t(_W[o]))
+        return v
+    v = (-w0) * own_opp + w1 * _decode(f_src[q, k, j, i], t(_W[q]))
+    if w2 != t(0.0):
+        v = v + w2 * _decode(f_src[q, k + _CZ[q], nj, ni], t(_W[q]))
+    return v
 
 
 @numba.njit(inline="always")
@@ -401,6 +428,12 @@ _takes = _row_kernel.takes
 _launched: set = set()
 
 
+def _far(far: tuple[np.ndarray, int] | None, f_src: np.ndarray) -> tuple[np.ndarray, int]:
+    """Where quadratic links read two planes away (stored elements), and the offset there."""
+    arr, off = (f_src, 0) if far is None else far
+    return raw_view(arr), off
+
+
 def _layers(f: np.ndarray) -> np.ndarray:
     """View of ``f`` as ``(q, layers, cells per layer)``: halos move whole layers."""
     return f.reshape(f.shape[0], f.shape[1], -1)
@@ -410,12 +443,14 @@ class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
-                       inlet=None, links=None, outlet_slots=None):
+                       inlet=None, links=None, outlet_slots=None, far=None):
         """``inlet``: inflow speed of each line (k, j) along x, ghosts included (``(nz + 2,
         ny + 2)``, the arithmetic type; None: none); ``links``: interpolated bounce-back
-        weights, f's shape in the arithmetic type (read where flags say CURVED; None: none);
-        ``outlet_slots``: a convective outlet's previous values ``(19, nz + 2, ny + 2)`` (read
-        and written where a link pulls from an outlet; None: none)."""
+        weights, f's shape in the arithmetic type (read where flags say CURVED; None: none;
+        57 planes: quadratic); ``outlet_slots``: a convective outlet's previous values ``(19,
+        nz + 2, ny + 2)`` (read and written where a link pulls from an outlet; None: none);
+        ``far``: (the array behind ``f_src``, the plane of its plane 0 there), where quadratic
+        links read two planes away (None: ``f_src`` itself)."""
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros((1, 1), dt)
@@ -431,7 +466,7 @@ class D3Q19Kernels:
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
                 p.outlet_density, links, p.outlet_kind, *p.convective_weights,
-                p.outlet_pressure_weight, outlet_slots, False)
+                p.outlet_pressure_weight, outlet_slots, *_far(far, f_src), False)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, rho.dtype), _launched)
 

@@ -88,6 +88,17 @@ def wrap(s, n, periodic):
     return s
 
 
+@numba.njit(inline="always")
+def wrap_far(s, n, periodic):
+    """:func:`wrap` for an index up to two cells beyond an end (quadratic bounce-back)."""
+    if periodic:
+        if s < 1:
+            return s + n
+        if s > n:
+            return s - n
+    return s
+
+
 def planes(f: Any) -> tuple[Any, ...]:
     """``f[q]`` for every q: the row kernel writes each population through an argument of its
     own. The planes do not overlap, so the no-alias promise Numba gives its parallel loops holds,

@@ -61,6 +61,17 @@ def _grid_x(n: int, block_x: int = source.BLOCK_X) -> int:
 _BAD_ADDRESS = np.uint64(0xDEAD0000000)
 
 
+
+def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None) -> tuple[Any, ...]:
+    """The kernel's (quadratic, far, far_off): whether ``links`` holds quadratic weights, and
+    where its reads two rows away go (the array behind ``f_src`` and the row of f_src's row 0
+    in it; f_src itself where there is none)."""
+    arr, off = (f_src, 0) if far is None else far
+    if element_strides(arr) != element_strides(f_src):
+        raise ValueError("the array behind f_src must share its layout")
+    quadratic = links is not None and links.shape[0] == 3 * f_src.shape[0]
+    return np.int32(quadratic), arr, np.int32(off)
+
 class D2Q9Kernels:
     """CUDA C launchers for one device."""
 
@@ -157,11 +168,13 @@ class D2Q9Kernels:
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, open_rules=True,
-                       columns=None) -> None:
+                       columns=None, far=None) -> None:
         """``open_rules``: flags may hold inlets, outlets, free-slip walls or curved cells;
         False (walls and the lid only) launches the kernel compiled without those rules.
         ``columns``: 1-based interior columns ``[i0, i1)`` to update (default all);
-        ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``."""
+        ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``; ``links`` of
+        27 planes are quadratic, reading two rows away from ``far`` (the array behind
+        ``f_src``, the row of its row 0 there; None: ``f_src`` itself)."""
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
@@ -192,7 +205,8 @@ class D2Q9Kernels:
                                  np.int32(j1), np.int32(i0), np.int32(i1), *self._params(p, dt),
                                  self._inlet(inlet, h, dt), t(p.inlet_scale), t(p.outlet_density),
                                  self._links(links, f_src, dt),
-                                 *self._outlet_args(p, dt, outlet_slots, h)))
+                                 *self._outlet_args(p, dt, outlet_slots, h),
+                                 *quadratic_args(links, f_src, far)))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
@@ -226,7 +240,8 @@ class D2Q9Kernels:
                         *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(1),
                         np.int32(ny + 1), np.int32(1), np.int32(nx + 1), *self._params(p, dt),
                         self._inlet(None, h, dt), dt.type(p.inlet_scale), dt.type(p.outlet_density),
-                        self._links(None, f_src, dt), *self._outlet_args(p, dt, slots, h))
+                        self._links(None, f_src, dt), *self._outlet_args(p, dt, slots, h),
+                        *quadratic_args(None, f_src, None))
                 with self._dev:
                     return autotune.launch_seconds(lambda: kern(grid, (block_x,), args))
 

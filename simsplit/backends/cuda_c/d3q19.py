@@ -26,7 +26,7 @@ import cupy
 import numpy as np
 
 from simsplit.backends.cuda_c import source
-from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options
+from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options, quadratic_args
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
@@ -202,19 +202,21 @@ class D3Q19Kernels:
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro, inlet=None, links=None, outlet_slots=None,
-                       open_faces: int = OPEN_FACES) -> None:
+                       open_faces: int = OPEN_FACES, far=None) -> None:
         """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
         (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
         geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
         (None: no CURVED cell); ``outlet_slots``: a convective outlet's previous values
         ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: the INLET, OUTLET and
-        SLIP bits the flags may hold (0: a bodies kernel without their rules)."""
+        SLIP bits the flags may hold (0: a bodies kernel without their rules); ``links`` of 57
+        planes are quadratic, reading two planes away from ``far`` (the array behind ``f_src``,
+        the plane of its plane 0 there; None: ``f_src`` itself)."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         if k0 == k1:
             return
         if inlet is not None:
             self._stream_collide_bodies(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
-                                        store_macro, inlet, links, outlet_slots, open_faces)
+                                        store_macro, inlet, links, outlet_slots, open_faces, far)
             return
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         dt, st = rho.dtype, f_src.dtype
@@ -230,10 +232,12 @@ class D3Q19Kernels:
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
-                               outlet_slots=None, open_faces: int = OPEN_FACES) -> None:
+                               outlet_slots=None, open_faces: int = OPEN_FACES,
+                               far=None) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
-        if wide_offsets(f_src):
+        quadratic = quadratic_args(links, f_src, far)
+        if wide_offsets(f_src) or wide_offsets(quadratic[1]):
             raise ValueError(f"D3Q19 bodies, inlets and outlets take population arrays of at "
                              f"most {source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape}); split "
                              "the domain over more slabs")
@@ -258,7 +262,8 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        variant = self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind)
+        variant = (source.d3q19_bodies_open(open_faces, p.outlet_kind, True) if quadratic[0]
+                   else self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind))
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
@@ -266,7 +271,7 @@ class D3Q19Kernels:
             kern((_grid_x(nx, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
                  (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links,
                   np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
-                  dt.type(p.outlet_pressure_weight), outlet_slots))
+                  dt.type(p.outlet_pressure_weight), outlet_slots, *quadratic))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def two_steps_fit(self, f: Any, dtype: Any) -> bool:

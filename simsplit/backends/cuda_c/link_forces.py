@@ -38,7 +38,8 @@ class DeviceLinkTable:
     shifted: bool
     inv_scale: float
     strides: tuple[int, ...]
-    arrays: tuple[Any, ...]  #: at_out, at_in, at_nb, w_out, w_in, k, c, body
+    #: at_out, at_in, at_nb, at_far, w_out, w_in, w_far, k, w1, w2, c, body
+    arrays: tuple[Any, ...]
     acc: Any
     nonfinite: Any
 
@@ -54,8 +55,8 @@ class LinkForceKernels:
     def prepare(self, table: SlabLinkTable, f: Any) -> DeviceLinkTable:
         """``table`` on the device, addressed as populations laid out as ``f``."""
         strides = element_strides(f)
-        host = (*table.flat(strides), table.w_out, table.w_in, table.k,
-                np.ascontiguousarray(table.c, np.float64), table.body.astype(np.int32))
+        host = (*table.flat(strides), table.w_out, table.w_in, table.w_far, table.k, table.w1,
+                table.w2, np.ascontiguousarray(table.c, np.float64), table.body.astype(np.int32))
         with self._dev:
             arrays = tuple(cupy.asarray(np.ascontiguousarray(a)) for a in host)
             slots = table.n_bodies * table.dim

@@ -71,10 +71,12 @@ D3Q19_BODIES_BLOCK_X = 64
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
 #: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and
-#: free-slip walls. The launcher takes the smallest that holds a slab's flags and its outlet's
-#: kind (d3q19_bodies_open); free-slip walls have a variant of their own so that the others
-#: keep their registers (in float the slip rule needs more than the 64 of four resident blocks)
-D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip")
+#: free-slip walls, every outlet kind and quadratic bounce-back. The launcher takes the
+#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open); free-slip
+#: walls and quadratic links have variants of their own so that the others keep their
+#: registers (in float either rule needs more than the 64 of four resident blocks); no variant
+#: holds both (a 3D case with slip faces and quadratic links is refused at setup)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip", "quadratic")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -355,10 +357,16 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
-def d3q19_bodies_open(open_faces: int, outlet_kind: int) -> str:
+def d3q19_bodies_open(open_faces: int, outlet_kind: int, quadratic: bool = False) -> str:
     """The bodies kernel variant (:data:`D3Q19_BODIES_OPEN`) for a slab whose flags hold
     the open kinds ``open_faces`` (``flags.INLET | OUTLET | SLIP`` bits; True: inlets or
-    outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``)."""
+    outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``), with quadratic
+    links or not."""
+    if quadratic:
+        if open_faces & flags.SLIP:
+            raise ValueError("no D3Q19 bodies kernel variant holds both free-slip walls and "
+                             "quadratic links")
+        return "quadratic"
     if open_faces & flags.SLIP:
         return "slip"
     if not open_faces:

@@ -155,11 +155,34 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
             slots[q, j] = v
         return v
 
+    @cuda.jit(device=True)
+    def quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x, own_opp):
+        # quadratic interpolated bounce-back: the CPU kernel's _quadratic
+        w0 = links[q, j, i]
+        w1 = links[9 + q, j, i]
+        w2 = links[18 + q, j, i]
+        o = _OPP[q]
+        ni = i + _CX[q]
+        if periodic_x:
+            ni = (ni - 1 + nx) % nx + 1
+        if w0 >= dt(0.0):
+            v = mul(w0, own_opp) + mul(w1, decode(f_src[o, j + _CY[q], ni], dt(_W[o])))
+            if w2 != dt(0.0):
+                fi = i + 2 * _CX[q]
+                if periodic_x:
+                    fi = (fi - 1 + nx) % nx + 1
+                v = v + mul(w2, decode(far[o, j + 2 * _CY[q] + far_off, fi], dt(_W[o])))
+            return v
+        v = mul(-w0, own_opp) + mul(w1, decode(f_src[q, j, i], dt(_W[q])))
+        if w2 != dt(0.0):
+            v = v + mul(w2, decode(f_src[q, j + _CY[q], ni], dt(_W[q])))
+        return v
+
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1, omega_p, omega_m,
                        lid_velocity, force_x, force_y, periodic_x, store_macro, inlet,
                        inlet_scale_in, rho_w_in, links, outlet_kind, keep_in, take_in,
-                       press_w_in, slots):
+                       press_w_in, slots, far, far_off):
         nx = f_src.shape[2] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
         if i > nx:
@@ -210,6 +233,9 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
                             if (flags[bj, bi] & BOUNDARY) == 0:
                                 m = _SPECULAR[q, mask]
                                 v = decode(f_src[m, bj, bi], dt(_W[m]))
+                        elif (flags[j, i] & CURVED) != 0 and links.shape[0] == 27:
+                            v = quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x,
+                                          v)
                         elif (flags[j, i] & CURVED) != 0:  # Bouzidi, as the CPU kernel
                             k = links[q, j, i]
                             if k >= dt(0.0):
@@ -325,7 +351,9 @@ class D2Q9Kernels:
         return self._zeros[key]
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
-                       inlet=None, links=None, outlet_slots=None) -> None:
+                       inlet=None, links=None, outlet_slots=None, far=None) -> None:
+        """``links`` of 27 planes are quadratic, reading two rows away from ``far`` (the
+        array behind ``f_src``, the row of its row 0 there; None: ``f_src`` itself)."""
         j0, j1 = int(rows[0]), int(rows[1])
         ny, nx = f_src.shape[1] - 2, f_src.shape[2] - 2
         if not 1 <= j0 <= j1 <= ny + 1:
@@ -343,7 +371,8 @@ class D2Q9Kernels:
                    self._inlet(inlet, ny + 2, dt), float(p.inlet_scale),
                    float(p.outlet_density), self._links(links, dt),
                    int(p.outlet_kind), *map(float, p.convective_weights),
-                   float(p.outlet_pressure_weight), self._slots(outlet_slots, dt))
+                   float(p.outlet_pressure_weight), self._slots(outlet_slots, dt),
+                   raw_view(f_src if far is None else far[0]), 0 if far is None else int(far[1]))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         w = f.shape[2]

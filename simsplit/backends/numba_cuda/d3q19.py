@@ -44,6 +44,34 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         return s
 
     @cuda.jit(device=True)
+    def wrap_far(s, n, periodic):  # up to two cells beyond an end (quadratic bounce-back)
+        if periodic:
+            return s + n if s < 1 else (s - n if s > n else s)
+        return s
+
+    @cuda.jit(device=True)
+    def quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx, periodic_y, periodic_x,
+                  own_opp):
+        # quadratic interpolated bounce-back: the CPU kernel's _quadratic
+        w0 = links[q, k, j, i]
+        w1 = links[19 + q, k, j, i]
+        w2 = links[38 + q, k, j, i]
+        o = _OPP[q]
+        nj = wrap_far(j + _CY[q], ny, periodic_y)
+        ni = wrap_far(i + _CX[q], nx, periodic_x)
+        if w0 >= dt(0.0):
+            v = mul(w0, own_opp) + mul(w1, f_src[o, k + _CZ[q], nj, ni])
+            if w2 != dt(0.0):
+                fj = wrap_far(j + 2 * _CY[q], ny, periodic_y)
+                fi = wrap_far(i + 2 * _CX[q], nx, periodic_x)
+                v = v + mul(w2, far[o, k + 2 * _CZ[q] + far_off, fj, fi])
+            return v
+        v = mul(-w0, own_opp) + mul(w1, f_src[q, k, j, i])
+        if w2 != dt(0.0):
+            v = v + mul(w2, f_src[q, k + _CZ[q], nj, ni])
+        return v
+
+    @cuda.jit(device=True)
     def dot_c(cx, cy, cz, a, b, c):  # c . (a, b, c) without c's zero components, as on the CPU
         if cx != 0:
             s = mul(cx, a)
@@ -121,7 +149,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
                        omega_m, lid_velocity, force_x, force_y, force_z, periodic_x, periodic_y,
                        store_macro, forced, inlet, inlet_scale_in, rho_w_in, links, outlet_kind,
-                       keep_in, take_in, press_w_in, slots):
+                       keep_in, take_in, press_w_in, slots, far, far_off):
         ny = f_src.shape[2] - 2
         nx = f_src.shape[3] - 2
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
@@ -181,6 +209,9 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                             elif kind == SLIP:  # specular, as the CPU kernel's _specular
                                 v = specular(f_src, flags, k, j, i, q, nx, ny, periodic_x,
                                              periodic_y, v)
+                            elif (own & CURVED) != 0 and links.shape[0] == 57:
+                                v = quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx,
+                                              periodic_y, periodic_x, v)
                             elif (own & CURVED) != 0:  # Bouzidi, as the CPU kernel
                                 w = links[q, k, j, i]
                                 if w >= dt(0.0):
@@ -311,10 +342,11 @@ class D3Q19Kernels:
                 f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                       store_macro, inlet=None, links=None, outlet_slots=None) -> None:
+                       store_macro, inlet=None, links=None, outlet_slots=None,
+                       far=None) -> None:
         """``inlet``: inflow speed per line (k, j), ghosts included; ``links``: interpolated
         bounce-back weights in f's shape; ``outlet_slots``: a convective outlet's previous
-        values (as the CPU kernel set)."""
+        values; ``far``: where quadratic links read two planes away (as the CPU kernel set)."""
         k0, k1 = int(layers[0]), int(layers[1])
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         if not 1 <= k0 <= k1 <= nz + 1:
@@ -338,7 +370,8 @@ class D3Q19Kernels:
                    int(p.outlet_kind), *map(float, p.convective_weights),
                    float(p.outlet_pressure_weight),
                    outlet_slots if outlet_slots is not None
-                   else self._stand_in("slots", rho.dtype))
+                   else self._stand_in("slots", rho.dtype),
+                   f_src if far is None else far[0], 0 if far is None else int(far[1]))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         size = f.shape[2] * f.shape[3]

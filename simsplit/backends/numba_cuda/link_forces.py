@@ -31,16 +31,18 @@ def _link_momentum(arith: np.dtype, storage: np.dtype) -> Any:
     decode = _codec(arith, storage)[0]
 
     @cuda.jit
-    def link_momentum(f, n, at_out, at_in, at_nb, w_out, w_in, k, c, dim, mom):
+    def link_momentum(f, n, at_out, at_in, at_nb, at_far, w_out, w_in, w_far, k, w1, w2, c,
+                      dim, mom):
         i = cuda.grid(1)
         if i >= n:
             return
         kk = k[i]
         f_out = np.float64(decode(f[at_out[i]], w_out[i]))
         if kk >= 0.0:
-            f_back = mul(kk, f_out) + mul(1.0 - kk, np.float64(decode(f[at_nb[i]], w_out[i])))
+            f_back = mul(kk, f_out) + mul(w1[i], np.float64(decode(f[at_nb[i]], w_out[i])))
         else:
-            f_back = mul(-kk, f_out) + mul(1.0 + kk, np.float64(decode(f[at_in[i]], w_in[i])))
+            f_back = mul(-kk, f_out) + mul(w1[i], np.float64(decode(f[at_in[i]], w_in[i])))
+        f_back = f_back + mul(w2[i], np.float64(decode(f[at_far[i]], w_far[i])))
         u_wall = 0.0
         for a in range(dim):
             ca = c[i * dim + a]
@@ -63,7 +65,8 @@ class DeviceLinkTable:
     dim: int
     slots: int
     strides: tuple[int, ...]
-    arrays: tuple[Any, ...]  #: at_out, at_in, at_nb, w_out, w_in, k, c, body
+    #: at_out, at_in, at_nb, at_far, w_out, w_in, w_far, k, w1, w2, c, body
+    arrays: tuple[Any, ...]
     kernel: Any  #: the link-momentum kernel of the populations' storage
     mom: Any
     acc: Any
@@ -78,9 +81,10 @@ class LinkForceKernels:
 
     def prepare(self, table: SlabLinkTable, f: Any) -> DeviceLinkTable:
         strides = element_strides(f)
-        host = (*table.flat(strides), table.w_out.astype(table.arith),
-                table.w_in.astype(table.arith), table.k,
-                np.ascontiguousarray(table.c, np.float64).ravel(), table.body.astype(np.int32))
+        host = (*table.flat(strides), *(w.astype(table.arith) for w in (table.w_out, table.w_in,
+                                                                          table.w_far)),
+                table.k, table.w1, table.w2, np.ascontiguousarray(table.c, np.float64).ravel(),
+                table.body.astype(np.int32))
         slots = table.n_bodies * table.dim
         with self._activate():
             return DeviceLinkTable(
@@ -95,12 +99,12 @@ class LinkForceKernels:
         """As :meth:`simsplit.backends.cuda_c.link_forces.LinkForceKernels.sums`."""
         if element_strides(f) != t.strides or not f.is_c_contiguous():
             raise ValueError("populations laid out unlike the link table's")
-        at_out, at_in, at_nb, w_out, w_in, k, c, body = t.arrays
+        *per_link, c, body = t.arrays
         with self._activate():
             if t.n:
                 flat = raw_view(f).reshape(f.size)
                 t.kernel[(t.n + BLOCK_X - 1) // BLOCK_X, BLOCK_X](
-                    flat, t.n, at_out, at_in, at_nb, w_out, w_in, k, c, t.dim, t.mom)
+                    flat, t.n, *per_link, c, t.dim, t.mom)
                 m = t.n * t.dim
                 _accumulate[(m + BLOCK_X - 1) // BLOCK_X, BLOCK_X](
                     t.mom.view(np.int64), t.n, t.dim, body, EXACT_LIMBS, t.acc, t.nonfinite)

@@ -25,16 +25,19 @@ class GridGeometry:
     inflow: np.ndarray
     periodic_split: bool  #: layers wrap around (y periodic in 2D, z in 3D)
     #: interpolated bounce-back weight of every link (q, *grid) (simsplit/fluid/geometry/
-    #: links.py), None: halfway bounce-back everywhere
+    #: links.py; quadratic: (3 q, *grid)), None: halfway bounce-back everywhere
     links: np.ndarray | None = None
+    quadratic: bool = False  #: links holds quadratic weights (w0, w1, w2 per link)
     y_slip: bool = False  #: 3D: the faces y = 0 and y = 1 are free-slip walls
 
     @property
     def curved(self) -> np.ndarray | None:
-        """Fluid cells with an interpolated link (CURVED), or None."""
+        """Fluid cells with an interpolated link (CURVED), or None (a link is halfway exactly
+        where its first weight is -1, in both forms)."""
         if self.links is None:
             return None
-        return (self.links != -1.0).any(axis=0)
+        q = self.links.shape[0] // 3 if self.quadratic else self.links.shape[0]
+        return (self.links[:q] != -1.0).any(axis=0)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Indices of layers ``start - 1 .. stop`` (a slab and its ghost layers) in the global
@@ -87,6 +90,8 @@ class GridGeometry:
         assert self.links is not None
         q, _, *cross = self.links.shape
         out = np.full((q, stop - start + 2, *(n + 2 for n in cross)), -1.0)
+        if self.quadratic:
+            out[q // 3:] = 0.0
         out[(slice(None), slice(1, -1), *(slice(1, -1) for _ in cross))] = \
             self.links[:, start:stop]
         return out

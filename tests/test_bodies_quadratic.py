@@ -1,0 +1,219 @@
+"""Quadratic interpolated bounce-back (Bouzidi, Firdaouss & Lallemand 2001; issue #21): the
+weights and their fallbacks, the same bits on 1-4 slabs in 2D and 3D (links reading two planes
+across slab faces: halos two planes deep), and its accuracy against linear and halfway."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simsplit import Simulation
+from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
+from simsplit.fluid.geometry import build_bodies
+from simsplit.fluid.geometry.links import HALFWAY, link_weights
+from simsplit.numerics.lattice import D2Q9
+from tests.conftest import body_case, body_case_3d, fluid_case
+
+
+def _box_weights(top: float) -> tuple[np.ndarray, np.ndarray]:
+    """Quadratic and linear weights of a box filling y <= ``top`` across a periodic strip."""
+    spec = {"shape": [6, 12], "bodies": [{"name": "b", "shape": "box", "lower": [0, 0],
+                                          "upper": [6, top]}]}
+    (body,) = build_bodies(spec, ("periodic", "periodic"))
+    quad = link_weights([body], body.cells, D2Q9, (False, True), quadratic=True)
+    lin = link_weights([body], body.cells, D2Q9, (False, True))
+    return quad, lin
+
+
+@pytest.mark.parametrize("top", [3.2, 3.35, 3.7, 3.9])
+def test_weights_are_the_papers_and_sum_to_one(top) -> None:
+    """The straight link from the first fluid cell (y = 3.5 or 4.5) down to the box: the
+    weights of Bouzidi et al.'s quadratic fits at the wall fraction d, summing to 1, the
+    linear rule's first weight where the linear table has it."""
+    quad, lin = _box_weights(top)
+    j = 3 if top < 3.5 else 4  # first fluid row
+    d = j + 0.5 - top
+    q = 2  # c = (0, 1): pulls from (i, j - 1), in the box
+    w0, w1, w2 = quad[q, j, 2], quad[9 + q, j, 2], quad[18 + q, j, 2]
+    if d < 0.5:
+        want = (d * (1 + 2 * d), 1 - 4 * d * d, -d * (1 - 2 * d))
+        assert lin[q, j, 2] == pytest.approx(2 * d)
+    else:
+        want = (-1 / (d * (2 * d + 1)), (2 * d - 1) / d, -(2 * d - 1) / (2 * d + 1))
+        assert lin[q, j, 2] == pytest.approx(-1 / (2 * d))
+    assert (w0, w1, w2) == pytest.approx(want, abs=1e-13)
+    assert abs(w0) + w1 + w2 == pytest.approx(1.0, abs=1e-13)
+
+
+def test_fallbacks_depend_on_the_geometry() -> None:
+    """A one-cell gap between two boxes: a link nearer than halfway whose x + c_q is fluid but
+    x + 2 c_q solid takes the linear rule (w2 = 0); one whose x + c_q is solid bounces back
+    halfway; beyond halfway with x + c_q solid the linear rule of that branch."""
+    spec = {"shape": [6, 12], "bodies": [
+        {"name": "a", "shape": "box", "lower": [0, 0], "upper": [6, 3.3]},
+        {"name": "b", "shape": "box", "lower": [0, 5.2], "upper": [6, 12]}]}
+    bodies = build_bodies(spec, ("periodic", "periodic"))
+    solid = bodies[0].cells | bodies[1].cells
+    w = link_weights(bodies, solid, D2Q9, (False, True), quadratic=True)
+    up, down = 2, 4  # pulling from below (box a) and from above (box b)
+    # row 3 (y 3.5) and row 4 (y 4.5) are fluid; row 5 (5.5) is in box b
+    d = 3.5 - 3.3  # row 3 to box a: x + c = row 4 fluid, x + 2c = row 5 solid -> linear
+    assert (w[up, 3, 1], w[9 + up, 3, 1], w[18 + up, 3, 1]) == pytest.approx(
+        (2 * d, 1 - 2 * d, 0.0))
+    d = 5.2 - 4.5  # row 4 to box b, beyond halfway: x + c = row 3 fluid -> quadratic
+    assert w[18 + down, 4, 1] == pytest.approx(-(2 * d - 1) / (2 * d + 1))
+    d = 4.5 - 3.3  # (not a link: row 4's source row 3 is fluid)
+    assert w[up, 4, 1] == HALFWAY and w[9 + up, 4, 1] == 0
+    gap = {"shape": [6, 12], "bodies": [
+        {"name": "a", "shape": "box", "lower": [0, 0], "upper": [6, 3.4]},
+        {"name": "b", "shape": "box", "lower": [0, 3.8], "upper": [6, 12]}]}
+    bodies = build_bodies(gap, ("periodic", "periodic"))
+    w = link_weights(bodies, bodies[0].cells | bodies[1].cells, D2Q9, (False, True), True)
+    # row 3 alone is fluid: to box a (d = 0.1 < 1/2) with x + c in box b -> halfway; to box b
+    # (d = 0.3) likewise
+    assert (w[up, 3, 1], w[9 + up, 3, 1], w[18 + up, 3, 1]) == (HALFWAY, 0.0, 0.0)
+    assert (w[down, 3, 1], w[9 + down, 3, 1], w[18 + down, 3, 1]) == (HALFWAY, 0.0, 0.0)
+
+
+def _deep_links(sim: Simulation) -> int:
+    """Quadratic links of the run whose far population lies two planes away in another slab
+    (what the second ghost plane carries)."""
+    links = body_links(sim.solver.setup)
+    starts = sorted(b.layer0 for b in sim.solver.blocks.values())
+    own = np.searchsorted(starts, links.cell[0], side="right")
+    far = np.searchsorted(starts, links.far[0], side="right")
+    two = np.abs(links.far[0] - links.cell[0]) == 2
+    return int(((links.w2 != 0) & (links.k >= 0) & two & (own != far)).sum())
+
+
+def _check_splits(make_case, splits, steps: int, moving: float) -> None:
+    """Run the case of each split (``make_case(n, weights)``): fields and forces the same
+    bits as on the first, forces reduced on the backend equal to the host path's, some links
+    reading two planes across a slab face, the flow going (``moving``) and pushing."""
+    results, deep = [], 0
+    for n, weights in splits:
+        case = make_case(n, weights)
+        case["domain"]["bounce_back"] = "quadratic"
+        sim = Simulation(case)
+        sim.step(steps)
+        links = body_links(sim.solver.setup)
+        forces = measure_forces(sim.solver, links)
+        assert np.array_equal(DeviceForces(links).measure(sim.solver), forces)
+        results.append((sim.velocity(), sim.density(), forces))
+        deep += _deep_links(sim)
+    u1, rho1, f1 = results[0]
+    assert np.abs(u1).max() > moving and np.abs(f1[:, 0]).min() > 0 and deep > 0
+    for (n, w), (u, rho, f) in zip(splits[1:], results[1:], strict=True):
+        assert np.array_equal(u, u1), f"velocity differs for {n} slabs, weights {w}"
+        assert np.array_equal(rho, rho1), f"density differs for {n} slabs, weights {w}"
+        assert np.array_equal(f, f1), f"forces differ for {n} slabs, weights {w}"
+
+
+@pytest.mark.parametrize("precision, outlet, overlap", [
+    ("float64", "pressure", True), ("float32", "convective", True),
+    ("float64", "zero_gradient", False)])
+def test_bitwise_identical_across_splits_2d(precision, outlet, overlap) -> None:
+    """A circle across slab faces and a polygon, inlet (ramped) and outlet: fields and forces
+    the same bits on 1-4 slabs and an uneven split, overlapped or not."""
+    bodies = [{"name": "cyl", "shape": "circle", "centre": [10.0, 11.7], "radius": 3.4},
+              {"name": "plate", "shape": "polygon",
+               "vertices": [[24, 4], [30, 6], [29, 9], [25, 7.5]]}]
+
+    def make_case(n, weights):
+        case = body_case(40, 24, n, bodies=bodies, run__precision=precision,
+                         run__overlap=overlap, decomposition__weights=weights)
+        case["domain"]["outlet"] = {"kind": outlet}
+        return case
+
+    _check_splits(make_case, [(1, None), (2, None), (3, None), (4, None), (3, [3, 1, 2])],
+                  120, 0.04)
+
+
+@pytest.mark.parametrize("precision, storage", [("float64", None), ("float32", "float16")])
+def test_bitwise_identical_across_splits_3d(precision, storage) -> None:
+    """A sphere across slab faces and a cylinder along y through every slab: the same bits
+    (fields, forces) on 1-4 slabs, fp16 storage included."""
+    bodies = [{"name": "ball", "shape": "sphere", "centre": [7.3, 5.2, 6.1], "radius": 2.6},
+              {"name": "rod", "shape": "cylinder", "centre": [16.4, 0, 5.7], "axis": "y",
+               "diameter": 3.1}]
+
+    def make_case(n, weights):
+        case = body_case_3d(24, 10, 12, n, bodies=bodies, run__precision=precision,
+                            decomposition__weights=weights)
+        if storage:
+            case["run"]["storage"] = storage
+        return case
+
+    _check_splits(make_case, [(1, None), (2, None), (3, None), (4, None), (2, [1, 3])], 20,
+                  0.03)
+
+
+def test_halos_are_deep_only_with_quadratic_links() -> None:
+    """Linear links keep the one-plane halo (one packed direction set per face); quadratic
+    ones carry three and two ghost planes."""
+    for bounce, sets, depth in (("linear", 1, 1), ("quadratic", 3, 2)):
+        case = body_case(40, 24, 2)
+        case["domain"]["bounce_back"] = bounce
+        blk = Simulation(case).solver.blocks[0]
+        assert blk.depth == depth
+        assert all(b.shape[0] == 3 * sets for b in blk.send.values())
+
+
+def _channel_error(bounce: str, offset: float, collision: str) -> float:
+    """Plane Poiseuille flow (body force, x periodic) between two boxes whose faces lie
+    ``offset`` cells off the grid: max |u - u_exact| / max u_exact at steady state."""
+    g, nu, ny = 1e-6, 0.1, 20
+    lo, hi = 2 + offset, ny - 2 - offset
+    case = fluid_case(4, ny, 1, fluid__reynolds=None, fluid__viscosity=nu,
+                      fluid__body_force=[g, 0.0], fluid__collision=collision)
+    case["domain"] = {"shape": [4, ny], "boundaries": {"x": "periodic", "lid": False},
+                      "bounce_back": bounce,
+                      "bodies": [{"name": "lo", "shape": "box", "lower": [0, 0],
+                                  "upper": [4, lo]},
+                                 {"name": "hi", "shape": "box", "lower": [0, hi],
+                                  "upper": [4, ny]}]}
+    sim = Simulation(case)
+    sim.step(4000)
+    y = np.arange(ny) + 0.5
+    exact = g / (2 * nu) * (y - lo) * (hi - y)
+    fluid = (y > lo) & (y < hi)
+    u = sim.velocity()[..., 0]
+    return float(np.abs(u[fluid] - exact[fluid, None]).max() / exact.max())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("collision", ["trt", "bgk"])
+def test_poiseuille_between_off_grid_walls(collision) -> None:
+    """Walls a fraction d = 0.3, 0.15, 0.85, 0.7 of a link from the first fluid cell: under
+    BGK (tau 0.8) quadratic beats linear at every d; under TRT (Lambda 3/16) where the wall is
+    nearer than halfway (the branch that reads x + 2 c_q), beyond halfway the linear rule is
+    closer there (docs/bodies.md). Both interpolations beat the staircase by an order of
+    magnitude. Every error is printed."""
+    errors = {}
+    for offset in (0.2, 0.35, 0.65, 0.8):
+        errors[offset] = {b: _channel_error(b, offset, collision)
+                          for b in ("halfway", "linear", "quadratic")}
+        print(f"{collision} offset {offset}: " + ", ".join(
+            f"{b} {e:.3e}" for b, e in errors[offset].items()))
+    better = (0.2, 0.35, 0.65, 0.8) if collision == "bgk" else (0.2, 0.35)
+    for offset in better:
+        assert errors[offset]["quadratic"] < 0.8 * errors[offset]["linear"], offset
+    for e in errors.values():
+        assert max(e["linear"], e["quadratic"]) < 0.2 * e["halfway"]
+
+
+@pytest.mark.parametrize("bounds", [{"y": "slip"}, {"z": "slip"}, {"x_high": "slip"}])
+def test_quadratic_with_3d_slip_walls_is_refused(bounds) -> None:
+    """No D3Q19 bodies kernel variant holds both quadratic links and free-slip walls: the case
+    is refused naming domain.bounce_back; linear links with slip walls stay allowed."""
+    from simsplit.case import validate_case
+    from simsplit.errors import CaseError
+
+    case = body_case_3d(24, 10, 12, 1)
+    case["domain"]["boundaries"].update(bounds)
+    case["domain"]["bounce_back"] = "linear"
+    validate_case(case)
+    case["domain"]["bounce_back"] = "quadratic"
+    with pytest.raises(CaseError, match="domain.bounce_back: quadratic is not allowed in 3D "
+                                        "with free-slip walls"):
+        validate_case(case)

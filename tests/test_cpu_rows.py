@@ -101,7 +101,7 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) ->
             d2q9._stream_collide(raw(f), raw(g), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
                                  periodic_x, True, inlet, 1.0, 1.0,
                                  np.full((9, 1, 1), -1.0, dtype), OUTLET_CONVECTIVE,
-                                 *p.convective_weights, 0.25, slots, True)
+                                 *p.convective_weights, 0.25, slots, raw(f), 0, True)
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic_x or not np.array_equal(out[0][-1], slots0)
@@ -144,7 +144,7 @@ def test_d2q9_two_steps_match_two_scalar_steps(dtype, storage, force, threads,
                     d2q9._stream_collide(raw(src), raw(dst), flags, *m, 1, ny + 1, 1.3, 1.1,
                                          0.1, *force, False, True, np.zeros(ny + 2, dtype),
                                          1.0, 1.0, np.full((9, 1, 1), -1.0, dtype), 0, 1.0,
-                                         0.0, 0.0, np.zeros((9, 1), dtype), True)
+                                         0.0, 0.0, np.zeros((9, 1), dtype), raw(src), 0, True)
             out.append([g, *m])
     finally:
         monkeypatch.undo()
@@ -273,7 +273,8 @@ def test_d3q19_rows_match_the_scalar_kernel(dtype, storage, periodic, forced) ->
             raw = d3q19.raw_view
             d3q19._stream_collide(raw(f), raw(g), flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, *force,
                                   *periodic, True, forced, inlet, 0.75, 1.02, links,
-                                  OUTLET_CONVECTIVE, *p.convective_weights, 0.25, slots, True)
+                                  OUTLET_CONVECTIVE, *p.convective_weights, 0.25, slots, raw(f),
+                                  0, True)
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic[0] or not np.array_equal(out[0][-1], slots0)
@@ -302,7 +303,7 @@ def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
             d3q19._stream_collide(f, g, flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, 0.0, 0.0, 0.0,
                                   False, False, False, False, np.zeros((1, 1)), 1.0, 1.0,
                                   np.full((19, 1, 1, 1), -1.0), 0, 1.0, 0.0, 0.0,
-                                  np.zeros((19, 1, 1)), True)
+                                  np.zeros((19, 1, 1)), f, 0, True)
         out.append([g, *m])
     assert _same(*out)
     assert [len(k.overloads) for k in kernels] == compiled

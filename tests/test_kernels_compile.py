@@ -1173,15 +1173,16 @@ def test_emulated_d3q19_bodies_match_cpu(emulated_3d, precision, storage, faces,
     _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, periodic_y, outlet)
 
 
-@pytest.mark.parametrize("precision, storage", PAIRS)
+@pytest.mark.parametrize("precision, storage", [("float64", "float64"), ("float32", "float16"),
+                                                ("float64", "e4m11")])
 @pytest.mark.parametrize("faces", [("inlet", "outlet"), ("periodic", "periodic")])
-@pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("periodic_y", [False, True])
+@pytest.mark.parametrize("padded, periodic_y", [(False, False), (True, True)])
 def test_emulated_d3q19_quadratic_bodies_match_cpu(emulated_3d, precision, storage, faces,
                                                    padded, periodic_y) -> None:
     """Quadratic interpolated bounce-back: the CUDA C bodies kernel reproduces the CPU kernel
     on a middle slab whose links read the second ghost planes (x + 2 c_q), periodic x and y
-    wrapping two cells included."""
+    wrapping two cells included. Three storage pairs (the coding of the others is the linear
+    bodies tests'; all 56 cases took 8 minutes of CI's two cores, and passed)."""
     _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, periodic_y,
                         OUTLETS[0], "quadratic")
 

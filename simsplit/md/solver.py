@@ -106,6 +106,8 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         self.tail = self.pairs.tail(counts, self.volume) if pot["tail"] else (0.0, 0.0)
         self.skin = float(md["neighbor"]["skin"])
         self.reach = self.cutoff + self.skin
+        #: Bussi or Nose-Hoover: rescales every velocity around each step (None otherwise)
+        self.thermostat = make_thermostat(md, self.n_atoms, self.volume)
 
         dec = case["decomposition"]
         self.layout = sl.SlabLayout(self.box, int(dec["subdomains"]), dec.get("weights"),
@@ -156,8 +158,6 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         self._noise = math.sqrt(2.0 * self.mass * self.target_temperature / (damp * self.dt))
         self._init_langevin_masses(damp)
         self.thermo_every = int(md["thermo_every"])
-        #: Bussi or Nose-Hoover: rescales every velocity around each step (None otherwise)
-        self.thermostat = make_thermostat(md, self.n_atoms, self.volume)
         self._init_box_scaling()
 
         self.steps_done = 0
@@ -230,12 +230,17 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
             return SlabArena(self.layout, k, self.ncell, self._offsets)
         if self._comm is not None and getattr(k, "rank_slabs", False):
             s = self.slabs[0]
-            # batches (and with them device links) need no host look at every step
-            batches = self.skin > 0.0 and self.case["md"]["ensemble"] in ("nve", "langevin")
+            # device links serve batches only
             return RankSlab(self.layout, k, self.ncell, self._offsets, s.index, s.comm,
                             max_move=JUMP_SKINS * self.skin if self.skin > 0.0 else None,
-                            device_links=batches)
+                            device_links=self._steps_may_batch())
         return None
+
+    def _steps_may_batch(self) -> bool:
+        """Whether steps may run in batches with no host look between them: a list with a skin
+        (the displacement check decides when to rebuild) and no rescaling thermostat (it needs
+        every step's kinetic energy on the host)."""
+        return self.skin > 0.0 and self.thermostat is None
 
     @staticmethod
     def _initial_configuration(md: dict[str, Any]
@@ -330,12 +335,10 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
             self._outputs_pending = False
             self._open_outputs()
         by_rank = isinstance(self.arena, RankSlab)
-        # a rescaling thermostat needs every step's kinetic energy on the host; rank slabs
-        # batch their steps where device links carry the ghosts
+        # rank slabs batch their steps where device links carry the ghosts
         linked = by_rank and self.arena.device_links is not None  # type: ignore[union-attr]
         batched = (self.kernels.batches and len(self.slabs) == 1
-                   and (self._comm is None or linked)
-                   and self.skin > 0 and self.thermostat is None)
+                   and (self._comm is None or linked) and self._steps_may_batch())
         end = self.steps_done + int(n)
         # test mode of a parallel context (a rank fails on purpose); a bare device context
         # (a backend per slab, as tests build them) has none

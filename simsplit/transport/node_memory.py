@@ -28,6 +28,17 @@ def _aligned(nbytes: int) -> int:
     return (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
+def _node_split(comm: Any) -> tuple[Any, dict[int, int]]:
+    """The communicator of the ranks of ``comm`` that share this rank's node, and the map
+    world rank -> rank in it for those ranks (collective over ``comm``)."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks = MPI.Group.Translate_ranks(node.Get_group(), list(range(node.Get_size())),
+                                      comm.Get_group())
+    return node, {int(w): n for n, w in enumerate(ranks)}
+
+
 class NodeMemory:
     """Shared outbox segments of the ranks of ``comm`` that share this rank's node.
 
@@ -37,15 +48,9 @@ class NodeMemory:
 
     def __init__(self, comm: Any, pin: Callable[[np.ndarray], Any] | None = None,
                  unpin: Callable[[Any], None] | None = None) -> None:
-        from mpi4py import MPI
-
         self.comm = comm
-        self.node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        world = comm.Get_group()
-        node_ranks = list(range(self.node.Get_size()))
-        ranks = MPI.Group.Translate_ranks(self.node.Get_group(), node_ranks, world)
-        #: world rank -> rank in the node communicator, for the ranks of this node
-        self.local = {int(w): n for n, w in enumerate(ranks)}
+        #: the node's communicator; world rank -> rank in it, for the ranks of this node
+        self.node, self.local = _node_split(comm)
         self._pin, self._unpin = pin, unpin
         self._win: Any = None
         self._pins: list[Any] = []
@@ -129,15 +134,12 @@ class NodeCounters:
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
 
-        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        ranks = MPI.Group.Translate_ranks(node.Get_group(), list(range(node.Get_size())),
-                                          comm.Get_group())
+        node, self._index = _node_split(comm)
         self._win = MPI.Win.Allocate_shared(8 * node.Get_size() if node.Get_rank() == 0 else 0, 8,
                                             comm=node)
         buf, _ = self._win.Shared_query(0)
         #: one counter per node rank, in node-rank order; world rank -> its index
         self._values = np.frombuffer(buf, np.int64, count=node.Get_size())
-        self._index = {int(w): n for n, w in enumerate(ranks)}
         self._mine = self._index[int(comm.Get_rank())]
         self._values[self._mine] = 0
         node.Barrier()

@@ -2,6 +2,7 @@
 
     python scripts/bench_bodies.py [--backend cupy] [--steps 10000] [--only 2D|3D]
         [--d3 10 20 40] [--precision3d float64 float32] [--kernels-only]
+        [--links halfway quadratic slip]
 
 For the D2Q9 cylinder (Schäfer-Turek 2D-1 geometry, 8800 x 1640, float32) and the D3Q19 3D-1Z
 cylinder (D = 10 cells: 250 x 41 x 41, float64) it prints, beside the plain box (lid-driven
@@ -18,7 +19,10 @@ bodies kernel (every outlet kind compiled in) instead of the variant the launche
 1000 x 164 x 164; 250 x 41 x 41 is 0.42 M cells, launch-bound on an H200) in each precision of
 --precision3d; grids other than D = 10 float64, and every grid with --kernels-only, time the
 kernels only (box with its production sweep, box one step per sweep, cylinder, cylinder with
-the general kernel), STEPS scaled to the grid's cells (at least MIN_STEPS).
+the general kernel), STEPS scaled to the grid's cells (at least MIN_STEPS). --links adds
+cylinder rows (kernels only) with other walls than the case's: halfway or quadratic bounce-back
+on the cylinder, or free-slip side walls (y, and z in 3D) with the case's links;
+--kernels-only times 2D's box and cylinder kernels too (unless --only 3D).
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ GRIDS = {"2D": ("cylinder2d.yaml", [8800, 1640], "float32"),
          "3D": ("cylinder3d.yaml", [250, 41, 41], "float64")}
 #: fewest steps of a scaled kernel timing (--d3 grids)
 MIN_STEPS = 200
+#: --links: case overrides of each extra cylinder row (per dimension)
+LINKS = {"halfway": {2: ["domain.bounce_back=halfway"], 3: ["domain.bounce_back=halfway"]},
+         "linear": {2: ["domain.bounce_back=linear"], 3: ["domain.bounce_back=linear"]},
+         "quadratic": {2: ["domain.bounce_back=quadratic"], 3: ["domain.bounce_back=quadratic"]},
+         "slip": {2: ["domain.boundaries.y=slip"],
+                  3: ["domain.boundaries.y=slip", "domain.boundaries.z=slip"]}}
 
 
 def grid_3d(d: int) -> list[int]:
@@ -52,7 +62,10 @@ def grid_3d(d: int) -> list[int]:
 
 
 def case_of(name: str, backend: str, steps: int, plain: bool, one_step: bool = False,
-            shape: list[int] | None = None, precision: str | None = None) -> dict:
+            shape: list[int] | None = None, precision: str | None = None,
+            links: str | None = None) -> dict:
+    """The cylinder case ``name`` (or with ``plain`` the box on its grid) for a timing;
+    ``links``: a key of LINKS (other walls)."""
     case_file, default_shape, default_precision = GRIDS[name]
     shape = shape or default_shape
     precision = precision or default_precision
@@ -62,6 +75,8 @@ def case_of(name: str, backend: str, steps: int, plain: bool, one_step: bool = F
             "output.forces_every=500"]
     if one_step:
         over.append("run.temporal_blocking=false")
+    if links is not None:
+        over += LINKS[links][len(shape)]
     case = load_case(CASES / case_file, over)
     if plain:
         dim = len(shape)
@@ -168,7 +183,22 @@ def full_rows(name: str, backend: str, steps: int) -> None:
           f"measurement; same bits: {same}", flush=True)
 
 
-def kernel_rows_3d(d: int, precision: str, backend: str, steps: int) -> None:
+def kernel_rows_2d(backend: str, steps: int, links: list[str]) -> None:
+    """Kernel-only MLUPS of the 2D cylinder (and its ``links`` variants) against the box."""
+    _, shape, precision = GRIDS["2D"]
+    print(f"== 2D {'x'.join(map(str, shape))} {precision}, {backend}, {steps} steps, "
+          "kernels only", flush=True)
+    box_k = kernel_mlups(case_of("2D", backend, steps, plain=True), steps)
+    print_row("box", box_k, box_k)
+    for label in ("cylinder", *links):
+        case = case_of("2D", backend, steps, plain=False,
+                       links=None if label == "cylinder" else label)
+        print_row(label if label == "cylinder" else f"cylinder, {label}",
+                  kernel_mlups(case, steps), box_k)
+
+
+def kernel_rows_3d(d: int, precision: str, backend: str, steps: int,
+                   links: tuple[str, ...] = ()) -> None:
     """Kernel-only MLUPS of 3D-1Z at ``d`` cells per diameter against the box on its grid."""
     shape = grid_3d(d)
     steps = max(MIN_STEPS, round(steps * np.prod(GRIDS["3D"][1]) / np.prod(shape)))
@@ -186,6 +216,10 @@ def kernel_rows_3d(d: int, precision: str, backend: str, steps: int) -> None:
             print_row("cylinder, general bodies kernel",
                       kernel_mlups(sim, steps, variant="any_outlet"), box_k)
         del sim
+    for label in links:
+        sim = Simulation(case_of("3D", backend, steps, False, False, shape, precision, label))
+        print_row(f"cylinder, {label}", kernel_mlups(sim, steps), box_k)
+        del sim
 
 
 def main() -> None:
@@ -199,11 +233,16 @@ def main() -> None:
                     choices=["float64", "float32"])
     ap.add_argument("--kernels-only", action="store_true",
                     help="kernel timings only (no whole runs, block sizes or forces)")
+    ap.add_argument("--links", nargs="+", default=[], choices=sorted(LINKS),
+                    help="extra cylinder rows with these walls (kernels only)")
     args = ap.parse_args()
     for d in args.d3:
         grid_3d(d)
-    if args.only != "3D" and not args.kernels_only:
-        full_rows("2D", args.backend, args.steps)
+    if args.only != "3D":
+        if args.kernels_only:
+            kernel_rows_2d(args.backend, args.steps, args.links)
+        else:
+            full_rows("2D", args.backend, args.steps)
     if args.only == "2D":
         return
     for d in args.d3:
@@ -211,7 +250,7 @@ def main() -> None:
             if d == 10 and precision == "float64" and not args.kernels_only:
                 full_rows("3D", args.backend, args.steps)
             else:
-                kernel_rows_3d(d, precision, args.backend, args.steps)
+                kernel_rows_3d(d, precision, args.backend, args.steps, tuple(args.links))
 
 
 if __name__ == "__main__":

@@ -168,9 +168,9 @@ def test_numba_cuda_refuses_narrow_storage() -> None:
     from simsplit.errors import BackendUnavailable
 
     with pytest.raises(BackendUnavailable, match="run.storage: float16") as info:
-        D3Q19Kernels.check_storage(population_storage("float16", "float32"))
+        D3Q19Kernels.prepare(population_storage("float16", "float32"))
     assert "\n" not in str(info.value)
-    D3Q19Kernels.check_storage(population_storage("float32", "float32"))
+    D3Q19Kernels.prepare(population_storage("float32", "float32"))
 
 
 # --- 1, 2, 3 slabs bitwise identical; checkpoints carry the fp16 bits ------------------------

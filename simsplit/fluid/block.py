@@ -64,8 +64,8 @@ class SlabBlock:
         self.outlet_slots: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
-        if self.storage.shifted:  # a kernel set without narrow storage says so in one line
-            getattr(self.kernels, "check_storage", lambda st: None)(self.storage)
+        # kernels ready now (no module load inside a graph capture), or a one-line refusal
+        getattr(self.kernels, "prepare", lambda st: None)(self.storage)
         self.aa = streaming == "aa"
         if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
             from simsplit.errors import BackendUnavailable

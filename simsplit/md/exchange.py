@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from simsplit.transport.node_memory import NodeCounters, NodeMemory
+from simsplit.transport.node_memory import NodeCounters, NodeMemory, NodeNotices
 
 
 class InProcessExchange:
@@ -204,6 +204,8 @@ class MPIExchange:
         self.node_memory = node_memory if node_memory is not None else \
             os.environ.get("SIMSPLIT_NODE_MEMORY", "1") != "0"
         self._node: NodeMemory | None = None
+        #: notices of posts to and from the ranks of this node (with node memory)
+        self._notices: NodeNotices | None = None
         self._counters: NodeCounters | None = None
         self._host_buffer: Callable[[tuple[int, ...], Any], np.ndarray] = np.empty
         self._outboxes: dict[tuple[int, str], np.ndarray] = {}
@@ -218,6 +220,9 @@ class MPIExchange:
         self._host_buffer = host_buffer
         if self.node_memory and self._node is None:
             self._node = NodeMemory(self.comm, pin, unpin)
+            # SIMSPLIT_NODE_NOTICES=0: notices as messages (to compare)
+            if os.environ.get("SIMSPLIT_NODE_NOTICES", "1") != "0":
+                self._notices = NodeNotices(self.comm)
 
     def outbox(self, src: int, dst: int, tag: str, shape: tuple[int, ...], dtype: Any
                ) -> np.ndarray:
@@ -236,9 +241,14 @@ class MPIExchange:
 
     def post(self, src: int, dst: int, tag: str, rows: int) -> None:
         """A notice of ``rows`` rows at an offset of this rank's segment, or (offset -1) the
-        rows themselves as a message that follows, sent without a copy (see :meth:`send`)."""
+        rows themselves as a message that follows, sent without a copy (see :meth:`send`).
+        The notice goes through node memory to a rank of this node, else as a message."""
         offset = self._posted[(dst, tag)]
-        self.send(src, dst, np.array([rows, offset], np.int64), tag)
+        if self._notices is not None and self._notices.shares(dst):
+            self._check_local(src)
+            self._notices.post(dst, _tag_number(tag), rows, offset)
+        else:
+            self.send(src, dst, np.array([rows, offset], np.int64), tag)
         self.posts_in_place += offset >= 0
         if offset < 0:
             self.send(src, dst, self._outboxes[(dst, tag)][:rows], tag + "/rows", keep=True)
@@ -246,7 +256,11 @@ class MPIExchange:
     def inbox(self, dst: int, src: int, tag: str, row_shape: tuple[int, ...], dtype: Any,
               out: np.ndarray | None = None) -> np.ndarray:
         """The rows ``src`` posted: in place in its segment, or received (into ``out``)."""
-        rows, offset = (int(v) for v in self.recv(dst, src, tag))
+        if self._notices is not None and self._notices.shares(src):
+            self._check_local(dst)
+            rows, offset = self._notices.take(src, _tag_number(tag))
+        else:
+            rows, offset = (int(v) for v in self.recv(dst, src, tag))
         if offset < 0:
             got = self.recv(dst, src, tag + "/rows") if out is None else \
                 self.recv_into(dst, src, out, tag + "/rows")

@@ -10,18 +10,25 @@ device copies to and from them run asynchronously.
 Growing is collective: every rank of the world communicator calls :meth:`NodeMemory.reserve`
 at the same point of its program (the MD rank slabs do so at each rebuild, which all ranks share).
 :class:`NodeCounters` are shared counters by which the ranks of a node tell each other how far
-they have come (the MD device links' ordering).
+they have come (the MD device links' ordering); :class:`NodeNotices` carry the small notices
+(tag, rows, offset) of posts between the ranks of a node, instead of MPI messages.
+
+The shared counters and rings rely on stores becoming visible to the other cores in program
+order (x86-64's memory model): a record is written before the count that publishes it.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable
 
 import numpy as np
 
 #: bytes each slot is aligned to (cache lines; also fine for any element type)
 _ALIGN = 256
+#: notices a rank may post to another before that one has read them
+NOTICE_RING = 64
 
 
 def _aligned(nbytes: int) -> int:
@@ -156,14 +163,79 @@ class NodeCounters:
         """Return once world rank ``rank``'s counter is at least ``value``; RuntimeError after
         ``timeout`` seconds (a rank that died or left the loop), so no rank spins forever."""
         values, at = self._values, self._index[rank]
-        if values[at] >= value:
-            return
-        deadline = time.monotonic() + timeout
-        spins = 0
-        while values[at] < value:
-            spins += 1
-            if spins % 4096 == 0:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"rank {rank} did not reach point {value} within "
-                                       f"{timeout:g} s (it is at {int(values[at])})")
-                time.sleep(0)  # let a rank that shares this core run
+        if values[at] < value:
+            _spin(lambda: values[at] >= value, timeout,
+                  lambda: f"rank {rank} did not reach point {value} within {timeout:g} s (it "
+                          f"is at {int(values[at])})")
+
+
+class NodeNotices:
+    """Notices (tag number, rows, offset) from rank to rank of one node through shared memory:
+    one ring of NOTICE_RING records per ordered pair of node ranks, with a written count its
+    writer raises and a read count its reader raises. Notices of one (source, tag) are taken
+    in the order they were posted, as MPI keeps messages; a notice of another tag read on the
+    way waits in this rank's own queue. Made collectively over the world communicator."""
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI
+
+        node, self._index = _node_split(comm)
+        size = node.Get_size()
+        count = size * size * (2 + 3 * NOTICE_RING)
+        self._win = MPI.Win.Allocate_shared(8 * count if node.Get_rank() == 0 else 0, 8,
+                                            comm=node)
+        buf, _ = self._win.Shared_query(0)
+        #: [writer, reader]: written count, read count, then the records
+        self._rings = np.frombuffer(buf, np.int64, count=count).reshape(size, size, -1)
+        self._me = self._index[int(comm.Get_rank())]
+        self._rings[self._me, :, :2] = 0  # the counts of the rings this rank writes
+        self._early: dict[tuple[int, int], deque[tuple[int, int]]] = {}
+        node.Barrier()
+
+    def shares(self, rank: int) -> bool:
+        """Whether world rank ``rank`` is on this node."""
+        return rank in self._index
+
+    def post(self, dst: int, tag: int, rows: int, offset: int) -> None:
+        """Post a notice to world rank ``dst`` (waits while its ring is full)."""
+        ring = self._rings[self._me, self._index[dst]]
+        written = int(ring[0])
+        if written - ring[1] >= NOTICE_RING:
+            _spin(lambda: written - ring[1] < NOTICE_RING, None, str)
+        at = 2 + 3 * (written % NOTICE_RING)
+        ring[at: at + 3] = (tag, rows, offset)
+        ring[0] = written + 1  # publishes the record (written before it)
+
+    def take(self, src: int, tag: int) -> tuple[int, int]:
+        """The oldest notice (rows, offset) from world rank ``src`` with ``tag``; waits for it
+        as a blocking receive does."""
+        early = self._early.get((src, tag))
+        if early:
+            return early.popleft()
+        ring = self._rings[self._index[src], self._me]
+        while True:
+            read = int(ring[1])
+            if ring[0] == read:
+                _spin(lambda read=read: ring[0] != read, None, str)
+            at = 2 + 3 * (read % NOTICE_RING)
+            got, rows, offset = (int(v) for v in ring[at: at + 3])
+            ring[1] = read + 1
+            if got == tag:
+                return rows, offset
+            self._early.setdefault((src, got), deque()).append((rows, offset))
+
+
+def _spin(done: Callable[[], bool], timeout: float | None, late: Callable[[], str]) -> None:
+    """Return once ``done()``; RuntimeError(``late()``) after ``timeout`` seconds (None: wait
+    as long as it takes, as a blocking MPI receive does). A few thousand checks between looks
+    at the clock; the core is given up now and then (a rank may share it), and after a second
+    of waiting each look sleeps 50 microseconds."""
+    start = time.monotonic()
+    spins = 0
+    while not done():
+        spins += 1
+        if spins % 4096 == 0:
+            waited = time.monotonic() - start
+            if timeout is not None and waited > timeout:
+                raise RuntimeError(late())
+            time.sleep(5e-5 if waited > 1.0 else 0)

@@ -84,15 +84,29 @@ def wide_offsets(f: Any) -> bool:
 
 
 @functools.cache
-def _module(device: int, block_x: int = source.BLOCK_X,
-            names: tuple[str, ...] | None = None) -> Any:
-    """``d3q19.cu`` compiled for one device and block size (once per process; CuPy caches it
-    on disk): every kernel, or only ``names``."""
+def _module(device: int, block_x: int, names: tuple[str, ...]) -> Any:
+    """The kernels ``names`` of ``d3q19.cu`` compiled for one device and block size (once per
+    process; CuPy caches it on disk)."""
     code = (source.kernel_source("d3q19.cu") if block_x == source.BLOCK_X
             else source.variant_source("d3q19.cu", block_x))
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
-                              name_expressions=list(names or source.name_expressions("d3q19.cu")))
+                              name_expressions=list(names))
+
+
+def _pair_module(device: int, dtype: np.dtype, storage: np.dtype) -> Any:
+    """The module of one (arithmetic, storage) pair's kernels at the default block size."""
+    return _module(device, source.BLOCK_X,
+                   tuple(source.d3q19_pair_expressions(dtype, storage)))
+
+
+@functools.cache
+def _pair_of(name: str) -> tuple[np.dtype, np.dtype]:
+    """The (arithmetic, storage) pair whose module holds kernel ``name``."""
+    for dt, st in source.STORAGE_PAIRS:
+        if name in source.d3q19_pair_expressions(dt, st, halos=False):
+            return dt, st
+    raise KeyError(f"no D3Q19 kernel {name}")
 
 
 def default_block(storage: Any) -> int:
@@ -107,7 +121,7 @@ def _kernel(device: int, block_x: int, name: str) -> Any:
     that one kernel (an autotuner's candidate: compiling the 80 others for it would take most
     of the tuning time)."""
     if block_x in (source.BLOCK_X, source.D3Q19_FP16_BLOCK_X):
-        return _module(device).get_function(name)
+        return _pair_module(device, *_pair_of(name)).get_function(name)
     return _module(device, block_x, (name,)).get_function(name)
 
 
@@ -124,36 +138,15 @@ class D3Q19Kernels:
     def __init__(self, device: int) -> None:
         self.device = device
         self._dev = cupy.cuda.Device(device)
-        module = _module(device)
-        storages = list(source.STORAGE_CTYPES)
-        with self._dev:
-            variants = [(dt, st, s, forced, wide) for dt, st in source.STORAGE_PAIRS
-                        for s, forced, wide in itertools.product((False, True), repeat=3)]
-            self._collide = {v: module.get_function(source.d3q19_stream_collide_name(*v))
-                             for v in variants}
-            self._collide_aa = {v: module.get_function(source.d3q19_aa_name(*v))
-                                for v in variants}
-            self._bodies = {(dt, st, s, forced, o): module.get_function(
-                source.d3q19_bodies_name(dt, st, s, forced, o))
-                for dt, st in source.STORAGE_PAIRS
-                for s, forced in itertools.product((False, True), repeat=2)
-                for o in source.D3Q19_BODIES_OPEN}
-            self._two_steps = {}
-            for dt, st in source.D3Q19_FUSED_PAIRS:
-                shared = source.d3q19_two_steps_launch(1, 1, 1, np.dtype(st).itemsize)[2]
-                for s, forced in itertools.product((False, True), repeat=2):
-                    kern = module.get_function(source.d3q19_two_steps_name(dt, st, s, forced))
-                    kern.max_dynamic_shared_size_bytes = shared  # beyond the default 48 KB
-                    self._two_steps[(dt, st, s, forced)] = kern
-            self._pack = {st: module.get_function(source.pack_name(_NAME, st))
-                          for st in storages}
-            self._unpack = {st: module.get_function(source.unpack_name(_NAME, st))
-                            for st in storages}
-            # load every kernel now: a first launch inside a graph capture must not load modules
-            kernels = [*self._collide.values(), *self._collide_aa.values(),
-                       *self._bodies.values(),
-                       *self._two_steps.values(), *self._pack.values(), *self._unpack.values()]
-            self.registers = [k.num_regs for k in kernels]
+        self._collide: dict[tuple, Any] = {}
+        self._collide_aa: dict[tuple, Any] = {}
+        self._bodies: dict[tuple, Any] = {}
+        self._two_steps: dict[tuple, Any] = {}
+        self._pack: dict[np.dtype, Any] = {}
+        self._unpack: dict[np.dtype, Any] = {}
+        #: registers of every kernel loaded so far (:meth:`prepare`)
+        self.registers: list[int] = []
+        self._prepared: set[tuple[np.dtype, np.dtype]] = set()
         self._scalars: dict[tuple[D3Q19Params, np.dtype], tuple[Any, ...]] = {}
         #: stand-ins of links (never read: no CURVED) and outlet slots (no convective outlet)
         self._halfway: dict[Any, Any] = {}
@@ -169,6 +162,41 @@ class D3Q19Kernels:
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
+
+    def prepare(self, storage: Any) -> None:
+        """Compile and load the kernels of ``storage`` (a PopulationStorage) before any launch:
+        a launch inside a graph capture must not load a module."""
+        self._load(storage.arith, storage.dtype)
+
+    def _load(self, dtype: Any, storage: Any) -> None:
+        """The kernels of (arithmetic ``dtype``, ``storage``) populations: one module per pair
+        (a run needs one pair; NVRTC takes minutes for all of them)."""
+        dt, st = np.dtype(dtype), np.dtype(storage)
+        if (dt, st) in self._prepared:
+            return
+        if (dt, st) not in source.STORAGE_PAIRS:
+            raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
+        module = _pair_module(self.device, dt, st)
+        with self._dev:
+            for s, forced, wide in itertools.product((False, True), repeat=3):
+                v = (dt, st, s, forced, wide)
+                self._collide[v] = module.get_function(source.d3q19_stream_collide_name(*v))
+                self._collide_aa[v] = module.get_function(source.d3q19_aa_name(*v))
+            for s, forced in itertools.product((False, True), repeat=2):
+                for o in source.D3Q19_BODIES_OPEN:
+                    self._bodies[(dt, st, s, forced, o)] = module.get_function(
+                        source.d3q19_bodies_name(dt, st, s, forced, o))
+                if (dt, st) in source.D3Q19_FUSED_PAIRS:
+                    shared = source.d3q19_two_steps_launch(1, 1, 1, st.itemsize)[2]
+                    kern = module.get_function(source.d3q19_two_steps_name(dt, st, s, forced))
+                    kern.max_dynamic_shared_size_bytes = shared  # beyond the default 48 KB
+                    self._two_steps[(dt, st, s, forced)] = kern
+            self._pack[st] = module.get_function(source.pack_name(_NAME, st))
+            self._unpack[st] = module.get_function(source.unpack_name(_NAME, st))
+            names = source.d3q19_pair_expressions(dt, st)
+            # load every kernel now (num_regs loads the module)
+            self.registers += [module.get_function(n).num_regs for n in names]
+        self._prepared.add((dt, st))
 
     def _params(self, p: D3Q19Params, dtype: np.dtype) -> tuple[Any, ...]:
         key = (p, dtype)
@@ -212,6 +240,7 @@ class D3Q19Kernels:
         planes are quadratic, reading two planes away from ``far`` (the array behind ``f_src``,
         the plane of its plane 0 there; None: ``f_src`` itself)."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
+        self._load(rho.dtype, f_src.dtype)
         if k0 == k1:
             return
         if inlet is not None:
@@ -299,6 +328,7 @@ class D3Q19Kernels:
         step t + 1 of its inner ghost plane is recomputed here, as the neighbour computes it.
         rho/u, if stored, are step t + 2's."""
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
+        self._load(rho.dtype, f_src.dtype)
         if wide_offsets(f_src):
             raise ValueError(f"the two-step D3Q19 kernel takes arrays of at most "
                              f"{source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape})")
@@ -382,6 +412,7 @@ class D3Q19Kernels:
         if ny > source.MAX_GRID_Y or k1 - k0 > source.MAX_GRID_Y:
             raise ValueError(f"D3Q19 grids are limited to {source.MAX_GRID_Y} cells along y, z")
         check_launch_device(self.device)
+        self._load(dt, st)
         kern = self._collide_aa[(dt, st, bool(store_macro), p.forced, wide_offsets(f))]
         with self._dev:
             kern((_grid_x(nx), ny, k1 - k0), (source.BLOCK_X,),
@@ -397,6 +428,8 @@ class D3Q19Kernels:
         if not 0 <= layer < d or direction not in (0, 1):
             raise ValueError(f"layer {layer} / direction {direction} out of range")
         check_launch_device(self.device)
+        if f.dtype not in kernels:  # any pair of this storage type holds its halo kernels
+            self._load(next(a for a, st in source.STORAGE_PAIRS if st == f.dtype), f.dtype)
         plane, layer_stride, pitch = (np.int64(v) for v in element_strides(f)[:3])
         with self._dev:
             kernels[f.dtype]((_grid_x(size), _N_CROSS), (source.BLOCK_X,),

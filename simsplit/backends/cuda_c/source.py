@@ -399,6 +399,29 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
     return f"link_force_sums<{_ctype(dtype)}, {_storage_ctype(storage)}>"
 
 
+def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
+                           halos: bool = True) -> list[str]:
+    """The D3Q19 kernel instantiations of one (arithmetic, storage) pair, with the halo
+    kernels of its storage type (``halos``): what a run of that pair launches (the backend
+    compiles one module per pair; all 264 take NVRTC minutes)."""
+    dt, st = np.dtype(dtype), np.dtype(storage)
+    out = []
+    for forced, wide in itertools.product((False, True), repeat=2):
+        out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
+        out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
+    out += [d3q19_bodies_name(dt, st, s, forced, o)
+            for forced, s in itertools.product((False, True), repeat=2)
+            for o in D3Q19_BODIES_OPEN]
+    # the two-step kernel only where the solver takes it: every instantiation lengthens
+    # the first run's NVRTC compile (the host emulation tests all storage pairs)
+    if (dt, st) in D3Q19_FUSED_PAIRS:
+        out += [d3q19_two_steps_name(dt, st, s, forced)
+                for forced, s in itertools.product((False, True), repeat=2)]
+    if halos:
+        out += [pack_name("D3Q19", st), unpack_name("D3Q19", st)]
+    return out
+
+
 def name_expressions(name: str) -> list[str]:
     """Every kernel instantiation of kernel file ``name`` that a backend may launch."""
     if name == "link_forces.cu":
@@ -409,17 +432,7 @@ def name_expressions(name: str) -> list[str]:
     out = []
     if lattice == "D3Q19":
         for dt, st in STORAGE_PAIRS:
-            for forced, wide in itertools.product((False, True), repeat=2):
-                out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
-                out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
-            out += [d3q19_bodies_name(dt, st, s, forced, o)
-                    for forced, s in itertools.product((False, True), repeat=2)
-                    for o in D3Q19_BODIES_OPEN]
-        # the two-step kernel only where the solver takes it: every instantiation lengthens
-        # the first run's NVRTC compile (the host emulation tests all storage pairs)
-        for dt, st in D3Q19_FUSED_PAIRS:
-            out += [d3q19_two_steps_name(dt, st, s, forced)
-                    for forced, s in itertools.product((False, True), repeat=2)]
+            out += d3q19_pair_expressions(dt, st, halos=False)
     else:
         for dt, st in STORAGE_PAIRS:
             out += [stream_collide_name(dt, st, s, o)

@@ -334,8 +334,9 @@ class D3Q19Kernels:
         return self._stand_ins[key]
 
     @staticmethod
-    def check_storage(storage: Any) -> None:
-        """Populations are stored in the arithmetic type only: no narrow (fp16) storage here."""
+    def prepare(storage: Any) -> None:
+        """Ready the kernels for ``storage`` (a PopulationStorage): populations are stored in
+        the arithmetic type only, no narrow (fp16) storage here."""
         if storage.dtype != storage.arith:
             raise BackendUnavailable(
                 f"run.storage: {storage.name} is not allowed on backend numba-cuda (allowed: "

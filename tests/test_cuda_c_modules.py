@@ -1,0 +1,123 @@
+"""The CUDA C D3Q19 kernel set compiles one NVRTC module per (arithmetic, storage) pair, when a
+block prepares its storage or at a pair's first launch (all 264 instantiations at once took
+NVRTC minutes). Checked without a GPU: a stand-in ``cupy`` records what is compiled and
+launched (the kernels themselves are tested on the GPU and through the host emulation)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simsplit.numerics.storage import population_storage
+
+
+class _Kernel:
+    def __init__(self, name: str, launches: list[str]) -> None:
+        self.name, self.num_regs, self._launches = name, 64, launches
+        self.max_dynamic_shared_size_bytes = 0
+
+    def __call__(self, grid: Any, block: Any, args: Any) -> None:
+        self._launches.append(self.name)
+
+
+class _Module:
+    def __init__(self, code: str, options: Any, name_expressions: list[str],
+                 compiled: list[list[str]], launches: list[str]) -> None:
+        compiled.append(list(name_expressions))
+        self._names, self._launches = set(name_expressions), launches
+
+    def get_function(self, name: str) -> _Kernel:
+        assert name in self._names, name
+        return _Kernel(name, self._launches)
+
+
+class _Device:
+    def __init__(self, device: int = 0) -> None:
+        self.compute_capability = "90"
+
+    def __enter__(self) -> _Device:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def cuda_c_d3q19(monkeypatch):
+    """``simsplit.backends.cuda_c.d3q19`` imported against a stand-in cupy; yields (module,
+    compiled name lists, launched kernel names)."""
+    compiled: list[list[str]] = []
+    launches: list[str] = []
+    fake = types.ModuleType("cupy")
+    fake.RawModule = lambda **kw: _Module(**kw, compiled=compiled, launches=launches)
+    fake.cuda = types.SimpleNamespace(
+        Device=_Device, runtime=types.SimpleNamespace(
+            getDeviceProperties=lambda d: {"name": b"stand-in"},
+            runtimeGetVersion=lambda: 13000, driverGetVersion=lambda: 13000))
+    fake.full = lambda n, v, dt: np.full(n, v, dt)
+    fake.zeros = np.zeros
+    fake.empty = np.empty
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    for name in [m for m in sys.modules if m.startswith("simsplit.backends.cuda_c")]:
+        monkeypatch.delitem(sys.modules, name)
+    mod = importlib.import_module("simsplit.backends.cuda_c.d3q19")
+    monkeypatch.setattr(mod, "check_launch_device", lambda device: None)
+    yield mod, compiled, launches
+    for name in [m for m in sys.modules if m.startswith("simsplit.backends.cuda_c")]:
+        sys.modules.pop(name)
+
+
+def test_one_module_per_storage_pair_compiled_when_prepared(cuda_c_d3q19) -> None:
+    mod, compiled, _ = cuda_c_d3q19
+    from simsplit.backends.cuda_c import source
+
+    kernels = mod.D3Q19Kernels(0)
+    assert compiled == []  # nothing before a block says what it stores
+    kernels.prepare(population_storage("float16", "float32"))
+    assert len(compiled) == 1
+    names = compiled[0]
+    assert names == source.d3q19_pair_expressions(np.float32, np.float16)
+    assert all("<float, lbm::half16" in n or n.endswith("lbm::half16>") for n in names), names
+    assert len(kernels.registers) == len(names)
+    kernels.prepare(population_storage("float16", "float32"))
+    assert len(compiled) == 1  # once per pair
+    kernels.prepare(population_storage("float64", "float64"))
+    assert len(compiled) == 2
+    assert set(compiled[1]) == set(source.d3q19_pair_expressions(np.float64, np.float64))
+    # every pair's modules together hold every instantiation a backend may launch, once
+    every = [n for dt, st in source.STORAGE_PAIRS
+             for n in source.d3q19_pair_expressions(dt, st, halos=False)]
+    assert sorted(every) == sorted(n for n in source.name_expressions("d3q19.cu")
+                                   if not n.startswith("lbm_"))
+    assert len(set(every)) == len(every)
+
+
+def test_a_first_launch_compiles_its_pair(cuda_c_d3q19) -> None:
+    """A kernel set used without prepare (tests, scripts) compiles the pair at its first
+    launch, and the launch finds its kernel; halo kernels come with any pair of their
+    storage type."""
+    mod, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    nx, ny, nz = 8, 5, 4
+    kernels = mod.D3Q19Kernels(0)
+    f = padded_empty(np, (19, nz + 2, ny + 2, nx + 2), np.float32)
+    g = padded_empty(np, f.shape, np.float32)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 0.0, 0.0, 0.0, False, False)
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True)
+    assert len(compiled) == 1 and launches[-1].startswith("d3q19_stream_collide<float, float,")
+    buf = np.zeros((len(mod.D3Q19.up), f.shape[2] * f.shape[3]), np.float32)
+    kernels.pack(f, 1, 0, buf)
+    assert len(compiled) == 1 and launches[-1] == "lbm_pack<D3Q19, float>"
+    h = padded_empty(np, f.shape, np.float16)
+    hb = np.zeros(buf.shape, np.float16)
+    kernels.pack(h, 1, 0, hb)  # a storage type no pair was loaded for yet
+    assert len(compiled) == 2 and launches[-1] == "lbm_pack<D3Q19, lbm::half16>"

@@ -29,6 +29,7 @@ from simsplit.backends.cpu.rowgen import (
     dot_c,
     launch,
     planes,
+    serial,
     sum_terms,
     wrap_far,
 )
@@ -475,8 +476,9 @@ class D3Q19Kernels:
         args = (raw_view(f), flags, rho, ux, uy, uz, layers[0], layers[1], p.omega_plus,
                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x,
                 p.periodic_y, store_macro, bool(odd), p.forced)
-        announce_compile(_stream_collide_aa, args)
-        _stream_collide_aa(*args)
+        kernel = serial(_stream_collide_aa)
+        announce_compile(kernel, args)
+        kernel(*args)
 
     def pack(self, f, layer, direction, buf):
         _pack(_layers(raw_view(f)), layer, _HALO_DIRS[direction], raw_view(buf))

@@ -167,3 +167,97 @@ def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
     for key, got in runs.items():
         for a, b in zip(got, one, strict=True):
             np.testing.assert_array_equal(a, b, err_msg=str(key))
+
+
+# --- populations stored narrower than the arithmetic (run.storage, issue #25) ---------------
+def _narrow_case(backend: str, subdomains: int, storage: str) -> dict:
+    """A 4 x 3 x 6 box, walls, the lid and a body force, float32 arithmetic on ``storage``."""
+    from simsplit.case import validate_case
+
+    return validate_case({
+        "physics": "fluid",
+        "fluid": {"reynolds": None, "viscosity": 0.05, "lid_velocity": 0.1,
+                  "body_force": [2e-5, -1e-5, 3e-6]},
+        "domain": {"shape": [4, 3, 6]}, "decomposition": {"subdomains": subdomains},
+        "run": {"backend": backend, "precision": "float32", "storage": storage,
+                "transport": "local"},
+        "output": {"dir": None}})
+
+
+@in_child
+@pytest.mark.parametrize("storage", ["float16", "e4m11"])
+def test_narrow_storage_box_matches_cpu(storage) -> None:
+    """16-bit populations with walls, the lid and a body force: numba-cuda on 1 and 2 slabs
+    (halos of stored bits) equals the CPU bit for bit, stored populations, velocity and
+    density; a 2-slab checkpoint (stored bits) resumes on 1 slab with the same bits."""
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import load_state, raw_populations, save_state
+    from simsplit.numerics.storage import storage_dtype
+    from simsplit.parallel.context import ParallelContext
+
+    def solver(backend: str, n: int) -> FluidSolver:
+        return FluidSolver(_narrow_case(backend, n, storage),
+                           ParallelContext(backend, None, "local"))
+
+    def state(s: FluidSolver) -> tuple[np.ndarray, ...]:
+        return raw_populations(s), s.velocity(), s.density()
+
+    runs = {}
+    for backend, n in (("cpu", 1), ("numba-cuda", 1), ("numba-cuda", 2)):
+        s = solver(backend, n)
+        s.step(3)
+        runs[backend, n] = state(s)
+    ref = runs["cpu", 1]
+    assert ref[0].dtype == storage_dtype(storage) and np.abs(ref[1]).max() > 0.01
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=str(key))
+    first = solver("numba-cuda", 2)
+    first.step(2)
+    saved = save_state(first)
+    assert saved["populations"].dtype == storage_dtype(storage)
+    resumed = solver("numba-cuda", 1)
+    load_state(resumed, saved, 2)
+    resumed.step(1)
+    for a, b in zip(state(resumed), ref, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@in_child
+@pytest.mark.parametrize("precision, storage, outlet", [("float32", "float16", "convective"),
+                                                         ("float64", "e4m11", "pressure")])
+def test_narrow_storage_bodies_match_cpu(precision, storage, outlet) -> None:
+    """A duct with an inlet, an outlet and a sphere with quadratic links across the slab face
+    (halos two planes deep), 16-bit populations: numba-cuda on 1 and 2 slabs and the CPU give
+    the same stored bits, velocity and forces on the body (the host's sum and the device
+    reduction, which decodes the stored populations). The CPU kernels' types are those of
+    test_kernels_compile's quadratic bodies test, so a warm Numba cache serves both."""
+    from simsplit.case import validate_case
+    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import raw_populations
+    from simsplit.numerics.storage import storage_dtype
+    from simsplit.parallel.context import ParallelContext
+    from tests.conftest import body_case_3d
+
+    runs = {}
+    for backend, subdomains in (("cpu", 2), ("numba-cuda", 1), ("numba-cuda", 2)):
+        raw = body_case_3d(8, 5, 6, subdomains, bodies=[
+            {"name": "s", "shape": "sphere", "centre": [3.6, 2.4, 3.1], "radius": 1.6}],
+            run__backend=backend, run__transport="local", run__precision=precision,
+            run__storage=storage)
+        raw["domain"]["inlet"]["ramp_steps"] = 2
+        raw["domain"]["bounce_back"] = "quadratic"
+        raw["domain"]["outlet"] = {"kind": outlet}
+        solver = FluidSolver(validate_case(raw), ParallelContext(backend, transport="local"))
+        solver.step(3)
+        links = body_links(solver.setup)
+        runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
+                                       measure_forces(solver, links),
+                                       DeviceForces(links).measure(solver))
+    ref = runs[("cpu", 2)]
+    assert ref[0].dtype == storage_dtype(storage)
+    assert np.abs(ref[1]).max() > 0.005 and np.abs(ref[2]).max() > 0
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=str(key))

@@ -163,14 +163,28 @@ def test_storage_defaults_to_precision() -> None:
     assert case["run"]["storage"] == "float32"
 
 
-def test_numba_cuda_refuses_narrow_storage() -> None:
-    from simsplit.backends.numba_cuda.d3q19 import D3Q19Kernels
-    from simsplit.errors import BackendUnavailable
+def test_numba_cuda_refuses_only_wider_storage() -> None:
+    """The Numba CUDA D3Q19 kernel set takes every run.storage pair, one kernel each (their
+    bits against the CPU's: tests/test_d3q19_sim.py, on the simulator); what is still refused
+    is a storage wider than the arithmetic: by validation in one line, as on every backend,
+    and by the kernel set itself."""
+    from simsplit.backends.cuda_c.source import STORAGE_PAIRS
+    from simsplit.backends.numba_cuda import d3q19
 
-    with pytest.raises(BackendUnavailable, match="run.storage: float16") as info:
-        D3Q19Kernels.prepare(population_storage("float16", "float32"))
+    assert not hasattr(d3q19.D3Q19Kernels, "prepare")  # nothing to refuse when a block starts
+    kernels = {d3q19._stream_collide_kernel(a, s) for a, s in STORAGE_PAIRS}
+    assert len(kernels) == len(STORAGE_PAIRS) == 7
+    with pytest.raises(ValueError, match="storage float64 is wider than the arithmetic float32"):
+        d3q19._stream_collide_kernel(np.dtype(np.float32), np.dtype(np.float64))
+    for storage in ("float16", "e4m11", "float32"):
+        case = validate_case(case3d((8, 8, 8), run__backend="numba-cuda",
+                                    run__precision="float32", run__storage=storage))
+        assert case["run"]["storage"] == storage
+    with pytest.raises(CaseError, match="run.storage: 'float64' .*no wider than run.precision"
+                       ) as info:
+        validate_case(case3d((8, 8, 8), run__backend="numba-cuda", run__precision="float32",
+                             run__storage="float64"))
     assert "\n" not in str(info.value)
-    D3Q19Kernels.prepare(population_storage("float32", "float32"))
 
 
 # --- 1, 2, 3 slabs bitwise identical; checkpoints carry the fp16 bits ------------------------

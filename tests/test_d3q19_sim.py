@@ -224,14 +224,17 @@ def test_narrow_storage_box_matches_cpu(storage) -> None:
 
 
 @in_child
-@pytest.mark.parametrize("precision, storage, outlet", [("float32", "float16", "convective"),
-                                                         ("float64", "e4m11", "pressure")])
-def test_narrow_storage_bodies_match_cpu(precision, storage, outlet) -> None:
-    """A duct with an inlet, an outlet and a sphere with quadratic links across the slab face
-    (halos two planes deep), 16-bit populations: numba-cuda on 1 and 2 slabs and the CPU give
-    the same stored bits, velocity and forces on the body (the host's sum and the device
-    reduction, which decodes the stored populations). The CPU kernels' types are those of
-    test_kernels_compile's quadratic bodies test, so a warm Numba cache serves both."""
+@pytest.mark.parametrize("precision, storage, outlet, bounce", [
+    ("float32", "float16", "convective", "quadratic"), ("float64", "e4m11", "pressure",
+                                                       "quadratic"),
+    ("float32", "e4m11", "zero_gradient", "linear")])
+def test_narrow_storage_bodies_match_cpu(precision, storage, outlet, bounce) -> None:
+    """A duct with an inlet, an outlet and a sphere across the slab face, quadratic links
+    (halos two planes deep) or linear ones, 16-bit populations: numba-cuda on 1 and 2 slabs
+    and the CPU give the same stored bits, velocity and forces on the body (the host's sum and
+    the device reduction, which decodes the stored populations). The CPU kernels' types are
+    those of other tests (fp16 quadratic: test_bodies_quadratic.py; linear: the box above), so
+    a warm Numba cache serves them."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -247,7 +250,7 @@ def test_narrow_storage_bodies_match_cpu(precision, storage, outlet) -> None:
             run__backend=backend, run__transport="local", run__precision=precision,
             run__storage=storage)
         raw["domain"]["inlet"]["ramp_steps"] = 2
-        raw["domain"]["bounce_back"] = "quadratic"
+        raw["domain"]["bounce_back"] = bounce
         raw["domain"]["outlet"] = {"kind": outlet}
         solver = FluidSolver(validate_case(raw), ParallelContext(backend, transport="local"))
         solver.step(3)

@@ -224,17 +224,16 @@ def test_narrow_storage_box_matches_cpu(storage) -> None:
 
 
 @in_child
-@pytest.mark.parametrize("precision, storage, outlet, bounce", [
-    ("float32", "float16", "convective", "quadratic"), ("float64", "e4m11", "pressure",
-                                                       "quadratic"),
-    ("float32", "e4m11", "zero_gradient", "linear")])
-def test_narrow_storage_bodies_match_cpu(precision, storage, outlet, bounce) -> None:
+@pytest.mark.parametrize("storage, outlet, bounce", [("float16", "convective", "quadratic"),
+                                                      ("e4m11", "pressure", "linear")])
+def test_narrow_storage_bodies_match_cpu(storage, outlet, bounce) -> None:
     """A duct with an inlet, an outlet and a sphere across the slab face, quadratic links
-    (halos two planes deep) or linear ones, 16-bit populations: numba-cuda on 1 and 2 slabs
-    and the CPU give the same stored bits, velocity and forces on the body (the host's sum and
-    the device reduction, which decodes the stored populations). The CPU kernels' types are
-    those of other tests (fp16 quadratic: test_bodies_quadratic.py; linear: the box above), so
-    a warm Numba cache serves them."""
+    (halos two planes deep) or linear ones, 16-bit populations under float32 arithmetic:
+    numba-cuda on 1 and 2 slabs and the CPU give the same stored bits, velocity and forces on
+    the body (the host's sum and the device reduction, which decodes the stored populations).
+    The CPU kernels' types are those of other tests (fp16 quadratic: test_bodies_quadratic.py;
+    e4m11 linear: the box above), so that a warm Numba cache serves them: a CPU kernel of new
+    types costs about 30 s of compilation."""
     from simsplit.case import validate_case
     from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
     from simsplit.fluid.solver import FluidSolver
@@ -247,7 +246,7 @@ def test_narrow_storage_bodies_match_cpu(precision, storage, outlet, bounce) -> 
     for backend, subdomains in (("cpu", 2), ("numba-cuda", 1), ("numba-cuda", 2)):
         raw = body_case_3d(8, 5, 6, subdomains, bodies=[
             {"name": "s", "shape": "sphere", "centre": [3.6, 2.4, 3.1], "radius": 1.6}],
-            run__backend=backend, run__transport="local", run__precision=precision,
+            run__backend=backend, run__transport="local", run__precision="float32",
             run__storage=storage)
         raw["domain"]["inlet"]["ramp_steps"] = 2
         raw["domain"]["bounce_back"] = bounce

@@ -234,13 +234,8 @@ def test_narrow_storage_bodies_match_cpu(storage, outlet, bounce) -> None:
     The CPU kernels' types are those of other tests (fp16 quadratic: test_bodies_quadratic.py;
     e4m11 linear: the box above), so that a warm Numba cache serves them: a CPU kernel of new
     types costs about 30 s of compilation."""
-    from simsplit.case import validate_case
-    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
-    from simsplit.fluid.solver import FluidSolver
-    from simsplit.fluid.state import raw_populations
     from simsplit.numerics.storage import storage_dtype
-    from simsplit.parallel.context import ParallelContext
-    from tests.conftest import body_case_3d
+    from tests.conftest import body_case_3d, run_bodies
 
     runs = {}
     for backend, subdomains in (("cpu", 2), ("numba-cuda", 1), ("numba-cuda", 2)):
@@ -251,12 +246,7 @@ def test_narrow_storage_bodies_match_cpu(storage, outlet, bounce) -> None:
         raw["domain"]["inlet"]["ramp_steps"] = 2
         raw["domain"]["bounce_back"] = bounce
         raw["domain"]["outlet"] = {"kind": outlet}
-        solver = FluidSolver(validate_case(raw), ParallelContext(backend, transport="local"))
-        solver.step(3)
-        links = body_links(solver.setup)
-        runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
-                                       measure_forces(solver, links),
-                                       DeviceForces(links).measure(solver))
+        runs[(backend, subdomains)] = run_bodies(raw, 3)
     ref = runs[("cpu", 2)]
     assert ref[0].dtype == storage_dtype(storage)
     assert np.abs(ref[1]).max() > 0.005 and np.abs(ref[2]).max() > 0

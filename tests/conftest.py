@@ -98,6 +98,24 @@ def outlet_params(kind: str, weight: float) -> dict[str, Any]:
 IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
+def run_bodies(raw: dict[str, Any], steps: int) -> tuple[Any, ...]:
+    """A bodies case (``raw``, its run.backend on local transport) after ``steps`` steps: the
+    populations as stored, the velocity, and the forces on the bodies summed on the host and
+    reduced on the device."""
+    from simsplit.case import validate_case
+    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import raw_populations
+    from simsplit.parallel.context import ParallelContext
+
+    case = validate_case(raw)
+    solver = FluidSolver(case, ParallelContext(case["run"]["backend"], transport="local"))
+    solver.step(steps)
+    links = body_links(solver.setup)
+    return (raw_populations(solver), solver.velocity(), measure_forces(solver, links),
+            DeviceForces(links).measure(solver))
+
+
 def run_in_cuda_simulator(test_file: str, timeout: float = 900) -> None:
     """Run ``test_file`` again in a child with NUMBA_ENABLE_CUDASIM=1 and require it to pass.
 

@@ -167,3 +167,89 @@ def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
     for key, got in runs.items():
         for a, b in zip(got, one, strict=True):
             np.testing.assert_array_equal(a, b, err_msg=str(key))
+
+
+# --- populations stored narrower than the arithmetic (run.storage, issue #25) ---------------
+def _narrow_case(backend: str, subdomains: int, storage: str) -> dict:
+    """A 4 x 3 x 6 box, walls, the lid and a body force, float32 arithmetic on ``storage``."""
+    from simsplit.case import validate_case
+
+    return validate_case({
+        "physics": "fluid",
+        "fluid": {"reynolds": None, "viscosity": 0.05, "lid_velocity": 0.1,
+                  "body_force": [2e-5, -1e-5, 3e-6]},
+        "domain": {"shape": [4, 3, 6]}, "decomposition": {"subdomains": subdomains},
+        "run": {"backend": backend, "precision": "float32", "storage": storage,
+                "transport": "local"},
+        "output": {"dir": None}})
+
+
+@in_child
+@pytest.mark.parametrize("storage", ["float16", "e4m11"])
+def test_narrow_storage_box_matches_cpu(storage) -> None:
+    """16-bit populations with walls, the lid and a body force: numba-cuda on 1 and 2 slabs
+    (halos of stored bits) equals the CPU bit for bit, stored populations, velocity and
+    density; a 2-slab checkpoint (stored bits) resumes on 1 slab with the same bits."""
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import load_state, raw_populations, save_state
+    from simsplit.numerics.storage import storage_dtype
+    from simsplit.parallel.context import ParallelContext
+
+    def solver(backend: str, n: int) -> FluidSolver:
+        return FluidSolver(_narrow_case(backend, n, storage),
+                           ParallelContext(backend, None, "local"))
+
+    def state(s: FluidSolver) -> tuple[np.ndarray, ...]:
+        return raw_populations(s), s.velocity(), s.density()
+
+    runs = {}
+    for backend, n in (("cpu", 1), ("numba-cuda", 1), ("numba-cuda", 2)):
+        s = solver(backend, n)
+        s.step(3)
+        runs[backend, n] = state(s)
+    ref = runs["cpu", 1]
+    assert ref[0].dtype == storage_dtype(storage) and np.abs(ref[1]).max() > 0.01
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=str(key))
+    first = solver("numba-cuda", 2)
+    first.step(2)
+    saved = save_state(first)
+    assert saved["populations"].dtype == storage_dtype(storage)
+    resumed = solver("numba-cuda", 1)
+    load_state(resumed, saved, 2)
+    resumed.step(1)
+    for a, b in zip(state(resumed), ref, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@in_child
+@pytest.mark.parametrize("storage, outlet, bounce", [("float16", "convective", "quadratic"),
+                                                      ("e4m11", "pressure", "linear")])
+def test_narrow_storage_bodies_match_cpu(storage, outlet, bounce) -> None:
+    """A duct with an inlet, an outlet and a sphere across the slab face, quadratic links
+    (halos two planes deep) or linear ones, 16-bit populations under float32 arithmetic:
+    numba-cuda on 1 and 2 slabs and the CPU give the same stored bits, velocity and forces on
+    the body (the host's sum and the device reduction, which decodes the stored populations).
+    The CPU kernels' types are those of other tests (fp16 quadratic: test_bodies_quadratic.py;
+    e4m11 linear: the box above), so that a warm Numba cache serves them: a CPU kernel of new
+    types costs about 30 s of compilation."""
+    from simsplit.numerics.storage import storage_dtype
+    from tests.conftest import body_case_3d, run_bodies
+
+    runs = {}
+    for backend, subdomains in (("cpu", 2), ("numba-cuda", 1), ("numba-cuda", 2)):
+        raw = body_case_3d(8, 5, 6, subdomains, bodies=[
+            {"name": "s", "shape": "sphere", "centre": [3.6, 2.4, 3.1], "radius": 1.6}],
+            run__backend=backend, run__transport="local", run__precision="float32",
+            run__storage=storage)
+        raw["domain"]["inlet"]["ramp_steps"] = 2
+        raw["domain"]["bounce_back"] = bounce
+        raw["domain"]["outlet"] = {"kind": outlet}
+        runs[(backend, subdomains)] = run_bodies(raw, 3)
+    ref = runs[("cpu", 2)]
+    assert ref[0].dtype == storage_dtype(storage)
+    assert np.abs(ref[1]).max() > 0.005 and np.abs(ref[2]).max() > 0
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=str(key))

@@ -163,14 +163,28 @@ def test_storage_defaults_to_precision() -> None:
     assert case["run"]["storage"] == "float32"
 
 
-def test_numba_cuda_refuses_narrow_storage() -> None:
-    from simsplit.backends.numba_cuda.d3q19 import D3Q19Kernels
-    from simsplit.errors import BackendUnavailable
+def test_numba_cuda_refuses_only_wider_storage() -> None:
+    """The Numba CUDA D3Q19 kernel set takes every run.storage pair, one kernel each (their
+    bits against the CPU's: tests/test_d3q19_sim.py, on the simulator); what is still refused
+    is a storage wider than the arithmetic: by validation in one line, as on every backend,
+    and by the kernel set itself."""
+    from simsplit.backends.cuda_c.source import STORAGE_PAIRS
+    from simsplit.backends.numba_cuda import d3q19
 
-    with pytest.raises(BackendUnavailable, match="run.storage: float16") as info:
-        D3Q19Kernels.prepare(population_storage("float16", "float32"))
+    assert not hasattr(d3q19.D3Q19Kernels, "prepare")  # nothing to refuse when a block starts
+    kernels = {d3q19._stream_collide_kernel(a, s) for a, s in STORAGE_PAIRS}
+    assert len(kernels) == len(STORAGE_PAIRS) == 7
+    with pytest.raises(ValueError, match="storage float64 is wider than the arithmetic float32"):
+        d3q19._stream_collide_kernel(np.dtype(np.float32), np.dtype(np.float64))
+    for storage in ("float16", "e4m11", "float32"):
+        case = validate_case(case3d((8, 8, 8), run__backend="numba-cuda",
+                                    run__precision="float32", run__storage=storage))
+        assert case["run"]["storage"] == storage
+    with pytest.raises(CaseError, match="run.storage: 'float64' .*no wider than run.precision"
+                       ) as info:
+        validate_case(case3d((8, 8, 8), run__backend="numba-cuda", run__precision="float32",
+                             run__storage="float64"))
     assert "\n" not in str(info.value)
-    D3Q19Kernels.prepare(population_storage("float32", "float32"))
 
 
 # --- 1, 2, 3 slabs bitwise identical; checkpoints carry the fp16 bits ------------------------
@@ -331,3 +345,41 @@ def test_e4m11_halves_fp16_error_on_poiseuille(one_thread) -> None:
           + ", ".join(f"{k} {v:.3e}" for k, v in errs.items()))
     assert errs["float32"] < 1e-3 < errs["float16"]  # the 16-bit cost is real here
     assert errs["e4m11"] < 0.7 * errs["float16"]
+
+
+@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float64", "e4m11")])
+def test_numba_cuda_d3q19_16_bit_compiles_to_ptx_without_fma(monkeypatch, precision,
+                                                              storage) -> None:
+    """The Numba CUDA D3Q19 kernel on 16-bit storage, typed as its launcher passes it (16-bit
+    arrays as their bits), lowers to PTX for sm_90 without fused multiply-adds (the simulator
+    runs it as Python, so only NVVM tells that it types and compiles for a GPU)."""
+    import re
+
+    import numba.cuda.dispatcher as dispatcher
+    from numba import cuda
+    from numba import types as nt
+
+    from simsplit.backends.numba_cuda import d3q19
+    from simsplit.numerics.storage import storage_dtype
+
+    class _Sm90:  # device functions ask the current device for its architecture
+        compute_capability = (9, 0)
+
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Sm90())
+    x = nt.float32 if precision == "float32" else nt.float64
+    s = nt.uint16 if storage == "float16" else nt.int16  # raw_view's types
+
+    def arr(t: Any, nd: int) -> Any:
+        return nt.Array(t, nd, "A")
+
+    i64, f64, b = nt.int64, nt.float64, nt.boolean
+    sig = (arr(s, 4), arr(s, 4), arr(nt.uint8, 3), *[arr(x, 3)] * 4, i64, i64, *[f64] * 6,
+           *[b] * 4, arr(x, 2), f64, f64, arr(x, 4), i64, f64, f64, f64, arr(x, 3), arr(s, 4),
+           i64)
+    kernel = d3q19._stream_collide_kernel(np.dtype(precision), storage_dtype(storage))
+    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+    assert ".entry" in ptx and not re.search(r"\bfma\.rn\.f(32|64)", ptx)
+    for halo in (d3q19._pack, d3q19._unpack):  # stored bits moved as they are
+        args = ((arr(s, 3), i64, i64, arr(s, 2)) if halo is d3q19._pack
+                else (arr(s, 2), arr(s, 3), i64, i64))
+        assert ".entry" in cuda.compile_ptx(halo.py_func, args, cc=(9, 0))[0]

@@ -258,11 +258,7 @@ def test_bodies_split_identity_and_cpu_agreement(bounce, storage, outlet) -> Non
     numba-cuda on 1, 2 and 3 slabs and the CPU backend give the same bits (and the same
     forces, the device reduction decoding 16-bit populations as the host's), float64 or
     float32 arithmetic on 16-bit storage."""
-    from simsplit.case import validate_case
-    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
-    from simsplit.fluid.solver import FluidSolver
-    from simsplit.parallel.context import ParallelContext
-    from tests.conftest import body_case
+    from tests.conftest import body_case, run_bodies
 
     runs = {}
     for backend, subdomains in (("numba-cuda", 1), ("numba-cuda", 2), ("numba-cuda", 3),
@@ -273,15 +269,7 @@ def test_bodies_split_identity_and_cpu_agreement(bounce, storage, outlet) -> Non
         raw["domain"]["inlet"]["ramp_steps"] = 4  # steps 1-3 ramped, then full speed
         raw["domain"]["bounce_back"] = bounce
         raw["domain"]["outlet"] = {"kind": outlet}
-        case = validate_case(raw)
-        solver = FluidSolver(case, ParallelContext(backend, transport="local"))
-        solver.step(7)
-        links = body_links(solver.setup)
-        from simsplit.fluid.state import raw_populations
-
-        runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
-                                       measure_forces(solver, links),
-                                       DeviceForces(links).measure(solver))
+        runs[(backend, subdomains)] = run_bodies(raw, 7)
     one = runs[("numba-cuda", 1)]
     assert np.abs(one[1]).max() > 0.005 and np.abs(one[2]).max() > 0
     # the device reduction (numba-cuda kernels; NumPy on the cpu) equals the host's

@@ -88,7 +88,7 @@ FLUID_RUN_PROPERTIES = {
                        "rest) and computes in run.precision: float16 (IEEE, scaled by 2^10) or "
                        "e4m11 (one more significand bit, 4 exponent bits, scaled by 2^9: about "
                        "half fp16's error) halve memory and traffic of float32 "
-                       "(docs/storage.md). 2D and 3D grids; cpu and cupy.",
+                       "(docs/storage.md). 2D and 3D grids; cpu, cupy and numba-cuda.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

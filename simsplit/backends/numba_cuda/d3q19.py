@@ -3,6 +3,11 @@
 Like the D2Q9 set it runs on a GPU and on the CUDA simulator, and routes products through
 ``mul`` (never fused) so results match the CPU backend's. Halos move whole xy-planes through a
 ``(q, layers, cells per layer)`` view of the populations.
+
+Populations may be stored narrower than the arithmetic (every ``run.storage`` pair): the D2Q9
+set's ``_codec`` (the CPU's scalar conversions compiled as device functions) decodes each stored
+element where the CPU kernel decodes it and encodes each post-collision population, so the
+stored bits are the CPU's.
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 from numba import cuda
 
+from simsplit.backends.cpu.storage_codec import raw_view
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
-from simsplit.backends.numba_cuda.d2q9 import _block_x, _exact_mul, _launcher
-from simsplit.errors import BackendUnavailable
+from simsplit.backends.numba_cuda.d2q9 import _block_x, _codec, _exact_mul, _launcher
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
@@ -32,10 +37,12 @@ _HALO = tuple(D3Q19.up) + tuple(D3Q19.down)  #: set s, k-th population -> _HALO[
 
 
 @functools.cache
-def _stream_collide_kernel(dtype: np.dtype) -> Any:
-    """The stream-collide kernel specialised for one precision (constants typed in it)."""
+def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
+    """The stream-collide kernel specialised for one precision and population storage
+    (constants typed in it)."""
     dt = dtype.type
     mul = _exact_mul(dtype)
+    decode, encode = _codec(dtype, storage)
 
     @cuda.jit(device=True)
     def wrap(s, n, periodic):
@@ -60,15 +67,15 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         nj = wrap_far(j + _CY[q], ny, periodic_y)
         ni = wrap_far(i + _CX[q], nx, periodic_x)
         if w0 >= dt(0.0):
-            v = mul(w0, own_opp) + mul(w1, f_src[o, k + _CZ[q], nj, ni])
+            v = mul(w0, own_opp) + mul(w1, decode(f_src[o, k + _CZ[q], nj, ni], dt(_W[o])))
             if w2 != dt(0.0):
                 fj = wrap_far(j + 2 * _CY[q], ny, periodic_y)
                 fi = wrap_far(i + 2 * _CX[q], nx, periodic_x)
-                v = v + mul(w2, far[o, k + 2 * _CZ[q] + far_off, fj, fi])
+                v = v + mul(w2, decode(far[o, k + 2 * _CZ[q] + far_off, fj, fi], dt(_W[o])))
             return v
-        v = mul(-w0, own_opp) + mul(w1, f_src[q, k, j, i])
+        v = mul(-w0, own_opp) + mul(w1, decode(f_src[q, k, j, i], dt(_W[q])))
         if w2 != dt(0.0):
-            v = v + mul(w2, f_src[q, k + _CZ[q], nj, ni])
+            v = v + mul(w2, decode(f_src[q, k + _CZ[q], nj, ni], dt(_W[q])))
         return v
 
     @cuda.jit(device=True)
@@ -94,7 +101,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         jy = dt(0.0)
         jz = dt(0.0)
         for p in range(19):
-            v = f_src[p, k, j, i]
+            v = decode(f_src[p, k, j, i], dt(_W[p]))
             r += v
             jx += mul(dt(_CX[p]), v)
             jy += mul(dt(_CY[p]), v)
@@ -118,7 +125,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         # the CPU kernel's _outlet (kernels/d3q19.cu outlet_link_3d), operation for operation
         if kind == OUTLET_PRESSURE:
             return anti_bounce_back(q, oux, ouy, ouz, ousq, rho_w, own_opp)
-        v = f_src[q, k - _CZ[q], wrap(j - _CY[q], ny, periodic_y), i]
+        v = decode(f_src[q, k - _CZ[q], wrap(j - _CY[q], ny, periodic_y), i], dt(_W[q]))
         if kind == OUTLET_CONVECTIVE:
             v = mul(keep, slots[q, k, j]) + mul(take, v)
         if press_w > dt(0.0):
@@ -143,7 +150,8 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
         bk = k if mask & 4 else k - _CZ[q]
         if (flags[bk, bj, bi] & BOUNDARY) != 0:
             return own_opp
-        return f_src[_SPECULAR[q, mask], bk, bj, bi]
+        m = _SPECULAR[q, mask]
+        return decode(f_src[m, bk, bj, bi], dt(_W[m]))
 
     @cuda.jit
     def stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, omega_p,
@@ -181,7 +189,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                 for q in range(19):
                     sj = wrap(j - _CY[q], ny, periodic_y)
                     si = wrap(i - _CX[q], nx, periodic_x)
-                    fl[q] = f_src[q, k - _CZ[q], sj, si]
+                    fl[q] = decode(f_src[q, k - _CZ[q], sj, si], dt(_W[q]))
                 if own & NEAR_WALL:  # only cells next to a wall read their sources' flags
                     outlet = False
                     for q in range(19):
@@ -197,7 +205,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                         si = wrap(i - _CX[q], nx, periodic_x)
                         kind = flags[sk, sj, si]
                         if (kind & BOUNDARY) != 0:
-                            v = f_src[_OPP[q], k, j, i]
+                            v = decode(f_src[_OPP[q], k, j, i], dt(_W[_OPP[q]]))
                             if kind == LID:
                                 v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
                             elif kind == INLET:
@@ -217,10 +225,12 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                                 if w >= dt(0.0):
                                     nj = wrap(j + _CY[q], ny, periodic_y)
                                     ni = wrap(i + _CX[q], nx, periodic_x)
-                                    v = mul(w, v) + mul(one - w,
-                                                         f_src[_OPP[q], k + _CZ[q], nj, ni])
+                                    o = _OPP[q]
+                                    v = mul(w, v) + mul(one - w, decode(
+                                        f_src[o, k + _CZ[q], nj, ni], dt(_W[o])))
                                 else:
-                                    v = mul(-w, v) + mul(one + w, f_src[q, k, j, i])
+                                    v = mul(-w, v) + mul(one + w,
+                                                         decode(f_src[q, k, j, i], dt(_W[q])))
                             fl[q] = v
                 # moments from the pairs' sums and differences, as on the CPU
                 r = fl[0]
@@ -269,7 +279,7 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                 post0 = fl[0] - mul(om_p, fl[0] - feq0)
                 if forced:
                     post0 += mul(src_p, mul(mul(dt(_W[0]), dt(-3.0)), uf))
-                f_dst[0, k, j, i] = post0
+                f_dst[0, k, j, i] = encode(post0, dt(_W[0]))
                 nh_om_p = mul(dt(-0.5), om_p)
                 nh_om_m = mul(dt(-0.5), om_m)
                 for n in range(9):
@@ -291,8 +301,8 @@ def _stream_collide_kernel(dtype: np.dtype) -> Any:
                         s_m = mul(mul(w, dt(3.0)), cf)
                         relax_p += mul(src_p, s_p)
                         relax_m += mul(src_m, s_m)
-                    f_dst[q, k, j, i] = fl[q] + relax_p + relax_m
-                    f_dst[o, k, j, i] = fl[o] + relax_p - relax_m
+                    f_dst[q, k, j, i] = encode(fl[q] + relax_p + relax_m, w)
+                    f_dst[o, k, j, i] = encode(fl[o] + relax_p - relax_m, dt(_W[o]))
             k += cuda.gridDim.z
 
     return stream_collide
@@ -333,15 +343,6 @@ class D3Q19Kernels:
                 self._stand_ins[key] = cuda.to_device(host)
         return self._stand_ins[key]
 
-    @staticmethod
-    def prepare(storage: Any) -> None:
-        """Ready the kernels for ``storage`` (a PopulationStorage): populations are stored in
-        the arithmetic type only, no narrow (fp16) storage here."""
-        if storage.dtype != storage.arith:
-            raise BackendUnavailable(
-                f"run.storage: {storage.name} is not allowed on backend numba-cuda (allowed: "
-                f"{storage.arith}, as run.precision); use backend cupy or cpu for narrow storage")
-
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro, inlet=None, links=None, outlet_slots=None,
                        far=None) -> None:
@@ -354,16 +355,15 @@ class D3Q19Kernels:
             raise ValueError(f"planes {layers} outside the interior planes [1, {nz + 1})")
         if k0 == k1:
             return
-        if f_src.dtype != rho.dtype:
-            raise TypeError(f"numba-cuda stores populations in the arithmetic type ({rho.dtype}), "
-                            f"not {f_src.dtype}")
         bx = _block_x(nx)
         grid = ((nx + bx - 1) // bx, ny, min(k1 - k0, MAX_GRID_Y))
-        launch = _launcher(_stream_collide_kernel(np.dtype(f_src.dtype)), grid, bx)
+        launch = _launcher(_stream_collide_kernel(np.dtype(rho.dtype), np.dtype(f_src.dtype)),
+                           grid, bx)
         with self._activate():
-            launch(f_src, f_dst, flags, rho, ux, uy, uz, k0, k1, float(p.omega_plus),
-                   float(p.omega_minus), float(p.lid_velocity), float(p.force_x),
-                   float(p.force_y), float(p.force_z), bool(p.periodic_x), bool(p.periodic_y),
+            launch(raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, k0, k1,
+                   float(p.omega_plus), float(p.omega_minus), float(p.lid_velocity),
+                   float(p.force_x), float(p.force_y), float(p.force_z), bool(p.periodic_x),
+                   bool(p.periodic_y),
                    bool(store_macro), p.forced,
                    inlet if inlet is not None else self._stand_in("inlet", rho.dtype),
                    float(p.inlet_scale), float(p.outlet_density),
@@ -372,7 +372,7 @@ class D3Q19Kernels:
                    float(p.outlet_pressure_weight),
                    outlet_slots if outlet_slots is not None
                    else self._stand_in("slots", rho.dtype),
-                   f_src if far is None else far[0], 0 if far is None else int(far[1]))
+                   raw_view(f_src if far is None else far[0]), 0 if far is None else int(far[1]))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         size = f.shape[2] * f.shape[3]
@@ -382,10 +382,12 @@ class D3Q19Kernels:
 
     @staticmethod
     def _layers(f) -> Any:
-        return f.reshape(f.shape[0], f.shape[1], f.shape[2] * f.shape[3])
+        """The stored elements of ``f`` as ``(q, layers, cells per layer)`` (16-bit formats as
+        their bits: halos move them unchanged)."""
+        return raw_view(f).reshape(f.shape[0], f.shape[1], f.shape[2] * f.shape[3])
 
     def pack(self, f, layer: int, direction: int, buf) -> None:
-        self._halo(_pack, f, self._layers(f), int(layer), int(direction), buf)
+        self._halo(_pack, f, self._layers(f), int(layer), int(direction), raw_view(buf))
 
     def unpack(self, buf, f, layer: int, direction: int) -> None:
-        self._halo(_unpack, f, buf, self._layers(f), int(layer), int(direction))
+        self._halo(_unpack, f, raw_view(buf), self._layers(f), int(layer), int(direction))

@@ -14,7 +14,9 @@ the native fp16 kernels bit for bit with ``--check``).
 Storages are ``<arithmetic>/<format>``: f64, f32 (store what is computed), f32/float16 and
 f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), f32/fp16,
 f32/e4m11-1 (the same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding),
-emulated only. On a GPU:
+emulated only; f32/neq-<fp16|e4m11|bfp>[-rho16][-eq1], non-equilibrium storage (moments and
+16-bit deviations from their equilibrium, :class:`NeqStorage`), emulated on the CPU only.
+On a GPU:
 
     python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
         --storages f64,f32,f32/float16,f32/e4m11
@@ -213,7 +215,7 @@ class NeqStorage:
         fluid = [(b.flags & fl.BOUNDARY) == 0 for b in blocks]
 
         def apply() -> None:  # (the steps go one at a time: a second ghost plane is not read)
-            for b, mask in zip(blocks, fluid):
+            for b, mask in zip(blocks, fluid, strict=True):
                 f = np.ascontiguousarray(b.f_src)
                 self.last = (f, self.round_trip(f, mask, lattice), mask)
                 if f is not b.f_src:

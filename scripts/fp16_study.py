@@ -14,7 +14,9 @@ the native fp16 kernels bit for bit with ``--check``).
 Storages are ``<arithmetic>/<format>``: f64, f32 (store what is computed), f32/float16 and
 f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), f32/fp16,
 f32/e4m11-1 (the same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding),
-emulated only. On a GPU:
+emulated only; f32/neq-<fp16|e4m11|bfp>[-rho16][-eq1], non-equilibrium storage (moments and
+16-bit deviations from their equilibrium, :class:`NeqStorage`), emulated on the CPU only.
+On a GPU:
 
     python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
         --storages f64,f32,f32/float16,f32/e4m11
@@ -33,6 +35,7 @@ import numpy as np
 from simsplit.case import validate_case
 from simsplit.fluid.reference import compare_to_cube, compare_to_ghia
 from simsplit.fluid.solver import FluidSolver
+from simsplit.numerics import flags as fl
 from simsplit.parallel.context import ParallelContext
 
 # --- storage formats: (significand bits p incl. the implicit one, smallest normal exponent of
@@ -91,6 +94,141 @@ def _round_trip(f, w, p, emin, emax, stochastic, step):
     return 0
 
 
+# --- non-equilibrium storage (docs/storage.md, "Non-equilibrium storage"): the kernel that
+# writes cell x's post-collision populations f*_q stores x's moments (rho, u of f*) and, per
+# population, d_q = f*_q - f^eq_q(rho, u) in 16 bits; the reader x + c_q rebuilds
+# f*_q = f^eq_q(rho, u) + decode(d_q) from x's stored moments. Names: neq-<d>[-rho16][-eq1]:
+# <d> the format of d_q (NEQ_FORMATS, or bfp: int16 significands under a per-cell power of two),
+# -rho16 rho - 1 stored as fp16 (else rho in the arithmetic type; u always is), -eq1 the
+# first-order equilibrium w rho (1 + 3 c.u) (else the second-order one).
+NEQ_FORMATS: dict[str, tuple[int, int, int]] = {
+    "fp16": FORMATS["fp16"],
+    # 1-4-11 for |d| < 1/32: normal from 2^-18 = 3.8e-6, quantum 2^-29 = 1.9e-9 below (d of a
+    # stable run: |d| < 1e-2, mostly 1e-6..1e-3; scripts/fp16_study.py --neq-stats)
+    "e4m11": (12, -18, -6),
+}
+#: "bfp": each cell's d_q as int16 (|m| <= 2^15 - 1) times 2^k, k per cell (one more byte): the
+#: largest |d_q| of the cell gets 15 significant bits, the others the same absolute quantum
+BFP_BITS = 15
+
+
+@numba.njit(cache=True)
+def _neq_moments(f, c, fluid, rho, u, rho_p, rho_emin, rho_emax):
+    """rho and u = j / rho of f (``(q, cells)``) in f's type, summed from q = 0 up as a kernel
+    sums (1 and 0 off ``fluid``); with ``rho_p`` > 0, rho = 1 + round(rho - 1) in that format
+    (what a reader of a 16-bit rho - 1 gets: the writer's equilibrium takes it too)."""
+    dt = f.dtype.type
+    one = dt(1.0)
+    j = np.zeros(c.shape[1], dtype=f.dtype)
+    for i in range(f.shape[1]):
+        if not fluid[i]:
+            rho[i] = one
+            u[:, i] = dt(0.0)
+            continue
+        r = dt(0.0)
+        j[:] = dt(0.0)
+        for q in range(f.shape[0]):
+            r += f[q, i]
+            for a in range(c.shape[1]):
+                j[a] += dt(c[q, a]) * f[q, i]
+        inv = one / r
+        for a in range(c.shape[1]):
+            u[a, i] = j[a] * inv
+        if rho_p > 0:
+            r = one + dt(_round_dev(np.float64(r - one), rho_p, rho_emin, rho_emax, -1.0))
+        rho[i] = r
+    return 0
+
+
+@numba.njit(cache=True)
+def _neq_round_trip(f, feq, fluid, p, emin, emax, bfp_bits):
+    """In place on each fluid cell of f (``(q, cells)``): d = f - feq in f's type, one rounding
+    of d (the format (p, emin, emax), or with ``bfp_bits`` > 0 to the cell's common quantum
+    2^k, the least with every |d| / 2^k rounding below 2^bfp_bits), f = feq + d."""
+    dt = f.dtype.type
+    top = 2.0**bfp_bits
+    for i in range(f.shape[1]):
+        if not fluid[i]:
+            continue
+        quantum = 0.0
+        if bfp_bits > 0:
+            m = 0.0
+            for q in range(f.shape[0]):
+                m = max(m, abs(np.float64(f[q, i] - feq[q, i])))
+            if m == 0.0:
+                continue
+            quantum = math.ldexp(1.0, math.frexp(m)[1] - bfp_bits)
+            if np.rint(m / quantum) >= top:
+                quantum *= 2.0
+        for q in range(f.shape[0]):
+            d = np.float64(f[q, i] - feq[q, i])
+            if bfp_bits > 0:
+                r = np.rint(d / quantum) * quantum
+            else:
+                r = _round_dev(d, p, emin, emax, -1.0)
+            f[q, i] = dt(r) + feq[q, i]
+    return 0
+
+
+class NeqStorage:
+    """Non-equilibrium storage ``neq-<d>[-rho16][-eq1]`` emulated on CPU blocks."""
+
+    def __init__(self, fmt: str, arith: np.dtype) -> None:
+        parts = fmt.split("-")[1:]
+        self.name, self.arith = fmt, arith
+        self.bfp = BFP_BITS if parts[0] == "bfp" else 0
+        if not self.bfp and parts[0] not in NEQ_FORMATS:
+            raise SystemExit(f"storage {fmt}: d format {parts[0]!r} (allowed: "
+                             f"{', '.join([*NEQ_FORMATS, 'bfp'])})")
+        self.d_fmt = (0, 0, 0) if self.bfp else NEQ_FORMATS[parts[0]]
+        extra = set(parts[1:]) - {"rho16", "eq1"}
+        if extra:
+            raise SystemExit(f"storage {fmt}: option {sorted(extra)[0]!r} (allowed: rho16, eq1)")
+        self.rho_fmt = FORMATS["fp16"] if "rho16" in parts else (0, 0, 0)
+        self.order = 1 if "eq1" in parts else 2
+
+    def round_trip(self, f: np.ndarray, fluid: np.ndarray, lattice: Any) -> np.ndarray:
+        """In place: f (``(q, *cells)``, contiguous) <- what a reader rebuilds from the stored
+        moments and deviations; returns the equilibria ``(q, cells)`` it added them to."""
+        flat = f.reshape(f.shape[0], -1)
+        mask = fluid.reshape(-1)
+        rho = np.empty(flat.shape[1], f.dtype)
+        u = np.empty((lattice.dim, flat.shape[1]), f.dtype)
+        _neq_moments(flat, lattice.c, mask, rho, u, *self.rho_fmt)
+        feq = lattice.equilibrium(rho, *u, dtype=f.dtype, order=self.order)
+        _neq_round_trip(flat, feq, mask, *self.d_fmt, self.bfp)
+        return feq
+
+    def stats(self) -> str:
+        """Percentiles of |d_q| over the fluid cells, as stored after the last step."""
+        f, feq, mask = self.last
+        d = np.abs(f.reshape(f.shape[0], -1) - feq)[:, mask.reshape(-1)]
+        p50, p99 = np.percentile(d[d > 0], [50, 99]) if d.any() else (0.0, 0.0)
+        return f"|d| median {p50:.2e} p99 {p99:.2e} max {d.max():.2e}"
+
+    def hook(self, solver: FluidSolver):
+        blocks = list(solver.blocks.values())
+        if BACKEND[0] != "cpu" or any(b.aa for b in blocks):
+            raise SystemExit(f"storage {self.name}: emulated on backend cpu with two-lattice "
+                             "streaming only")
+        lattice = solver.setup.lattice
+        fluid = [(b.flags & fl.BOUNDARY) == 0 for b in blocks]
+
+        def apply() -> None:  # (the steps go one at a time: a second ghost plane is not read)
+            for b, mask in zip(blocks, fluid, strict=True):
+                f = np.ascontiguousarray(b.f_src)
+                self.last = (f, self.round_trip(f, mask, lattice), mask)
+                if f is not b.f_src:
+                    b.f_src[...] = f
+        apply()
+        NEQ_RUNS.append(self)
+        return apply
+
+
+#: the non-equilibrium storages run so far (main prints the last one's statistics of d)
+NEQ_RUNS: list[NeqStorage] = []
+
+
 #: the backend the runs take (--backend); emulated formats round on the device on cupy
 BACKEND = ["cpu"]
 
@@ -135,6 +273,8 @@ class Storage:
         return _case(shape, self.arith, native, **fluid)
 
     def hook(self, solver: FluidSolver):
+        if self.fmt.startswith("neq-"):
+            return NeqStorage(self.fmt, np.dtype(self.arith)).hook(solver)
         fmt = self.fmt[:-3] if self.fmt.endswith("-sr") else self.fmt
         if fmt not in FORMATS:
             return None
@@ -147,10 +287,13 @@ class Storage:
         device = not isinstance(blocks[0].f_src, np.ndarray)
         trip = _device_round_trip if device else _round_trip
 
-        def apply() -> None:
+        def apply() -> None:  # (the steps go one at a time: a second ghost plane is not read)
             count[0] += 1
             for b in blocks:
-                trip(b.f_src, w, p, emin, emax, stochastic, count[0])
+                f = b.f_src if device else np.ascontiguousarray(b.f_src)
+                trip(f, w, p, emin, emax, stochastic, count[0])
+                if f is not b.f_src:
+                    b.f_src[...] = f
         apply()
         return apply
 
@@ -277,16 +420,37 @@ def taylor_green2d(storage: Storage, n: int, u0: float = 0.02,
     return u, {"exact_l2": err, "steps": steps}
 
 
-def poiseuille2d(storage: Storage, h: int = 32) -> tuple[np.ndarray, dict[str, float]]:
+def poiseuille2d(storage: Storage, h: int = 32,
+                 steps: int | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """Plane Poiseuille flow, 8 x h (TRT, tau 0.8, u_max 0.05): to the first storage's steady
+    state (1e-10 relative change per 200 steps), or ``steps`` (a multiple of 200)."""
     nu, u_max = 0.1, 0.05
     g = 8 * nu * u_max / h**2
-    solver, steps = run_steady(storage, [8, h], 1e-10, 200_000, reynolds=None, viscosity=nu,
+    tol, most = (1e-10, 200_000) if steps is None else (0.0, steps)
+    solver, steps = run_steady(storage, [8, h], tol, most, reynolds=None, viscosity=nu,
                                body_force=[g, 0.0],
                                boundaries={"x": "periodic", "y": "wall", "lid": False})
     u = solver.velocity() * solver.setup.velocity_scale
     y = np.arange(h) + 0.5
     exact = g / (2 * nu) * y * (h - y)
     prof = u[:, 0, 0]
+    return u, {"exact_l2": float(np.sqrt(np.sum((prof - exact) ** 2) / np.sum(exact**2))),
+               "steps": steps}
+
+
+def poiseuille3d(storage: Storage, h: int = 16) -> tuple[np.ndarray, dict[str, float]]:
+    """D3Q19 Poiseuille flow between z-walls, 2 x 3 x h, 6000 steps, as
+    tests/test_d3q19_storage.py::test_e4m11_halves_fp16_error_on_poiseuille."""
+    nu, u_max = 0.1, 0.05
+    g = 8 * nu * u_max / h**2
+    solver, steps = run_steady(storage, [2, 3, h], 0.0, 6000, reynolds=None, viscosity=nu,
+                               body_force=[g, 0.0, 0.0],
+                               boundaries={"x": "periodic", "y": "periodic", "z": "wall",
+                                           "lid": False})
+    u = solver.velocity() * solver.setup.velocity_scale
+    z = np.arange(h) + 0.5
+    exact = g / (2 * nu) * z * (h - z)
+    prof = u[:, 0, 0, 0]
     return u, {"exact_l2": float(np.sqrt(np.sum((prof - exact) ** 2) / np.sum(exact**2))),
                "steps": steps}
 
@@ -304,6 +468,7 @@ CASES = {
     "cavity3d_re1000_128": lambda s: cavity3d(s, 128, 1000),  # the GPU run of issue 25
     "taylor_green2d": lambda s: taylor_green2d(s, 64),
     "poiseuille2d": lambda s: poiseuille2d(s),
+    "poiseuille3d": lambda s: poiseuille3d(s),
 }
 
 
@@ -349,8 +514,9 @@ def main() -> None:
             vs64 = float(np.abs(u - ref).max())
             info = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                             for k, v in errs.items())
+            neq = f"  {NEQ_RUNS.pop().stats()}" if NEQ_RUNS else ""
             print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                  f"({time.perf_counter() - t0:.0f} s){neq}", flush=True)
         print_ratios(name, runs)
 
 

@@ -8,6 +8,7 @@ axis of a slab decomposition is the last component of ``c`` (y in 2D, z in 3D).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,13 +111,22 @@ class Lattice:
     def down(self) -> tuple[int, ...]:
         return tuple(int(q) for q in np.flatnonzero(self.c[:, -1] == -1))
 
-    def equilibrium(self, rho: np.ndarray, *u: np.ndarray) -> np.ndarray:
-        """Second-order equilibrium populations, shape ``(q, *rho.shape)``, in float64."""
-        feq = np.empty((self.q,) + np.shape(rho))
-        usq = sum(np.asarray(v, dtype=np.float64) ** 2 for v in u)
+    def equilibrium(self, rho: np.ndarray, *u: np.ndarray, dtype: Any = np.float64,
+                    order: int = 2) -> np.ndarray:
+        """Equilibrium populations, shape ``(q, *rho.shape)``, computed in ``dtype`` (float64;
+        an emulated kernel's arithmetic type, scripts/fp16_study.py), of second order in u or,
+        with ``order=1``, of first (``w rho (1 + 3 c.u)``)."""
+        if order not in (1, 2):
+            raise ValueError(f"equilibrium order {order!r} (allowed: 1, 2)")
+        dt = np.dtype(dtype).type
+        rho = np.asarray(rho, dtype=dtype)
+        u = tuple(np.asarray(v, dtype=dtype) for v in u)
+        feq = np.empty((self.q,) + rho.shape, dtype=dtype)
+        usq = sum(v**2 for v in u)
         for q in range(self.q):
-            cu = sum(self.c[q, d] * u[d] for d in range(self.dim))
-            feq[q] = self.w[q] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * usq)
+            cu = sum(dt(self.c[q, d]) * u[d] for d in range(self.dim))
+            poly = 1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * usq if order == 2 else 1.0 + 3.0 * cu
+            feq[q] = dt(self.w[q]) * rho * poly
         return feq
 
 

@@ -222,7 +222,7 @@ class MPIExchange:
             self._node = NodeMemory(self.comm, pin, unpin)
             # SIMSPLIT_NODE_NOTICES=0: notices as messages (to compare)
             if os.environ.get("SIMSPLIT_NODE_NOTICES", "1") != "0":
-                self._notices = NodeNotices(self.comm)
+                self._notices = NodeNotices(self.comm, (self._node.node, self._node.local))
 
     def outbox(self, src: int, dst: int, tag: str, shape: tuple[int, ...], dtype: Any
                ) -> np.ndarray:

@@ -46,6 +46,16 @@ def _node_split(comm: Any) -> tuple[Any, dict[int, int]]:
     return node, {int(w): n for n, w in enumerate(ranks)}
 
 
+def _shared_int64s(node: Any, count: int) -> tuple[Any, np.ndarray]:
+    """An MPI shared-memory window of ``count`` int64 over the ranks of ``node`` (node rank 0
+    holds it) and the array every rank sees of it (collective over ``node``)."""
+    from mpi4py import MPI
+
+    win = MPI.Win.Allocate_shared(8 * count if node.Get_rank() == 0 else 0, 8, comm=node)
+    buf, _ = win.Shared_query(0)
+    return win, np.frombuffer(buf, np.int64, count=count)
+
+
 class NodeMemory:
     """Shared outbox segments of the ranks of ``comm`` that share this rank's node.
 
@@ -139,14 +149,9 @@ class NodeCounters:
     over the world communicator ``comm``; counters start at 0."""
 
     def __init__(self, comm: Any) -> None:
-        from mpi4py import MPI
-
         node, self._index = _node_split(comm)
-        self._win = MPI.Win.Allocate_shared(8 * node.Get_size() if node.Get_rank() == 0 else 0, 8,
-                                            comm=node)
-        buf, _ = self._win.Shared_query(0)
         #: one counter per node rank, in node-rank order; world rank -> its index
-        self._values = np.frombuffer(buf, np.int64, count=node.Get_size())
+        self._win, self._values = _shared_int64s(node, node.Get_size())
         self._mine = self._index[int(comm.Get_rank())]
         self._values[self._mine] = 0
         node.Barrier()
@@ -174,19 +179,16 @@ class NodeNotices:
     one ring of NOTICE_RING records per ordered pair of node ranks, with a written count its
     writer raises and a read count its reader raises. Notices of one (source, tag) are taken
     in the order they were posted, as MPI keeps messages; a notice of another tag read on the
-    way waits in this rank's own queue. Made collectively over the world communicator."""
+    way waits in this rank's own queue. Made collectively over the world communicator
+    ``comm``; ``split``: its node split where the caller has it (:class:`NodeMemory`'s ``node``
+    and ``local``), else made here."""
 
-    def __init__(self, comm: Any) -> None:
-        from mpi4py import MPI
-
-        node, self._index = _node_split(comm)
+    def __init__(self, comm: Any, split: tuple[Any, dict[int, int]] | None = None) -> None:
+        node, self._index = split if split is not None else _node_split(comm)
         size = node.Get_size()
-        count = size * size * (2 + 3 * NOTICE_RING)
-        self._win = MPI.Win.Allocate_shared(8 * count if node.Get_rank() == 0 else 0, 8,
-                                            comm=node)
-        buf, _ = self._win.Shared_query(0)
+        self._win, rings = _shared_int64s(node, size * size * (2 + 3 * NOTICE_RING))
         #: [writer, reader]: written count, read count, then the records
-        self._rings = np.frombuffer(buf, np.int64, count=count).reshape(size, size, -1)
+        self._rings = rings.reshape(size, size, -1)
         self._me = self._index[int(comm.Get_rank())]
         self._rings[self._me, :, :2] = 0  # the counts of the rings this rank writes
         self._early: dict[tuple[int, int], deque[tuple[int, int]]] = {}

@@ -36,7 +36,7 @@ from simsplit.backends.cpu.rowgen import (
     wrap_far,
 )
 from simsplit.backends.cpu.rowgen import wrap as _wrap
-from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
+from simsplit.backends.cpu.storage_codec import _decode, _encode, far_view, raw_view
 from simsplit.numerics.flags import (
     BOUNDARY,
     CURVED,
@@ -365,8 +365,8 @@ class D2Q9Kernels:
             links = np.full((9, 1, 1), -1.0, dt)
         if outlet_slots is None:
             outlet_slots = np.zeros((9, 1), dt)
-        far_f, far_off = (f_src, 0) if far is None else far
-        f_src, f_dst, far_f = raw_view(f_src), raw_view(f_dst), raw_view(far_f)
+        far_f, far_off = far_view(far, f_src)
+        f_src, f_dst = raw_view(f_src), raw_view(f_dst)
         plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                  p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
                  p.forced)

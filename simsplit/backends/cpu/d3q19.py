@@ -34,7 +34,7 @@ from simsplit.backends.cpu.rowgen import (
     wrap_far,
 )
 from simsplit.backends.cpu.rowgen import wrap as _wrap
-from simsplit.backends.cpu.storage_codec import _decode, _encode, raw_view
+from simsplit.backends.cpu.storage_codec import _decode, _encode, far_view, raw_view
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
@@ -429,12 +429,6 @@ _takes = _row_kernel.takes
 _launched: set = set()
 
 
-def _far(far: tuple[np.ndarray, int] | None, f_src: np.ndarray) -> tuple[np.ndarray, int]:
-    """Where quadratic links read two planes away (stored elements), and the offset there."""
-    arr, off = (f_src, 0) if far is None else far
-    return raw_view(arr), off
-
-
 def _layers(f: np.ndarray) -> np.ndarray:
     """View of ``f`` as ``(q, layers, cells per layer)``: halos move whole layers."""
     return f.reshape(f.shape[0], f.shape[1], -1)
@@ -467,7 +461,7 @@ class D3Q19Kernels:
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
                 p.outlet_density, links, p.outlet_kind, *p.convective_weights,
-                p.outlet_pressure_weight, outlet_slots, *_far(far, f_src), False)
+                p.outlet_pressure_weight, outlet_slots, *far_view(far, f_src), False)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, rho.dtype), _launched)
 

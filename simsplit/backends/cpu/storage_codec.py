@@ -175,3 +175,10 @@ def raw_view(a: np.ndarray) -> np.ndarray:
     """The array as the kernels take it: fp16 as uint16 bits (Numba's CPU target has no fp16),
     e4m11 as its int16 bits."""
     return a.view(np.uint16) if a.dtype == np.float16 else a
+
+
+def far_view(far: tuple[np.ndarray, int] | None, f_src: np.ndarray) -> tuple[np.ndarray, int]:
+    """Where quadratic links read two rows / planes away (``far``: the array behind ``f_src``
+    and the offset of its first layer there; None: ``f_src`` itself), as the kernels take it."""
+    arr, off = (f_src, 0) if far is None else far
+    return raw_view(arr), off

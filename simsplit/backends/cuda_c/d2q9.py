@@ -61,7 +61,6 @@ def _grid_x(n: int, block_x: int = source.BLOCK_X) -> int:
 _BAD_ADDRESS = np.uint64(0xDEAD0000000)
 
 
-
 def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None) -> tuple[Any, ...]:
     """The kernel's (quadratic, far, far_off): whether ``links`` holds quadratic weights, and
     where its reads two rows away go (the array behind ``f_src`` and the row of f_src's row 0
@@ -71,6 +70,7 @@ def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None) -> tuple
         raise ValueError("the array behind f_src must share its layout")
     quadratic = links is not None and links.shape[0] == 3 * f_src.shape[0]
     return np.int32(quadratic), arr, np.int32(off)
+
 
 class D2Q9Kernels:
     """CUDA C launchers for one device."""

@@ -116,8 +116,8 @@ def default_block(storage: Any) -> int:
 
 
 def _kernel(device: int, block_x: int, name: str) -> Any:
-    """Kernel ``name`` for blocks of ``block_x`` threads: from the full module at the default
-    size (or at the fp16 default, a smaller launch of the same build), else from a module of
+    """Kernel ``name`` for blocks of ``block_x`` threads: from its storage pair's module at the
+    default size (or at the fp16 default, a smaller launch of the same build), else from a module of
     that one kernel (an autotuner's candidate: compiling the 80 others for it would take most
     of the tuning time)."""
     if block_x in (source.BLOCK_X, source.D3Q19_FP16_BLOCK_X):
@@ -178,24 +178,25 @@ class D3Q19Kernels:
             raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
         module = _pair_module(self.device, dt, st)
         with self._dev:
+            kern = {n: module.get_function(n) for n in source.d3q19_pair_expressions(dt, st)}
             for s, forced, wide in itertools.product((False, True), repeat=3):
                 v = (dt, st, s, forced, wide)
-                self._collide[v] = module.get_function(source.d3q19_stream_collide_name(*v))
-                self._collide_aa[v] = module.get_function(source.d3q19_aa_name(*v))
+                self._collide[v] = kern[source.d3q19_stream_collide_name(*v)]
+                self._collide_aa[v] = kern[source.d3q19_aa_name(*v)]
             for s, forced in itertools.product((False, True), repeat=2):
                 for o in source.D3Q19_BODIES_OPEN:
-                    self._bodies[(dt, st, s, forced, o)] = module.get_function(
-                        source.d3q19_bodies_name(dt, st, s, forced, o))
+                    self._bodies[(dt, st, s, forced, o)] = kern[
+                        source.d3q19_bodies_name(dt, st, s, forced, o)]
                 if (dt, st) in source.D3Q19_FUSED_PAIRS:
-                    shared = source.d3q19_two_steps_launch(1, 1, 1, st.itemsize)[2]
-                    kern = module.get_function(source.d3q19_two_steps_name(dt, st, s, forced))
-                    kern.max_dynamic_shared_size_bytes = shared  # beyond the default 48 KB
-                    self._two_steps[(dt, st, s, forced)] = kern
-            self._pack[st] = module.get_function(source.pack_name(_NAME, st))
-            self._unpack[st] = module.get_function(source.unpack_name(_NAME, st))
-            names = source.d3q19_pair_expressions(dt, st)
+                    two = kern[source.d3q19_two_steps_name(dt, st, s, forced)]
+                    # beyond the default 48 KB
+                    two.max_dynamic_shared_size_bytes = source.d3q19_two_steps_launch(
+                        1, 1, 1, st.itemsize)[2]
+                    self._two_steps[(dt, st, s, forced)] = two
+            self._pack[st] = kern[source.pack_name(_NAME, st)]
+            self._unpack[st] = kern[source.unpack_name(_NAME, st)]
             # load every kernel now (num_regs loads the module)
-            self.registers += [module.get_function(n).num_regs for n in names]
+            self.registers += [k.num_regs for k in kern.values()]
         self._prepared.add((dt, st))
 
     def _params(self, p: D3Q19Params, dtype: np.dtype) -> tuple[Any, ...]:

@@ -25,7 +25,7 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cpu import storage_codec
-from simsplit.backends.cpu.storage_codec import raw_view
+from simsplit.backends.cpu.storage_codec import far_view, raw_view
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP, Q
@@ -372,7 +372,7 @@ class D2Q9Kernels:
                    float(p.outlet_density), self._links(links, dt),
                    int(p.outlet_kind), *map(float, p.convective_weights),
                    float(p.outlet_pressure_weight), self._slots(outlet_slots, dt),
-                   raw_view(f_src if far is None else far[0]), 0 if far is None else int(far[1]))
+                   *far_view(far, f_src))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         w = f.shape[2]

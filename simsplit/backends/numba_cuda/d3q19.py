@@ -18,7 +18,7 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 from numba import cuda
 
-from simsplit.backends.cpu.storage_codec import raw_view
+from simsplit.backends.cpu.storage_codec import far_view, raw_view
 from simsplit.backends.cuda_c.source import MAX_GRID_Y
 from simsplit.backends.numba_cuda.d2q9 import _block_x, _codec, _exact_mul, _launcher
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
@@ -372,7 +372,7 @@ class D3Q19Kernels:
                    float(p.outlet_pressure_weight),
                    outlet_slots if outlet_slots is not None
                    else self._stand_in("slots", rho.dtype),
-                   raw_view(f_src if far is None else far[0]), 0 if far is None else int(far[1]))
+                   *far_view(far, f_src))
 
     def _halo(self, kernel: Any, f, *args: Any) -> None:
         size = f.shape[2] * f.shape[3]

@@ -15,7 +15,8 @@ Storages are ``<arithmetic>/<format>``: f64, f32 (store what is computed), f32/f
 f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), f32/fp16,
 f32/e4m11-1 (the same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding),
 emulated only; f32/neq-<fp16|e4m11|bfp>[-rho16][-eq1], non-equilibrium storage (moments and
-16-bit deviations from their equilibrium, :class:`NeqStorage`), emulated on the CPU only.
+16-bit deviations from their equilibrium, :class:`NeqStorage`), emulated on the CPU or, with
+``--backend cupy``, on the GPU (the same rounding: ``--check`` compares the two there).
 On a GPU:
 
     python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
@@ -25,6 +26,7 @@ On a GPU:
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
 from typing import Any
@@ -36,6 +38,7 @@ from simsplit.case import validate_case
 from simsplit.fluid.reference import compare_to_cube, compare_to_ghia
 from simsplit.fluid.solver import FluidSolver
 from simsplit.numerics import flags as fl
+from simsplit.numerics.lattice import D2Q9, D3Q19
 from simsplit.parallel.context import ParallelContext
 
 # --- storage formats: (significand bits p incl. the implicit one, smallest normal exponent of
@@ -170,8 +173,108 @@ def _neq_round_trip(f, feq, fluid, p, emin, emax, bfp_bits):
     return 0
 
 
+#: :class:`NeqStorage`'s round trip of one cell as C (CUDA device code, or host C++ for the
+#: tests): the moments summed from q = 0 up, the equilibrium with the operations and order of
+#: ``Lattice.equilibrium`` (NumPy's: ((1 + 3 cu) + 4.5 cu cu) - 1.5 usq, then (w rho) poly), d
+#: and its rounding in double as ``_neq_round_trip``; compiled without contraction into FMAs
+#: (NumPy and Numba never fuse), so that a GPU run rounds exactly as the CPU emulation.
+NEQ_CELL_SOURCE = r"""
+NEQ_FN double neq_round_dev(double d, int p, int emin, int emax) {
+    const double a = fabs(d);
+    if (a == 0.0 || a != a) return d;
+    int e;
+    frexp(a, &e);
+    e = e - 1 > emin ? e - 1 : emin;
+    const double quantum = ldexp(1.0, e - p + 1);
+    double r = rint(a / quantum) * quantum;
+    if (r >= ldexp(1.0, emax + 1)) r = ldexp(1.0, 2000);  /* overflows to inf */
+    return d < 0 ? -r : r;
+}
+
+template <typename T>
+NEQ_FN void neq_cell(T* f, long long cells, long long i, int nq, int dim, const int* c,
+                     const double* w, int rho_p, int rho_emin, int rho_emax, int order, int p,
+                     int emin, int emax, int bfp_bits) {
+    T r = (T)0, j[3] = {(T)0, (T)0, (T)0}, u[3], feq[19];
+    for (int q = 0; q < nq; ++q) {
+        const T v = f[q * cells + i];
+        r += v;
+        for (int a = 0; a < dim; ++a) j[a] += (T)c[q * dim + a] * v;
+    }
+    const T inv = (T)1 / r;
+    for (int a = 0; a < dim; ++a) u[a] = j[a] * inv;
+    if (rho_p > 0) r = (T)1 + (T)neq_round_dev((double)(r - (T)1), rho_p, rho_emin, rho_emax);
+    T usq = (T)0;
+    for (int a = 0; a < dim; ++a) usq += u[a] * u[a];
+    for (int q = 0; q < nq; ++q) {
+        T cu = (T)0;
+        for (int a = 0; a < dim; ++a) cu += (T)c[q * dim + a] * u[a];
+        T poly = (T)1 + (T)3 * cu;
+        if (order == 2) poly = (poly + (T)4.5 * cu * cu) - (T)1.5 * usq;
+        feq[q] = (T)w[q] * r * poly;
+    }
+    double quantum = 0.0;
+    if (bfp_bits > 0) {
+        double m = 0.0;
+        for (int q = 0; q < nq; ++q) {
+            const double a = fabs((double)(f[q * cells + i] - feq[q]));
+            if (a > m) m = a;
+        }
+        if (m == 0.0) return;
+        int e;
+        frexp(m, &e);
+        quantum = ldexp(1.0, e - bfp_bits);
+        if (rint(m / quantum) >= ldexp(1.0, bfp_bits)) quantum *= 2.0;
+    }
+    for (int q = 0; q < nq; ++q) {
+        const double d = (double)(f[q * cells + i] - feq[q]);
+        const double r_d = bfp_bits > 0 ? rint(d / quantum) * quantum
+                                        : neq_round_dev(d, p, emin, emax);
+        f[q * cells + i] = (T)r_d + feq[q];
+    }
+}
+
+#define NEQ_ARGS(T) T* f, const unsigned char* fluid, long long cells, int nq, int dim, \
+    const int* c, const double* w, int rho_p, int rho_emin, int rho_emax, int order, int p, \
+    int emin, int emax, int bfp_bits
+#define NEQ_CALL f, cells, i, nq, dim, c, w, rho_p, rho_emin, rho_emax, order, p, emin, emax, \
+    bfp_bits
+"""
+#: the CUDA kernels (one thread a cell) around :data:`NEQ_CELL_SOURCE`
+NEQ_DEVICE_SOURCE = "#define NEQ_FN __device__ inline\n" + NEQ_CELL_SOURCE + r"""
+extern "C" __global__ void neq_round_trip_float(NEQ_ARGS(float)) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < cells && fluid[i]) neq_cell<float>(NEQ_CALL);
+}
+extern "C" __global__ void neq_round_trip_double(NEQ_ARGS(double)) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < cells && fluid[i]) neq_cell<double>(NEQ_CALL);
+}
+"""
+_NEQ_MODULE: list = []
+
+
+def _neq_device_round_trip(f, fluid, c: np.ndarray, w: np.ndarray, rho_fmt, order: int,
+                           d_fmt, bfp_bits: int) -> None:
+    """:meth:`NeqStorage.round_trip` in place on a contiguous CuPy array ``f`` (``(q,
+    *cells)``), ``fluid`` a CuPy uint8 mask of the cells."""
+    import cupy
+
+    if not _NEQ_MODULE:
+        _NEQ_MODULE.append(cupy.RawModule(code=NEQ_DEVICE_SOURCE, options=("--fmad=false",)))
+    kind = "float" if f.dtype == np.float32 else "double"
+    kernel = _NEQ_MODULE[0].get_function(f"neq_round_trip_{kind}")
+    cells = f.size // f.shape[0]
+    threads = 256
+    kernel(((cells + threads - 1) // threads,), (threads,),
+           (f, fluid, np.int64(cells), np.int32(f.shape[0]), np.int32(c.shape[1]),
+            cupy.asarray(c, np.int32), cupy.asarray(w, np.float64), *map(np.int32, rho_fmt),
+            np.int32(order), *map(np.int32, d_fmt), np.int32(bfp_bits)))
+
+
 class NeqStorage:
-    """Non-equilibrium storage ``neq-<d>[-rho16][-eq1]`` emulated on CPU blocks."""
+    """Non-equilibrium storage ``neq-<d>[-rho16][-eq1]`` emulated on the blocks of a CPU run,
+    or of a CuPy run (the same rounding on the device, :data:`NEQ_DEVICE_SOURCE`)."""
 
     def __init__(self, fmt: str, arith: np.dtype) -> None:
         parts = fmt.split("-")[1:]
@@ -199,30 +302,54 @@ class NeqStorage:
         _neq_round_trip(flat, feq, mask, *self.d_fmt, self.bfp)
         return feq
 
+    def device_round_trip(self, f, fluid, lattice: Any) -> None:
+        """:meth:`round_trip` in place on a contiguous CuPy array (``fluid``: a CuPy uint8
+        mask of the cells)."""
+        _neq_device_round_trip(f, fluid, lattice.c, np.asarray(lattice.w, np.float64),
+                               self.rho_fmt, self.order, self.d_fmt, self.bfp)
+
     def stats(self) -> str:
-        """Percentiles of |d_q| over the fluid cells, as stored after the last step."""
+        """Percentiles of |d_q| over the fluid cells, as stored after the last step (on a
+        device run: of the last populations' deviations from the equilibrium of their own
+        moments, computed on the host)."""
         f, feq, mask = self.last
+        if feq is None:
+            f = _host(f)
+            feq = self.round_trip(f.copy(), mask, self.lattice)
         d = np.abs(f.reshape(f.shape[0], -1) - feq)[:, mask.reshape(-1)]
         p50, p99 = np.percentile(d[d > 0], [50, 99]) if d.any() else (0.0, 0.0)
         return f"|d| median {p50:.2e} p99 {p99:.2e} max {d.max():.2e}"
 
     def hook(self, solver: FluidSolver):
         blocks = list(solver.blocks.values())
-        if BACKEND[0] != "cpu" or any(b.aa for b in blocks):
-            raise SystemExit(f"storage {self.name}: emulated on backend cpu with two-lattice "
-                             "streaming only")
-        lattice = solver.setup.lattice
-        fluid = [(b.flags & fl.BOUNDARY) == 0 for b in blocks]
+        if any(b.aa for b in blocks):
+            raise SystemExit(f"storage {self.name}: emulated with two-lattice streaming only")
+        self.lattice = lattice = solver.setup.lattice
+        fluid = [_host((b.flags & fl.BOUNDARY) == 0) for b in blocks]
+        device = not isinstance(blocks[0].f_src, np.ndarray)
+        if device:
+            import cupy
+            masks = [cupy.asarray(m.astype(np.uint8)) for m in fluid]
+        xp = cupy if device else np
 
         def apply() -> None:  # (the steps go one at a time: a second ghost plane is not read)
-            for b, mask in zip(blocks, fluid, strict=True):
-                f = np.ascontiguousarray(b.f_src)
-                self.last = (f, self.round_trip(f, mask, lattice), mask)
+            for n, (b, mask) in enumerate(zip(blocks, fluid, strict=True)):
+                f = xp.ascontiguousarray(b.f_src)
+                if device:
+                    self.device_round_trip(f, masks[n], lattice)
+                    self.last = (f, None, mask)
+                else:
+                    self.last = (f, self.round_trip(f, mask, lattice), mask)
                 if f is not b.f_src:
                     b.f_src[...] = f
         apply()
         NEQ_RUNS.append(self)
         return apply
+
+
+def _host(a: Any) -> np.ndarray:
+    """A NumPy copy of a NumPy or CuPy array."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 #: the non-equilibrium storages run so far (main prints the last one's statistics of d)
@@ -473,10 +600,36 @@ CASES = {
 
 
 def check_emulation() -> None:
-    """The emulated formats equal the native D2Q9 and D3Q19 kernels bit for bit (decoded f)."""
+    """The emulated formats equal the native D2Q9 and D3Q19 kernels bit for bit (decoded f);
+    on a GPU backend the device round trip of non-equilibrium storage equals the host's."""
     for shape in ([12, 10, 11], [24, 20]):
         for native, emulated in (("float16", "fp16"), ("e4m11", "e4m11-2")):
             _check_one(native, emulated, shape)
+    if BACKEND[0] == "cupy":
+        import cupy
+        for lattice, fmt in itertools.product((D2Q9, D3Q19), ("neq-bfp-rho16", "neq-e4m11")):
+            f, mask = neq_check_input(lattice, 4000, seed=5)
+            neq = NeqStorage(fmt, np.dtype(np.float32))
+            host = f.copy()
+            neq.round_trip(host, mask, lattice)
+            dev = cupy.asarray(f)
+            neq.device_round_trip(dev, cupy.asarray(mask.astype(np.uint8)), lattice)
+            same = np.array_equal(dev.get(), host)
+            print(f"{lattice.name} {fmt}: device round trip == host: {same}")
+
+
+def neq_check_input(lattice: Any, cells: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 populations ``(q, cells)`` near a random equilibrium (deviations of 1e-6 to
+    1e-2, some cells exactly at rest) and a fluid mask with a few solid cells."""
+    rng = np.random.default_rng(seed)
+    rho = (1 + 0.03 * rng.standard_normal(cells)).astype(np.float32)
+    u = (0.06 * rng.standard_normal((lattice.dim, cells))).astype(np.float32)
+    f = lattice.equilibrium(rho, *u, dtype=np.float32)
+    scale = 10.0 ** rng.uniform(-6, -2, cells)
+    f += (scale * rng.standard_normal(f.shape)).astype(np.float32)
+    f[:, ::97] = lattice.equilibrium(np.ones(1), *np.zeros((lattice.dim, 1)),
+                                     dtype=np.float32)
+    return np.ascontiguousarray(f), np.arange(cells) % 13 != 4
 
 
 def _check_one(native: str, emulated: str, shape: list[int]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -109,3 +110,87 @@ def test_poiseuille_far_below_fp16(study) -> None:
     assert 1e-2 < errs["f32/fp16"] < 4.4e-2
     assert errs["f32/neq-bfp"] < 4.4e-6
     assert errs["f32/neq-bfp"] < 1.3 * errs["f32"]
+
+
+_HOST_WRAPPERS = r"""
+extern "C" void neq_round_trip_float(NEQ_ARGS(float)) {
+    for (long long i = 0; i < cells; ++i) if (fluid[i]) neq_cell<float>(NEQ_CALL);
+}
+extern "C" void neq_round_trip_double(NEQ_ARGS(double)) {
+    for (long long i = 0; i < cells; ++i) if (fluid[i]) neq_cell<double>(NEQ_CALL);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def neq_host(study, tmp_path_factory):
+    """The GPU run's round trip (``NEQ_CELL_SOURCE``) built as host C++, no FMA contraction."""
+    import ctypes
+
+    from tests.conftest import CXX
+
+    if CXX is None:
+        pytest.skip("no host C++ compiler")
+    tmp = tmp_path_factory.mktemp("neq_host")
+    src = tmp / "neq.cpp"
+    src.write_text("#include <math.h>\n#define NEQ_FN static inline\n"
+                   + study.NEQ_CELL_SOURCE + _HOST_WRAPPERS)
+    build = subprocess.run([CXX, "-std=c++17", "-O2", "-ffp-contract=off", "-fPIC", "-shared",
+                            "-o", str(tmp / "neq.so"), str(src)],
+                           capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stderr
+    return ctypes.CDLL(str(tmp / "neq.so"))
+
+
+@pytest.mark.parametrize("lattice", [D2Q9, D3Q19], ids=["d2q9", "d3q19"])
+@pytest.mark.parametrize("fmt,dtype", [("neq-bfp-rho16", np.float32), ("neq-bfp", np.float32),
+                                       ("neq-e4m11", np.float32), ("neq-fp16-eq1", np.float32),
+                                       ("neq-bfp-rho16", np.float64)])
+def test_device_source_rounds_as_the_cpu_emulation(study, neq_host, lattice, fmt,
+                                                    dtype) -> None:
+    """The CUDA source a cupy run emulates with (one thread a cell) gives, built for the host,
+    the CPU emulation's populations bit for bit: moments, equilibrium, d and its rounding in
+    the same operations and order."""
+    import ctypes
+
+    f, mask = study.neq_check_input(lattice, 3000, seed=7)
+    f = np.ascontiguousarray(f.astype(dtype))
+    neq = study.NeqStorage(fmt, np.dtype(dtype))
+    expected = f.copy()
+    neq.round_trip(expected, mask, lattice)
+    got = f.copy()
+    fluid = np.ascontiguousarray(mask.astype(np.uint8))
+    c = np.ascontiguousarray(lattice.c, np.int32)
+    w = np.ascontiguousarray(lattice.w, np.float64)
+    kind = "float" if dtype == np.float32 else "double"
+
+    def ptr(a: np.ndarray) -> ctypes.c_void_p:
+        return ctypes.c_void_p(a.ctypes.data)
+    ints = [*neq.rho_fmt, neq.order, *neq.d_fmt, neq.bfp]
+    getattr(neq_host, f"neq_round_trip_{kind}")(
+        ptr(got), ptr(fluid), ctypes.c_longlong(f.shape[1]), ctypes.c_int(lattice.q),
+        ctypes.c_int(lattice.dim), ptr(c), ptr(w), *map(ctypes.c_int, ints))
+    assert not np.array_equal(expected, f)  # the round trip did round
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+
+
+def test_device_source_compiles_with_nvrtc(study) -> None:
+    """What ``--backend cupy`` hands to NVRTC (through CuPy) compiles, without FMAs."""
+    try:
+        from cuda.bindings import nvrtc
+
+        nvrtc.nvrtcVersion()
+    except Exception:  # module or libnvrtc missing
+        pytest.skip("NVRTC (cuda-bindings + libnvrtc) not available")
+    _, prog = nvrtc.nvrtcCreateProgram(study.NEQ_DEVICE_SOURCE.encode(), b"neq.cu", 0, [], [])
+    opts = [b"--fmad=false", b"-arch=sm_90"]
+    (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    assert res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")
+    _, size = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    nvrtc.nvrtcDestroyProgram(prog)
+    assert b"neq_round_trip_float" in ptx and b"fma.rn" not in ptx

@@ -383,7 +383,7 @@ def _case(shape: list[int], precision: str, storage: str, **fluid: Any) -> dict[
 
 
 #: run.storage choices the solver has (the rest of --storages are emulated, CPU only)
-NATIVE = ("float64", "float32", "float16", "e4m11")
+NATIVE = ("float64", "float32", "float16", "e4m11", "neq16")
 
 
 class Storage:

@@ -25,7 +25,7 @@ import numpy as np
 from simsplit.backends import Backend, get_backend, resolve_backend_name
 from simsplit.backends.base import DirectReplay
 from simsplit.numerics.lattice import D3Q19, Q
-from simsplit.numerics.storage import storage_dtype
+from simsplit.numerics.storage import bytes_per_update
 
 #: steps recorded in one graph: even (buffers end where they began), long enough to amortise
 #: the replay call, short enough to capture quickly
@@ -39,7 +39,7 @@ def bytes_per_cell_update(precision: str | np.dtype, q: int = Q,
     A sweep of two steps (D3Q19 run.temporal_blocking) moves them once per two updates; the
     first step's extra reads for the ring around each column are left out (Nsight Compute: 85 B
     per float32 update at 512^3 on an H200, against the 77 counted here)."""
-    return 2 * q * storage_dtype(storage or precision).itemsize // steps_per_sweep + 1
+    return (bytes_per_update(q, storage or precision) - 1) // steps_per_sweep + 1
 
 
 def _lattice_q(grid: Sequence[int]) -> int:

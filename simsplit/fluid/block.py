@@ -17,6 +17,7 @@ import numpy as np
 
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
+from simsplit.errors import BackendUnavailable
 from simsplit.fluid import deep_halo
 from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.numerics import flags as fl
@@ -25,8 +26,7 @@ from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Par
 from simsplit.numerics.storage import population_storage
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
-#: column granule of the 2D spans with and without open rules (a warp of cells: whole 128-byte
-#: rows of float32 per warp in the padded layout)
+#: column granule of the 2D spans with and without open rules (a warp: 128-byte float32 rows)
 SPAN_COLUMNS = 32
 
 
@@ -66,10 +66,11 @@ class SlabBlock:
         self.kernels = getattr(backend, lattice.kernels)
         # kernels ready now (no module load inside a graph capture), or a one-line refusal
         getattr(self.kernels, "prepare", lambda st: None)(self.storage)
+        if self.storage.records and not getattr(self.kernels, "records", False):
+            raise BackendUnavailable(f"run.storage: neq16 is not allowed on backend {backend.name} "
+                                     f"for {lattice.name} (allowed: float16, e4m11, float32)")
         self.aa = streaming == "aa"
         if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
-            from simsplit.errors import BackendUnavailable
-
             raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "
                                      "(allowed: two-lattice); use backend cupy or cpu")
         shape = (layers + 2, *(n + 2 for n in self.cross))
@@ -81,9 +82,8 @@ class SlabBlock:
         extra = self.depth - 1
         deep = (layers + 2 * self.depth, *shape[1:])
         with backend.activate():
-            # fluid at rest with unit density: the equilibrium is the lattice weights
+            # at rest with unit density: f = w (in the standard and both AA layouts alike)
             self.f_src = self._rest_field(deep)
-            # rest populations are the same in the standard and both AA layouts
             self.f_dst = self._rest_field(deep) if not self.aa else None
             if self.aa:
                 self._aa_adopt(self.f_src)
@@ -99,7 +99,8 @@ class SlabBlock:
                 self.rho, self.u = self.rho[1:-1], tuple(u[1:-1] for u in self.u)
                 self._views = (self.f_src, self.f_dst)
             sets = deep_halo.SETS if self.deep_halo else 1
-            halo = (len(lattice.up) * sets, math.prod(shape[1:]))
+            halo = (len(self.storage.halo_slots(lattice.q, lattice.up)) * sets,
+                    math.prod(shape[1:]))
             self.send = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
             self.recv = {f: backend.zeros(halo, self.storage.dtype) for f in self.halo_faces()}
 
@@ -119,7 +120,7 @@ class SlabBlock:
         if not getattr(self.kernels, "strided_fields", False):  # e.g. Numba device arrays,
             return self.backend.asarray(self.storage.rest(self.lattice.w, shape))  # no [...] =
         rest = self.storage.rest(self.lattice.w, (1,) * len(shape))  # (q, 1, ..., 1)
-        out = self.backend.empty_field((self.lattice.q, *shape), rest.dtype)
+        out = self.backend.empty_field((self.storage.slots(self.lattice.q), *shape), rest.dtype)
         out[...] = self.backend.asarray(rest)  # broadcast on the device
         return out
 
@@ -445,7 +446,7 @@ class SlabBlock:
 
     def nbytes_per_cell_update(self) -> int:
         """Bytes a stream-collide touches per cell in DRAM: populations read + written, flag."""
-        return 2 * self.lattice.q * self.storage.dtype.itemsize + 1
+        return self.storage.bytes_per_update(self.lattice.q)
 
 
 class D2Q9Block(SlabBlock):

@@ -22,7 +22,7 @@ from simsplit.fluid.schema import check_dimensions
 from simsplit.fluid.units import PhysicalUnits, physical_units, unit_report
 from simsplit.numerics.lattice import Lattice, lattice_for
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_KINDS, D2Q9Params, D3Q19Params
-from simsplit.numerics.storage import storage_dtype
+from simsplit.numerics.storage import bytes_per_update, storage_dtype
 
 
 @dataclass
@@ -256,7 +256,7 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     layer = math.prod(n + 2 for n in cross)  # cells of one layer, ghosts included
     inner = math.prod(cross)
     item = 4 if case["run"]["precision"] == "float32" else 8
-    pop = storage_dtype(case["run"].get("storage") or case["run"]["precision"]).itemsize
+    per_cell = bytes_per_update(q, case["run"].get("storage") or case["run"]["precision"])
     dec = case["decomposition"]
     n = int(dec["subdomains"])
     # slabs that cross halo faces two steps per sweep hold a second ghost plane per face
@@ -267,6 +267,6 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     out = []
     for a, b in split_extent(ny, n, dec.get("weights"), MIN_SLAB_ROWS):
         cells = (b - a + 2 + deep) * layer
-        out.append(cells * (2 * q * pop + 1)
+        out.append(cells * per_cell
                    + (2 + len(shape)) * (b - a + deep) * inner * item)
     return out

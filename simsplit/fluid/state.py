@@ -73,7 +73,9 @@ def _key(solver: FluidSolverState, block) -> int:
 def load_state(solver: FluidSolverState, state: dict[str, np.ndarray], step: int) -> None:
     """Scatter a global state onto this solver's slabs and set its step counter."""
     f = state["populations"]
-    expect = (solver.setup.lattice.q, *solver.setup.grid)
+    q = solver.setup.lattice.q
+    slots = {b.storage.slots(q) for b in solver.blocks.values()} or {q}  # neq16: records
+    expect = (slots.pop(), *solver.setup.grid)
     if f.shape != expect:
         raise ValueError(f"checkpoint populations have shape {f.shape}, the case needs {expect}")
     stored = {b.storage.dtype for b in solver.blocks.values()}

@@ -44,6 +44,7 @@ def check_fluid_case(case: dict[str, Any]) -> None:
             and (open_faces or case["domain"].get("bodies") or slip)):
         raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets, "
                         "outlets or free-slip walls (allowed: two-lattice)")
+    _check_records(case, open_faces, slip)
     if (slip and len(case["domain"]["shape"]) == 3
             and case["domain"].get("bounce_back") == "quadratic"):
         # no D3Q19 bodies kernel variant holds both rules (source.D3Q19_BODIES_OPEN)
@@ -79,3 +80,18 @@ def check_fluid_case(case: dict[str, Any]) -> None:
     check_probes(probes, geometry.solid if geometry is not None else None)
     for text in setup.advisories:
         warnings.warn(CaseWarning(f"{key}: {text}"), stacklevel=2)
+
+
+def _check_records(case: dict[str, Any], open_faces: set, slip: bool) -> None:
+    """run.storage neq16 (cell records of moments and deviations) runs D3Q19 with walls, the
+    lid, forcing and periodic faces, two-lattice streaming: refuse the rest, naming the key."""
+    if case["run"].get("storage") != "neq16":
+        return
+    clash = ("domain.shape" if len(case["domain"]["shape"]) != 3
+             else "domain.bodies" if case["domain"].get("bodies")
+             else "domain.boundaries" if open_faces or slip
+             else "run.streaming" if case["run"].get("streaming") == "aa" else None)
+    if clash:
+        raise CaseError(f"run.storage: neq16 is not allowed with this {clash} (neq16 runs 3D "
+                        "grids with walls, the lid, forcing and periodic faces, two-lattice "
+                        "streaming; allowed here: float16, e4m11, float32)")

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from simsplit.numerics import neq_storage
+
 #: fp16 population storage keeps (f_q - w_q) * FP16_SCALE. A power of two (exact); 2^10 keeps
 #: deviations down to 6e-8 in fp16's normal range (full 11-bit relative precision) and leaves
 #: room for |f_q - w_q| up to 64 before overflow (physical runs stay below 1).
@@ -30,11 +32,14 @@ E4M11_MANT_BITS = 11
 E4M11_BIAS = 7
 #: the numpy type that carries e4m11 bits
 E4M11_DTYPE = np.dtype(np.int16)
-#: run.storage names -> the numpy type populations are held in
+#: run.storage names -> the numpy type populations are held in (neq16: records of moments and
+#: 16-bit deviations, :mod:`simsplit.numerics.neq_storage`)
 STORAGE_DTYPES = {"float16": np.dtype(np.float16), "e4m11": E4M11_DTYPE,
+                  "neq16": neq_storage.NEQ16_DTYPE,
                   "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
-#: population storage types per arithmetic precision (run.storage, no wider than run.precision)
-STORAGE_CHOICES = {"float32": ("float16", "e4m11", "float32"),
+#: population storage types per arithmetic precision (run.storage, no wider than run.precision;
+#: neq16 keeps u in float32)
+STORAGE_CHOICES = {"float32": ("float16", "e4m11", "neq16", "float32"),
                    "float64": ("float16", "e4m11", "float32", "float64")}
 
 
@@ -110,12 +115,27 @@ class PopulationStorage:
         """run.storage's name of the storage type."""
         return storage_name(self.dtype)
 
+    @property
+    def records(self) -> bool:
+        """Whether cells hold neq16 records (moments and deviations) instead of populations."""
+        return self.dtype == neq_storage.NEQ16_DTYPE
+
+    def slots(self, q: int) -> int:
+        """Stored values per cell for a lattice of ``q`` populations."""
+        return neq_storage.record_slots(q) if self.records else q
+
+    def halo_slots(self, q: int, crossing: np.ndarray) -> np.ndarray:
+        """Stored slots a halo moves for the populations ``crossing`` a face."""
+        return neq_storage.halo_slots(q, crossing) if self.records else np.asarray(crossing)
+
     def _weights(self, w: np.ndarray, ndim: int) -> np.ndarray:
         return np.asarray(w, np.float64).astype(self.arith).reshape((-1,) + (1,) * (ndim - 1))
 
     def encode(self, f: np.ndarray, w: np.ndarray) -> np.ndarray:
         """Populations ``f[q, ...]`` (any float type: rounded to ``arith`` first) -> storage."""
         x = np.asarray(f).astype(self.arith)
+        if self.records:
+            return neq_storage.encode(x)
         if not self.shifted:
             return x
         t = self.arith.type
@@ -124,6 +144,8 @@ class PopulationStorage:
 
     def decode(self, raw: np.ndarray, w: np.ndarray) -> np.ndarray:
         """Stored populations ``raw[q, ...]`` -> ``f`` in the arithmetic type."""
+        if self.records:
+            return neq_storage.decode(raw).astype(self.arith)
         if not self.shifted:
             return np.array(raw, dtype=self.arith)
         t = self.arith.type
@@ -133,11 +155,23 @@ class PopulationStorage:
 
     def rest(self, w: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """Stored fluid at rest with unit density (``f = w``) on ``shape`` per population."""
-        out = np.empty((len(w), *shape), self.dtype)
+        out = np.empty((self.slots(len(w)), *shape), self.dtype)
         out[...] = self.encode(np.asarray(w, np.float64).reshape((-1,) + (1,) * len(shape)), w)
         return out
+
+    def bytes_per_update(self, q: int) -> int:
+        """Bytes a stream-collide moves through DRAM per cell update (:func:`bytes_per_update`)."""
+        return bytes_per_update(q, self.dtype)
 
 
 def population_storage(storage: Any, arith: Any) -> PopulationStorage:
     """``storage`` (None: same as ``arith``) for arithmetic type ``arith``."""
     return PopulationStorage(storage_dtype(arith if storage is None else storage), np.dtype(arith))
+
+
+def bytes_per_update(q: int, storage: Any) -> int:
+    """DRAM bytes of one cell update of a ``q``-population lattice stored as ``storage`` (a
+    run.storage name or numpy type): every stored value read and written once, one flag byte."""
+    dt = storage_dtype(storage)
+    slots = neq_storage.record_slots(q) if dt == neq_storage.NEQ16_DTYPE else q
+    return 2 * slots * dt.itemsize + 1

@@ -22,6 +22,8 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu.d2q9 import _pack, _unpack
+from simsplit.backends.cpu.d3q19_collide import _CX, _CY, _CZ, _OPP, _PAIRS, _W, _collide
+from simsplit.backends.cpu.d3q19_neq import stream_collide_neq
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.backends.cpu.rowgen import (
     RowKernel,
@@ -38,15 +40,11 @@ from simsplit.backends.cpu.storage_codec import _decode, _encode, far_view, raw_
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
 
-_CX = tuple(int(c) for c in D3Q19.c[:, 0])
-_CY = tuple(int(c) for c in D3Q19.c[:, 1])
-_CZ = tuple(int(c) for c in D3Q19.c[:, 2])
-_W = tuple(float(w) for w in D3Q19.w)
-_OPP = tuple(int(o) for o in D3Q19.opp)
-_PAIRS = tuple(q for q in range(1, D3Q19.q) if q < _OPP[q])
 _SPECULAR = D3Q19_SPECULAR
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
+_NEQ_HALO_SLOTS = np.array([halo_slots(19, d) for d in _HALO_DIRS], dtype=np.int64)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -277,100 +275,6 @@ def _stream_collide_aa(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, om_p, 
                     f[o, k, j, i] = _encode(post[q], dt(_W[o]), f)
 
 
-@numba.njit(inline="always")
-def _dot_c(cx, cy, cz, a, b, c):
-    """c . (a, b, c) with the zero components of c left out, in the order the GPU kernels add
-    (a product with zero is not free under IEEE rules, so every backend leaves out the same)."""
-    if cx != 0:
-        s = cx * a
-    elif cy != 0:
-        s = cy * b
-    else:
-        s = cz * c
-    if cx != 0 and cy != 0:
-        s += cy * b
-    if (cx != 0 or cy != 0) and cz != 0:
-        s += cz * c
-    return s
-
-
-@numba.njit(inline="always")
-def _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i, om_p, om_m,
-             fx, fy, fz, src_p, src_m, store_macro, forced):
-    """Collide the pulled populations ``fl`` into ``post`` (arithmetic type); macros if asked.
-    Without a body force (``forced`` false) the Guo source terms are left out."""
-    dt = fl.dtype.type
-    one, half = dt(1.0), dt(0.5)
-    # moments from the pairs' sums and differences (kept in pair_sum/pair_dif for the
-    # relaxation), each momentum component from its first nonzero term, as the GPU kernels
-    r = fl[0]
-    jx = dt(0.0)
-    jy = dt(0.0)
-    jz = dt(0.0)
-    has_x = has_y = has_z = False
-    for n in range(9):
-        q = _PAIRS[n]
-        o = _OPP[q]
-        d = fl[q] - fl[o]
-        pair_sum[n] = fl[q] + fl[o]
-        pair_dif[n] = d
-        r += pair_sum[n]
-        if _CX[q] != 0:
-            jx = jx + dt(_CX[q]) * d if has_x else dt(_CX[q]) * d
-            has_x = True
-        if _CY[q] != 0:
-            jy = jy + dt(_CY[q]) * d if has_y else dt(_CY[q]) * d
-            has_y = True
-        if _CZ[q] != 0:
-            jz = jz + dt(_CZ[q]) * d if has_z else dt(_CZ[q]) * d
-            has_z = True
-    inv = one / r
-    if forced:
-        ux = (jx + half * fx) * inv
-        uy = (jy + half * fy) * inv
-        uz = (jz + half * fz) * inv
-        uf = ux * fx + uy * fy + uz * fz
-    else:
-        ux = jx * inv
-        uy = jy * inv
-        uz = jz * inv
-        uf = dt(0.0)
-    usq = dt(1.5) * (ux * ux + uy * uy + uz * uz)
-    if store_macro:
-        rho_out[k - 1, j - 1, i - 1] = r
-        ux_out[k - 1, j - 1, i - 1] = ux
-        uy_out[k - 1, j - 1, i - 1] = uy
-        uz_out[k - 1, j - 1, i - 1] = uz
-    # rest population: purely symmetric
-    feq0 = dt(_W[0]) * r * (one - usq)
-    post[0] = fl[0] - om_p * (fl[0] - feq0)
-    nh_om_p = dt(-0.5) * om_p
-    nh_om_m = dt(-0.5) * om_m
-    if forced:
-        post[0] += src_p * (dt(_W[0]) * dt(-3.0) * uf)
-    for n in range(9):
-        q = _PAIRS[n]
-        o = _OPP[q]
-        # TRT relaxes a direction and its opposite together: symmetric and antisymmetric parts
-        # -om (f_sum / 2 - feq) as (-om / 2) (f_sum - 2 feq): exact halvings, same bits, fewer
-        # operations (kernels/d3q19.cu relax_pair_3d)
-        w = dt(_W[q])
-        w2 = dt(2.0 * _W[q])
-        cx, cy, cz = dt(_CX[q]), dt(_CY[q]), dt(_CZ[q])
-        cu = _dot_c(cx, cy, cz, ux, uy, uz)
-        feq_p2 = w2 * r * (one + dt(4.5) * cu * cu - usq)
-        feq_m2 = w2 * r * dt(3.0) * cu
-        relax_p = nh_om_p * (pair_sum[n] - feq_p2)
-        relax_m = nh_om_m * (pair_dif[n] - feq_m2)
-        if forced:
-            cf = _dot_c(cx, cy, cz, fx, fy, fz)
-            s_p = w * (dt(9.0) * cu * cf - dt(3.0) * uf)
-            s_m = w * dt(3.0) * cf
-            relax_p += src_p * s_p
-            relax_m += src_m * s_m
-        post[q] = fl[q] + relax_p + relax_m
-        post[o] = fl[o] + relax_p - relax_m
-
 
 def _collide_source(macro: bool, forced: bool) -> list[str]:
     """:func:`_collide` as straight-line source for the row kernel: the same expressions in the
@@ -437,6 +341,9 @@ def _layers(f: np.ndarray) -> np.ndarray:
 class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
+    #: takes run.storage neq16 (:mod:`.d3q19_neq`)
+    records = True
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, far=None):
         """``inlet``: inflow speed of each line (k, j) along x, ghosts included (``(nz + 2,
@@ -446,6 +353,9 @@ class D3Q19Kernels:
         nz + 2, ny + 2)`` (read and written where a link pulls from an outlet; None: none);
         ``far``: (the array behind ``f_src``, the plane of its plane 0 there), where quadratic
         links read two planes away (None: ``f_src`` itself)."""
+        if f_src.dtype == NEQ16_DTYPE:
+            return self._stream_collide_neq(f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
+                                            store_macro, inlet, links, outlet_slots)
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros((1, 1), dt)
@@ -465,6 +375,19 @@ class D3Q19Kernels:
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, rho.dtype), _launched)
 
+    def _stream_collide_neq(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
+                            store_macro, *open_rules) -> None:
+        """neq16 records: walls, the lid, forcing, periodic x and y (the case checks refuse
+        inlets, outlets and curved links on this storage)."""
+        if any(a is not None for a in open_rules) or rho.dtype != np.float32:
+            raise ValueError("run.storage neq16: float32 arithmetic, walls and the lid only")
+        args = (f_src, f_dst, flags, rho, ux, uy, uz, layers[0], layers[1], p.omega_plus,
+                p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x,
+                p.periodic_y, store_macro, p.forced)
+        kernel = serial(stream_collide_neq)
+        announce_compile(kernel, args)
+        kernel(*args)
+
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""
         args = (raw_view(f), flags, rho, ux, uy, uz, layers[0], layers[1], p.omega_plus,
@@ -475,7 +398,12 @@ class D3Q19Kernels:
         kernel(*args)
 
     def pack(self, f, layer, direction, buf):
-        _pack(_layers(raw_view(f)), layer, _HALO_DIRS[direction], raw_view(buf))
+        _pack(_layers(raw_view(f)), layer, _halo_slots(f, direction), raw_view(buf))
 
     def unpack(self, buf, f, layer, direction):
-        _unpack(raw_view(buf), _layers(raw_view(f)), layer, _HALO_DIRS[direction])
+        _unpack(raw_view(buf), _layers(raw_view(f)), layer, _halo_slots(f, direction))
+
+
+def _halo_slots(f: np.ndarray, direction: int) -> np.ndarray:
+    """The stored slots of ``f`` a halo in ``direction`` moves."""
+    return _NEQ_HALO_SLOTS[direction] if f.dtype == NEQ16_DTYPE else _HALO_DIRS[direction]

@@ -182,3 +182,43 @@ def far_view(far: tuple[np.ndarray, int] | None, f_src: np.ndarray) -> tuple[np.
     and the offset of its first layer there; None: ``f_src`` itself), as the kernels take it."""
     arr, off = (f_src, 0) if far is None else far
     return raw_view(arr), off
+
+
+@numba.njit(cache=True)
+def float32_from_bits(b):
+    """The 32 bits of a float32 (an integer) -> the float64 it denotes (exact): neq16 records
+    hold u as two uint16 halves (:mod:`simsplit.numerics.neq_storage`)."""
+    v = np.int64(b) & 0xFFFFFFFF
+    e = (v >> 23) & 0xFF
+    m = v & 0x7FFFFF
+    if e == 0:
+        x = math.ldexp(float(m), -149)
+    elif e == 255:
+        x = math.inf if m == 0 else math.nan
+    else:
+        x = math.ldexp(float(m + 0x800000), int(e) - 150)
+    return -x if v & 0x80000000 else x
+
+
+@numba.njit(cache=True)
+def float32_bits(x):
+    """A float32 value (of any float type, exactly representable) -> its 32 bits (int64)."""
+    v = float(x)
+    if v != v:
+        return np.int64(0x7FC00000)
+    sign = 0x80000000 if math.copysign(1.0, v) < 0 else 0
+    a = abs(v)
+    if a == math.inf:
+        return np.int64(sign | 0x7F800000)
+    if a < 2.0**-126:
+        return np.int64(sign | int(math.ldexp(a, 149)))  # exact: a subnormal float32
+    e = math.frexp(a)[1] - 1
+    return np.int64(sign | ((e + 127) << 23) | (int(math.ldexp(a, 23 - e)) - 0x800000))
+
+
+@numba.njit(cache=True)
+def round_even(x):
+    """x (float64, |x| < 2^52) rounded to an integer, ties to even (np.rint without NumPy)."""
+    a = abs(x)
+    r = (a + _RNE) - _RNE
+    return -r if x < 0 else r

@@ -32,6 +32,7 @@ from simsplit.numerics.lattice import (
     UP,
 )
 from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE
 from simsplit.numerics.storage import (
     E4M11_BIAS,
     E4M11_DTYPE,
@@ -102,9 +103,10 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 #: population storage types of the kernels (16-bit formats as raw bits, see lbm_common.cuh)
 STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16", E4M11_DTYPE: "lbm::e4m11"}
 #: (arithmetic, storage) pairs the D2Q9 and D3Q19 kernels are instantiated for: run.storage's
-#: choices
+#: choices of populations (neq16's cell records have kernels of their own on the CPU only)
 STORAGE_PAIRS = tuple((np.dtype(a), storage_dtype(s))
-                      for a, ss in STORAGE_CHOICES.items() for s in ss)
+                      for a, ss in STORAGE_CHOICES.items() for s in ss
+                      if storage_dtype(s) != NEQ16_DTYPE)
 _AXES = ("cx", "cy", "cz")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.MULTILINE)
 

@@ -1051,3 +1051,5 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
     collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
                                        om_p, om_m, fx, fy, fz, out);
 }
+
+#include "d3q19_neq.cuh"

@@ -93,7 +93,8 @@ def test_one_module_per_storage_pair_compiled_when_prepared(cuda_c_d3q19) -> Non
     every = [n for dt, st in source.STORAGE_PAIRS
              for n in source.d3q19_pair_expressions(dt, st, halos=False)]
     assert sorted(every) == sorted(n for n in source.name_expressions("d3q19.cu")
-                                   if not n.startswith("lbm_"))
+                                   if not n.startswith("lbm_")
+                                   and n not in source.d3q19_neq_expressions())
     assert len(set(every)) == len(every)
 
 
@@ -121,3 +122,34 @@ def test_a_first_launch_compiles_its_pair(cuda_c_d3q19) -> None:
     hb = np.zeros(buf.shape, np.float16)
     kernels.pack(h, 1, 0, hb)  # a storage type no pair was loaded for yet
     assert len(compiled) == 2 and launches[-1] == "lbm_pack<D3Q19, lbm::half16>"
+
+
+def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
+    """run.storage neq16: prepare compiles the records' module (pull kernels and record
+    halos) once, no population pair; a step and a halo on uint16 records launch its kernels."""
+    mod, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import source
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    kernels = mod.D3Q19Kernels(0)
+    assert kernels.records
+    kernels.prepare(population_storage("neq16", "float32"))
+    kernels.prepare(population_storage("neq16", "float32"))
+    assert compiled == [source.d3q19_neq_expressions()]
+    nx, ny, nz = 8, 5, 4
+    f = padded_empty(np, (27, nz + 2, ny + 2, nx + 2), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
+    assert launches[-1] == "d3q19_stream_collide_neq<false, true, lbm::offset_t>"
+    buf = np.zeros((13, f.shape[2] * f.shape[3]), np.uint16)
+    kernels.pack(f, 1, 0, buf)
+    assert launches[-1] == "lbm_pack<D3Q19Records, unsigned short>"
+    kernels.unpack(buf, f, 0, 1)
+    assert launches[-1] == "lbm_unpack<D3Q19Records, unsigned short>"
+    assert len(compiled) == 1
+    with pytest.raises(ValueError, match="halo buffer"):
+        kernels.pack(f, 1, 0, np.zeros((5, buf.shape[1]), np.uint16))

@@ -91,3 +91,17 @@ def test_16_bit_numba_cuda_splits_and_cpu(backend: str, channel: bool, storage: 
     print(f"numba-cuda D3Q19 {'channel' if channel else 'cavity'} {storage}: velocity against "
           f"the CPU {err:.2e}, bitwise {same}")
     assert err <= 1e-3
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("channel", [False, True], ids=["cavity-trt", "channel-bgk-force"])
+def test_neq16_cupy_equals_cpu_and_splits(backend: str, channel: bool) -> None:
+    """run.storage neq16 (cell records, kernels/d3q19_neq.cuh): cupy writes the CPU's records
+    bit for bit (the host emulation says it must), and the same on 1, 2 and 3 slabs (halos of
+    records, CUDA graphs past 32 steps)."""
+    want = _run("cpu", 2, channel, 100, "neq16")
+    runs = [_run(backend, n, channel, 100, "neq16") for n in (1, 2, 3)]
+    assert runs[0][0].dtype == np.uint16 and runs[0][0].shape[0] == 27
+    for run in (*runs[1:], want):
+        for a, b in zip(run, runs[0], strict=True):
+            np.testing.assert_array_equal(a, b)

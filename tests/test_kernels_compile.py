@@ -265,14 +265,15 @@ def test_d3q19_cells_x_compiles_with_cupy_nvrtc(cells_x: int) -> None:
 
 
 def test_name_expressions_cover_dtypes() -> None:
-    """Every run.storage choice of 2D grids has its kernels and halo kernels."""
+    """Every run.storage choice of 2D grids has its kernels and halo kernels (neq16 runs 3D
+    grids only)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = source.name_expressions("d2q9.cu")
     ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
              "float64": "double"}
     for precision, storages in STORAGE_CHOICES.items():
-        for st in storages:
+        for st in (s for s in storages if s != "neq16"):
             for store, rules in itertools.product(("true", "false"), repeat=2):
                 assert (f"d2q9_stream_collide<{ctype[precision]}, {ctype[st]}, {store}, "
                         f"{rules}>" in names)
@@ -981,6 +982,37 @@ HALO3(lbm::e4m11, halo3_e4m11)
 """
 
 
+#: the neq16 records' pull kernel (kernels/d3q19_neq.cuh), float32, as the launcher picks it
+_EMULATION_LAUNCHER_NEQ = """
+template <bool STORE, bool FORCED, typename P>
+static void neq3_run(const unsigned short* s, unsigned short* d, const flag* fl, float* rr,
+                     float* uu, float* vv, float* ww, int nx, int ny, int nz, long long pitch,
+                     long long layer, long long plane, int k0, int k1, double op, double om,
+                     double lid, double fx, double fy, double fz, int px, int py) {
+    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+        d3q19_stream_collide_neq<STORE, FORCED, P>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+            layer, plane, k0, k1, float(op), float(om), float(lid), float(fx), float(fy),
+            float(fz), px, py);
+    });
+}
+#define SIMSPLIT_EMU_NEQ_STORE(F, P) neq3_run<true, F, P>
+#define SIMSPLIT_EMU_NEQ_NOSTORE(F, P) neq3_run<false, F, P>
+extern "C" void neq3(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
+                     void* w, int nx, int ny, int nz, long long pitch, long long layer,
+                     long long plane, int k0, int k1, double op, double om, double lid,
+                     double fx, double fy, double fz, int px, int py, int store, int wide) {
+    auto s = static_cast<const unsigned short*>(fs);
+    auto d = static_cast<unsigned short*>(fd);
+    auto rr = static_cast<float*>(r), uu = static_cast<float*>(u), vv = static_cast<float*>(v),
+         ww = static_cast<float*>(w);
+    if (store) SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NEQ_STORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz,
+                                 pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
+    else SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NEQ_NOSTORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
+                           layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
+}
+"""
+
+
 def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
     """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE); the
     pull kernel built for ``cells_x`` cells per thread (SIMSPLIT_D3Q19_CELLS_X), with
@@ -991,7 +1023,8 @@ def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
         pytest.skip("no host C++ compiler")
     tmp = tmp_path_factory.mktemp(f"emulation3d_x{cells_x}")
     (tmp / "emu3.cpp").write_text(_EMULATION_PRELUDE
-                                  + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D)
+                                  + source.kernel_source("d3q19.cu") + _EMULATION_LAUNCHERS_3D
+                                  + _EMULATION_LAUNCHER_NEQ)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             *(f"-D{d}" for d in defines),
                             f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
@@ -1013,14 +1046,17 @@ def emulated_3d_pairs(tmp_path_factory):
 
 
 def test_d3q19_instantiations_cover_storage() -> None:
-    """Every run.storage choice has its kernel (and halo kernels for its storage type)."""
+    """Every run.storage choice has its kernel (and halo kernels for its storage type);
+    neq16 records their own (float32 arithmetic)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = source.name_expressions("d3q19.cu")
     ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
              "float64": "double"}
+    assert set(source.d3q19_neq_expressions()) <= set(names)
+    assert "lbm_pack<D3Q19Records, unsigned short>" in names
     for precision, storages in STORAGE_CHOICES.items():
-        for st in storages:
+        for st in (s for s in storages if s != "neq16"):
             for store, forced, offset in itertools.product(
                     ("true", "false"), ("true", "false"), ("lbm::offset_t", "lbm::index_t")):
                 assert (f"d3q19_stream_collide<{ctype[precision]}, {ctype[st]}, {store}, "
@@ -1509,3 +1545,58 @@ def test_emulated_d3q19_two_steps_production_tiles(emulated_3d, periodic) -> Non
     """The production column size (one column covers the small grid) and whole-range runs."""
     _check_two_steps_against_cpu(emulated_3d, "float32", "float32", periodic, True, True,
                                  runs=64)
+
+
+@pytest.mark.parametrize("periodic, forced", [(False, True), (True, False)])
+def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -> None:
+    """run.storage neq16: the CUDA C records kernel (kernels/d3q19_neq.cuh) writes the CPU
+    kernel's records bit for bit (significands, power of two, rho - 1, u) and its rho/u, on
+    packed and padded rows, 64- and 32-bit offsets, with solid cells inside (bounce-back from
+    rebuilt populations) and the lid."""
+    import ctypes
+
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.backends.layout import field_strides
+    from simsplit.fluid.block import D3Q19Block, Face
+    from simsplit.numerics import flags as fl
+    from simsplit.numerics.lattice import D3Q19
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    nx, ny, nz = 11, 5, 6
+    force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)
+    block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, "float32",
+                       "neq16")
+    rng = np.random.default_rng(23)
+    dev = 0.02 * rng.standard_normal((19, nz, ny, nx)) * 10.0 ** rng.uniform(-5, 0, (1, nz, ny, nx))
+    block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev))
+    flags = block.flags.copy()
+    for cell in ((2, 2, 4), (3, 3, 5), (4, 1, 1), (5, 4, nx)):
+        flags[cell] = fl.WALL
+    inner = (slice(1, -1),) * 3
+    flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
+    f_src = block.f_src.copy()
+    assert f_src.dtype == np.uint16 and f_src.shape[0] == 27
+    cpu_dst = np.zeros_like(f_src)
+    cpu_macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+    block.kernels.stream_collide(f_src, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True)
+    interior = (slice(None), *inner)
+    for padded in (False, True):
+        src, dst, flg = ((_padded_copy(a) for a in (f_src, np.zeros_like(f_src), flags))
+                         if padded else (f_src, np.zeros_like(f_src), flags))
+        macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+        for planes, store in (((1, 3), True), ((3, nz + 1), True), ((1, nz + 1), False)):
+            out = macro if store else [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+            emulated_3d.neq3(
+                *(_data(a) for a in (src, dst, flg)), *(_ptr(a) for a in out),
+                *map(ctypes.c_int, (nx, ny, nz)),
+                *map(ctypes.c_longlong, field_strides(src, flg, dst)),
+                *map(ctypes.c_int, planes),
+                *map(ctypes.c_double, (params.omega_plus, params.omega_minus,
+                                       params.lid_velocity, *force)),
+                *map(ctypes.c_int, (int(periodic), int(periodic), int(store), int(not padded))))
+            assert store or not any(a.any() for a in out)
+        np.testing.assert_array_equal(dst[interior], cpu_dst[interior])
+        for got, want in zip(macro, cpu_macro, strict=True):
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.abs(cpu_dst[:19][interior].view(np.int16)).max() >= 2**13  # real significands

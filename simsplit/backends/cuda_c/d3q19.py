@@ -27,12 +27,14 @@ import numpy as np
 
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options, quadratic_args
+from simsplit.backends.cuda_c.d3q19_neq import D3Q19NeqKernels
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
 from simsplit.numerics.flags import OPEN_FACES
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.lbm_params import D3Q19Params
+from simsplit.numerics.neq_storage import NEQ16_DTYPE
 
 _NAME = "D3Q19"
 _N_CROSS = len(D3Q19.up)
@@ -134,6 +136,8 @@ class D3Q19Kernels:
     #: stream_collide takes ``open_faces``, the open kinds of a slab's flags (0 for bodies in a
     #: slab without inlet, outlet or slip cells: a bodies kernel without those rules)
     bodies_variants = True
+    #: takes run.storage neq16 (cell records, :mod:`.d3q19_neq`)
+    records = True
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -159,6 +163,7 @@ class D3Q19Kernels:
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
+        self._records = D3Q19NeqKernels(device)
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -166,6 +171,9 @@ class D3Q19Kernels:
     def prepare(self, storage: Any) -> None:
         """Compile and load the kernels of ``storage`` (a PopulationStorage) before any launch:
         a launch inside a graph capture must not load a module."""
+        if storage.records:
+            self.registers += self._records.prepare()
+            return
         self._load(storage.arith, storage.dtype)
 
     def _load(self, dtype: Any, storage: Any) -> None:
@@ -240,6 +248,10 @@ class D3Q19Kernels:
         SLIP bits the flags may hold (0: a bodies kernel without their rules); ``links`` of 57
         planes are quadratic, reading two planes away from ``far`` (the array behind ``f_src``,
         the plane of its plane 0 there; None: ``f_src`` itself)."""
+        if f_src.dtype == NEQ16_DTYPE:
+            self._stream_collide_records(f_src, f_dst, flags, (rho, ux, uy, uz), layers, p,
+                                         store_macro, inlet, links, outlet_slots)
+            return
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         self._load(rho.dtype, f_src.dtype)
         if k0 == k1:
@@ -259,6 +271,24 @@ class D3Q19Kernels:
         with self._dev:
             kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
+
+    def _stream_collide_records(self, f_src, f_dst, flags, macro, layers, p: D3Q19Params,
+                                store_macro: bool, *open_rules: Any) -> None:
+        """neq16 records: walls, the lid, forcing, periodic x and y (the case checks refuse
+        inlets, outlets and curved links on this storage)."""
+        k0, k1 = int(layers[0]), int(layers[1])
+        nz, ny, nx = (n - 2 for n in f_src.shape[1:])
+        if any(a is not None for a in open_rules) or f_dst.shape != f_src.shape:
+            raise ValueError("run.storage neq16: walls and the lid only, two record arrays "
+                             f"alike (f {f_src.shape}, f_dst {f_dst.shape})")
+        if not 1 <= k0 <= k1 <= nz + 1 or ny > source.MAX_GRID_Y:
+            raise ValueError(f"planes {layers} of {nz}, or {ny} rows, out of range")
+        if k0 == k1:
+            return
+        wide = source.d3q19_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])
+        self._records.stream_collide(
+            self._collide_args(f_src, f_dst, flags, macro, k0, k1, p), f_src,
+            bool(store_macro), p.forced, wide, (grid_x(nx, cells_x=1), ny, k1 - k0))
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
@@ -363,8 +393,8 @@ class D3Q19Kernels:
         """Pick the fastest block size for the two-lattice kernels on arrays of this shape
         (``dtype``: the arithmetic type, by default the storage's). Timing launches write
         ``f_dst`` (overwritten by the next step anyway) and scratch macroscopic fields; the
-        in-place (AA) kernel is not tuned (``f_dst`` None)."""
-        if f_dst is None:
+        in-place (AA) kernel and the neq16 records' kernel are not tuned."""
+        if f_dst is None or f_src.dtype == NEQ16_DTYPE:
             return
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         st = f_src.dtype
@@ -438,7 +468,11 @@ class D3Q19Kernels:
                               np.int32(layer), np.int32(direction)))
 
     def pack(self, f, layer: int, direction: int, buf) -> None:
+        if f.dtype == NEQ16_DTYPE:
+            return self._records.halo(True, f, layer, direction, buf)
         self._halo(self._pack, f, layer, direction, buf, f, buf)
 
     def unpack(self, buf, f, layer: int, direction: int) -> None:
+        if f.dtype == NEQ16_DTYPE:
+            return self._records.halo(False, f, layer, direction, buf)
         self._halo(self._unpack, f, layer, direction, buf, buf, f)

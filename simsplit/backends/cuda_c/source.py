@@ -32,7 +32,7 @@ from simsplit.numerics.lattice import (
     UP,
 )
 from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, NEQ_BITS, RHO_SCALE, halo_slots
 from simsplit.numerics.storage import (
     E4M11_BIAS,
     E4M11_DTYPE,
@@ -102,6 +102,8 @@ COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 #: population storage types of the kernels (16-bit formats as raw bits, see lbm_common.cuh)
 STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16", E4M11_DTYPE: "lbm::e4m11"}
+#: the C type of neq16 record slots
+NEQ_CTYPE = "unsigned short"
 #: (arithmetic, storage) pairs the D2Q9 and D3Q19 kernels are instantiated for: run.storage's
 #: choices of populations (neq16's cell records have kernels of their own on the CPU only)
 STORAGE_PAIRS = tuple((np.dtype(a), storage_dtype(s))
@@ -209,6 +211,12 @@ def generated_header() -> str:
         _specular_function("d2q9_specular", D2Q9_SPECULAR),
         lattice_struct("D3Q19", D3Q19.c, D3Q19.w, D3Q19.opp, D3Q19.up, D3Q19.down),
         _specular_function("d3q19_specular", D3Q19_SPECULAR),
+        "// run.storage neq16 (neq_storage.py): a halo moves the crossing populations'",
+        "// significands and the whole record's moments and power of two",
+        f"#define SIMSPLIT_NEQ_BITS {NEQ_BITS}",
+        f"#define SIMSPLIT_NEQ_RHO_SCALE {float(RHO_SCALE).hex()}",
+        lattice_struct("D3Q19Records", D3Q19.c, D3Q19.w, D3Q19.opp,
+                       *(halo_slots(D3Q19.q, s) for s in (D3Q19.up, D3Q19.down))),
         "#endif",
         "",
     ])
@@ -401,6 +409,19 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
     return f"link_force_sums<{_ctype(dtype)}, {_storage_ctype(storage)}>"
 
 
+def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
+    """The D3Q19 pull kernel on neq16 records (float32 arithmetic, kernels/d3q19_neq.cuh)."""
+    index = "lbm::index_t" if wide else "lbm::offset_t"
+    return (f"d3q19_stream_collide_neq<{str(bool(store_macro)).lower()}, "
+            f"{str(bool(forced)).lower()}, {index}>")
+
+
+def d3q19_neq_expressions() -> list[str]:
+    """The neq16 pair's module: its pull kernels and the records' halo kernels."""
+    return [*(d3q19_neq_name(s, f, w) for s, f, w in itertools.product((False, True), repeat=3)),
+            f"lbm_pack<D3Q19Records, {NEQ_CTYPE}>", f"lbm_unpack<D3Q19Records, {NEQ_CTYPE}>"]
+
+
 def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
                            halos: bool = True) -> list[str]:
     """The D3Q19 kernel instantiations of one (arithmetic, storage) pair, with the halo
@@ -435,6 +456,7 @@ def name_expressions(name: str) -> list[str]:
     if lattice == "D3Q19":
         for dt, st in STORAGE_PAIRS:
             out += d3q19_pair_expressions(dt, st, halos=False)
+        out += d3q19_neq_expressions()
     else:
         for dt, st in STORAGE_PAIRS:
             out += [stream_collide_name(dt, st, s, o)

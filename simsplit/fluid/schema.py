@@ -93,7 +93,7 @@ FLUID_RUN_PROPERTIES = {
                        "deviations from their equilibrium in 16 bits under one power of two "
                        "a cell: error near float32 storage's at 109 B per D3Q19 update (153 "
                        "float32, 77 float16); float32 arithmetic, 3D walls/lid/forcing/"
-                       "periodic faces, backend cpu.",
+                       "periodic faces, backends cpu and cupy.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

@@ -25,15 +25,15 @@
 // only by the links of its cells. Rows [j0, j1) and columns [i0, i1) are 1-based interior ones.
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
+#include "neq_records.cuh"
 
 namespace {
 
-// Relaxation of direction q and its opposite together: symmetric and antisymmetric parts.
-template <typename T, typename S>
-__device__ __forceinline__ void relax_pair(int q, const T* fl, S* __restrict__ f_dst,
-                                           lbm::index_t plane, lbm::index_t cell, T r, T ux,
-                                           T uy, T usq, T uf, T fx, T fy, T om_p, T om_m,
-                                           T src_p, T src_m)
+// Relaxation of direction q and its opposite together: symmetric and antisymmetric parts,
+// handed to out(q, value).
+template <typename T, typename Out>
+__device__ __forceinline__ void relax_pair(int q, const T* fl, Out& out, T r, T ux, T uy, T usq,
+                                           T uf, T fx, T fy, T om_p, T om_m, T src_p, T src_m)
 {
     using L = D2Q9;
     const int o = L::opp(q);
@@ -48,8 +48,49 @@ __device__ __forceinline__ void relax_pair(int q, const T* fl, S* __restrict__ f
     const T f_m = T(0.5) * (fl[q] - fl[o]);
     const T relax_p = -om_p * (f_p - feq_p) + src_p * s_p;
     const T relax_m = -om_m * (f_m - feq_m) + src_m * s_m;
-    lbm::store_population<L>(f_dst + q * plane + cell, q, fl[q] + relax_p + relax_m);
-    lbm::store_population<L>(f_dst + o * plane + cell, o, fl[o] + relax_p - relax_m);
+    out(q, fl[q] + relax_p + relax_m);
+    out(o, fl[o] + relax_p - relax_m);
+}
+
+// Collision of cell (i, j)'s pulled populations `fl`: each post-collision population to
+// out(q, value), rho/u to the fields where STORE_MACRO.
+template <typename T, bool STORE_MACRO, typename Out>
+__device__ __forceinline__ void collide_2d(const T* fl, int i, int j, int nx,
+                                           T* __restrict__ rho_out, T* __restrict__ ux_out,
+                                           T* __restrict__ uy_out, T om_p, T om_m, T fx, T fy,
+                                           Out& out)
+{
+    using L = D2Q9;
+    const T one = T(1.0), half = T(0.5);
+    T r = T(0.0), jx = T(0.0), jy = T(0.0);
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        r += fl[q];
+        jx += T(L::cx(q)) * fl[q];
+        jy += T(L::cy(q)) * fl[q];
+    }
+    const T inv = one / r;
+    const T ux = (jx + half * fx) * inv;
+    const T uy = (jy + half * fy) * inv;
+    const T usq = T(1.5) * (ux * ux + uy * uy);
+    const T uf = ux * fx + uy * fy;
+    if (STORE_MACRO) {
+        const lbm::index_t m = lbm::index_t(j - 1) * nx + (i - 1);
+        rho_out[m] = r;
+        ux_out[m] = ux;
+        uy_out[m] = uy;
+    }
+    const T src_p = one - half * om_p;  // Guo source weights of the symmetric/antisymmetric parts
+    const T src_m = one - half * om_m;
+    // rest population: purely symmetric
+    const T feq0 = T(L::w(0)) * r * (one - usq);
+    const T s0 = T(L::w(0)) * T(-3.0) * uf;
+    out(0, fl[0] - om_p * (fl[0] - feq0) + src_p * s0);
+#pragma unroll
+    for (int q = 1; q < L::Q; ++q) {
+        if (q < L::opp(q))
+            relax_pair(q, fl, out, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_p, src_m);
+    }
 }
 
 // Population q of the cell at `at`, read through the read-only path and decoded.
@@ -261,36 +302,46 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
         }
     }
 
-    const T one = T(1.0), half = T(0.5);
-    T r = T(0.0), jx = T(0.0), jy = T(0.0);
+    auto out = [&](int q, T v) { lbm::store_population<L>(f_dst + q * plane + cell, q, v); };
+    collide_2d<T, STORE_MACRO>(fl, i, j, nx, rho_out, ux_out, uy_out, om_p, om_m, fx, fy, out);
+}
+
+// Pull step of rows [j0, j1) on run.storage neq16 cell records (neq_records.cuh; float32
+// arithmetic, one cell a thread, `plane` between record slots): walls and the lid bounce back
+// the own cell's rebuilt opposite population, as simsplit/backends/cpu/d2q9_neq.py does; the
+// case checks refuse open faces, free-slip walls and bodies on this storage.
+template <bool STORE_MACRO>
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
+d2q9_stream_collide_neq(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,
+                        const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
+                        float* __restrict__ ux_out, float* __restrict__ uy_out, int nx, int ny,
+                        lbm::index_t pitch, lbm::index_t plane, int j0, int j1, float om_p,
+                        float om_m, float lid_u, float fx, float fy, int periodic_x)
+{
+    using L = D2Q9;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    const int j = j0 + blockIdx.y + blockIdx.z * gridDim.y;
+    if (i > nx || j >= j1) return;
+    const lbm::index_t cell = j * pitch + i;
+    const lbm::flag_t own = flags[cell];
+    if (own & FLAG_SOLID) return;
+    const bool periodic = periodic_x != 0;
+    float fl[L::Q];
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        r += fl[q];
-        jx += T(L::cx(q)) * fl[q];
-        jy += T(L::cy(q)) * fl[q];
-    }
-    const T inv = one / r;
-    const T ux = (jx + half * fx) * inv;
-    const T uy = (jy + half * fy) * inv;
-    const T usq = T(1.5) * (ux * ux + uy * uy);
-    const T uf = ux * fx + uy * fy;
-    if (STORE_MACRO) {
-        const lbm::index_t m = lbm::index_t(j - 1) * nx + (i - 1);
-        rho_out[m] = r;
-        ux_out[m] = ux;
-        uy_out[m] = uy;
-    }
-    const T src_p = one - half * om_p;  // Guo source weights of the symmetric/antisymmetric parts
-    const T src_m = one - half * om_m;
-    // rest population: purely symmetric
-    const T feq0 = T(L::w(0)) * r * (one - usq);
-    const T s0 = T(L::w(0)) * T(-3.0) * uf;
-    lbm::store_population<L>(f_dst + cell, 0, fl[0] - om_p * (fl[0] - feq0) + src_p * s0);
+    for (int q = 0; q < L::Q; ++q)
+        fl[q] = neq::pull<L>(f_src, q, plane, source_cell(q, i, j, nx, pitch, periodic));
+    if (own & FLAG_NEAR_WALL) {
 #pragma unroll
-    for (int q = 1; q < L::Q; ++q) {
-        if (q < L::opp(q)) {
-            relax_pair(q, fl, f_dst, plane, cell, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_p,
-                       src_m);
+        for (int q = 0; q < L::Q; ++q) {
+            const lbm::flag_t kind = __ldg(flags + source_cell(q, i, j, nx, pitch, periodic));
+            if (kind & FLAG_BOUNDARY)
+                fl[q] = lbm::bounce_back<L>(q, kind, neq::pull<L>(f_src, L::opp(q), plane, cell),
+                                            lid_u);
         }
     }
+    float post[L::Q];
+    auto out = [&](int q, float v) { post[q] = v; };
+    collide_2d<float, STORE_MACRO>(fl, i, j, nx, rho_out, ux_out, uy_out, om_p, om_m, fx, fy,
+                                   out);
+    neq::store<L>(f_dst, post, plane, cell);
 }

@@ -437,6 +437,23 @@ HALO(lbm::e4m11, halo_e4m11)
 """
 
 
+#: the D2Q9 neq16 records' pull kernel (kernels/d2q9.cu), float32
+_EMULATION_LAUNCHER_NEQ_2D = """
+extern "C" void neq2(const void* fs, void* fd, const flag* fl, float* rr, float* uu, float* vv,
+                     int nx, int ny, long long pitch, long long plane, int j0, int j1, double op,
+                     double om, double lid, double fx, double fy, int px, int store) {
+    auto s = static_cast<const unsigned short*>(fs);
+    auto d = static_cast<unsigned short*>(fd);
+    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, j1 - j0, 1, [&] {
+        if (store) d2q9_stream_collide_neq<true>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0,
+            j1, float(op), float(om), float(lid), float(fx), float(fy), px);
+        else d2q9_stream_collide_neq<false>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1,
+            float(op), float(om), float(lid), float(fx), float(fy), px);
+    });
+}
+"""
+
+
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     import ctypes
@@ -445,7 +462,7 @@ def emulated(tmp_path_factory):
         pytest.skip("no host C++ compiler")
     tmp = tmp_path_factory.mktemp("emulation")
     (tmp / "emu.cpp").write_text(_EMULATION_PRELUDE + source.kernel_source("d2q9.cu")
-                                 + _EMULATION_LAUNCHERS)
+                                 + _EMULATION_LAUNCHERS + _EMULATION_LAUNCHER_NEQ_2D)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             "-o", str(tmp / "emu.so"), str(tmp / "emu.cpp")],
                            capture_output=True, text=True, timeout=300)
@@ -1600,3 +1617,55 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -
         for got, want in zip(macro, cpu_macro, strict=True):
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert np.abs(cpu_dst[:19][interior].view(np.int16)).max() >= 2**13  # real significands
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic) -> None:
+    """run.storage neq16 in 2D: the CUDA C records kernel (d2q9.cu d2q9_stream_collide_neq)
+    writes the CPU kernel's records and rho/u bit for bit, packed and padded rows, solid cells
+    inside, the lid, a body force, periodic x or walls."""
+    import ctypes
+
+    from simsplit.backends.cpu import CPUBackend
+    from simsplit.backends.layout import field_strides
+    from simsplit.fluid.block import D2Q9Block, Face
+    from simsplit.numerics import flags as fl
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    nx, ny = 13, 9
+    params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.06, 2e-5, -1e-5, periodic)
+    block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.WALL, Face.LID), params, "float32",
+                      storage="neq16")
+    rng = np.random.default_rng(29)
+    dev = 0.02 * rng.standard_normal((9, ny, nx)) * 10.0 ** rng.uniform(-5, 0, (1, ny, nx))
+    block.set_populations(D2Q9_W[:, None, None] * (1 + dev))
+    flags = block.flags.copy()
+    for cell in ((3, 4), (5, 5), (7, nx)):
+        flags[cell] = fl.WALL
+    inner = (slice(1, -1),) * 2
+    flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
+    f_src = block.f_src.copy()
+    assert f_src.dtype == np.uint16 and f_src.shape[0] == 15
+    cpu_dst = np.zeros_like(f_src)
+    cpu_macro = [np.zeros((ny, nx), np.float32) for _ in range(3)]
+    block.kernels.stream_collide(f_src, cpu_dst, flags, *cpu_macro, (1, ny + 1), params, True)
+    interior = (slice(None), *inner)
+    for padded in (False, True):
+        src, dst, flg = ((_padded_copy(a) for a in (f_src, np.zeros_like(f_src), flags))
+                         if padded else (f_src, np.zeros_like(f_src), flags))
+        macro = [np.zeros((ny, nx), np.float32) for _ in range(3)]
+        pitch, plane = field_strides(src, flg, dst)
+        for rows, store in (((1, 4), True), ((4, ny + 1), True), ((1, ny + 1), False)):
+            out = macro if store else [np.zeros((ny, nx), np.float32) for _ in range(3)]
+            emulated.neq2(*(_data(a) for a in (src, dst, flg)), *(_ptr(a) for a in out),
+                          ctypes.c_int(nx), ctypes.c_int(ny), ctypes.c_longlong(pitch),
+                          ctypes.c_longlong(plane), *map(ctypes.c_int, rows),
+                          *map(ctypes.c_double, (params.omega_plus, params.omega_minus,
+                                                 params.lid_velocity, params.force_x,
+                                                 params.force_y)),
+                          ctypes.c_int(int(periodic)), ctypes.c_int(int(store)))
+            assert store or not any(a.any() for a in out)
+        np.testing.assert_array_equal(dst[interior], cpu_dst[interior])
+        for got, want in zip(macro, cpu_macro, strict=True):
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.abs(cpu_dst[:9][interior].view(np.int16)).max() >= 2**13

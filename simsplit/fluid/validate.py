@@ -83,15 +83,14 @@ def check_fluid_case(case: dict[str, Any]) -> None:
 
 
 def _check_records(case: dict[str, Any], open_faces: set, slip: bool) -> None:
-    """run.storage neq16 (cell records of moments and deviations) runs D3Q19 with walls, the
-    lid, forcing and periodic faces, two-lattice streaming: refuse the rest, naming the key."""
+    """run.storage neq16 (cell records of moments and deviations) runs walls, the lid,
+    forcing and periodic faces, two-lattice streaming: refuse the rest, naming the key."""
     if case["run"].get("storage") != "neq16":
         return
-    clash = ("domain.shape" if len(case["domain"]["shape"]) != 3
-             else "domain.bodies" if case["domain"].get("bodies")
+    clash = ("domain.bodies" if case["domain"].get("bodies")
              else "domain.boundaries" if open_faces or slip
              else "run.streaming" if case["run"].get("streaming") == "aa" else None)
     if clash:
-        raise CaseError(f"run.storage: neq16 is not allowed with this {clash} (neq16 runs 3D "
-                        "grids with walls, the lid, forcing and periodic faces, two-lattice "
-                        "streaming; allowed here: float16, e4m11, float32)")
+        raise CaseError(f"run.storage: neq16 is not allowed with this {clash} (neq16 runs "
+                        "walls, the lid, forcing and periodic faces, two-lattice streaming; "
+                        "allowed here: float16, e4m11, float32)")

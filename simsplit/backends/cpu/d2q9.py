@@ -24,6 +24,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from simsplit.backends.cpu.d2q9_collide import _CX, _CY, _OPP, _PAIRS, _W, _collide
+from simsplit.backends.cpu.d2q9_neq import stream_collide_neq
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.backends.cpu.rowgen import (
     RowKernel,
@@ -32,6 +34,7 @@ from simsplit.backends.cpu.rowgen import (
     launch,
     planes,
     rows_enabled,
+    serial,
     sum_terms,
     wrap_far,
 )
@@ -47,16 +50,13 @@ from simsplit.numerics.flags import (
     SLIP,
     SOLID,
 )
-from simsplit.numerics.lattice import D2Q9, D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP
+from simsplit.numerics.lattice import D2Q9, D2Q9_SPECULAR, DOWN, UP
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
 
-_CX = tuple(int(c) for c in D2Q9_C[:, 0])
-_CY = tuple(int(c) for c in D2Q9_C[:, 1])
-_W = tuple(float(w) for w in D2Q9_W)
-_OPP = tuple(int(o) for o in D2Q9_OPP)
 _SPECULAR = D2Q9_SPECULAR
-_PAIRS = tuple(q for q in range(1, 9) if q < _OPP[q])
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
+_NEQ_HALO_SLOTS = np.array([halo_slots(9, d) for d in _HALO_DIRS], dtype=np.int64)
 #: rows a thread takes at least in a two-step sweep: each thread also computes step t + 1 of
 #: the row before and after its own, which more, shorter chunks would repeat more often
 MIN_CHUNK_ROWS = 8
@@ -123,8 +123,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                             else:  # beyond halfway: the own cell's q
                                 v = (-k) * v + (one + k) * _decode(f_src[q, j, i], dt(_W[q]))
                         fl[q] = v
-            _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
-                     store_macro)
+            _collide(fl, f_dst, j, i, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p,
+                     src_m, store_macro)
 
 
 @numba.njit(inline="always")
@@ -215,56 +215,6 @@ def _anti_bounce_back(f_src, j, i, q, rho_w, like):
     return feq - _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
 
 
-@numba.njit(inline="always")
-def _collide(fl, f_dst, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p, src_m,
-             store_macro):
-    dt = fl.dtype.type
-    one, half = dt(1.0), dt(0.5)
-    r = dt(0.0)
-    jx = dt(0.0)
-    jy = dt(0.0)
-    for q in range(9):
-        r += fl[q]
-        jx += dt(_CX[q]) * fl[q]
-        jy += dt(_CY[q]) * fl[q]
-    inv = one / r
-    ux = (jx + half * fx) * inv
-    uy = (jy + half * fy) * inv
-    usq = dt(1.5) * (ux * ux + uy * uy)
-    uf = ux * fx + uy * fy
-    if store_macro:
-        rho_out[j - 1, i - 1] = r
-        ux_out[j - 1, i - 1] = ux
-        uy_out[j - 1, i - 1] = uy
-    # rest population: purely symmetric
-    feq0 = dt(_W[0]) * r * (one - usq)
-    s0 = dt(_W[0]) * dt(-3.0) * uf
-    f_dst[0, j, i] = _encode(fl[0] - om_p * (fl[0] - feq0) + src_p * s0, dt(_W[0]), f_dst)
-    for k in range(4):
-        _relax_pair(fl, f_dst, _PAIRS[k], j, i, r, ux, uy, usq, uf, fx, fy,
-                    om_p, om_m, src_p, src_m)
-
-
-@numba.njit(inline="always")
-def _relax_pair(fl, f_dst, q, j, i, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_p, src_m):
-    # TRT relaxes a direction and its opposite together: symmetric and antisymmetric parts.
-    o = _OPP[q]
-    dt = fl.dtype.type
-    w = dt(_W[q])
-    cu = dt(_CX[q]) * ux + dt(_CY[q]) * uy
-    cf = dt(_CX[q]) * fx + dt(_CY[q]) * fy
-    feq_p = w * r * (dt(1.0) + dt(4.5) * cu * cu - usq)
-    feq_m = w * r * dt(3.0) * cu
-    s_p = w * (dt(9.0) * cu * cf - dt(3.0) * uf)
-    s_m = w * dt(3.0) * cf
-    f_p = dt(0.5) * (fl[q] + fl[o])
-    f_m = dt(0.5) * (fl[q] - fl[o])
-    relax_p = -om_p * (f_p - feq_p) + src_p * s_p
-    relax_m = -om_m * (f_m - feq_m) + src_m * s_m
-    f_dst[q, j, i] = _encode(fl[q] + relax_p + relax_m, w, f_dst)
-    f_dst[o, j, i] = _encode(fl[o] + relax_p - relax_m, dt(_W[o]), f_dst)
-
-
 def _collide_source(macro: bool, forced: bool) -> list[str]:
     """:func:`_collide` and :func:`_relax_pair` as straight-line source for the row kernel:
     the same expressions in the same order (``f{q}`` for ``fl[q]``, ``p{q}`` for ``f_dst``).
@@ -350,6 +300,9 @@ def _unpack(buf, f, row, dirs):
 class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
+    #: takes run.storage neq16 (:mod:`.d2q9_neq`)
+    records = True
+
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, far=None):
         """``inlet``: inflow speed per row, ghost rows included (``(ny + 2,)``; None: none);
@@ -358,6 +311,16 @@ class D2Q9Kernels:
         values ``(9, ny + 2)`` (read and written where a link pulls from an outlet; None:
         none); ``far``: (the array behind ``f_src``, the row of its row 0 there), where
         quadratic links read two rows away (None: ``f_src`` itself)."""
+        if f_src.dtype == NEQ16_DTYPE:
+            if any(a is not None for a in (inlet, links, outlet_slots)) or rho.dtype != np.float32:
+                raise ValueError("run.storage neq16: float32 arithmetic, walls and the lid only")
+            args = (f_src[:, None], f_dst[:, None], flags, rho, ux, uy, rows[0], rows[1],
+                    p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
+                    p.periodic_x, store_macro)
+            kernel = serial(stream_collide_neq)
+            announce_compile(kernel, args)
+            kernel(*args)
+            return
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros(f_src.shape[1], dt)
@@ -381,13 +344,13 @@ class D2Q9Kernels:
     def two_steps_fit(self, f: np.ndarray, dtype: Any) -> bool:
         """Whether two steps per sweep take population arrays like ``f``: the row kernels are
         on (the two-step kernel is made of them)."""
-        return rows_enabled() and f.ndim == 3
+        return rows_enabled() and f.ndim == 3 and f.dtype != NEQ16_DTYPE
 
     def two_steps_fit_shape(self, shape: tuple[int, ...], storage: Any, dtype: Any) -> bool:
         """:meth:`two_steps_fit` for population arrays of ``shape`` not allocated yet (a block
         with halo faces then holds two ghost planes at each, and the sweep recomputes step
         t + 1 of the inner one from the neighbour's two planes)."""
-        return rows_enabled() and len(shape) == 3
+        return rows_enabled() and len(shape) == 3 and np.dtype(storage) != NEQ16_DTYPE
 
     def two_steps_cover(self, flags: np.ndarray, p: Any) -> bool:
         """Whether the row kernel updates every fluid cell of ``flags`` (none left to the
@@ -451,7 +414,12 @@ class D2Q9Kernels:
         return rings[key]
 
     def pack(self, f, row, direction, buf):
-        _pack(raw_view(f), row, _HALO_DIRS[direction], raw_view(buf))
+        _pack(raw_view(f), row, _halo_slots(f, direction), raw_view(buf))
 
     def unpack(self, buf, f, row, direction):
-        _unpack(raw_view(buf), raw_view(f), row, _HALO_DIRS[direction])
+        _unpack(raw_view(buf), raw_view(f), row, _halo_slots(f, direction))
+
+
+def _halo_slots(f: np.ndarray, direction: int) -> np.ndarray:
+    """The stored slots of ``f`` a halo in ``direction`` moves."""
+    return _NEQ_HALO_SLOTS[direction] if f.dtype == NEQ16_DTYPE else _HALO_DIRS[direction]

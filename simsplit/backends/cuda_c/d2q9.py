@@ -22,6 +22,7 @@ from simsplit.gpu import autotune
 from simsplit.gpu import cuda_errors as errors
 from simsplit.numerics.lattice import UP, Q
 from simsplit.numerics.lbm_params import D2Q9Params
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
 
 _N_CROSS = len(UP)
 
@@ -80,6 +81,8 @@ class D2Q9Kernels:
     strided_fields = True
     #: stream_collide takes ``open_rules=False`` for blocks of walls and a lid only
     box_variant = True
+    #: takes run.storage neq16 (cell records: d2q9_stream_collide_neq)
+    records = True
     _pairs = frozenset(source.STORAGE_PAIRS)
 
     def __init__(self, device: int) -> None:
@@ -94,6 +97,7 @@ class D2Q9Kernels:
                           for st in source.STORAGE_CTYPES}
             self._unpack = {st: module.get_function(source.unpack_name("D2Q9", st))
                             for st in source.STORAGE_CTYPES}
+            self._records = {n: module.get_function(n) for n in source.d2q9_neq_expressions()}
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
@@ -122,6 +126,7 @@ class D2Q9Kernels:
         out = {source.stream_collide_name(*v): k for v, k in self._collide.items()}
         out.update({source.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
         out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
+        out.update(self._records)
         return out
 
     def _params(self, p: D2Q9Params, dtype: np.dtype) -> tuple[Any, ...]:
@@ -175,6 +180,10 @@ class D2Q9Kernels:
         ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``; ``links`` of
         27 planes are quadratic, reading two rows away from ``far`` (the array behind
         ``f_src``, the row of its row 0 there; None: ``f_src`` itself)."""
+        if f_src.dtype == NEQ16_DTYPE:
+            self._stream_collide_records(f_src, f_dst, flags, (rho, ux, uy), rows, p,
+                                         store_macro, inlet, links, outlet_slots, columns)
+            return
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
@@ -210,6 +219,32 @@ class D2Q9Kernels:
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
+    def _stream_collide_records(self, f_src, f_dst, flags, macro, rows, p: D2Q9Params,
+                                store_macro: bool, *open_rules: Any) -> None:
+        """neq16 records: walls, the lid, forcing and periodic x on every column (the case
+        checks refuse inlets, outlets, free-slip walls and bodies on this storage)."""
+        j0, j1 = int(rows[0]), int(rows[1])
+        _, h, w = f_src.shape
+        ny, nx = h - 2, w - 2
+        if any(a is not None for a in open_rules) or f_dst.shape != f_src.shape:
+            raise ValueError("run.storage neq16: walls and the lid only, two record arrays "
+                             f"alike (f {f_src.shape}, f_dst {f_dst.shape})")
+        if not 1 <= j0 <= j1 <= ny + 1 or macro[0].dtype != np.float32:
+            raise ValueError(f"rows {rows} of {ny}, float32 fields expected")
+        if j0 == j1:
+            return
+        check_launch_device(self.device)
+        name = source.d2q9_neq_name(bool(store_macro))
+        rows_y = min(j1 - j0, source.MAX_GRID_Y)
+        grid = (_grid_x(nx), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        om_p, om_m, lid_u, fx, fy, per_x = self._params(p, np.dtype(np.float32))[:6]
+        args = self._args(name, (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny),
+                                 *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
+                                 np.int32(j1), om_p, om_m, lid_u, fx, fy, per_x))
+        kern = self._records[name]
+        with self._dev:
+            self._run(name, (f_src, f_dst), lambda: kern(grid, (source.BLOCK_X,), args))
+
     # --- launch-configuration autotuning ---------------------------------------------------
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D2Q9Params,
                  tuner: autotune.Autotuner, dtype: Any = None, open_rules: bool = True) -> None:
@@ -221,6 +256,8 @@ class D2Q9Kernels:
         """
         if _capturing:
             raise RuntimeError("autotuning cannot run inside a CUDA graph capture")
+        if f_src.dtype == NEQ16_DTYPE:  # neq16 records: one kernel, not tuned
+            return
         q, h, w = f_src.shape
         ny, nx = h - 2, w - 2
         st = f_src.dtype
@@ -273,7 +310,29 @@ class D2Q9Kernels:
             self._run(name, (f,), lambda: kern((_grid_x(w), _N_CROSS), (source.BLOCK_X,), args))
 
     def pack(self, f, row: int, direction: int, buf) -> None:
+        if f.dtype == NEQ16_DTYPE:
+            return self._records_halo(True, f, row, direction, buf)
         self._halo(self._pack, f, row, direction, buf, f, buf)
 
     def unpack(self, buf, f, row: int, direction: int) -> None:
+        if f.dtype == NEQ16_DTYPE:
+            return self._records_halo(False, f, row, direction, buf)
         self._halo(self._unpack, f, row, direction, buf, buf, f)
+
+    def _records_halo(self, pack: bool, f, row: int, direction: int, buf) -> None:
+        """The halo of neq16 records: each crossing population's significand and the whole
+        record's moments and power of two."""
+        slots = len(halo_slots(Q, UP))
+        _, h, w = f.shape
+        if buf.shape != (slots, w) or buf.dtype != f.dtype or not 0 <= row < h:
+            raise ValueError(f"halo buffer {buf.shape} {buf.dtype} / row {row} does not fit "
+                             f"records {f.shape}")
+        check_launch_device(self.device)
+        name = f"lbm_{'pack' if pack else 'unpack'}<D2Q9Records, {source.NEQ_CTYPE}>"
+        plane, pitch = (np.int64(v) for v in element_strides(f)[:2])
+        src, dst = (f, buf) if pack else (buf, f)
+        args = (src, dst, plane, pitch, pitch, np.int32(w), np.int32(w), np.int32(row),
+                np.int32(direction))
+        kern = self._records[name]
+        with self._dev:
+            self._run(name, (f,), lambda: kern((_grid_x(w), slots), (source.BLOCK_X,), args))

@@ -217,6 +217,8 @@ def generated_header() -> str:
         f"#define SIMSPLIT_NEQ_RHO_SCALE {float(RHO_SCALE).hex()}",
         lattice_struct("D3Q19Records", D3Q19.c, D3Q19.w, D3Q19.opp,
                        *(halo_slots(D3Q19.q, s) for s in (D3Q19.up, D3Q19.down))),
+        lattice_struct("D2Q9Records", D2Q9_C, D2Q9_W, D2Q9_OPP,
+                       *(halo_slots(len(D2Q9_W), s) for s in (UP, DOWN))),
         "#endif",
         "",
     ])
@@ -409,6 +411,17 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
     return f"link_force_sums<{_ctype(dtype)}, {_storage_ctype(storage)}>"
 
 
+def d2q9_neq_name(store_macro: bool) -> str:
+    """The D2Q9 pull kernel on neq16 records (float32 arithmetic, kernels/d2q9.cu)."""
+    return f"d2q9_stream_collide_neq<{str(bool(store_macro)).lower()}>"
+
+
+def d2q9_neq_expressions() -> list[str]:
+    """The D2Q9 records' pull kernels and halo kernels (in the D2Q9 module)."""
+    return [d2q9_neq_name(False), d2q9_neq_name(True),
+            f"lbm_pack<D2Q9Records, {NEQ_CTYPE}>", f"lbm_unpack<D2Q9Records, {NEQ_CTYPE}>"]
+
+
 def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
     """The D3Q19 pull kernel on neq16 records (float32 arithmetic, kernels/d3q19_neq.cuh)."""
     index = "lbm::index_t" if wide else "lbm::offset_t"
@@ -461,6 +474,7 @@ def name_expressions(name: str) -> list[str]:
         for dt, st in STORAGE_PAIRS:
             out += [stream_collide_name(dt, st, s, o)
                     for s, o in itertools.product((False, True), repeat=2)]
+        out += d2q9_neq_expressions()
     for st in STORAGE_CTYPES:
         out += [pack_name(lattice, st), unpack_name(lattice, st)]
     return out

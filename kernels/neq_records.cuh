@@ -1,0 +1,137 @@
+// run.storage neq16 cell records (simsplit/numerics/neq_storage.py), read and written by the
+// D2Q9 and D3Q19 records kernels (d2q9.cu, d3q19_neq.cuh) for lattice L.
+//
+// A cell's record is L::Q + 2 + 2 L::DIM unsigned shorts, each in its own plane of the array
+// (populations' layout, `plane` apart): the int16 significands n_q of d_q = f*_q - f^eq_q(rho,
+// u), the cell's power of two k, binary16 bits of (rho - 1) * SIMSPLIT_NEQ_RHO_SCALE, and u in
+// float32 bits (low half, high half per component). Every operation is
+// simsplit/backends/cpu/neq_codec.py's, in float32 (compiled with --fmad=false): the moments of
+// f* summed from q = 0 up (zero products included), the equilibrium ((1 + 3 cu) + 4.5 cu cu) -
+// 1.5 usq, then (w rho) poly, k the least with every |d_q| / 2^k rounding below
+// 2^SIMSPLIT_NEQ_BITS. ldexpf, frexpf and rintf are exact here (power-of-two scaling of normal
+// numbers, ties to even), so the float64 steps of the CPU code give the same bits; the CPU adds
+// the z terms in 2D as exact zeros, which change no value.
+#ifndef SIMSPLIT_NEQ_RECORDS_CUH
+#define SIMSPLIT_NEQ_RECORDS_CUH
+#ifdef SIMSPLIT_HOST_EMULATION
+#include <math.h>
+#endif
+
+namespace neq {
+
+using rec = unsigned short;
+// slots of lattice L's record: the power of two, rho - 1, the first of u (x low, x high, ...)
+template <typename L> __device__ __forceinline__ constexpr int slot_k() { return L::Q; }
+template <typename L> __device__ __forceinline__ constexpr int slot_rho() { return L::Q + 1; }
+template <typename L> __device__ __forceinline__ constexpr int slot_u() { return L::Q + 2; }
+
+template <typename P>
+__device__ __forceinline__ rec slot(const rec* __restrict__ r, int s, P plane, P cell)
+{
+    return __ldg(r + (P(s) * plane + cell));
+}
+
+__device__ __forceinline__ float rho_of(rec bits)
+{
+    return 1.0f + lbm::half_to_float(bits) * float(1.0 / SIMSPLIT_NEQ_RHO_SCALE);
+}
+
+template <typename L, typename P>
+__device__ __forceinline__ float velocity(const rec* __restrict__ r, int axis, P plane, P cell)
+{
+    if (axis >= L::DIM) return 0.0f;
+    const unsigned int lo = slot(r, slot_u<L>() + 2 * axis, plane, cell);
+    const unsigned int hi = slot(r, slot_u<L>() + 2 * axis + 1, plane, cell);
+    return lbm::bits_float(lo | (hi << 16));
+}
+
+template <typename L>
+__device__ __forceinline__ float square_sum(float ux, float uy, float uz)
+{
+    float s = 0.0f;
+    s += ux * ux;
+    s += uy * uy;
+    if constexpr (L::DIM == 3) s += uz * uz;
+    return s;
+}
+
+template <typename L> __device__ __forceinline__ int cz_of(int q)
+{
+    if constexpr (L::DIM == 3) return L::cz(q);
+    return 0;
+}
+
+template <typename L>
+__device__ __forceinline__ float equilibrium(int q, float rho, float ux, float uy, float uz,
+                                             float usq)
+{
+    float cu = 0.0f;
+    cu += float(L::cx(q)) * ux;
+    cu += float(L::cy(q)) * uy;
+    if constexpr (L::DIM == 3) cu += float(cz_of<L>(q)) * uz;
+    float poly = 1.0f + 3.0f * cu;
+    poly = (poly + 4.5f * cu * cu) - 1.5f * usq;
+    return float(L::w(q)) * rho * poly;
+}
+
+// Population q of the cell at offset `cell` of a slot's plane, rebuilt from its record.
+template <typename L, typename P>
+__device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane, P cell)
+{
+    const float rho = rho_of(slot(r, slot_rho<L>(), plane, cell));
+    const float ux = velocity<L>(r, 0, plane, cell), uy = velocity<L>(r, 1, plane, cell),
+                uz = velocity<L>(r, 2, plane, cell);
+    const int k = short(slot(r, slot_k<L>(), plane, cell));
+    const int n = short(slot(r, q, plane, cell));
+    return ldexpf(float(n), k) + equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
+}
+
+// The record of post-collision populations `post` into the cell at offset `cell`.
+template <typename L, typename P>
+__device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P plane, P cell)
+{
+    float m = 0.0f, jx = 0.0f, jy = 0.0f, jz = 0.0f;
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        const float v = post[q];
+        m += v;
+        jx += float(L::cx(q)) * v;
+        jy += float(L::cy(q)) * v;
+        if constexpr (L::DIM == 3) jz += float(cz_of<L>(q)) * v;
+    }
+    const float inv = 1.0f / m;
+    const float ux = jx * inv, uy = jy * inv, uz = jz * inv;
+    const rec rho_bits = lbm::half_from((m - 1.0f) * float(SIMSPLIT_NEQ_RHO_SCALE));
+    const float rho = rho_of(rho_bits);
+    const float usq = square_sum<L>(ux, uy, uz);
+    float d[L::Q];
+    float top = 0.0f;
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        d[q] = post[q] - equilibrium<L>(q, rho, ux, uy, uz, usq);
+        const float a = fabsf(d[q]);
+        if (a > top) top = a;
+    }
+    int e = 0;
+    if (top > 0.0f) {
+        int ex;
+        frexpf(top, &ex);
+        e = ex - SIMSPLIT_NEQ_BITS;
+        if (rintf(ldexpf(top, -e)) >= float(1 << SIMSPLIT_NEQ_BITS)) ++e;
+    }
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(ldexpf(d[q], -e))));
+    r[P(slot_k<L>()) * plane + cell] = rec(e);
+    r[P(slot_rho<L>()) * plane + cell] = rho_bits;
+    const float u[3] = {ux, uy, uz};
+#pragma unroll
+    for (int a = 0; a < L::DIM; ++a) {
+        const unsigned int bits = lbm::float_bits(u[a]);
+        r[P(slot_u<L>() + 2 * a) * plane + cell] = rec(bits & 0xFFFFu);
+        r[P(slot_u<L>() + 2 * a + 1) * plane + cell] = rec(bits >> 16);
+    }
+}
+
+}  // namespace neq
+
+#endif  // SIMSPLIT_NEQ_RECORDS_CUH

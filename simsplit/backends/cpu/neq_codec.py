@@ -1,0 +1,125 @@
+"""neq16 cell records (:mod:`simsplit.numerics.neq_storage`) read and written cell by cell, in
+float32, for the CPU's D2Q9 and D3Q19 record kernels (:mod:`.d2q9_neq`, :mod:`.d3q19_neq`).
+
+The lattice comes in as tuples (c_x, c_y, c_z, w; c_z all zero and u_z zero in 2D, which adds
+exact zeros: the same bits as the 2D sums) and records as 4D arrays ``rec[slot, k, j, i]`` (a
+2D kernel passes its arrays with one plane, k = 0). The operations are those of
+``neq_storage.encode``/``decode``; scalar code the Numba CUDA target could compile too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from simsplit.backends.cpu.storage_codec import (
+    float32_bits,
+    float32_from_bits,
+    half_from,
+    half_to_float,
+    round_even,
+)
+from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE
+
+_INV_RHO_SCALE = 1.0 / RHO_SCALE
+_TOP = 2.0**NEQ_BITS
+
+
+@numba.njit(inline="always")
+def _signed16(bits):
+    v = np.int64(bits)
+    return v - 65536 if v >= 32768 else v
+
+
+@numba.njit(inline="always")
+def _velocity(rec, s, k, j, i):
+    """The float32 in slots (s, s + 1) of cell (k, j, i), low half first."""
+    bits = np.int64(rec[s, k, j, i]) | (np.int64(rec[s + 1, k, j, i]) << 16)
+    return np.float32(float32_from_bits(bits))
+
+
+@numba.njit(inline="always")
+def _rho(bits):
+    """rho = 1 + (rho - 1) from its stored binary16 bits, float32 (exact: 11 bits)."""
+    return np.float32(1.0) + np.float32(half_to_float(bits) * _INV_RHO_SCALE)
+
+
+@numba.njit(inline="always")
+def _usq(ux, uy, uz):
+    s = np.float32(0.0)
+    s += ux * ux
+    s += uy * uy
+    s += uz * uz
+    return s
+
+
+@numba.njit(inline="always")
+def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
+    """Equilibrium q of (rho, u) in float32, Lattice.equilibrium's operations and order."""
+    dt = np.float32
+    cu = dt(0.0)
+    cu += dt(cx[q]) * ux
+    cu += dt(cy[q]) * uy
+    cu += dt(cz[q]) * uz
+    poly = dt(1.0) + dt(3.0) * cu
+    poly = (poly + dt(4.5) * cu * cu) - dt(1.5) * usq
+    return dt(w[q]) * rho * poly
+
+
+@numba.njit(inline="always")
+def pull(rec, q, k, j, i, cx, cy, cz, w):
+    """Population q of cell (k, j, i) rebuilt from its record: f^eq_q + n_q 2^k."""
+    n_q = len(w)
+    rho = _rho(rec[n_q + 1, k, j, i])
+    ux = _velocity(rec, n_q + 2, k, j, i)
+    uy = _velocity(rec, n_q + 4, k, j, i)
+    uz = _velocity(rec, n_q + 6, k, j, i) if rec.shape[0] > n_q + 6 else np.float32(0.0)
+    dev = math.ldexp(float(_signed16(rec[q, k, j, i])), int(_signed16(rec[n_q, k, j, i])))
+    return np.float32(dev) + _feq(q, rho, ux, uy, uz, _usq(ux, uy, uz), cx, cy, cz, w)
+
+
+@numba.njit(inline="always")
+def store(rec, post, feq, k, j, i, cx, cy, cz, w):
+    """Cell (k, j, i)'s record of its post-collision populations ``post`` (float32)."""
+    dt = np.float32
+    n_q = len(w)
+    one = dt(1.0)
+    r = dt(0.0)
+    jx = dt(0.0)
+    jy = dt(0.0)
+    jz = dt(0.0)
+    for q in range(n_q):
+        v = post[q]
+        r += v
+        jx += dt(cx[q]) * v
+        jy += dt(cy[q]) * v
+        jz += dt(cz[q]) * v
+    inv = one / r
+    ux = jx * inv
+    uy = jy * inv
+    uz = jz * inv
+    rho_bits = half_from((r - one) * dt(RHO_SCALE))
+    rho = _rho(rho_bits)
+    usq = _usq(ux, uy, uz)
+    top = 0.0
+    for q in range(n_q):
+        feq[q] = _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w)
+        a = abs(float(post[q] - feq[q]))
+        if a > top:
+            top = a
+    e = 0
+    if top > 0.0:
+        e = math.frexp(top)[1] - NEQ_BITS
+        if round_even(math.ldexp(top, -e)) >= _TOP:
+            e += 1
+    for q in range(n_q):
+        n = np.int64(round_even(math.ldexp(float(post[q] - feq[q]), -e)))
+        rec[q, k, j, i] = np.uint16(n & 0xFFFF)
+    rec[n_q, k, j, i] = np.uint16(e & 0xFFFF)
+    rec[n_q + 1, k, j, i] = np.uint16(rho_bits)
+    for a in range((rec.shape[0] - n_q - 2) // 2):
+        bits = float32_bits(ux if a == 0 else (uy if a == 1 else uz))
+        rec[n_q + 2 + 2 * a, k, j, i] = np.uint16(bits & 0xFFFF)
+        rec[n_q + 3 + 2 * a, k, j, i] = np.uint16((bits >> 16) & 0xFFFF)

@@ -246,3 +246,30 @@ def run_cli(tmp_path: Path):
         )
 
     return _run
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny grids, many steps: one Numba thread avoids a parallel region's sync per step (slow
+    on a loaded machine); results do not depend on the thread count."""
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    yield
+    numba.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def study():
+    """scripts/fp16_study.py as a module (the storage study and its emulations)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "fp16_study.py"
+    spec = importlib.util.spec_from_file_location("fp16_study", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fp16_study"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("fp16_study", None)

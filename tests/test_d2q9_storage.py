@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 import pytest
 
@@ -25,15 +24,6 @@ from tests.conftest import body_case, fluid_case
 #: the forced channel: periodic in x (across no slab face), walls in y (the split axis)
 CHANNEL = {"fluid__reynolds": None, "fluid__viscosity": 0.05, "fluid__body_force": [3e-5, 0.0],
            "domain__boundaries": {"x": "periodic", "y": "wall", "lid": False}}
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny grids, many steps: one Numba thread avoids a parallel region's sync per step."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(before)
 
 
 def _case(flow: str, storage: str, subdomains: int) -> dict[str, Any]:

@@ -40,16 +40,6 @@ from tests.conftest import fluid_case
 FP16_CAVITY_TOLERANCE = 1e-2
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny grids, many steps: one Numba thread avoids a parallel region's sync per step (slow
-    on a loaded machine); results do not depend on the thread count."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(before)
-
-
 def case3d(shape: tuple[int, int, int], subdomains: int = 1, **over: Any) -> dict[str, Any]:
     return fluid_case(shape[0], shape[1], subdomains, domain__shape=list(shape), **over)
 

@@ -8,12 +8,9 @@ like populations; the case checks refuse what the kernel does not hold, in one l
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 import pytest
 
@@ -28,25 +25,6 @@ from tests.conftest import fluid_case
 
 _STUDY = Path(__file__).resolve().parents[1] / "scripts" / "fp16_study.py"
 NEQ = {"run__precision": "float32", "run__storage": "neq16"}
-
-
-@pytest.fixture(scope="module")
-def study():
-    spec = importlib.util.spec_from_file_location("fp16_study", _STUDY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fp16_study"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("fp16_study", None)
-
-
-@pytest.fixture
-def one_thread():
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(before)
 
 
 def case3d(shape: tuple[int, int, int], subdomains: int = 1, **over: Any) -> dict[str, Any]:

@@ -8,10 +8,8 @@ channel, where plain 16-bit storage of f - w freezes 10 % off, stays near float3
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numba
@@ -21,17 +19,6 @@ import pytest
 from simsplit.numerics.lattice import D2Q9, D3Q19
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "fp16_study.py"
-
-
-@pytest.fixture(scope="module")
-def study():
-    spec = importlib.util.spec_from_file_location("fp16_study", _PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fp16_study"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("fp16_study", None)
 
 
 def _equilibria(lattice, cells: int, seed: int) -> np.ndarray:

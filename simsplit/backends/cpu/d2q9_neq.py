@@ -10,6 +10,7 @@ import numpy as np
 
 from simsplit.backends.cpu.d2q9_collide import _CX, _CY, _OPP, _W, _collide
 from simsplit.backends.cpu.neq_codec import pull, store
+from simsplit.backends.cpu.rowgen import wrap as _wrap
 from simsplit.numerics.flags import BOUNDARY, LID, NEAR_WALL, SOLID
 
 _CZ = (0,) * len(_W)
@@ -37,16 +38,11 @@ def stream_collide_neq(src, dst, flags, rho_out, ux_out, uy_out, j0, j1, om_p, o
             if flags[j, i] & SOLID:
                 continue
             for q in range(9):
-                si = i - _CX[q]
-                if periodic_x:
-                    si = nx if si == 0 else (1 if si == nx + 1 else si)
-                fl[q] = pull(src, q, 0, j - _CY[q], si, _CX, _CY, _CZ, _W)
+                fl[q] = pull(src, q, 0, j - _CY[q], _wrap(i - _CX[q], nx, periodic_x), _CX, _CY,
+                             _CZ, _W)
             if flags[j, i] & NEAR_WALL:
                 for q in range(9):
-                    si = i - _CX[q]
-                    if periodic_x:
-                        si = nx if si == 0 else (1 if si == nx + 1 else si)
-                    kind = flags[j - _CY[q], si]
+                    kind = flags[j - _CY[q], _wrap(i - _CX[q], nx, periodic_x)]
                     if kind & BOUNDARY:
                         v = pull(src, _OPP[q], 0, j, i, _CX, _CY, _CZ, _W)
                         if kind == LID:

@@ -8,7 +8,6 @@ like populations; the case checks refuse what the kernel does not hold, in one l
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,6 @@ from simsplit.numerics.lattice import D2Q9, D3Q19
 from simsplit.numerics.storage import bytes_per_update, population_storage
 from tests.conftest import fluid_case
 
-_STUDY = Path(__file__).resolve().parents[1] / "scripts" / "fp16_study.py"
 NEQ = {"run__precision": "float32", "run__storage": "neq16"}
 
 

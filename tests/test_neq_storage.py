@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import math
 import subprocess
-from pathlib import Path
 
 import numba
 import numpy as np
 import pytest
 
 from simsplit.numerics.lattice import D2Q9, D3Q19
-
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "fp16_study.py"
 
 
 def _equilibria(lattice, cells: int, seed: int) -> np.ndarray:

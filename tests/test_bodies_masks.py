@@ -278,7 +278,8 @@ def test_sdf_mask_across_slab_faces_is_bitwise_identical(tmp_path, dim, bounce) 
 
 def _cylinder(tmp_path, kind: str, bounce: str) -> float:
     """Cd of cases/cylinder2d.yaml (D = 10 cells) with the cylinder a circle or a mask of
-    its signed distance (``sdf``) or of its cells (``cells``), to a residual of 1e-6 (the drag to five digits as at 1e-8)."""
+    its signed distance (``sdf``) or of its cells (``cells``), to a residual of 1e-6 (the
+    drag to five digits as at 1e-8)."""
     from simsplit.case import load_case
 
     case = load_case(ROOT / "cases" / "cylinder2d.yaml",
@@ -313,3 +314,25 @@ def test_schaefer_turek_cylinder_as_an_sdf_mask(tmp_path) -> None:
     assert abs(sdf / circle - 1) < 0.003
     off = (sdf - 5.59, cells - 5.59)
     assert 0 < off[0] < 0.5 * off[1]
+
+
+def test_shipped_sdf_case_is_its_script_and_the_circle() -> None:
+    """cases/cylinder2d_sdf.npy is what scripts/make_sdf.py writes, and in the case it has the
+    solid cells of cases/cylinder2d.yaml's circle and wall distances within 0.025 of it (radius
+    5 cells: 0.0227 measured)."""
+    import importlib.util
+
+    from simsplit.case import load_case
+    from simsplit.fluid.setup import setup_from_case
+
+    spec = importlib.util.spec_from_file_location("make_sdf", ROOT / "scripts" / "make_sdf.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    shipped = np.load(ROOT / "cases" / "cylinder2d_sdf.npy")
+    assert shipped.dtype == np.float32 and np.array_equal(shipped, script.cylinder_sdf())
+    (mask,) = setup_from_case(load_case(ROOT / "cases" / "cylinder2d_sdf.yaml")).bodies
+    (circle,) = setup_from_case(load_case(ROOT / "cases" / "cylinder2d.yaml")).bodies
+    assert np.array_equal(mask.cells, circle.cells) and mask.reference_length == 10
+    p, d = _links(circle, D2Q9)
+    assert np.abs(mask.distance(p, d) - circle.distance(p, d)).max() < 0.025

@@ -227,7 +227,8 @@ DOMAIN_SCHEMA = {
             "type": "array", "items": BODY_SCHEMA,
             "description": "Named solid bodies. 2D: circle (centre, radius or diameter), "
                            "box (lower, upper corners), polygon (vertices) or mask (file: "
-                           ".npy, .h5 or .png, dark = solid; origin); 3D: sphere (centre, "
+                           ".npy, .h5 or .png, dark = solid; origin; values: solid, sdf "
+                           "or grey); 3D: sphere (centre, "
                            "radius or diameter), cylinder (centre, axis, radius or diameter, "
                            "length), box, mask (.npy, .h5) or stl (file, scale, offset). "
                            "Forces and drag/lift "

@@ -19,8 +19,9 @@ enter, so its unit does not matter). ``grey``: linearly, delta = phi(x) / (phi(x
 c)) (an anti-aliased edge is a ramp a pixel wide; beyond it the grey level saturates and
 says nothing more). ``sdf``: the zero of the parabola through phi at x - c, x and x + c (a
 distance field holds its information away from the wall too; the linear rule misses links
-that graze a curved wall by up to 0.14 of a link). A link from a fluid cell outside the
-mask's array (the mask reaches its edge) has no phi(x) and stays halfway.
+that graze a circle of radius 5 cells by up to 0.4 of a link, the parabola by 0.025). A link
+from a fluid cell outside the mask's array (the mask reaches its edge) has no phi(x) and
+stays halfway.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _parabola_root(back: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
     disc = np.sqrt(np.maximum(slope * slope - 4.0 * a * bend, 0.0))
     half = -(slope + np.where(slope >= 0.0, disc, -disc)) / 2.0  # no cancellation
     with np.errstate(divide="ignore", invalid="ignore"):
-        roots = (a / half, half / bend)  # c t^2 + b t + a: t = a / half and half / c
+        roots = (a / half, half / bend)  # of bend t^2 + slope t + a
     out = np.full(len(a), np.nan)
     for t in roots[::-1]:  # the first root wins where both are in [0, 1] (a = 0)
         out = np.where((t >= 0.0) & (t <= 1.0), t, out)
@@ -125,8 +126,8 @@ def level_distance(level: np.ndarray, parabola: bool) -> Distance:
     """Wall distances from a level set over the whole grid (array order, NaN where unknown):
     where phi crosses zero between the centres of p (phi >= 0) and p + d (phi < 0), as a
     fraction of d: linear between the two; with ``parabola`` the zero of the parabola through
-    phi at p - d, p and p + d (second order: exact for a plane, within 0.02 of a circle of
-    radius 5 cells, where the linear rule is off by up to 0.14 on links that graze it), linear
+    phi at p - d, p and p + d (exact for a plane; tests/test_bodies_masks.py measures it
+    against circles and spheres), linear
     where p - d is outside the grid, unknown or solid (a gap a link wide). 1/2 (halfway) where
     phi(p) is unknown. Points are cell centres and d lattice vectors, so the ends are cells;
     p + d beyond the grid wraps (the link crossed a periodic face)."""

@@ -150,6 +150,16 @@ BODY_SCHEMA = {
                   "description": "stl: factor on the mesh's coordinates (default 1), before "
                                  "offset; the result is in the case's length unit."},
         "offset": {**_POINT, "description": "stl: [x, y, z] added to the scaled vertices."},
+        "values": {"enum": ["solid", "sdf", "grey"],
+                   "description": "mask: what the file's numbers are: solid (the default: "
+                                  "nonzero, in a PNG dark, = solid; no wall distances, so "
+                                  "halfway links under interpolated bounce-back), sdf (.npy, "
+                                  ".h5: a signed distance field at the cell centres, negative "
+                                  "in the solid, zero on the wall, finite) or grey (.png: the "
+                                  "grey level as a smooth indicator, wall at half grey, from "
+                                  "an anti-aliased image). sdf and grey give linear and "
+                                  "quadratic bounce-back the wall where the level, linear "
+                                  "along each link, crosses zero (docs/bodies.md)."},
         "dataset": {"type": "string", "minLength": 1,
                     "description": "mask in HDF5: the dataset's name (default mask)."},
         "origin": {"type": "array", "items": {"type": "integer", "minimum": 0},
@@ -222,7 +232,8 @@ DOMAIN_SCHEMA = {
             "type": "array", "items": BODY_SCHEMA,
             "description": "Named solid bodies. 2D: circle (centre, radius or diameter), "
                            "box (lower, upper corners), polygon (vertices) or mask (file: "
-                           ".npy, .h5 or .png, dark = solid; origin); 3D: sphere (centre, "
+                           ".npy, .h5 or .png, dark = solid; origin; values: solid, sdf "
+                           "or grey); 3D: sphere (centre, "
                            "radius or diameter), cylinder (centre, axis, radius or diameter, "
                            "length), box, mask (.npy, .h5) or stl (file, scale, offset). "
                            "Forces and drag/lift "
@@ -233,8 +244,10 @@ DOMAIN_SCHEMA = {
             "description": "Walls of bodies: halfway bounce-back (the default: the staircase "
                            "of solid cells), or linear or quadratic interpolated bounce-back "
                            "(Bouzidi et al. 2001) with the exact wall distance of circles, "
-                           "boxes, polygons, spheres, cylinders and STL meshes (masks stay "
-                           "halfway; quadratic links whose second fluid cell is missing take "
+                           "boxes, polygons, spheres, cylinders and STL meshes, and the wall "
+                           "of a mask's level set (values: sdf or grey; a mask of solid cells "
+                           "alone stays halfway, with a warning; quadratic links whose second "
+                           "fluid cell is missing take "
                            "the linear rule; in 3D quadratic is refused with free-slip "
                            "walls, docs/bodies.md).",
         },

@@ -69,6 +69,14 @@ class FluidSetup:
                             quadratic=quadratic and links is not None,
                             y_slip=self.dim == 3 and self.y_slip)
 
+    @property
+    def halfway_bodies(self) -> tuple[Body, ...]:
+        """Bodies whose links stay halfway although ``bounce_back`` interpolates (masks of
+        solid cells alone: no wall distances)."""
+        if self.bounce_back == "halfway":
+            return ()
+        return tuple(b for b in self.bodies if b.distance is None)
+
     def initial_velocity(self) -> np.ndarray | None:
         """Velocity to start from, ``(*grid, dim)`` (inlet.start: inflow: each row's inflow
         speed in every fluid cell), or None: rest."""

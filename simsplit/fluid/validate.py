@@ -80,6 +80,11 @@ def check_fluid_case(case: dict[str, Any]) -> None:
     check_probes(probes, geometry.solid if geometry is not None else None)
     for text in setup.advisories:
         warnings.warn(CaseWarning(f"{key}: {text}"), stacklevel=2)
+    for body in setup.halfway_bodies:
+        warnings.warn(CaseWarning(
+            f"{body.key}: a mask of solid cells has no wall distances: its links stay halfway "
+            f"under domain.bounce_back: {setup.bounce_back} (values: sdf or grey give sub-cell "
+            "walls, docs/bodies.md)"), stacklevel=2)
 
 
 def _check_records(case: dict[str, Any], open_faces: set, slip: bool) -> None:

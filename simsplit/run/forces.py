@@ -63,6 +63,8 @@ class BodyForces:
                 "reference_velocity": self.velocity,
                 **self._physical_force(force),
                 "cells": body.size,
+                "walls": ("halfway (a mask without wall distances)"
+                          if body in self.setup.halfway_bodies else self.setup.bounce_back),
                 **self._shedding(k, drag, lift),
             }
         return out

@@ -86,6 +86,9 @@ def body_lines(bodies: dict | None) -> list[str]:
             f"{v:.6g}" if v is not None else "nan" for v in phys) + ") physical (SI: N/m in 2D, N)"
         lines.append(f"body         {name}: {coeff}; force ({force}) lattice units{si} at step "
                      f"{b['step']}")
+        if b.get("walls", "").startswith("halfway ("):  # interpolation asked for, not possible
+            lines.append(f"             walls {b['walls']}: values: sdf or grey give sub-cell "
+                         "walls (docs/bodies.md)")
         if b.get("strouhal") is not None:
             lines.append(f"             shedding over {b['periods']} periods: Strouhal "
                          f"{b['strouhal']:.4f}, Cd max {b['drag_coefficient_max']:.4f} (mean "

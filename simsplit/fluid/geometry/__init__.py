@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from simsplit.errors import CaseError
 from simsplit.fluid.geometry import box, circle, cylinder, mask, mesh, polygon, sphere
 from simsplit.fluid.geometry.body import Body
 from simsplit.fluid.geometry.checks import check_bodies
@@ -39,6 +40,9 @@ def build_bodies(domain: dict[str, Any], open_faces: tuple[str, str]) -> list[Bo
     bodies = []
     for k, spec in enumerate(specs):
         key = f"domain.bodies[{k}] ({spec.get('name', '?')})"
+        if "values" in spec and spec["shape"] != "mask":
+            raise CaseError(f"{key}.values: is not allowed for a {spec['shape']} (only a mask "
+                            "takes values: solid, sdf or grey; shapes have exact walls)")
         bodies.append(SHAPES[spec["shape"]](spec, frame, grid, key))
     check_bodies(bodies, grid, open_faces)
     return bodies

@@ -29,7 +29,8 @@ class Body:
     #: domain is [0, nx] x [0, ny] (x [0, nz]))
     extent: tuple[float, ...]
     key: str  #: where the case file defines it, for messages
-    #: exact wall distances for interpolated bounce-back (None: masks, no shape to measure)
+    #: wall distances for interpolated bounce-back: exact for shapes, from the level set of a
+    #: mask with values sdf or grey; None: a mask of solid cells alone (its links stay halfway)
     distance: Distance | None = None
     #: 3D: the area (cells^2) of the coefficients, 2 F / (rho U^2 A) (a sphere's cross-section,
     #: a cylinder's diameter times its length in the domain); None in 2D (the length is used)

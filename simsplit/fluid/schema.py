@@ -230,8 +230,8 @@ DOMAIN_SCHEMA = {
                            "(Bouzidi et al. 2001) with the exact wall distance of circles, "
                            "boxes, polygons, spheres, cylinders and STL meshes (masks stay "
                            "halfway; quadratic links whose second fluid cell is missing take "
-                           "the linear rule; in 3D quadratic is refused with free-slip "
-                           "walls, docs/bodies.md).",
+                           "the linear rule; each rule also with free-slip walls, "
+                           "docs/bodies.md).",
         },
         "inlet": {
             "type": "object", "additionalProperties": False,

@@ -796,9 +796,10 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // BODIES_QUADRATIC: every outlet kind and quadratic interpolated bounce-back (its code in the
 // other variants made the float ones spill 128 bytes under their 64-register cap; this one
 // asks for three resident blocks instead of four). BODIES_SLIP_QUADRATIC: both the slip rule
-// and quadratic links (a slab with slip cells and quadratic links; three resident float
-// blocks, 70-80 registers under nvcc 13.0, no spills), a variant of its own so that
-// BODIES_SLIP and BODIES_QUADRATIC keep their code.
+// and quadratic links (a slab with slip cells and quadratic links), a variant of its own so
+// that BODIES_SLIP and BODIES_QUADRATIC keep their code; in float it asks for two resident
+// blocks (at three, 80 registers, the float/e4m11 one with rho/u stores and the force spilled
+// 24 bytes under nvcc 13.0, sm_90).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -985,8 +986,9 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 // Resident blocks per SM the bodies kernel asks of the register allocator (see above).
 template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
 {
-    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC
-                             || OPEN == BODIES_SLIP_QUADRATIC ? 3 : 4) : 1;
+    if (sizeof(T) != 4) return 1;
+    if (OPEN == BODIES_SLIP_QUADRATIC) return 2;
+    return OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC ? 3 : 4;
 }
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>

@@ -129,23 +129,49 @@ def test_bitwise_identical_across_splits_2d(precision, outlet, overlap) -> None:
                   120, 0.04)
 
 
-@pytest.mark.parametrize("precision, storage", [("float64", None), ("float32", "float16")])
-def test_bitwise_identical_across_splits_3d(precision, storage) -> None:
+def test_bitwise_identical_across_splits_2d_slip() -> None:
+    """2D free-slip y faces (the split axis's) with quadratic links (one D2Q9 open kernel holds
+    both rules): a circle across slab faces beside the slip face y = 0, the same bits on 1-3
+    slabs."""
+    bodies = [{"name": "cyl", "shape": "circle", "centre": [10.0, 4.1], "radius": 3.4}]
+
+    def make_case(n, weights):
+        case = body_case(40, 24, n, bodies=bodies, decomposition__weights=weights)
+        case["domain"]["boundaries"]["y"] = "slip"
+        return case
+
+    _check_splits(make_case, [(1, None), (2, None), (3, None)], 80, 0.04)
+
+
+@pytest.mark.parametrize("bounds, precision, storage", [
+    ({}, "float64", None), ({}, "float32", "float16"),
+    ({"y": "slip"}, "float64", None), ({"y": "slip", "z": "slip"}, "float32", "float16")])
+def test_bitwise_identical_across_splits_3d(bounds, precision, storage) -> None:
     """A sphere across slab faces and a cylinder along y through every slab: the same bits
-    (fields, forces) on 1-4 slabs, fp16 storage included."""
-    bodies = [{"name": "ball", "shape": "sphere", "centre": [7.3, 5.2, 6.1], "radius": 2.6},
+    (fields, forces) on 1-4 slabs, fp16 storage included. With free-slip y faces (and the
+    split axis's z faces; valid since BODIES_SLIP_QUADRATIC, issue #21) the sphere sits beside
+    a slip face and the cylinder touches both: 1-3 slabs and an uneven split."""
+    from simsplit.case import validate_case
+
+    bodies = [{"name": "ball", "shape": "sphere", "centre": [7.3, 2.9 if bounds else 5.2, 6.1],
+               "radius": 2.6},
               {"name": "rod", "shape": "cylinder", "centre": [16.4, 0, 5.7], "axis": "y",
                "diameter": 3.1}]
 
     def make_case(n, weights):
         case = body_case_3d(24, 10, 12, n, bodies=bodies, run__precision=precision,
                             decomposition__weights=weights)
+        case["domain"]["boundaries"].update(bounds)
         if storage:
             case["run"]["storage"] = storage
         return case
 
-    _check_splits(make_case, [(1, None), (2, None), (3, None), (4, None), (2, [1, 3])], 20,
-                  0.03)
+    case = make_case(1, None)
+    case["domain"]["bounce_back"] = "quadratic"
+    validate_case(case)
+    splits = ([(1, None), (2, None), (3, None), (3, [1, 3, 2])] if bounds else
+              [(1, None), (2, None), (3, None), (4, None), (2, [1, 3])])
+    _check_splits(make_case, splits, 20, 0.03)
 
 
 def test_halos_are_deep_only_with_quadratic_links() -> None:
@@ -200,33 +226,6 @@ def test_poiseuille_between_off_grid_walls(collision) -> None:
         assert errors[offset]["quadratic"] < 0.8 * errors[offset]["linear"], offset
     for e in errors.values():
         assert max(e["linear"], e["quadratic"]) < 0.2 * e["halfway"]
-
-
-@pytest.mark.parametrize("bounds, precision, storage", [
-    ({"y": "slip"}, "float64", None), ({"y": "slip", "z": "slip"}, "float32", "float16")])
-def test_bitwise_identical_across_splits_3d_slip(bounds, precision, storage) -> None:
-    """Quadratic links with free-slip faces in 3D (issue #21; slip y faces, and the split
-    axis's z faces too): a sphere across slab faces beside a slip face and a cylinder across y
-    touching both slip faces, the same bits (fields, forces) on 1, 2 and 3 slabs and an uneven
-    split; the case is valid (it was refused before BODIES_SLIP_QUADRATIC)."""
-    from simsplit.case import validate_case
-
-    bodies = [{"name": "ball", "shape": "sphere", "centre": [7.3, 2.9, 6.1], "radius": 2.6},
-              {"name": "rod", "shape": "cylinder", "centre": [16.4, 0, 5.7], "axis": "y",
-               "diameter": 3.1}]
-
-    def make_case(n, weights):
-        case = body_case_3d(24, 10, 12, n, bodies=bodies, run__precision=precision,
-                            decomposition__weights=weights)
-        case["domain"]["boundaries"].update(bounds)
-        if storage:
-            case["run"]["storage"] = storage
-        return case
-
-    case = make_case(1, None)
-    case["domain"]["bounce_back"] = "quadratic"
-    validate_case(case)
-    _check_splits(make_case, [(1, None), (2, None), (3, None), (3, [1, 3, 2])], 20, 0.03)
 
 
 def _slip_channel(bounce: str, offset: float) -> tuple[float, float]:

@@ -795,8 +795,11 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // general one where it applies (the outlet kinds' code cost 3 % at 3D-1Z, BENCHMARKS.md).
 // BODIES_QUADRATIC: every outlet kind and quadratic interpolated bounce-back (its code in the
 // other variants made the float ones spill 128 bytes under their 64-register cap; this one
-// asks for three resident blocks instead of four; no slip rule: a 3D case with free-slip
-// faces and quadratic links is refused at setup, simsplit/fluid/setup.py).
+// asks for three resident blocks instead of four). BODIES_SLIP_QUADRATIC: both the slip rule
+// and quadratic links (a slab with slip cells and quadratic links), a variant of its own so
+// that BODIES_SLIP and BODIES_QUADRATIC keep their code; in float it asks for two resident
+// blocks (at three, 80 registers, the float/e4m11 one with rho/u stores and the force spilled
+// 24 bytes under nvcc 13.0, sm_90).
 // Mirrors the NEAR_WALL branch of simsplit/backends/cpu/d3q19.py operation for operation.
 //
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
@@ -903,7 +906,8 @@ __device__ __forceinline__ T specular_3d(int q, const S* __restrict__ f_src,
 // What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
 // `src`; outlet_u: own_velocity_3d of the cell (read only where kind is FLAG_OUTLET and the
 // outlet's rule takes the pressure outlet's value). OPEN (BODIES_*): which open-face rules
-// are compiled in (free-slip walls: BODIES_SLIP only); a variant without them never sees
+// are compiled in (free-slip walls: BODIES_SLIP and BODIES_SLIP_QUADRATIC; quadratic links:
+// BODIES_QUADRATIC and BODIES_SLIP_QUADRATIC); a variant without them never sees
 // their flags (the launcher's choice).
 template <int OPEN, typename T, typename S, typename P>
 __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag_t own,
@@ -934,7 +938,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
                                       k, ny, nz);
         }
     }
-    if constexpr (OPEN == BODIES_SLIP) {
+    if constexpr (OPEN == BODIES_SLIP || OPEN == BODIES_SLIP_QUADRATIC) {
         if (kind == FLAG_SLIP)
             return specular_3d(q, f_src, flags, plane, cell, i, j, nx, ny, pitch, layer, per_x,
                                per_y, own_opp);
@@ -949,8 +953,8 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
             lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)), o);
         const T own_q =
             lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
-        if (OPEN == BODIES_QUADRATIC && quadratic) {  // |w| own_opp + w1 A, then + w2 B unless
-                                                      // w2 is 0 (as the CPU kernel)
+        if ((OPEN == BODIES_QUADRATIC || OPEN == BODIES_SLIP_QUADRATIC) && quadratic) {
+            // |w| own_opp + w1 A, then + w2 B unless w2 is 0 (as the CPU kernel)
             const T w1 = __ldg(population_at(links, L::Q + q, plane, cell));
             const T w2 = __ldg(population_at(links, 2 * L::Q + q, plane, cell));
             if (w >= T(0.0)) {  // A, B: f*_opp at x + c_q and x + 2 c_q
@@ -982,7 +986,9 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 // Resident blocks per SM the bodies kernel asks of the register allocator (see above).
 template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
 {
-    return sizeof(T) == 4 ? (OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC ? 3 : 4) : 1;
+    if (sizeof(T) != 4) return 1;
+    if (OPEN == BODIES_SLIP_QUADRATIC) return 2;
+    return OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC ? 3 : 4;
 }
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>

@@ -2,7 +2,7 @@
 
     python scripts/bench_bodies.py [--backend cupy] [--steps 10000] [--only 2D|3D]
         [--d3 10 20 40] [--precision3d float64 float32] [--kernels-only]
-        [--links halfway quadratic slip]
+        [--links halfway quadratic slip slip-quadratic]
 
 For the D2Q9 cylinder (Schäfer-Turek 2D-1 geometry, 8800 x 1640, float32) and the D3Q19 3D-1Z
 cylinder (D = 10 cells: 250 x 41 x 41, float64) it prints, beside the plain box (lid-driven
@@ -21,7 +21,8 @@ bodies kernel (every outlet kind compiled in) instead of the variant the launche
 kernels only (box with its production sweep, box one step per sweep, cylinder, cylinder with
 the general kernel), STEPS scaled to the grid's cells (at least MIN_STEPS). --links adds
 cylinder rows (kernels only) with other walls than the case's: halfway or quadratic bounce-back
-on the cylinder, or free-slip side walls (y, and z in 3D) with the case's links;
+on the cylinder, or free-slip side walls (y, and z in 3D) with the case's links or quadratic
+ones (slip-quadratic: the D3Q19 bodies kernel's BODIES_SLIP_QUADRATIC);
 --kernels-only times 2D's box and cylinder kernels too (unless --only 3D).
 """
 
@@ -49,7 +50,10 @@ LINKS = {"halfway": {2: ["domain.bounce_back=halfway"], 3: ["domain.bounce_back=
          "linear": {2: ["domain.bounce_back=linear"], 3: ["domain.bounce_back=linear"]},
          "quadratic": {2: ["domain.bounce_back=quadratic"], 3: ["domain.bounce_back=quadratic"]},
          "slip": {2: ["domain.boundaries.y=slip"],
-                  3: ["domain.boundaries.y=slip", "domain.boundaries.z=slip"]}}
+                  3: ["domain.boundaries.y=slip", "domain.boundaries.z=slip"]},
+         "slip-quadratic": {2: ["domain.boundaries.y=slip", "domain.bounce_back=quadratic"],
+                            3: ["domain.boundaries.y=slip", "domain.boundaries.z=slip",
+                                "domain.bounce_back=quadratic"]}}
 
 
 def grid_3d(d: int) -> list[int]:

@@ -297,8 +297,9 @@ def test_d3q19_bodies_variants_named_and_picked() -> None:
                     (True, "zero_gradient"): "any_outlet", (True, "convective"): "any_outlet"}
     assert source.d3q19_bodies_open(False, 0, quadratic=True) == "quadratic"
     assert source.d3q19_bodies_open(True, 1, quadratic=True) == "quadratic"
-    with pytest.raises(ValueError, match="free-slip walls and quadratic links"):
-        source.d3q19_bodies_open(fl.SLIP, 0, quadratic=True)
+    for slab in (fl.SLIP, fl.SLIP | fl.INLET | fl.OUTLET):  # both rules: the variant of both
+        assert source.d3q19_bodies_open(slab, 2, quadratic=True) == "slip_quadratic"
+    assert source.D3Q19_BODIES_OPEN[-1] == "slip_quadratic"  # appended: the others' codes stay
     names = source.name_expressions("d3q19.cu")
     header = source.generated_header()
     for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
@@ -964,7 +965,8 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     else if (open == BODIES_PRESSURE_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_PRESSURE_OUTLET) }
     else if (open == BODIES_ANY_OUTLET) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_ANY_OUTLET) }
     else if (open == BODIES_SLIP) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_SLIP) }
-    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_QUADRATIC) }
+    else if (open == BODIES_QUADRATIC) { SIMSPLIT_EMU_BODIES_OPEN(BODIES_QUADRATIC) }
+    else { SIMSPLIT_EMU_BODIES_OPEN(BODIES_SLIP_QUADRATIC) }
 #undef SIMSPLIT_EMU_BODIES_OPEN
 #undef SIMSPLIT_EMU_BODIES
 }
@@ -1254,8 +1256,24 @@ def test_emulated_d3q19_bodies_without_open_faces_match_cpu(emulated_3d, precisi
                         OUTLETS[0])
 
 
+@pytest.mark.parametrize("precision, storage, faces, padded, bounce", [
+    ("float32", "float32", ("inlet", "outlet"), False, "quadratic"),
+    ("float32", "float16", ("periodic", "periodic"), True, "quadratic"),
+    ("float64", "e4m11", ("outlet", "inlet"), True, "quadratic"),
+    ("float32", "float16", ("inlet", "outlet"), True, "linear")])
+def test_emulated_d3q19_slip_bodies_match_cpu(emulated_3d, precision, storage, faces, padded,
+                                              bounce) -> None:
+    """Free-slip y faces and interpolated links together (issue #21): a cylinder across y
+    touching both slip faces, on a middle slab; the variant the launcher picks (quadratic:
+    BODIES_SLIP_QUADRATIC, linear: BODIES_SLIP) gives the CPU kernel's bits, fp16 and e4m11
+    storage included. Four cases, not the product: the coding of every pair is the other
+    bodies tests'."""
+    _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, False, OUTLETS[0],
+                        bounce, slip=True)
+
+
 def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outlet,
-                        bounce: str = "linear") -> None:
+                        bounce: str = "linear", slip: bool = False) -> None:
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1265,14 +1283,19 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
     from simsplit.fluid.geometry import build_bodies
     from simsplit.fluid.geometry.grid import GridGeometry
     from simsplit.fluid.geometry.links import link_weights
+    from simsplit.numerics import flags as fl
     from simsplit.numerics.lattice import D3Q19
     from simsplit.numerics.lbm_params import D3Q19Params
 
     nx, ny, nz_all, k0, nz = 13, 7, 12, 4, 4
     open_faces = "inlet" in faces
     periodic_x = faces[0] == "periodic"
-    (body,) = build_bodies({"shape": [nx, ny, nz_all], "bodies": [
-        {"name": "s", "shape": "sphere", "centre": [6.2, 3.3, 5.9], "radius": 2.4}]}, faces)
+    # slip: free-slip y faces, and a cylinder across y touching both (links beside the slip
+    # faces, and links that cross a slip face into the body)
+    spec = ({"name": "c", "shape": "cylinder", "centre": [6.2, 0, 5.9], "axis": "y",
+             "diameter": 4.8} if slip else
+            {"name": "s", "shape": "sphere", "centre": [6.2, 3.3, 5.9], "radius": 2.4})
+    (body,) = build_bodies({"shape": [nx, ny, nz_all], "bodies": [spec]}, faces)
     quadratic = bounce == "quadratic"
     links = link_weights([body], body.cells, D3Q19, (periodic_x, periodic_y, False), quadratic)
     assert (links[:19] > 0).any() and ((links[:19] < 0) & (links[:19] != -1)).any()
@@ -1280,12 +1303,13 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
     rng = np.random.default_rng(5)
     inflow = (sign * 0.07 * rng.uniform(0.3, 1, (nz_all, ny)) if open_faces
               else np.zeros((nz_all, ny)))
-    geometry = GridGeometry(body.cells, faces, inflow, False, links, quadratic)
+    geometry = GridGeometry(body.cells, faces, inflow, False, links, quadratic, y_slip=slip)
     params = D3Q19Params(1 / 0.8, 1 / 1.2, 0.0, 1e-5, 2e-5, -1e-5, periodic_x, periodic_y,
                          inlet_scale=0.41, outlet_density=0.991, **outlet_params(*outlet))
     block = D3Q19Block(CPUBackend(), nx, ny, nz, k0, (Face.HALO, Face.HALO), params, precision,
                        storage, geometry=geometry)
-    assert bool(block.open_faces) == open_faces
+    assert bool(block.open_faces & (fl.INLET | fl.OUTLET)) == open_faces
+    assert bool(block.open_faces & fl.SLIP) == slip
     if open_faces:
         assert (block.flags[1:-1, 1:-1, 0] == (8 if faces[0] == "inlet" else 16)).all()
     assert (block.flags[0] & 32).any() and (block.flags[1:-1] & 32).any()  # CURVED
@@ -1323,8 +1347,10 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
         weights = _padded_copy(grown)[:, g - 1:nz + g + 1]
     fn = getattr(lib, f"bodies3_{block.dtype.name}_{block.storage.name}")
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
-    picked = source.d3q19_bodies_open(open_faces, params.outlet_kind, quadratic)
-    for variant in dict.fromkeys((picked, "quadratic" if quadratic else "any_outlet")):
+    picked = source.d3q19_bodies_open(block.open_faces, params.outlet_kind, quadratic)
+    general = ("slip" if slip else "any_outlet") if not quadratic else (
+        "slip_quadratic" if slip else "quadratic")
+    for variant in dict.fromkeys((picked, general)):
         emu_dst = _padded_copy(np.zeros_like(deep)) if padded else np.zeros_like(deep)
         emu_dst = emu_dst[:, g - 1:deep.shape[1] + 1 - g]
         emu_slots = None if before is None else before.copy()

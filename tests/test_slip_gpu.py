@@ -23,7 +23,7 @@ CASES = {
 
 
 def _run(which: str, backend: str, precision: str, subdomains: int, storage: str | None = None,
-         steps: int = 120) -> tuple[np.ndarray, np.ndarray]:
+         steps: int = 120, bounce: str = "halfway") -> tuple[np.ndarray, np.ndarray]:
     from simsplit import Simulation
     from tests.conftest import fluid_case
 
@@ -33,7 +33,7 @@ def _run(which: str, backend: str, precision: str, subdomains: int, storage: str
                                       run__backend=backend, run__precision=precision,
                                       run__devices=None if backend == "cpu" else [0])
     case["domain"] = {"shape": list(shape), "boundaries": {"lid": False, **bounds},
-                      "bodies": [body]}
+                      "bodies": [body], "bounce_back": bounce}
     if storage:
         case["run"]["storage"] = storage
     sim = Simulation(case)
@@ -41,20 +41,37 @@ def _run(which: str, backend: str, precision: str, subdomains: int, storage: str
     return sim.velocity(), sim.density()
 
 
-@pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
-@pytest.mark.parametrize("precision", ["float64", "float32"])
-@pytest.mark.parametrize("which", list(CASES))
-def test_slip_matches_cpu_and_splits(backend: str, precision: str, which: str) -> None:
-    ref = _run(which, "cpu", precision, 2)
-    runs = [_run(which, backend, precision, n) for n in (1, 2, 3, 4)]
+def _check_against_cpu_and_splits(which: str, backend: str, precision: str,
+                                  storage: str | None = None, bounce: str = "halfway") -> None:
+    """``backend`` against the CPU backend to the precision's tolerance, the same bits on 1-4
+    slabs."""
+    ref = _run(which, "cpu", precision, 2, storage, bounce=bounce)
+    runs = [_run(which, backend, precision, n, storage, bounce=bounce) for n in (1, 2, 3, 4)]
     errs = [_rel_err(a, b) for a, b in zip(runs[1], ref, strict=True)]
     same = all(np.array_equal(a, b) for a, b in zip(runs[1], ref, strict=True))
-    print(f"slip {which} {backend} {precision}: velocity {errs[0]:.2e}, density "
-          f"{errs[1]:.2e}; bitwise against the CPU {same}")
+    print(f"slip {which} {backend} {precision}/{storage} {bounce}: velocity {errs[0]:.2e}, "
+          f"density {errs[1]:.2e}; bitwise against the CPU {same}")
     assert max(errs) <= TOL[precision]
     for n, got in enumerate(runs[1:], start=2):
         for a, b in zip(got, runs[0], strict=True):
             np.testing.assert_array_equal(a, b, err_msg=f"{n} slabs")
+
+
+@pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("which", list(CASES))
+def test_slip_matches_cpu_and_splits(backend: str, precision: str, which: str) -> None:
+    _check_against_cpu_and_splits(which, backend, precision)
+
+
+@pytest.mark.parametrize("backend", [_gpu_param(b) for b in GPU_BACKENDS])
+@pytest.mark.parametrize("precision, storage", [("float64", None), ("float32", None),
+                                                ("float32", "float16")])
+@pytest.mark.parametrize("which", ["3d_yz", "3d_xz"])
+def test_slip_quadratic_matches_cpu_and_splits(backend: str, precision: str,
+                                               storage: str | None, which: str) -> None:
+    """Free-slip faces and quadratic links in 3D (the CUDA C variant BODIES_SLIP_QUADRATIC)."""
+    _check_against_cpu_and_splits(which, backend, precision, storage, "quadratic")
 
 
 @pytest.mark.parametrize("which", ["3d_yz", "3d_xz"])

@@ -247,9 +247,8 @@ DOMAIN_SCHEMA = {
                            "boxes, polygons, spheres, cylinders and STL meshes, and the wall "
                            "of a mask's level set (values: sdf or grey; a mask of solid cells "
                            "alone stays halfway, with a warning; quadratic links whose second "
-                           "fluid cell is missing take "
-                           "the linear rule; in 3D quadratic is refused with free-slip "
-                           "walls, docs/bodies.md).",
+                           "fluid cell is missing take the linear rule; each rule also with "
+                           "free-slip walls, docs/bodies.md).",
         },
         "inlet": {
             "type": "object", "additionalProperties": False,

@@ -45,11 +45,6 @@ def check_fluid_case(case: dict[str, Any]) -> None:
         raise CaseError("run.streaming: aa is not allowed with domain.bodies, inlets, "
                         "outlets or free-slip walls (allowed: two-lattice)")
     _check_records(case, open_faces, slip)
-    if (slip and len(case["domain"]["shape"]) == 3
-            and case["domain"].get("bounce_back") == "quadratic"):
-        # no D3Q19 bodies kernel variant holds both rules (source.D3Q19_BODIES_OPEN)
-        raise CaseError("domain.bounce_back: quadratic is not allowed in 3D with free-slip "
-                        "walls (domain.boundaries: slip; allowed there: halfway, linear)")
     if has_re and not bounds["lid"] and not inflow:
         raise CaseError("fluid.reynolds: needs a lid (domain.boundaries.lid: true) or an "
                         "inlet; give fluid.viscosity instead")

@@ -72,12 +72,13 @@ D3Q19_BODIES_BLOCK_X = 64
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
 #: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and
-#: free-slip walls, every outlet kind and quadratic bounce-back. The launcher takes the
-#: smallest that holds a slab's flags and its outlet's kind (d3q19_bodies_open); free-slip
-#: walls and quadratic links have variants of their own so that the others keep their
-#: registers (in float either rule needs more than the 64 of four resident blocks); no variant
-#: holds both (a 3D case with slip faces and quadratic links is refused at setup)
-D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip", "quadratic")
+#: free-slip walls, every outlet kind and quadratic bounce-back, every outlet kind with both.
+#: The launcher takes the smallest that holds a slab's flags and its outlet's kind
+#: (d3q19_bodies_open); free-slip walls and quadratic links have variants of their own so that
+#: the others keep their registers (in float either rule needs more than the 64 of four
+#: resident blocks), and the two together one more (appended: the others' codes stay)
+D3Q19_BODIES_OPEN = ("walls", "pressure_outlet", "any_outlet", "slip", "quadratic",
+                     "slip_quadratic")
 #: the D3Q19 two-step (temporally blocked) kernel, d3q19_stream_collide_two_steps: cells of a
 #: block's x-y column (TX, TY), planes of step t + 1 populations its shared-memory ring holds
 #: (3, or 4 for one barrier per plane), resident blocks per SM asked of the register allocator
@@ -375,10 +376,7 @@ def d3q19_bodies_open(open_faces: int, outlet_kind: int, quadratic: bool = False
     outlets) and an outlet of kind ``outlet_kind`` (``lbm_params.OUTLET_*``), with quadratic
     links or not."""
     if quadratic:
-        if open_faces & flags.SLIP:
-            raise ValueError("no D3Q19 bodies kernel variant holds both free-slip walls and "
-                             "quadratic links")
-        return "quadratic"
+        return "slip_quadratic" if open_faces & flags.SLIP else "quadratic"
     if open_faces & flags.SLIP:
         return "slip"
     if not open_faces:

@@ -137,6 +137,16 @@ def test_poiseuille_error_at_float32_storage(one_thread) -> None:
     assert errs["neq16"] < 1e-2 * errs["float16"]
 
 
+def test_bench_takes_neq16(capsys) -> None:
+    """``simsplit bench --storage neq16`` runs both lattices and counts their record bytes."""
+    from simsplit.cli.commands import main
+
+    assert main(["bench", "--backend", "cpu", "--grid", "6x5x4", "--grid", "8x8", "--steps", "2",
+                 "--repeats", "1", "--precision", "float32", "--storage", "neq16"]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines() if " neq16 " in ln]
+    assert [r[6] for r in rows] == ["109", "61"]
+
+
 def test_bytes_and_memory_count_records() -> None:
     from simsplit.cli import bench
 

@@ -25,7 +25,7 @@ import numpy as np
 from simsplit.backends import Backend, get_backend, resolve_backend_name
 from simsplit.backends.base import DirectReplay
 from simsplit.numerics.lattice import D3Q19, Q
-from simsplit.numerics.storage import bytes_per_update
+from simsplit.numerics.storage import STORAGE_DTYPES, bytes_per_update
 
 #: steps recorded in one graph: even (buffers end where they began), long enough to amortise
 #: the replay call, short enough to capture quickly
@@ -262,7 +262,7 @@ def _parse_grid(text: str) -> tuple[int, ...]:
 def add_storage_argument(parser: argparse.ArgumentParser) -> None:
     """``--storage`` and ``--streaming``: how grids hold their populations."""
     parser.add_argument("--storage", default=None,
-                        choices=["float16", "e4m11", "float32", "float64"],
+                        choices=list(STORAGE_DTYPES),
                         help="population storage of 2D and 3D grids (run.storage; default: "
                              "--precision)")
     parser.add_argument("--streaming", default=None, choices=["two-lattice", "aa"],

@@ -46,6 +46,9 @@ class _Device:
     def __exit__(self, *exc: Any) -> None:
         return None
 
+    def synchronize(self) -> None:
+        return None
+
 
 @pytest.fixture
 def cuda_c_d3q19(monkeypatch):
@@ -153,3 +156,34 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     assert len(compiled) == 1
     with pytest.raises(ValueError, match="halo buffer"):
         kernels.pack(f, 1, 0, np.zeros((5, buf.shape[1]), np.uint16))
+
+
+def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
+    """The D2Q9 set (one module for everything) takes neq16 records: a step launches the
+    records' pull kernel, halos the records' halo kernels (9 of 15 slots a row), populations
+    still their own."""
+    _, _, launches = cuda_c_d3q19
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    mod = importlib.import_module("simsplit.backends.cuda_c.d2q9")
+    monkeypatch.setattr(mod, "check_launch_device", lambda device: None)
+    kernels = mod.D2Q9Kernels(0)
+    assert kernels.records
+    f = padded_empty(np, (15, 10, 12), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((8, 10), np.float32) for _ in range(3)]
+    params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
+    kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    buf = np.zeros((9, 12), np.uint16)
+    kernels.pack(f, 1, 0, buf)
+    assert launches[-1] == "lbm_pack<D2Q9Records, unsigned short>"
+    kernels.unpack(buf, f, 0, 1)
+    assert launches[-1] == "lbm_unpack<D2Q9Records, unsigned short>"
+    h = padded_empty(np, (9, 10, 12), np.float32)
+    kernels.pack(h, 1, 0, np.zeros((3, 12), np.float32))
+    assert launches[-1] == "lbm_pack<D2Q9, float>"
+    with pytest.raises(ValueError, match="halo buffer"):
+        kernels.pack(f, 1, 0, np.zeros((3, 12), np.uint16))

@@ -414,12 +414,16 @@ class D2Q9Kernels:
         return rings[key]
 
     def pack(self, f, row, direction, buf):
-        _pack(raw_view(f), row, _halo_slots(f, direction), raw_view(buf))
+        _pack(raw_view(f), row, halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS),
+              raw_view(buf))
 
     def unpack(self, buf, f, row, direction):
-        _unpack(raw_view(buf), raw_view(f), row, _halo_slots(f, direction))
+        _unpack(raw_view(buf), raw_view(f), row,
+                halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS))
 
 
-def _halo_slots(f: np.ndarray, direction: int) -> np.ndarray:
-    """The stored slots of ``f`` a halo in ``direction`` moves."""
-    return _NEQ_HALO_SLOTS[direction] if f.dtype == NEQ16_DTYPE else _HALO_DIRS[direction]
+def halo_rows(f: np.ndarray, direction: int, populations: np.ndarray,
+              records: np.ndarray) -> np.ndarray:
+    """The stored slots of ``f`` a halo in ``direction`` moves: a lattice's crossing
+    populations (``populations[direction]``) or, for neq16 records, ``records[direction]``."""
+    return (records if f.dtype == NEQ16_DTYPE else populations)[direction]

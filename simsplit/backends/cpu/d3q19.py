@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from simsplit.backends.cpu.d2q9 import _pack, _unpack
+from simsplit.backends.cpu.d2q9 import _pack, _unpack, halo_rows
 from simsplit.backends.cpu.d3q19_collide import _CX, _CY, _CZ, _OPP, _PAIRS, _W, _collide
 from simsplit.backends.cpu.d3q19_neq import stream_collide_neq
 from simsplit.backends.cpu.jit_cache import announce_compile
@@ -398,12 +398,9 @@ class D3Q19Kernels:
         kernel(*args)
 
     def pack(self, f, layer, direction, buf):
-        _pack(_layers(raw_view(f)), layer, _halo_slots(f, direction), raw_view(buf))
+        _pack(_layers(raw_view(f)), layer, halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS),
+              raw_view(buf))
 
     def unpack(self, buf, f, layer, direction):
-        _unpack(raw_view(buf), _layers(raw_view(f)), layer, _halo_slots(f, direction))
-
-
-def _halo_slots(f: np.ndarray, direction: int) -> np.ndarray:
-    """The stored slots of ``f`` a halo in ``direction`` moves."""
-    return _NEQ_HALO_SLOTS[direction] if f.dtype == NEQ16_DTYPE else _HALO_DIRS[direction]
+        _unpack(raw_view(buf), _layers(raw_view(f)), layer,
+                halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS))

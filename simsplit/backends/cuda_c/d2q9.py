@@ -25,6 +25,8 @@ from simsplit.numerics.lbm_params import D2Q9Params
 from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
 
 _N_CROSS = len(UP)
+#: rows of a neq16 records halo: the crossing populations' significands and the whole record
+_RECORD_CROSS = len(halo_slots(Q, UP))
 
 
 def compile_options(device: int) -> tuple[str, ...]:
@@ -93,11 +95,12 @@ class D2Q9Kernels:
             self._collide = {(dt, st, s, o): module.get_function(
                 source.stream_collide_name(dt, st, s, o))
                 for dt, st in source.STORAGE_PAIRS for s in (False, True) for o in (False, True)}
-            self._pack = {st: module.get_function(source.pack_name("D2Q9", st))
-                          for st in source.STORAGE_CTYPES}
+            stored = (*source.STORAGE_CTYPES, NEQ16_DTYPE)
+            self._pack = {st: module.get_function(source.pack_name("D2Q9", st)) for st in stored}
             self._unpack = {st: module.get_function(source.unpack_name("D2Q9", st))
-                            for st in source.STORAGE_CTYPES}
-            self._records = {n: module.get_function(n) for n in source.d2q9_neq_expressions()}
+                            for st in stored}
+            self._records = {s: module.get_function(source.d2q9_neq_name(s))
+                             for s in (False, True)}
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
@@ -126,7 +129,7 @@ class D2Q9Kernels:
         out = {source.stream_collide_name(*v): k for v, k in self._collide.items()}
         out.update({source.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
         out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
-        out.update(self._records)
+        out.update({source.d2q9_neq_name(s): k for s, k in self._records.items()})
         return out
 
     def _params(self, p: D2Q9Params, dtype: np.dtype) -> tuple[Any, ...]:
@@ -241,7 +244,7 @@ class D2Q9Kernels:
         args = self._args(name, (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), om_p, om_m, lid_u, fx, fy, per_x))
-        kern = self._records[name]
+        kern = self._records[bool(store_macro)]
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (source.BLOCK_X,), args))
 
@@ -294,7 +297,8 @@ class D2Q9Kernels:
 
     def _halo(self, kernels: dict, f, row: int, direction: int, buf, src, dst) -> None:
         q, h, w = f.shape
-        if buf.shape != (_N_CROSS, w) or buf.dtype != f.dtype:
+        cross = _RECORD_CROSS if f.dtype == NEQ16_DTYPE else _N_CROSS
+        if buf.shape != (cross, w) or buf.dtype != f.dtype:
             raise ValueError(f"halo buffer {buf.shape} {buf.dtype} does not fit f {f.shape}")
         if not 0 <= row < h or direction not in (0, 1):
             raise ValueError(f"row {row} / direction {direction} out of range")
@@ -307,32 +311,10 @@ class D2Q9Kernels:
         args = self._args(name, (src, dst, plane, pitch, pitch, np.int32(w), np.int32(w),
                                  np.int32(row), np.int32(direction)))
         with self._dev:
-            self._run(name, (f,), lambda: kern((_grid_x(w), _N_CROSS), (source.BLOCK_X,), args))
+            self._run(name, (f,), lambda: kern((_grid_x(w), cross), (source.BLOCK_X,), args))
 
     def pack(self, f, row: int, direction: int, buf) -> None:
-        if f.dtype == NEQ16_DTYPE:
-            return self._records_halo(True, f, row, direction, buf)
         self._halo(self._pack, f, row, direction, buf, f, buf)
 
     def unpack(self, buf, f, row: int, direction: int) -> None:
-        if f.dtype == NEQ16_DTYPE:
-            return self._records_halo(False, f, row, direction, buf)
         self._halo(self._unpack, f, row, direction, buf, buf, f)
-
-    def _records_halo(self, pack: bool, f, row: int, direction: int, buf) -> None:
-        """The halo of neq16 records: each crossing population's significand and the whole
-        record's moments and power of two."""
-        slots = len(halo_slots(Q, UP))
-        _, h, w = f.shape
-        if buf.shape != (slots, w) or buf.dtype != f.dtype or not 0 <= row < h:
-            raise ValueError(f"halo buffer {buf.shape} {buf.dtype} / row {row} does not fit "
-                             f"records {f.shape}")
-        check_launch_device(self.device)
-        name = f"lbm_{'pack' if pack else 'unpack'}<D2Q9Records, {source.NEQ_CTYPE}>"
-        plane, pitch = (np.int64(v) for v in element_strides(f)[:2])
-        src, dst = (f, buf) if pack else (buf, f)
-        args = (src, dst, plane, pitch, pitch, np.int32(w), np.int32(w), np.int32(row),
-                np.int32(direction))
-        kern = self._records[name]
-        with self._dev:
-            self._run(name, (f,), lambda: kern((_grid_x(w), slots), (source.BLOCK_X,), args))

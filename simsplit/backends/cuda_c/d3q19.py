@@ -27,7 +27,7 @@ import numpy as np
 
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options, quadratic_args
-from simsplit.backends.cuda_c.d3q19_neq import D3Q19NeqKernels
+from simsplit.backends.cuda_c.d3q19_neq import HALO_SLOTS, D3Q19NeqKernels
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
@@ -163,7 +163,8 @@ class D3Q19Kernels:
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
-        self._records = D3Q19NeqKernels(device)
+        self._records = D3Q19NeqKernels(device, functools.partial(
+            _module, device, source.BLOCK_X, tuple(source.d3q19_neq_expressions())))
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -172,9 +173,17 @@ class D3Q19Kernels:
         """Compile and load the kernels of ``storage`` (a PopulationStorage) before any launch:
         a launch inside a graph capture must not load a module."""
         if storage.records:
-            self.registers += self._records.prepare()
+            self._load_records()
             return
         self._load(storage.arith, storage.dtype)
+
+    def _load_records(self) -> None:
+        """The neq16 records' kernels: pull steps and halos (a module of their own)."""
+        if NEQ16_DTYPE in self._pack:
+            return
+        self.registers += self._records.prepare()
+        self._pack[NEQ16_DTYPE] = self._records.kernel(source.pack_name(_NAME, NEQ16_DTYPE))
+        self._unpack[NEQ16_DTYPE] = self._records.kernel(source.unpack_name(_NAME, NEQ16_DTYPE))
 
     def _load(self, dtype: Any, storage: Any) -> None:
         """The kernels of (arithmetic ``dtype``, ``storage``) populations: one module per pair
@@ -454,25 +463,25 @@ class D3Q19Kernels:
     def _halo(self, kernels: dict, f, layer: int, direction: int, buf, src, dst) -> None:
         q, d, h, w = f.shape
         size = h * w
-        if buf.shape != (_N_CROSS, size) or buf.dtype != f.dtype:
+        records = f.dtype == NEQ16_DTYPE
+        cross = HALO_SLOTS if records else _N_CROSS
+        if buf.shape != (cross, size) or buf.dtype != f.dtype:
             raise ValueError(f"halo buffer {buf.shape} {buf.dtype} does not fit f {f.shape}")
         if not 0 <= layer < d or direction not in (0, 1):
             raise ValueError(f"layer {layer} / direction {direction} out of range")
         check_launch_device(self.device)
-        if f.dtype not in kernels:  # any pair of this storage type holds its halo kernels
+        if records:
+            self._load_records()
+        elif f.dtype not in kernels:  # any pair of this storage type holds its halo kernels
             self._load(next(a for a, st in source.STORAGE_PAIRS if st == f.dtype), f.dtype)
         plane, layer_stride, pitch = (np.int64(v) for v in element_strides(f)[:3])
         with self._dev:
-            kernels[f.dtype]((_grid_x(size), _N_CROSS), (source.BLOCK_X,),
+            kernels[f.dtype]((_grid_x(size), cross), (source.BLOCK_X,),
                              (src, dst, plane, layer_stride, pitch, np.int32(w), np.int32(size),
                               np.int32(layer), np.int32(direction)))
 
     def pack(self, f, layer: int, direction: int, buf) -> None:
-        if f.dtype == NEQ16_DTYPE:
-            return self._records.halo(True, f, layer, direction, buf)
         self._halo(self._pack, f, layer, direction, buf, f, buf)
 
     def unpack(self, buf, f, layer: int, direction: int) -> None:
-        if f.dtype == NEQ16_DTYPE:
-            return self._records.halo(False, f, layer, direction, buf)
         self._halo(self._unpack, f, layer, direction, buf, buf, f)

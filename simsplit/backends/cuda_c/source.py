@@ -394,13 +394,22 @@ def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
     return grid, threads, D3Q19_FUSED_RING * D3Q19.q * threads * itemsize
 
 
+def _halo_args(lattice: str, dtype: np.dtype | type) -> str:
+    """Template arguments of the halo kernels for values stored as ``dtype``: the lattice's
+    crossing populations, or for neq16 records (``<lattice>Records``) their significands and
+    the whole record."""
+    if np.dtype(dtype) == NEQ16_DTYPE:
+        return f"{lattice}Records, {NEQ_CTYPE}"
+    return f"{lattice}, {_storage_ctype(dtype)}"
+
+
 def pack_name(lattice: str, dtype: np.dtype | type) -> str:
-    """Halo pack of populations stored as ``dtype``."""
-    return f"lbm_pack<{lattice}, {_storage_ctype(dtype)}>"
+    """Halo pack of populations (or neq16 records) stored as ``dtype``."""
+    return f"lbm_pack<{_halo_args(lattice, dtype)}>"
 
 
 def unpack_name(lattice: str, dtype: np.dtype | type) -> str:
-    return f"lbm_unpack<{lattice}, {_storage_ctype(dtype)}>"
+    return f"lbm_unpack<{_halo_args(lattice, dtype)}>"
 
 
 def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> str:
@@ -417,7 +426,7 @@ def d2q9_neq_name(store_macro: bool) -> str:
 def d2q9_neq_expressions() -> list[str]:
     """The D2Q9 records' pull kernels and halo kernels (in the D2Q9 module)."""
     return [d2q9_neq_name(False), d2q9_neq_name(True),
-            f"lbm_pack<D2Q9Records, {NEQ_CTYPE}>", f"lbm_unpack<D2Q9Records, {NEQ_CTYPE}>"]
+            pack_name("D2Q9", NEQ16_DTYPE), unpack_name("D2Q9", NEQ16_DTYPE)]
 
 
 def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
@@ -430,7 +439,7 @@ def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
 def d3q19_neq_expressions() -> list[str]:
     """The neq16 pair's module: its pull kernels and the records' halo kernels."""
     return [*(d3q19_neq_name(s, f, w) for s, f, w in itertools.product((False, True), repeat=3)),
-            f"lbm_pack<D3Q19Records, {NEQ_CTYPE}>", f"lbm_unpack<D3Q19Records, {NEQ_CTYPE}>"]
+            pack_name("D3Q19", NEQ16_DTYPE), unpack_name("D3Q19", NEQ16_DTYPE)]
 
 
 def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,

@@ -110,11 +110,12 @@ def test_d2q9_16_bit_numba_cuda_splits_and_cpu(backend: str, flow: str, storage:
     assert err <= 1e-3
 
 
-@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("backend", [_gpu_param("cupy"), _gpu_param("numba-cuda")])
 @pytest.mark.parametrize("flow", ["cavity", "channel"])
-def test_neq16_cupy_equals_cpu_and_splits(backend: str, flow: str) -> None:
-    """run.storage neq16 in 2D (d2q9_stream_collide_neq): cupy writes the CPU's records bit
-    for bit, on 1, 2 and 3 slabs (record halos, CUDA graphs past 32 steps)."""
+def test_neq16_gpu_equals_cpu_and_splits(backend: str, flow: str) -> None:
+    """run.storage neq16 in 2D (cupy: d2q9_stream_collide_neq; numba-cuda: the CPU's codec
+    compiled for the device): each GPU backend writes the CPU's records bit for bit, on 1, 2
+    and 3 slabs (record halos, CUDA graphs past 32 steps on cupy)."""
     want = _run("cpu", flow, "neq16", 2)
     runs = [_run(backend, flow, "neq16", n) for n in (1, 2, 3)]
     assert runs[0][0].dtype == np.uint16 and runs[0][0].shape[0] == 15

@@ -113,6 +113,57 @@ def test_pack_unpack_match_cpu(dtype, direction) -> None:
 
 
 @in_child
+@pytest.mark.parametrize("direction", [0, 1])
+def test_pack_unpack_of_neq16_records_match_cpu(direction) -> None:
+    """neq16 records (15 uint16 slots a cell): a halo moves the crossing populations'
+    significands and the whole record's moments and exponent, the CPU's slots."""
+    cpu, gpu = _backends()
+    rng = np.random.default_rng(5)
+    f = rng.integers(0, 2**16, (15, 7, 10), dtype=np.uint16)
+    buf_in = rng.integers(0, 2**16, (9, 10), dtype=np.uint16)
+    for row in (1, 5):
+        want = np.zeros((9, 10), np.uint16)
+        cpu.d2q9.pack(f, row, direction, want)
+        got = gpu.zeros((9, 10), np.uint16)
+        gpu.d2q9.pack(gpu.asarray(f), row, direction, got)
+        np.testing.assert_array_equal(gpu.to_host(got), want)
+        assert np.count_nonzero(want) > 80  # every slot of the buffer written
+    for row in (0, 6):
+        want = f.copy()
+        cpu.d2q9.unpack(buf_in, want, row, direction)
+        got = gpu.asarray(f)
+        gpu.d2q9.unpack(gpu.asarray(buf_in), got, row, direction)
+        np.testing.assert_array_equal(gpu.to_host(got), want)
+
+
+@in_child
+@pytest.mark.parametrize("flow", ["cavity", "channel"])
+def test_neq16_records_match_cpu(flow) -> None:
+    """run.storage neq16 in 2D: a forced lid cavity, or a forced channel periodic in x, on 1
+    and 2 slabs (record halos) writes the CPU's records, velocity and density bit for bit."""
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import raw_populations
+    from simsplit.parallel.context import ParallelContext
+
+    fluid = {"reynolds": None, "viscosity": 0.05, "body_force": [2e-5, -1e-5]}
+    bounds = {"x": "periodic", "y": "wall", "lid": False} if flow == "channel" else None
+    runs = {}
+    for backend, subdomains in (("cpu", 1), ("numba-cuda", 1), ("numba-cuda", 2)):
+        case = _fluid_case(5, 6, subdomains, "float32", fluid, bounds)
+        case["run"].update(backend=backend, storage="neq16")
+        solver = FluidSolver(case, ParallelContext(backend, transport="local"))
+        solver.step(3)
+        runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
+                                       solver.density())
+    ref = runs[("cpu", 1)]
+    assert ref[0].dtype == np.uint16 and ref[0].shape == (15, 6, 5)
+    assert np.abs(ref[1]).max() > (0.05 if flow == "cavity" else 1e-5)
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=str(key))
+
+
+@in_child
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_split_identity_and_cpu_agreement(precision) -> None:
     from simsplit.fluid.solver import FluidSolver

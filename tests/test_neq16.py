@@ -178,14 +178,16 @@ def test_refused_in_one_line(over: dict[str, Any], key: str) -> None:
 
 
 def test_backend_without_record_kernels_refused(monkeypatch) -> None:
-    """A kernel set that does not hold records (every GPU backend today) refuses when the
-    block starts, in one line."""
+    """A kernel set that does not hold records (none today: cpu, cupy and numba-cuda do)
+    refuses when the block starts, in one line naming the allowed storages."""
     from simsplit.backends.cpu import d3q19
 
     monkeypatch.setattr(d3q19.D3Q19Kernels, "records", False)
     with pytest.raises(BackendUnavailable) as info:
         Simulation(case3d((8, 8, 8)))
-    assert "run.storage: neq16 is not allowed on backend cpu" in str(info.value)
+    text = str(info.value)
+    assert "run.storage: neq16 is not allowed on backend cpu" in text and "\n" not in text
+    assert "allowed: float16, e4m11, float32" in text
 
 
 @pytest.mark.skipif(IN_SIMULATOR, reason="compiles for sm_90 through NVVM")

@@ -93,7 +93,7 @@ FLUID_RUN_PROPERTIES = {
                        "deviations from their equilibrium in 16 bits under one power of two "
                        "a cell: error near float32 storage's at 109 B per D3Q19 update (153 "
                        "float32, 77 float16; D2Q9 61 B); float32 arithmetic, walls, the lid, "
-                       "forcing and periodic faces, backends cpu and cupy.",
+                       "forcing and periodic faces, backends cpu, cupy and numba-cuda.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

@@ -90,44 +90,24 @@ def test_stream_collide_matches_cpu(dtype, collision, periodic, top, force) -> N
 
 
 @in_child
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int16])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int16, np.uint16])
 @pytest.mark.parametrize("direction", [0, 1])
 def test_pack_unpack_match_cpu(dtype, direction) -> None:
-    """Every population storage type (int16: e4m11 bits)."""
+    """Every population storage type (int16: e4m11 bits; uint16: neq16 records, 15 slots a
+    cell, of which a halo moves the crossing populations' significands and the whole record's
+    moments and exponent: 9)."""
     cpu, gpu = _backends()
     rng = np.random.default_rng(3)
-    f = (rng.random((9, 7, 10)) * 1000).astype(dtype)
-    buf_in = (rng.random((3, 10)) * 1000).astype(dtype)
+    slots, rows = (15, 9) if dtype == np.uint16 else (9, 3)
+    f = (rng.random((slots, 7, 10)) * 1000).astype(dtype)
+    buf_in = (rng.random((rows, 10)) * 1000).astype(dtype)
     for row in (1, 5):
-        want = np.zeros((3, 10), dtype)
+        want = np.zeros((rows, 10), dtype)
         cpu.d2q9.pack(f, row, direction, want)
-        got = gpu.zeros((3, 10), dtype)
+        got = gpu.zeros((rows, 10), dtype)
         gpu.d2q9.pack(gpu.asarray(f), row, direction, got)
         np.testing.assert_array_equal(gpu.to_host(got), want)
-    for row in (0, 6):
-        want = f.copy()
-        cpu.d2q9.unpack(buf_in, want, row, direction)
-        got = gpu.asarray(f)
-        gpu.d2q9.unpack(gpu.asarray(buf_in), got, row, direction)
-        np.testing.assert_array_equal(gpu.to_host(got), want)
-
-
-@in_child
-@pytest.mark.parametrize("direction", [0, 1])
-def test_pack_unpack_of_neq16_records_match_cpu(direction) -> None:
-    """neq16 records (15 uint16 slots a cell): a halo moves the crossing populations'
-    significands and the whole record's moments and exponent, the CPU's slots."""
-    cpu, gpu = _backends()
-    rng = np.random.default_rng(5)
-    f = rng.integers(0, 2**16, (15, 7, 10), dtype=np.uint16)
-    buf_in = rng.integers(0, 2**16, (9, 10), dtype=np.uint16)
-    for row in (1, 5):
-        want = np.zeros((9, 10), np.uint16)
-        cpu.d2q9.pack(f, row, direction, want)
-        got = gpu.zeros((9, 10), np.uint16)
-        gpu.d2q9.pack(gpu.asarray(f), row, direction, got)
-        np.testing.assert_array_equal(gpu.to_host(got), want)
-        assert np.count_nonzero(want) > 80  # every slot of the buffer written
+        assert np.count_nonzero(want) > 0.9 * want.size  # every row of the buffer written
     for row in (0, 6):
         want = f.copy()
         cpu.d2q9.unpack(buf_in, want, row, direction)

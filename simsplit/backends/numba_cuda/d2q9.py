@@ -323,6 +323,22 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
 
 
 @functools.cache
+def _rates(dtype: np.dtype) -> Any:
+    """``rates(omega_p, omega_m) -> (om_p, om_m, src_p, src_m)``: the TRT rates in ``dtype``
+    and the Guo source weights 1 - om / 2 of the symmetric and antisymmetric parts, as the
+    population kernels compute them."""
+    dt = dtype.type
+    mul = _exact_mul(dtype)
+
+    @cuda.jit(device=True)
+    def rates(omega_p, omega_m):
+        om_p = dt(omega_p)
+        om_m = dt(omega_m)
+        return om_p, om_m, dt(1.0) - mul(dt(0.5), om_p), dt(1.0) - mul(dt(0.5), om_m)
+    return rates
+
+
+@functools.cache
 def _records_kernel() -> Any:
     """The pull step on neq16 records, float32 arithmetic: the CPU's ``d2q9_neq`` kernel body
     per cell (walls, the lid, forcing, periodic x; the case checks refuse the rest), records
@@ -331,6 +347,7 @@ def _records_kernel() -> Any:
     dt = np.float32
     mul = _exact_mul(np.dtype(dt))
     collide = _collision(np.dtype(dt), NEQ16_DTYPE)
+    rates = _rates(np.dtype(dt))
     pull, store = neq.codec()
     cz = (0,) * Q
 
@@ -341,15 +358,10 @@ def _records_kernel() -> Any:
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
         if i > nx:
             return
-        one = dt(1.0)
-        half = dt(0.5)
-        om_p = dt(omega_p)
-        om_m = dt(omega_m)
+        om_p, om_m, src_p, src_m = rates(omega_p, omega_m)
         lid_u = dt(lid_velocity)
         fx = dt(force_x)
         fy = dt(force_y)
-        src_p = one - mul(half, om_p)
-        src_m = one - mul(half, om_m)
         fl = cuda.local.array(9, dtype=dt)
         post = cuda.local.array(9, dtype=dt)
         feq = cuda.local.array(9, dtype=dt)

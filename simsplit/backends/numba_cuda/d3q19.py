@@ -28,6 +28,7 @@ from simsplit.backends.numba_cuda.d2q9 import (
     _exact_mul,
     _halo_set,
     _launcher,
+    _rates,
     _records_only,
     halo_kernels,
 )
@@ -360,6 +361,7 @@ def _records_kernel() -> Any:
     dt = np.float32
     mul = _exact_mul(np.dtype(dt))
     collide = _collision(np.dtype(dt), NEQ16_DTYPE)
+    rates = _rates(np.dtype(dt))
     pull, store = neq.codec()
 
     @cuda.jit
@@ -372,16 +374,11 @@ def _records_kernel() -> Any:
         j = cuda.blockIdx.y + 1
         if i > nx or j > ny:
             return
-        one = dt(1.0)
-        half = dt(0.5)
-        om_p = dt(omega_p)
-        om_m = dt(omega_m)
+        om_p, om_m, src_p, src_m = rates(omega_p, omega_m)
         lid_u = dt(lid_velocity)
         fx = dt(force_x)
         fy = dt(force_y)
         fz = dt(force_z)
-        src_p = one - mul(half, om_p)
-        src_m = one - mul(half, om_m)
         fl = cuda.local.array(19, dtype=dt)
         post = cuda.local.array(19, dtype=dt)
         feq = cuda.local.array(19, dtype=dt)

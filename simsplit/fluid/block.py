@@ -68,8 +68,7 @@ class SlabBlock:
         getattr(self.kernels, "prepare", lambda st: None)(self.storage)
         if self.storage.records and not getattr(self.kernels, "records", False):
             raise BackendUnavailable(f"run.storage: neq16 is not allowed on backend {backend.name} "
-                                     f"for {lattice.name} (allowed: float16, e4m11, float32; "
-                                     "neq16 runs on backends cpu, cupy and numba-cuda)")
+                                     f"for {lattice.name} (allowed: float16, e4m11, float32)")
         self.aa = streaming == "aa"
         if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
             raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "

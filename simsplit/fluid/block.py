@@ -69,6 +69,11 @@ class SlabBlock:
         if self.storage.records and not getattr(self.kernels, "records", False):
             raise BackendUnavailable(f"run.storage: neq16 is not allowed on backend {backend.name} "
                                      f"for {lattice.name} (allowed: float16, e4m11, float32)")
+        if (self.storage.records and not getattr(self.kernels, "records_boundaries", False)
+                and (getattr(self, "geometry", None) is not None or Face.SLIP in faces)):
+            raise BackendUnavailable(f"run.storage: neq16 with domain.bodies, inlets, outlets or "
+                                     f"free-slip walls is not allowed on backend {backend.name} "
+                                     "(allowed: backend cpu; or run.storage float16, e4m11)")
         self.aa = streaming == "aa"
         if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
             raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "

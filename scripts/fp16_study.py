@@ -638,6 +638,7 @@ CASES = {
     "poiseuille3d": lambda s: poiseuille3d(s),
     "cylinder2d_d10": lambda s: cylinder2d(s, 10),  # linear links, native storages only
     "cylinder2d_d20": lambda s: cylinder2d(s, 20),
+    "cylinder2d_d40": lambda s: cylinder2d(s, 40),  # on a GPU (--backend cupy)
 }
 
 
@@ -707,8 +708,8 @@ def main() -> None:
             u, errs = runs[st]
             ref = runs[next(iter(runs))][0]
             vs64 = float(np.abs(u - ref).max())
-            info = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                            for k, v in errs.items())
+            info = " ".join(f"{k} {v:.7g}" if k in VALUES else f"{k} {v:.4g}"
+                            if isinstance(v, float) else f"{k} {v}" for k, v in errs.items())
             neq = f"  {NEQ_RUNS.pop().stats()}" if NEQ_RUNS else ""
             print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
                   f"({time.perf_counter() - t0:.0f} s){neq}", flush=True)

@@ -148,6 +148,11 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
     assert launches[-1] == "d3q19_stream_collide_neq<false, true, lbm::offset_t>"
+    # bodies, inlets, outlets or free-slip walls (inlet speeds given): one variant, every rule
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True,
+                           inlet=np.zeros((nz + 2, ny + 2), np.float32))
+    assert launches[-1] == ("d3q19_stream_collide_bodies<float, unsigned short, true, true, "
+                            "BODIES_SLIP_QUADRATIC>")
     buf = np.zeros((13, f.shape[2] * f.shape[3]), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D3Q19Records, unsigned short>"
@@ -180,6 +185,10 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    # a slab with open rules (here an inlet's speeds): the kernel with every rule, on records
+    kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
+                           inlet=np.zeros(10, np.float32), columns=(2, 5))
+    assert launches[-1] == "d2q9_stream_collide<float, unsigned short, false, true>"
     buf = np.zeros((9, 12), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D2Q9Records, unsigned short>"

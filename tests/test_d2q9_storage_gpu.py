@@ -111,10 +111,12 @@ def test_d2q9_16_bit_numba_cuda_splits_and_cpu(backend: str, flow: str, storage:
 
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy")])
-@pytest.mark.parametrize("flow", ["cavity", "channel"])
+@pytest.mark.parametrize("flow", ["cavity", "channel", "bodies"])
 def test_neq16_cupy_equals_cpu_and_splits(backend: str, flow: str) -> None:
-    """run.storage neq16 in 2D (d2q9_stream_collide_neq): cupy writes the CPU's records bit
-    for bit, on 1, 2 and 3 slabs (record halos, CUDA graphs past 32 steps)."""
+    """run.storage neq16 in 2D (d2q9_stream_collide_neq; bodies: an inlet, a pressure outlet
+    and a circle with linear links, d2q9_stream_collide on records, and the forces reduced on
+    the device from records): cupy writes the CPU's records bit for bit, on 1, 2 and 3 slabs
+    (record halos, CUDA graphs past 32 steps)."""
     want = _run("cpu", flow, "neq16", 2)
     runs = [_run(backend, flow, "neq16", n) for n in (1, 2, 3)]
     assert runs[0][0].dtype == np.uint16 and runs[0][0].shape[0] == 15

@@ -62,72 +62,57 @@ def _is_records(f) -> bool:
     return isinstance(f, types.BaseTuple)
 
 
+_CX2, _CY2, _W2 = d2._CX, d2._CY, d2._W
+_CX3, _CY3, _CZ3, _W3 = d3._CX, d3._CY, d3._CZ, d3._W
+
+
 @overload(load_2d)
 def _load_2d(f, q, j, i, wq):
-    if _is_records(f):
-        cx, cy, cz, w = d2._CX, d2._CY, _CZ_2D, d2._W
-
-        def rec(f, q, j, i, wq):
-            return pull(f[0], q, 0, j, i, cx, cy, cz, w)
-        return rec
+    def rec(f, q, j, i, wq):
+        return pull(f[0], q, 0, j, i, _CX2, _CY2, _CZ_2D, _W2)
 
     def pops(f, q, j, i, wq):
         return _decode(f[q, j, i], wq)
-    return pops
+    return rec if _is_records(f) else pops
 
 
 @overload(stage_2d)
 def _stage_2d(f_dst, out, j, i):
-    if _is_records(f_dst):
-        def rec(f_dst, out, j, i):
-            return out, 0, 0
-        return rec
+    def rec(f_dst, out, j, i):
+        return out, 0, 0
 
     def pops(f_dst, out, j, i):
         return f_dst, j, i
-    return pops
+    return rec if _is_records(f_dst) else pops
 
 
 @overload(commit_2d)
 def _commit_2d(f_dst, out, feq, j, i):
-    if _is_records(f_dst):
-        cx, cy, cz, w = d2._CX, d2._CY, _CZ_2D, d2._W
-
-        def rec(f_dst, out, feq, j, i):
-            store(f_dst[0], out[:, 0, 0], feq, 0, j, i, cx, cy, cz, w)
-        return rec
+    def rec(f_dst, out, feq, j, i):
+        store(f_dst[0], out[:, 0, 0], feq, 0, j, i, _CX2, _CY2, _CZ_2D, _W2)
 
     def pops(f_dst, out, feq, j, i):
         pass
-    return pops
+    return rec if _is_records(f_dst) else pops
 
 
 @overload(load_3d)
 def _load_3d(f, q, k, j, i, wq):
-    if _is_records(f):
-        cx, cy, cz, w = d3._CX, d3._CY, d3._CZ, d3._W
-
-        def rec(f, q, k, j, i, wq):
-            return pull(f[0], q, k, j, i, cx, cy, cz, w)
-        return rec
+    def rec(f, q, k, j, i, wq):
+        return pull(f[0], q, k, j, i, _CX3, _CY3, _CZ3, _W3)
 
     def pops(f, q, k, j, i, wq):
         return _decode(f[q, k, j, i], wq)
-    return pops
+    return rec if _is_records(f) else pops
 
 
 @overload(commit_3d)
 def _commit_3d(f_dst, post, feq, k, j, i):
-    if _is_records(f_dst):
-        cx, cy, cz, w = d3._CX, d3._CY, d3._CZ, d3._W
-
-        def rec(f_dst, post, feq, k, j, i):
-            store(f_dst[0], post, feq, k, j, i, cx, cy, cz, w)
-        return rec
-    w3 = d3._W
+    def rec(f_dst, post, feq, k, j, i):
+        store(f_dst[0], post, feq, k, j, i, _CX3, _CY3, _CZ3, _W3)
 
     def pops(f_dst, post, feq, k, j, i):
         dt = post.dtype.type
         for q in range(19):
-            f_dst[q, k, j, i] = _encode(post[q], dt(w3[q]), f_dst)
-    return pops
+            f_dst[q, k, j, i] = _encode(post[q], dt(_W3[q]), f_dst)
+    return rec if _is_records(f_dst) else pops

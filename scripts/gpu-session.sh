@@ -17,9 +17,10 @@
 #            per sweep), the two-step kernel's check and speed for both
 #   acc25    issue 25 accuracy: 3D cavity Re 1000 128^3, float64 / float32 / fp16 / e4m11
 #            storage against Albensoeder & Kuhlmann (2005) (scripts/fp16_study.py; minutes)
-#   neq25    run.storage neq16 (issue 25): its GPU tests (cupy == CPU, 1-3 slabs, D2Q9 and
-#            D3Q19), MLUPS at 512^3 and 8192^2 against float32 and float16 storage in the same
-#            run, then the 3D cavity Re 1000 128^3 with f64 / f32 / neq16 (ACC25_STORAGES)
+#   neq25    run.storage neq16 (issue 25): its GPU tests (cupy and numba-cuda == CPU, 1-3
+#            slabs, D2Q9 and D3Q19), MLUPS at 512^3 and 8192^2 against float32 and float16
+#            storage in the same run and numba-cuda's at 256^3, then the 3D cavity Re 1000
+#            128^3 with f64 / f32 / neq16 (ACC25_STORAGES)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdtypes  Kob-Andersen 80:20 against one type, as a crystal and as a liquid at the same T,
 #            64k and 1M atoms, cupy + numba-cuda (issue 22)
@@ -214,7 +215,7 @@ if has acc25; then
 fi
 if has neq25; then
     note "run.storage neq16: GPU tests, speed, the Re 1000 cube (issue 25)"
-    timeout 300 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
+    timeout 420 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
         tests/test_d2q9_storage_gpu.py tests/test_bodies3d_gpu.py -k neq16 2>&1 | quiet \
         | tail -8 | tee "$OUT/neq25-tests.log"
     for grid in 512x512x512 8192x8192; do
@@ -224,6 +225,12 @@ if has neq25; then
                 --repeats 3 --no-graph --precision float32 --storage $st 2>&1 | quiet | tail -3 \
                 | tee -a "$OUT/bench-neq25.log"
         done
+    done
+    for st in neq16 float16; do  # numba-cuda's records kernels: a bit-level twin, not a speed path
+        echo "-- numba-cuda 256x256x256 $st"
+        timeout 150 python3 -m simsplit bench --backend numba-cuda --grid 256x256x256 --steps 20 \
+            --repeats 3 --no-graph --precision float32 --storage $st 2>&1 | quiet | tail -3 \
+            | tee -a "$OUT/bench-neq25.log"
     done
     timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
         --storages ${ACC25_STORAGES:-f64,f32,f32/neq16} 2>&1 | quiet | tee "$OUT/acc25-neq16.log"

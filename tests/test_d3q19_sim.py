@@ -170,26 +170,30 @@ def test_bodies_split_identity_and_cpu_agreement(outlet, bounce) -> None:
 
 
 # --- populations stored narrower than the arithmetic (run.storage, issue #25) ---------------
-def _narrow_case(backend: str, subdomains: int, storage: str) -> dict:
-    """A 4 x 3 x 6 box, walls, the lid and a body force, float32 arithmetic on ``storage``."""
+def _narrow_case(backend: str, subdomains: int, storage: str,
+                 boundaries: dict | None = None) -> dict:
+    """A 4 x 3 x 6 box, walls, the lid and a body force (or other ``boundaries``), float32
+    arithmetic on ``storage``."""
     from simsplit.case import validate_case
 
     return validate_case({
         "physics": "fluid",
         "fluid": {"reynolds": None, "viscosity": 0.05, "lid_velocity": 0.1,
                   "body_force": [2e-5, -1e-5, 3e-6]},
-        "domain": {"shape": [4, 3, 6]}, "decomposition": {"subdomains": subdomains},
+        "domain": {"shape": [4, 3, 6], **({"boundaries": boundaries} if boundaries else {})},
+        "decomposition": {"subdomains": subdomains},
         "run": {"backend": backend, "precision": "float32", "storage": storage,
                 "transport": "local"},
         "output": {"dir": None}})
 
 
 @in_child
-@pytest.mark.parametrize("storage", ["float16", "e4m11"])
+@pytest.mark.parametrize("storage", ["float16", "e4m11", "neq16"])
 def test_narrow_storage_box_matches_cpu(storage) -> None:
-    """16-bit populations with walls, the lid and a body force: numba-cuda on 1 and 2 slabs
-    (halos of stored bits) equals the CPU bit for bit, stored populations, velocity and
-    density; a 2-slab checkpoint (stored bits) resumes on 1 slab with the same bits."""
+    """16-bit populations (neq16: cell records) with walls, the lid and a body force:
+    numba-cuda on 1 and 2 slabs (halos of stored bits) equals the CPU bit for bit, stored
+    populations, velocity and density; a 2-slab checkpoint (stored bits) resumes on 1 slab
+    with the same bits."""
     from simsplit.fluid.solver import FluidSolver
     from simsplit.fluid.state import load_state, raw_populations, save_state
     from simsplit.numerics.storage import storage_dtype
@@ -221,6 +225,28 @@ def test_narrow_storage_box_matches_cpu(storage) -> None:
     resumed.step(1)
     for a, b in zip(state(resumed), ref, strict=True):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@in_child
+def test_neq16_periodic_channel_matches_cpu() -> None:
+    """neq16 records in a channel forced along x and z, periodic in both (z is the slab axis:
+    the record halos wrap round): numba-cuda on 1 and 2 slabs equals the CPU bit for bit."""
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import raw_populations
+    from simsplit.parallel.context import ParallelContext
+
+    bounds = {"x": "periodic", "y": "wall", "z": "periodic", "lid": False}
+    runs = {}
+    for backend, n in (("cpu", 1), ("numba-cuda", 1), ("numba-cuda", 2)):
+        s = FluidSolver(_narrow_case(backend, n, "neq16", bounds),
+                        ParallelContext(backend, None, "local"))
+        s.step(3)
+        runs[backend, n] = (raw_populations(s), s.velocity(), s.density())
+    ref = runs["cpu", 1]
+    assert ref[0].shape == (27, 6, 3, 4) and np.abs(ref[1]).max() > 1e-5
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=str(key))
 
 
 @in_child

@@ -22,7 +22,7 @@ from simsplit.fluid.state import load_state, raw_populations, save_state
 from simsplit.numerics import neq_storage
 from simsplit.numerics.lattice import D2Q9, D3Q19
 from simsplit.numerics.storage import bytes_per_update, population_storage
-from tests.conftest import body_case, body_case_3d, fluid_case
+from tests.conftest import IN_SIMULATOR, body_case, body_case_3d, fluid_case
 
 NEQ = {"run__precision": "float32", "run__storage": "neq16"}
 
@@ -181,14 +181,61 @@ def test_refused_in_one_line(over: dict[str, Any], key: str) -> None:
 
 
 def test_backend_without_record_kernels_refused(monkeypatch) -> None:
-    """A kernel set that does not hold records (every GPU backend today) refuses when the
-    block starts, in one line."""
+    """A kernel set that does not hold records (none today: cpu, cupy and numba-cuda do)
+    refuses when the block starts, in one line naming the allowed storages."""
     from simsplit.backends.cpu import d3q19
 
     monkeypatch.setattr(d3q19.D3Q19Kernels, "records", False)
     with pytest.raises(BackendUnavailable) as info:
         Simulation(case3d((8, 8, 8)))
-    assert "run.storage: neq16 is not allowed on backend cpu" in str(info.value)
+    text = str(info.value)
+    assert "run.storage: neq16 is not allowed on backend cpu" in text and "\n" not in text
+    assert "allowed: float16, e4m11, float32" in text
+
+
+@pytest.mark.skipif(IN_SIMULATOR, reason="compiles for sm_90 through NVVM")
+@pytest.mark.parametrize("lattice", ["d2q9", "d3q19"])
+def test_numba_cuda_records_compile_to_ptx_without_fma(monkeypatch, lattice: str) -> None:
+    """The Numba CUDA records kernel (the CPU codec compiled for the device), typed as its
+    launcher passes it, lowers to PTX for sm_90 without a fused multiply-add (neq_codec.product
+    is overloaded with mul.rn there; the simulator runs Python, so only NVVM tells), and the
+    records' halo kernels compile for uint16 slots."""
+    import re
+
+    import numba.cuda.dispatcher as dispatcher
+    from numba import cuda
+    from numba import types as nt
+
+    from simsplit.backends.numba_cuda import d2q9, d3q19
+
+    class _Sm90:  # device functions ask the current device for its architecture
+        compute_capability = (9, 0)
+
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Sm90())
+
+    def arr(t: Any, nd: int) -> Any:
+        return nt.Array(t, nd, "A")
+
+    i64, f64, b, rec, x = nt.int64, nt.float64, nt.boolean, arr(nt.uint16, 4), nt.float32
+    if lattice == "d3q19":
+        module, q = d3q19, 19
+        sig = (rec, rec, arr(nt.uint8, 3), *[arr(x, 3)] * 4, i64, i64, *[f64] * 6, b, b, b, b)
+    else:
+        module, q = d2q9, 9
+        sig = (rec, rec, arr(nt.uint8, 2), *[arr(x, 2)] * 3, i64, i64, *[f64] * 5, b, b)
+    ptx, _ = cuda.compile_ptx(module._records_kernel().py_func, sig, cc=(9, 0))
+    assert ".entry" in ptx and not re.search(r"\bfma\.rn\.f(32|64)", ptx)
+    assert ptx.count("mul.rn.f32") > 10 * q  # the equilibria's products, kept apart
+    from simsplit.backends.numba_cuda.neq import halo_table
+
+    table, per_set = halo_table(q)  # 9 of 15 slots a face in 2D, 13 of 27 in 3D
+    up = tuple(int(p) for p in neq_storage.lattice_of(q).up)
+    assert per_set == {9: 9, 19: 13}[q] and table[:len(up)] == up
+    for kernel in d2q9.halo_kernels(table, per_set):
+        args = ((arr(nt.uint16, 3), i64, i64, arr(nt.uint16, 2))
+                if kernel.py_func.__name__ == "pack"
+                else (arr(nt.uint16, 2), arr(nt.uint16, 3), i64, i64))
+        assert ".entry" in cuda.compile_ptx(kernel.py_func, args, cc=(9, 0))[0]
 
 
 # --- D2Q9 ---------------------------------------------------------------------------------------

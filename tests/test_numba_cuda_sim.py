@@ -90,26 +90,57 @@ def test_stream_collide_matches_cpu(dtype, collision, periodic, top, force) -> N
 
 
 @in_child
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int16])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int16, np.uint16])
 @pytest.mark.parametrize("direction", [0, 1])
 def test_pack_unpack_match_cpu(dtype, direction) -> None:
-    """Every population storage type (int16: e4m11 bits)."""
+    """Every population storage type (int16: e4m11 bits; uint16: neq16 records, 15 slots a
+    cell, of which a halo moves the crossing populations' significands and the whole record's
+    moments and exponent: 9)."""
     cpu, gpu = _backends()
     rng = np.random.default_rng(3)
-    f = (rng.random((9, 7, 10)) * 1000).astype(dtype)
-    buf_in = (rng.random((3, 10)) * 1000).astype(dtype)
+    slots, rows = (15, 9) if dtype == np.uint16 else (9, 3)
+    f = (rng.random((slots, 7, 10)) * 1000).astype(dtype)
+    buf_in = (rng.random((rows, 10)) * 1000).astype(dtype)
     for row in (1, 5):
-        want = np.zeros((3, 10), dtype)
+        want = np.zeros((rows, 10), dtype)
         cpu.d2q9.pack(f, row, direction, want)
-        got = gpu.zeros((3, 10), dtype)
+        got = gpu.zeros((rows, 10), dtype)
         gpu.d2q9.pack(gpu.asarray(f), row, direction, got)
         np.testing.assert_array_equal(gpu.to_host(got), want)
+        assert np.count_nonzero(want) > 0.9 * want.size  # every row of the buffer written
     for row in (0, 6):
         want = f.copy()
         cpu.d2q9.unpack(buf_in, want, row, direction)
         got = gpu.asarray(f)
         gpu.d2q9.unpack(gpu.asarray(buf_in), got, row, direction)
         np.testing.assert_array_equal(gpu.to_host(got), want)
+
+
+@in_child
+@pytest.mark.parametrize("flow", ["cavity", "channel"])
+def test_neq16_records_match_cpu(flow) -> None:
+    """run.storage neq16 in 2D: a forced lid cavity, or a forced channel periodic in x, on 1
+    and 2 slabs (record halos) writes the CPU's records, velocity and density bit for bit."""
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.fluid.state import raw_populations
+    from simsplit.parallel.context import ParallelContext
+
+    fluid = {"reynolds": None, "viscosity": 0.05, "body_force": [2e-5, -1e-5]}
+    bounds = {"x": "periodic", "y": "wall", "lid": False} if flow == "channel" else None
+    runs = {}
+    for backend, subdomains in (("cpu", 1), ("numba-cuda", 1), ("numba-cuda", 2)):
+        case = _fluid_case(5, 6, subdomains, "float32", fluid, bounds)
+        case["run"].update(backend=backend, storage="neq16")
+        solver = FluidSolver(case, ParallelContext(backend, transport="local"))
+        solver.step(3)
+        runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
+                                       solver.density())
+    ref = runs[("cpu", 1)]
+    assert ref[0].dtype == np.uint16 and ref[0].shape == (15, 6, 5)
+    assert np.abs(ref[1]).max() > (0.05 if flow == "cavity" else 1e-5)
+    for key, got in runs.items():
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=str(key))
 
 
 @in_child

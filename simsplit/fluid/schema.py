@@ -93,8 +93,9 @@ FLUID_RUN_PROPERTIES = {
                        "deviations from their equilibrium in 16 bits under one power of two "
                        "a cell: error near float32 storage's at 109 B per D3Q19 update (153 "
                        "float32, 77 float16; D2Q9 61 B); float32 arithmetic, two-lattice "
-                       "streaming, every boundary (bodies, inlets, outlets, free-slip walls "
-                       "too), backends cpu and cupy.",
+                       "streaming; every boundary (bodies, inlets, outlets, free-slip walls "
+                       "too) on backends cpu and cupy, boxes (walls, the lid, forcing, "
+                       "periodic faces) on numba-cuda too.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

@@ -4,7 +4,12 @@ float32, for the CPU's D2Q9 and D3Q19 stream-collide kernels (through :mod:`.cel
 The lattice comes in as tuples (c_x, c_y, c_z, w; c_z all zero and u_z zero in 2D, which adds
 exact zeros: the same bits as the 2D sums) and records as 4D arrays ``rec[slot, k, j, i]`` (a
 2D kernel passes its arrays with one plane, k = 0). The operations are those of
-``neq_storage.encode``/``decode``; scalar code the Numba CUDA target could compile too.
+``neq_storage.encode``/``decode``; scalar code the Numba CUDA backend compiles too (their
+``py_func``, :mod:`simsplit.backends.numba_cuda.neq`): products go through :func:`product`, which
+that backend overloads with a multiplication NVVM cannot fuse into a following add (the CPU
+target never fuses), so both targets round every operation alike. Nested helpers take scalars
+only: on Numba's CUDA simulator these device functions run as Python and call them compiled
+for the CPU.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import math
 
 import numba
 import numpy as np
+from numba.extending import overload
 
 from simsplit.backends.cpu.storage_codec import (
     float32_bits,
@@ -27,6 +33,18 @@ _INV_RHO_SCALE = 1.0 / RHO_SCALE
 _TOP = 2.0**NEQ_BITS
 
 
+def product(a, b):
+    """``a * b`` rounded once, never fused with an add or subtract that uses it."""
+    return a * b
+
+
+@overload(product, target="cpu")
+def _product_cpu(a, b):
+    def impl(a, b):
+        return a * b
+    return impl
+
+
 @numba.njit(inline="always")
 def _signed16(bits):
     v = np.int64(bits)
@@ -34,10 +52,9 @@ def _signed16(bits):
 
 
 @numba.njit(inline="always")
-def _velocity(rec, s, k, j, i):
-    """The float32 in slots (s, s + 1) of cell (k, j, i), low half first."""
-    bits = np.int64(rec[s, k, j, i]) | (np.int64(rec[s + 1, k, j, i]) << 16)
-    return np.float32(float32_from_bits(bits))
+def _velocity(low, high):
+    """The float32 of two uint16 halves."""
+    return np.float32(float32_from_bits(np.int64(low) | (np.int64(high) << 16)))
 
 
 @numba.njit(inline="always")
@@ -49,9 +66,9 @@ def _rho(bits):
 @numba.njit(inline="always")
 def _usq(ux, uy, uz):
     s = np.float32(0.0)
-    s += ux * ux
-    s += uy * uy
-    s += uz * uz
+    s += product(ux, ux)
+    s += product(uy, uy)
+    s += product(uz, uz)
     return s
 
 
@@ -60,24 +77,27 @@ def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
     """Equilibrium q of (rho, u) in float32, Lattice.equilibrium's operations and order."""
     dt = np.float32
     cu = dt(0.0)
-    cu += dt(cx[q]) * ux
-    cu += dt(cy[q]) * uy
-    cu += dt(cz[q]) * uz
-    poly = dt(1.0) + dt(3.0) * cu
-    poly = (poly + dt(4.5) * cu * cu) - dt(1.5) * usq
-    return dt(w[q]) * rho * poly
+    cu += product(dt(cx[q]), ux)
+    cu += product(dt(cy[q]), uy)
+    cu += product(dt(cz[q]), uz)
+    poly = dt(1.0) + product(dt(3.0), cu)
+    poly = (poly + product(product(dt(4.5), cu), cu)) - product(dt(1.5), usq)
+    return product(product(dt(w[q]), rho), poly)
 
 
 @numba.njit(inline="always")
 def pull(rec, q, k, j, i, cx, cy, cz, w):
     """Population q of cell (k, j, i) rebuilt from its record: f^eq_q + n_q 2^k."""
     n_q = len(w)
-    rho = _rho(rec[n_q + 1, k, j, i])
-    ux = _velocity(rec, n_q + 2, k, j, i)
-    uy = _velocity(rec, n_q + 4, k, j, i)
-    uz = _velocity(rec, n_q + 6, k, j, i) if rec.shape[0] > n_q + 6 else np.float32(0.0)
+    dt = np.float32  # around each helper's result: Python floats where this runs as Python
+    rho = dt(_rho(rec[n_q + 1, k, j, i]))
+    ux = dt(_velocity(rec[n_q + 2, k, j, i], rec[n_q + 3, k, j, i]))
+    uy = dt(_velocity(rec[n_q + 4, k, j, i], rec[n_q + 5, k, j, i]))
+    uz = dt(0.0)
+    if rec.shape[0] > n_q + 6:
+        uz = dt(_velocity(rec[n_q + 6, k, j, i], rec[n_q + 7, k, j, i]))
     dev = math.ldexp(float(_signed16(rec[q, k, j, i])), int(_signed16(rec[n_q, k, j, i])))
-    return np.float32(dev) + _feq(q, rho, ux, uy, uz, _usq(ux, uy, uz), cx, cy, cz, w)
+    return dt(dev) + dt(_feq(q, rho, ux, uy, uz, dt(_usq(ux, uy, uz)), cx, cy, cz, w))
 
 
 @numba.njit(inline="always")
@@ -93,19 +113,19 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
     for q in range(n_q):
         v = post[q]
         r += v
-        jx += dt(cx[q]) * v
-        jy += dt(cy[q]) * v
-        jz += dt(cz[q]) * v
+        jx += product(dt(cx[q]), v)
+        jy += product(dt(cy[q]), v)
+        jz += product(dt(cz[q]), v)
     inv = one / r
-    ux = jx * inv
-    uy = jy * inv
-    uz = jz * inv
-    rho_bits = half_from((r - one) * dt(RHO_SCALE))
-    rho = _rho(rho_bits)
-    usq = _usq(ux, uy, uz)
+    ux = product(jx, inv)
+    uy = product(jy, inv)
+    uz = product(jz, inv)
+    rho_bits = half_from(product(r - one, dt(RHO_SCALE)))
+    rho = dt(_rho(rho_bits))
+    usq = dt(_usq(ux, uy, uz))
     top = 0.0
     for q in range(n_q):
-        feq[q] = _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w)
+        feq[q] = dt(_feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w))
         a = abs(float(post[q] - feq[q]))
         if a > top:
             top = a

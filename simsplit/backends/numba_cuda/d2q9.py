@@ -25,11 +25,23 @@ import numpy as np
 from numba import cuda
 
 from simsplit.backends.cpu import storage_codec
+from simsplit.backends.cpu.rowgen import wrap
 from simsplit.backends.cpu.storage_codec import far_view, raw_view
 from simsplit.backends.cuda_c.source import BLOCK_X, MAX_GRID_Y
-from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, OUTLET, SLIP, SOLID
+from simsplit.backends.numba_cuda import neq
+from simsplit.numerics.flags import (
+    BOUNDARY,
+    CURVED,
+    INLET,
+    LID,
+    NEAR_WALL,
+    OUTLET,
+    SLIP,
+    SOLID,
+)
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP, Q
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE
 from simsplit.numerics.storage import population_storage
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -97,12 +109,24 @@ def _codec(dtype: np.dtype, storage: np.dtype) -> tuple[Any, Any]:
 
 
 @functools.cache
-def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
-    """The stream-collide kernel specialised for one precision and population storage
-    (constants typed in it)."""
+def _collision(dtype: np.dtype, storage: np.dtype) -> Any:
+    """``collide(fl, out, j, i, rho_out, ux_out, uy_out, om_p, om_m, fx, fy, src_p, src_m,
+    store_macro)``: the CPU kernels' collision of the pulled populations ``fl`` of cell (j, i),
+    products through ``mul``; each post-collision population goes to ``out[q, j, i]`` encoded
+    to ``storage`` or, for neq16 records (their own writer takes them all), to ``out[q]``, a
+    local array of the arithmetic type."""
     dt = dtype.type
     mul = _exact_mul(dtype)
-    decode, encode = _codec(dtype, storage)
+    if storage == NEQ16_DTYPE:
+        @cuda.jit(device=True)
+        def put(out, q, j, i, v, w):
+            out[q] = v
+    else:
+        encode = _codec(dtype, storage)[1]
+
+        @cuda.jit(device=True)
+        def put(out, q, j, i, v, w):
+            out[q, j, i] = encode(v, w)
 
     @cuda.jit(device=True)
     def relax_pair(fq, fo, q, r, ux, uy, usq, uf, fx, fy, om_p, om_m, src_p, src_m):
@@ -121,6 +145,50 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
         relax_p = mul(-om_p, f_p - feq_p) + mul(src_p, s_p)
         relax_m = mul(-om_m, f_m - feq_m) + mul(src_m, s_m)
         return fq + relax_p + relax_m, fo + relax_p - relax_m
+
+    @cuda.jit(device=True)
+    def collide(fl, out, j, i, rho_out, ux_out, uy_out, om_p, om_m, fx, fy, src_p, src_m,
+                store_macro):
+        one = dt(1.0)
+        half = dt(0.5)
+        r = dt(0.0)
+        jx = dt(0.0)
+        jy = dt(0.0)
+        for q in range(9):
+            r += fl[q]
+            jx += mul(dt(_CX[q]), fl[q])
+            jy += mul(dt(_CY[q]), fl[q])
+        inv = one / r
+        ux = mul(jx + mul(half, fx), inv)
+        uy = mul(jy + mul(half, fy), inv)
+        usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy))
+        uf = mul(ux, fx) + mul(uy, fy)
+        if store_macro:
+            rho_out[j - 1, i - 1] = r
+            ux_out[j - 1, i - 1] = ux
+            uy_out[j - 1, i - 1] = uy
+        # rest population: purely symmetric
+        feq0 = mul(mul(dt(_W[0]), r), one - usq)
+        s0 = mul(mul(dt(_W[0]), dt(-3.0)), uf)
+        put(out, 0, j, i, fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0), dt(_W[0]))
+        for k in range(len(_PAIRS)):
+            q = _PAIRS[k]
+            o = _OPP[q]
+            a, b = relax_pair(fl[q], fl[o], q, r, ux, uy, usq, uf, fx, fy, om_p, om_m,
+                              src_p, src_m)
+            put(out, q, j, i, a, dt(_W[q]))
+            put(out, o, j, i, b, dt(_W[o]))
+    return collide
+
+
+@functools.cache
+def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
+    """The stream-collide kernel specialised for one precision and population storage
+    (constants typed in it)."""
+    dt = dtype.type
+    mul = _exact_mul(dtype)
+    decode = _codec(dtype, storage)[0]
+    collide = _collision(dtype, storage)
 
     @cuda.jit(device=True)
     def anti_bounce_back(f_src, j, i, q, rho_w):
@@ -247,53 +315,115 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
                             else:
                                 v = mul(-k, v) + mul(one + k, decode(f_src[q, j, i], dt(_W[q])))
                         fl[q] = v
-                r = dt(0.0)
-                jx = dt(0.0)
-                jy = dt(0.0)
-                for q in range(9):
-                    r += fl[q]
-                    jx += mul(dt(_CX[q]), fl[q])
-                    jy += mul(dt(_CY[q]), fl[q])
-                inv = one / r
-                ux = mul(jx + mul(half, fx), inv)
-                uy = mul(jy + mul(half, fy), inv)
-                usq = mul(dt(1.5), mul(ux, ux) + mul(uy, uy))
-                uf = mul(ux, fx) + mul(uy, fy)
-                if store_macro:
-                    rho_out[j - 1, i - 1] = r
-                    ux_out[j - 1, i - 1] = ux
-                    uy_out[j - 1, i - 1] = uy
-                # rest population: purely symmetric
-                feq0 = mul(mul(dt(_W[0]), r), one - usq)
-                s0 = mul(mul(dt(_W[0]), dt(-3.0)), uf)
-                f_dst[0, j, i] = encode(fl[0] - mul(om_p, fl[0] - feq0) + mul(src_p, s0),
-                                        dt(_W[0]))
-                for k in range(len(_PAIRS)):
-                    q = _PAIRS[k]
-                    o = _OPP[q]
-                    a, b = relax_pair(fl[q], fl[o], q, r, ux, uy, usq, uf, fx, fy, om_p, om_m,
-                                      src_p, src_m)
-                    f_dst[q, j, i] = encode(a, dt(_W[q]))
-                    f_dst[o, j, i] = encode(b, dt(_W[o]))
+                collide(fl, f_dst, j, i, rho_out, ux_out, uy_out, om_p, om_m, fx, fy, src_p,
+                        src_m, store_macro)
             j += cuda.gridDim.y
 
     return stream_collide
 
 
-@cuda.jit
-def _pack(f, row, dir_set, buf):
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    k = cuda.blockIdx.y
-    if i < f.shape[2]:
-        buf[k, i] = f[_HALO[dir_set * _N_CROSS + k], row, i]
+@functools.cache
+def _rates(dtype: np.dtype) -> Any:
+    """``rates(omega_p, omega_m) -> (om_p, om_m, src_p, src_m)``: the TRT rates in ``dtype``
+    and the Guo source weights 1 - om / 2 of the symmetric and antisymmetric parts, as the
+    population kernels compute them."""
+    dt = dtype.type
+    mul = _exact_mul(dtype)
+
+    @cuda.jit(device=True)
+    def rates(omega_p, omega_m):
+        om_p = dt(omega_p)
+        om_m = dt(omega_m)
+        return om_p, om_m, dt(1.0) - mul(dt(0.5), om_p), dt(1.0) - mul(dt(0.5), om_m)
+    return rates
 
 
-@cuda.jit
-def _unpack(buf, f, row, dir_set):
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    k = cuda.blockIdx.y
-    if i < f.shape[2]:
-        f[_HALO[dir_set * _N_CROSS + k], row, i] = buf[k, i]
+@functools.cache
+def _records_kernel() -> Any:
+    """The pull step on neq16 records, float32 arithmetic: the CPU's ``d2q9_neq`` kernel body
+    per cell (walls, the lid, forcing, periodic x; the case checks refuse the rest), records
+    read and written by the CPU's codec (:func:`.neq.codec`), the collision :func:`_collision`'s.
+    Records come as one-plane 4D arrays ``(15, 1, ny + 2, nx + 2)``."""
+    dt = np.float32
+    mul = _exact_mul(np.dtype(dt))
+    collide = _collision(np.dtype(dt), NEQ16_DTYPE)
+    rates = _rates(np.dtype(dt))
+    pull, store = neq.codec()
+    cz = (0,) * Q
+
+    @cuda.jit
+    def stream_collide(src, dst, flags, rho_out, ux_out, uy_out, j0, j1, omega_p, omega_m,
+                       lid_velocity, force_x, force_y, periodic_x, store_macro):
+        nx = src.shape[3] - 2
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x + 1
+        if i > nx:
+            return
+        om_p, om_m, src_p, src_m = rates(omega_p, omega_m)
+        lid_u = dt(lid_velocity)
+        fx = dt(force_x)
+        fy = dt(force_y)
+        fl = cuda.local.array(9, dtype=dt)
+        post = cuda.local.array(9, dtype=dt)
+        feq = cuda.local.array(9, dtype=dt)
+        j = j0 + cuda.blockIdx.y
+        while j < j1:
+            if (flags[j, i] & SOLID) == 0:
+                for q in range(9):
+                    fl[q] = pull(src, q, 0, j - _CY[q], wrap(i - _CX[q], nx, periodic_x), _CX,
+                                 _CY, cz, _W)
+                if flags[j, i] & NEAR_WALL:
+                    for q in range(9):
+                        kind = flags[j - _CY[q], wrap(i - _CX[q], nx, periodic_x)]
+                        if kind & BOUNDARY:
+                            v = pull(src, _OPP[q], 0, j, i, _CX, _CY, cz, _W)
+                            if kind == LID:
+                                v += mul(dt(6.0 * _W[q] * _CX[q]), lid_u)
+                            fl[q] = v
+                collide(fl, post, j, i, rho_out, ux_out, uy_out, om_p, om_m, fx, fy, src_p,
+                        src_m, store_macro)
+                store(dst, post, feq, 0, j, i, _CX, _CY, cz, _W)
+            j += cuda.gridDim.y
+
+    return stream_collide
+
+
+@functools.cache
+def halo_kernels(table: tuple[int, ...], per_set: int) -> tuple[Any, Any]:
+    """``(pack, unpack)`` of stored slots ``table[s * per_set + k]`` (direction set s, k-th
+    slot) of one layer of ``f[slot, layer, n]`` to / from ``buf[k, n]``: a lattice's crossing
+    populations, or the slots of its neq16 records' halo."""
+
+    @cuda.jit
+    def pack(f, row, dir_set, buf):
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        k = cuda.blockIdx.y
+        if i < f.shape[2]:
+            buf[k, i] = f[table[dir_set * per_set + k], row, i]
+
+    @cuda.jit
+    def unpack(buf, f, row, dir_set):
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        k = cuda.blockIdx.y
+        if i < f.shape[2]:
+            f[table[dir_set * per_set + k], row, i] = buf[k, i]
+
+    return pack, unpack
+
+
+_pack, _unpack = halo_kernels(_HALO, _N_CROSS)
+
+
+def _halo_set(f: Any, populations: tuple[tuple[int, ...], int], q: int
+              ) -> tuple[tuple[int, ...], int]:
+    """The halo table of ``f``: the ``populations`` table of a lattice of ``q`` populations,
+    or for neq16 records their slots'."""
+    return neq.halo_table(q) if f.dtype == NEQ16_DTYPE else populations
+
+
+def _records_only(open_rules: tuple[Any, ...], dtype: Any) -> None:
+    """neq16 records: float32 arithmetic, walls and the lid (the case checks refuse the rest)."""
+    if any(a is not None for a in open_rules) or np.dtype(dtype) != np.float32:
+        raise ValueError("run.storage neq16: float32 arithmetic, walls and the lid only")
 
 
 def _block_x(n: int) -> int:
@@ -313,6 +443,9 @@ def _launcher(kernel: Any, grid: tuple[int, ...], block: int) -> Any:
 class D2Q9Kernels:
     """Numba CUDA launchers with the signature every backend's D2Q9 kernel set shares: the
     arithmetic type is that of the macroscopic fields, populations any run.storage type."""
+
+    #: takes run.storage neq16 (cell records: :func:`_records_kernel`)
+    records = True
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate
@@ -363,6 +496,15 @@ class D2Q9Kernels:
         bx = _block_x(nx)
         grid = ((nx + bx - 1) // bx, min(j1 - j0, MAX_GRID_Y))
         dt = np.dtype(rho.dtype)
+        if f_src.dtype == NEQ16_DTYPE:
+            _records_only((inlet, links, outlet_slots), dt)
+            plane = (f_src.shape[0], 1, *f_src.shape[1:])
+            with self._activate():
+                _launcher(_records_kernel(), grid, bx)(
+                    f_src.reshape(plane), f_dst.reshape(plane), flags, rho, ux, uy, j0, j1,
+                    float(p.omega_plus), float(p.omega_minus), float(p.lid_velocity),
+                    float(p.force_x), float(p.force_y), bool(p.periodic_x), bool(store_macro))
+            return
         launch = _launcher(_stream_collide_kernel(dt, np.dtype(f_src.dtype)), grid, bx)
         with self._activate():
             launch(raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, j0, j1,
@@ -374,14 +516,17 @@ class D2Q9Kernels:
                    float(p.outlet_pressure_weight), self._slots(outlet_slots, dt),
                    *far_view(far, f_src))
 
-    def _halo(self, kernel: Any, f, *args: Any) -> None:
+    def _halo(self, f, side: int, *args: Any) -> None:
+        """Pack (``side`` 0) or unpack (1) a halo of ``f``'s crossing populations or records."""
+        table, per_set = _halo_set(f, (_HALO, _N_CROSS), Q)
         w = f.shape[2]
         bx = _block_x(w)
         with self._activate():
-            _launcher(kernel, ((w + bx - 1) // bx, _N_CROSS), bx)(*args)
+            _launcher(halo_kernels(table, per_set)[side], ((w + bx - 1) // bx, per_set),
+                      bx)(*args)
 
     def pack(self, f, row: int, direction: int, buf) -> None:
-        self._halo(_pack, f, raw_view(f), int(row), int(direction), raw_view(buf))
+        self._halo(f, 0, raw_view(f), int(row), int(direction), raw_view(buf))
 
     def unpack(self, buf, f, row: int, direction: int) -> None:
-        self._halo(_unpack, f, raw_view(buf), raw_view(f), int(row), int(direction))
+        self._halo(f, 1, raw_view(buf), raw_view(f), int(row), int(direction))

@@ -64,14 +64,16 @@ def _grid_x(n: int, block_x: int = source.BLOCK_X) -> int:
 _BAD_ADDRESS = np.uint64(0xDEAD0000000)
 
 
-def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None) -> tuple[Any, ...]:
-    """The kernel's (quadratic, far, far_off): whether ``links`` holds quadratic weights, and
-    where its reads two rows away go (the array behind ``f_src`` and the row of f_src's row 0
-    in it; f_src itself where there is none)."""
+def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None,
+                   q: int = Q) -> tuple[Any, ...]:
+    """The kernel's (quadratic, far, far_off): whether ``links`` holds quadratic weights (3 q
+    planes for a lattice of ``q`` populations; ``f_src`` may hold neq16 records, whose slots
+    outnumber q), and where its reads two rows away go (the array behind ``f_src`` and the row
+    of f_src's row 0 in it; f_src itself where there is none)."""
     arr, off = (f_src, 0) if far is None else far
     if element_strides(arr) != element_strides(f_src):
         raise ValueError("the array behind f_src must share its layout")
-    quadratic = links is not None and links.shape[0] == 3 * f_src.shape[0]
+    quadratic = links is not None and links.shape[0] == 3 * q
     return np.int32(quadratic), arr, np.int32(off)
 
 

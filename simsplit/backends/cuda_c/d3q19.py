@@ -322,7 +322,7 @@ class D3Q19Kernels:
                                far=None) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
-        quadratic = quadratic_args(links, f_src, far)
+        quadratic = quadratic_args(links, f_src, far, D3Q19.q)
         if wide_offsets(f_src) or wide_offsets(quadratic[1]):
             raise ValueError(f"D3Q19 bodies, inlets and outlets take population arrays of at "
                              f"most {source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape}); split "

@@ -101,6 +101,15 @@ __device__ __forceinline__ T read_decoded(const S* __restrict__ f_src, lbm::inde
     return lbm::decode<D2Q9, T>(lbm::read_only(f_src + q * plane + at), q);
 }
 
+// neq16 records (neq_records.cuh, float32): population q of the cell at `at` rebuilt from its
+// record, for every rule of the kernel
+template <typename T>
+__device__ __forceinline__ T read_decoded(const neq::rec* __restrict__ f_src, lbm::index_t plane,
+                                          lbm::index_t at, int q)
+{
+    return neq::pull<D2Q9>(f_src, q, plane, at);
+}
+
 // Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2),
 // u the own cell's velocity from its post-collision populations of step t (a local rule: no
 // neighbour read, so every split sees the same). Mirrors _anti_bounce_back of the CPU kernel.
@@ -237,6 +246,9 @@ __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
 // 8192^2 float32), although no box cell ever takes it. A slab with open faces or curved walls
 // launches it only on the column spans that need those rules (SlabBlock.column_spans: next to
 // an inlet or outlet, across a curved body) and the kernel without them elsewhere.
+// S = neq::rec (run.storage neq16, T float; instantiated with OPEN only: the box of records
+// has d2q9_stream_collide_neq): every population is rebuilt from its source cell's record, the
+// cell's record written from its post-collision populations.
 template <typename T, typename S, bool STORE_MACRO, bool OPEN>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
@@ -270,7 +282,10 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) {
         const lbm::index_t src = source_cell(q, i, j, nx, pitch, periodic);
-        fl[q] = lbm::load_population<L, T>(f_src + q * plane + src, q);
+        if constexpr (neq::is_records<S>::value)
+            fl[q] = read_decoded<T>(f_src, plane, src, q);
+        else
+            fl[q] = lbm::load_population<L, T>(f_src + q * plane + src, q);
 #ifdef SIMSPLIT_NEIGHBOUR_FLAGS  // decide from the sources' flags (faster on an H200: L1 hits)
         near_wall |= __ldg(flags + src) & FLAG_BOUNDARY;
 #endif
@@ -302,14 +317,23 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
         }
     }
 
-    auto out = [&](int q, T v) { lbm::store_population<L>(f_dst + q * plane + cell, q, v); };
-    collide_2d<T, STORE_MACRO>(fl, i, j, nx, rho_out, ux_out, uy_out, om_p, om_m, fx, fy, out);
+    if constexpr (neq::is_records<S>::value) {
+        T post[L::Q];
+        auto out = [&](int q, T v) { post[q] = v; };
+        collide_2d<T, STORE_MACRO>(fl, i, j, nx, rho_out, ux_out, uy_out, om_p, om_m, fx, fy,
+                                   out);
+        neq::store<L>(f_dst, post, plane, cell);
+    } else {
+        auto out = [&](int q, T v) { lbm::store_population<L>(f_dst + q * plane + cell, q, v); };
+        collide_2d<T, STORE_MACRO>(fl, i, j, nx, rho_out, ux_out, uy_out, om_p, om_m, fx, fy,
+                                   out);
+    }
 }
 
 // Pull step of rows [j0, j1) on run.storage neq16 cell records (neq_records.cuh; float32
 // arithmetic, one cell a thread, `plane` between record slots): walls and the lid bounce back
-// the own cell's rebuilt opposite population, as simsplit/backends/cpu/d2q9_neq.py does; the
-// case checks refuse open faces, free-slip walls and bodies on this storage.
+// the own cell's rebuilt opposite population, as the CPU kernel does on records (bodies, open
+// faces and free-slip walls on records: d2q9_stream_collide with S = neq::rec).
 template <bool STORE_MACRO>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d2q9_stream_collide_neq(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,

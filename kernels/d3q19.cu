@@ -27,6 +27,7 @@
 // does (D3Q19Params.forced). P: the type of whole-array element offsets (population_at).
 #include "simsplit_generated.cuh"
 #include "lbm_common.cuh"
+#include "neq_records.cuh"
 
 namespace {
 
@@ -807,6 +808,17 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // convective outlet's previous values, touched only by its links). 32-bit element offsets only (the launcher checks).
 namespace {
 
+// Population q of `cell`: decoded from storage S, or on neq16 records (S = neq::rec, T
+// float) rebuilt from the cell's record, for every rule of the bodies kernel
+template <typename T, typename S, typename P>
+__device__ __forceinline__ T fetch_3d(const S* __restrict__ f, int q, P plane, lbm::offset_t cell)
+{
+    if constexpr (neq::is_records<S>::value)
+        return neq::pull<D3Q19>(f, q, plane, P(cell));
+    else
+        return lbm::decode<D3Q19, T>(lbm::read_only(population_at(f, q, plane, cell)), q);
+}
+
 // Velocity of the own cell's post-collision populations of step t, which the pressure outlet's
 // anti-bounce-back takes: every population in order, zero products included (as the CPU
 // kernel's _anti_bounce_back). usq = 1.5 u.u.
@@ -822,7 +834,7 @@ __device__ __forceinline__ outlet_velocity<T> own_velocity_3d(const S* __restric
     T r = T(0.0), jx = T(0.0), jy = T(0.0), jz = T(0.0);
 #pragma unroll
     for (int p = 0; p < L::Q; ++p) {
-        const T v = lbm::decode<L, T>(lbm::read_only(population_at(f_src, p, plane, cell)), p);
+        const T v = fetch_3d<T>(f_src, p, plane, cell);
         r += v;
         jx += T(L::cx(p)) * v;
         jy += T(L::cy(p)) * v;
@@ -870,7 +882,7 @@ __device__ __forceinline__ T outlet_link_3d(int q, const outlet_rule<T>& rule, T
     using L = D3Q19;
     if (rule.kind == OUTLET_PRESSURE) return anti_bounce_back_3d(q, outlet_u, rho_w, own_opp);
     const lbm::offset_t nb = lbm::offset_t(lbm::index_t(src) + L::cx(q));
-    T v = lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, nb)), q);
+    T v = fetch_3d<T>(f_src, q, plane, nb);
     T* slot = rule.slots + (lbm::index_t(q) * (nz + 2) + k) * (ny + 2) + j;
     if (rule.kind == OUTLET_CONVECTIVE) v = rule.keep * *slot + rule.take * v;
     if (rule.press_w > T(0.0))
@@ -900,7 +912,7 @@ __device__ __forceinline__ T specular_3d(int q, const S* __restrict__ f_src,
                                  + ((mask & 4) ? 0u : dz);
     if (__ldg(flags + beside) & FLAG_BOUNDARY) return own_opp;
     const int m = d3q19_specular(q, mask);
-    return lbm::decode<L, T>(lbm::read_only(population_at(f_src, m, plane, beside)), m);
+    return fetch_3d<T>(f_src, m, plane, beside);
 }
 
 // What the geometry returns along q into fluid cell `cell` from boundary source `kind` at
@@ -925,7 +937,7 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 {
     using L = D3Q19;
     const int o = L::opp(q);
-    const T own_opp = lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, cell)), o);
+    const T own_opp = fetch_3d<T>(f_src, o, plane, cell);
     if constexpr (OPEN != BODIES_WALLS) {
         if (kind == FLAG_INLET)
             return own_opp + T(6.0 * L::w(q) * L::cx(q))
@@ -949,10 +961,8 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
         const T w = __ldg(population_at(links, q, plane, cell));
         const lbm::offset_t nb =
             neighbour_cell_3d(q, 1, i, j, k, nx, ny, pitch, layer, per_x, per_y);
-        const T nb_opp =
-            lbm::decode<L, T>(lbm::read_only(population_at(f_src, o, plane, nb)), o);
-        const T own_q =
-            lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, cell)), q);
+        const T nb_opp = fetch_3d<T>(f_src, o, plane, nb);
+        const T own_q = fetch_3d<T>(f_src, q, plane, cell);
         if ((OPEN == BODIES_QUADRATIC || OPEN == BODIES_SLIP_QUADRATIC) && quadratic) {
             // |w| own_opp + w1 A, then + w2 B unless w2 is 0 (as the CPU kernel)
             const T w1 = __ldg(population_at(links, L::Q + q, plane, cell));
@@ -964,15 +974,13 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
                         lbm::far_column(i, 2 * L::cx(q), nx, per_x),
                         lbm::far_column(j, 2 * L::cy(q), ny, per_y), k + 2 * L::cz(q) + far_off,
                         pitch, layer);
-                    v = v + w2 * lbm::decode<L, T>(lbm::read_only(population_at(far, o, plane,
-                                                                                at)), o);
+                    v = v + w2 * fetch_3d<T>(far, o, plane, at);
                 }
                 return v;
             }
             T v = (-w) * own_opp + w1 * own_q;  // A, B: f*_q at x and x + c_q
             if (w2 != T(0.0))
-                v = v + w2 * lbm::decode<L, T>(lbm::read_only(population_at(f_src, q, plane, nb)),
-                                               q);
+                v = v + w2 * fetch_3d<T>(f_src, q, plane, nb);
             return v;
         }
         if (w >= T(0.0)) return w * own_opp + (T(1.0) - w) * nb_opp;  // wall nearer than halfway
@@ -983,16 +991,18 @@ __device__ __forceinline__ T body_boundary_3d(int q, lbm::flag_t kind, lbm::flag
 
 }  // namespace
 
-// Resident blocks per SM the bodies kernel asks of the register allocator (see above).
-template <typename T, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
+// Resident blocks per SM the bodies kernel asks of the register allocator (see above); on
+// neq16 records one (each rule rebuilds its populations: with two, 128 registers, it spilled
+// 644 bytes).
+template <typename T, typename S, int OPEN> __host__ __device__ constexpr int bodies_min_blocks()
 {
-    if (sizeof(T) != 4) return 1;
+    if (sizeof(T) != 4 || neq::is_records<S>::value) return 1;
     if (OPEN == BODIES_SLIP_QUADRATIC) return 2;
     return OPEN == BODIES_SLIP || OPEN == BODIES_QUADRATIC ? 3 : 4;
 }
 
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, int OPEN>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, bodies_min_blocks<T, OPEN>())
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, bodies_min_blocks<T, S, OPEN>())
 d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                             T* __restrict__ ux_out, T* __restrict__ uy_out,
@@ -1018,8 +1028,17 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
     const bool per_x = periodic_x != 0, per_y = periodic_y != 0;
     const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
     T fl[L::Q];
-    const lbm::flag_t near_wall = pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer,
-                                          plane, per_x, per_y, deltas);
+    lbm::flag_t near_wall;
+    if constexpr (neq::is_records<S>::value) {  // each population rebuilt from its source
+        near_wall = own & FLAG_NEAR_WALL;
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q)
+            fl[q] = fetch_3d<T>(f_src, q, plane,
+                                source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y));
+    } else {
+        near_wall = pull_3d(fl, f_src, flags, own, i, j, k, nx, ny, pitch, layer, plane, per_x,
+                            per_y, deltas);
+    }
     if (near_wall) {  // rare and warp-coherent
         // the outlet's velocity once per cell, not once per outlet link (five of them: each
         // would reload the cell's 19 populations and divide, a chain of memory round trips
@@ -1051,11 +1070,19 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                                                outlet, links, quadratic != 0, far, far_off);
         }
     }
-    auto out = [&](int q, T v) {
-        lbm::store_population<L>(population_at(f_dst, q, plane, cell), q, v);
-    };
-    collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
-                                       om_p, om_m, fx, fy, fz, out);
+    if constexpr (neq::is_records<S>::value) {
+        T post[L::Q];
+        auto out = [&](int q, T v) { post[q] = v; };
+        collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
+                                           om_p, om_m, fx, fy, fz, out);
+        neq::store<L>(f_dst, post, plane, P(cell));
+    } else {
+        auto out = [&](int q, T v) {
+            lbm::store_population<L>(population_at(f_dst, q, plane, cell), q, v);
+        };
+        collide_3d<T, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
+                                           om_p, om_m, fx, fy, fz, out);
+    }
 }
 
 #include "d3q19_neq.cuh"

@@ -20,6 +20,10 @@
 namespace neq {
 
 using rec = unsigned short;
+// Whether a kernel's storage type S holds records (the bodies and open-rules kernels read and
+// write through them where it does)
+template <typename S> struct is_records { static constexpr bool value = false; };
+template <> struct is_records<rec> { static constexpr bool value = true; };
 // slots of lattice L's record: the power of two, rho - 1, the first of u (x low, x high, ...)
 template <typename L> __device__ __forceinline__ constexpr int slot_k() { return L::Q; }
 template <typename L> __device__ __forceinline__ constexpr int slot_rho() { return L::Q + 1; }

@@ -29,6 +29,7 @@ import argparse
 import itertools
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -40,6 +41,8 @@ from simsplit.fluid.solver import FluidSolver
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19
 from simsplit.parallel.context import ParallelContext
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # --- storage formats: (significand bits p incl. the implicit one, smallest normal exponent of
 # the stored deviation, largest exponent); the deviation d = f - w is rounded to nearest even
@@ -499,6 +502,43 @@ def run_steady(storage: Storage, shape: list[int], tol: float, max_steps: int,
 
 
 # --- cases: each returns (velocity field, {error name: error against the reference}) ----------
+#: Schäfer & Turek (1996) 2D-1 reference intervals of the cylinder's drag and lift coefficients
+CYLINDER_CD, CYLINDER_CL = (5.57, 5.59), (0.0104, 0.0110)
+#: what a case reports as values, not errors: print_ratios compares them with the first run's
+VALUES = ("Cd", "Cl")
+
+
+def _off(v: float, interval: tuple[float, float]) -> float:
+    """Distance of ``v`` from a closed interval (0 inside)."""
+    return max(interval[0] - v, v - interval[1], 0.0)
+
+
+def cylinder2d(storage: Storage, d: int) -> tuple[np.ndarray, dict[str, float]]:
+    """cases/cylinder2d.yaml (2D-1, Re 20) at ``d`` cells a diameter, linear interpolated
+    bounce-back, one slab, to the case's steady tolerance (1e-8) or as many steps as the first
+    storage took; drag and lift coefficients against the reference intervals."""
+    from simsplit import Simulation
+    from simsplit.case import load_case
+
+    key = f"cylinder2d_{d}"
+    native = storage.fmt if storage.fmt in NATIVE else None
+    if native is None:
+        raise SystemExit(f"--storages: {storage.name} is emulated; the cylinder takes native "
+                         f"ones ({', '.join(NATIVE)})")
+    sets = [f"domain.shape=[{22 * d},{round(4.1 * d)}]", "domain.bounce_back=linear",
+            "decomposition.subdomains=1", "output.dir=", f"run.precision={storage.arith}",
+            f"run.storage={native}", f"run.backend={BACKEND[0]}"]
+    if key in STEPS:
+        sets += ["run.tolerance=0", f"run.steps={STEPS[key]}"]
+    sim = Simulation(load_case(ROOT / "cases" / "cylinder2d.yaml", sets))
+    summary = sim.run(output=False)
+    STEPS.setdefault(key, summary.steps)
+    body = summary.extra["bodies"]["cylinder"]
+    cd, cl = float(body["drag_coefficient"]), float(body["lift_coefficient"])
+    return sim.velocity(), {"Cd": cd, "Cl": cl, "ref_cd": _off(cd, CYLINDER_CD),
+                            "ref_cl": _off(cl, CYLINDER_CL), "steps": summary.steps}
+
+
 def cavity2d(storage: Storage, n: int, re: int) -> tuple[np.ndarray, dict[str, float]]:
     solver, steps = run_steady(storage, [n, n], 1e-9, 400_000, reynolds=re)
     u = solver.velocity()
@@ -596,6 +636,9 @@ CASES = {
     "taylor_green2d": lambda s: taylor_green2d(s, 64),
     "poiseuille2d": lambda s: poiseuille2d(s),
     "poiseuille3d": lambda s: poiseuille3d(s),
+    "cylinder2d_d10": lambda s: cylinder2d(s, 10),  # linear links, native storages only
+    "cylinder2d_d20": lambda s: cylinder2d(s, 20),
+    "cylinder2d_d40": lambda s: cylinder2d(s, 40),  # on a GPU (--backend cupy)
 }
 
 
@@ -665,8 +708,8 @@ def main() -> None:
             u, errs = runs[st]
             ref = runs[next(iter(runs))][0]
             vs64 = float(np.abs(u - ref).max())
-            info = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                            for k, v in errs.items())
+            info = " ".join(f"{k} {v:.7g}" if k in VALUES else f"{k} {v:.4g}"
+                            if isinstance(v, float) else f"{k} {v}" for k, v in errs.items())
             neq = f"  {NEQ_RUNS.pop().stats()}" if NEQ_RUNS else ""
             print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
                   f"({time.perf_counter() - t0:.0f} s){neq}", flush=True)
@@ -678,14 +721,18 @@ def print_ratios(name: str, runs: dict[str, tuple[np.ndarray, dict[str, float]]]
     first storage (f64 as a rule) and against the reference."""
     if "f32" not in runs:
         return
-    first = runs[next(iter(runs))][0]
+    first_u, first = runs[next(iter(runs))]
     base_u, base = runs["f32"]
-    base_dev = float(np.abs(base_u - first).max())
+    base_dev = float(np.abs(base_u - first_u).max())
     for st, (u, errs) in runs.items():
-        dev = float(np.abs(u - first).max())
+        dev = float(np.abs(u - first_u).max())
         parts = [f"vs-first {dev / base_dev:.3g}x" if base_dev > 0 else "vs-first -"]
+        for k in (k for k in VALUES if k in errs):  # |v - first's| against f32's
+            ref = abs(base[k] - first[k])
+            parts.append(f"{k}-vs-first {abs(errs[k] - first[k]) / ref:.3g}x" if ref > 0
+                         else f"{k}-vs-first -")
         parts += [f"{k} {v / base[k]:.3g}x" for k, v in errs.items()
-                  if k != "steps" and base.get(k)]
+                  if k != "steps" and k not in VALUES and base.get(k)]
         print(f"{name:20s} {st:14s} against f32's errors: {', '.join(parts)}", flush=True)
 
 

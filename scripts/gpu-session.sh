@@ -216,7 +216,8 @@ fi
 if has neq25; then
     note "run.storage neq16: GPU tests, speed, the Re 1000 cube (issue 25)"
     timeout 420 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
-        tests/test_d2q9_storage_gpu.py -k neq16 2>&1 | quiet | tail -8 | tee "$OUT/neq25-tests.log"
+        tests/test_d2q9_storage_gpu.py tests/test_bodies3d_gpu.py -k neq16 2>&1 | quiet \
+        | tail -8 | tee "$OUT/neq25-tests.log"
     for grid in 512x512x512 8192x8192; do
         for st in neq16 float16 float32; do
             echo "-- $grid $st"
@@ -233,6 +234,9 @@ if has neq25; then
     done
     timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
         --storages ${ACC25_STORAGES:-f64,f32,f32/neq16} 2>&1 | quiet | tee "$OUT/acc25-neq16.log"
+    timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cylinder2d_d20,cylinder2d_d40 \
+        --storages f64,f32,f32/float16,f32/e4m11,f32/neq16 2>&1 | quiet \
+        | tee "$OUT/acc25-cylinder.log"
 fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"

@@ -17,12 +17,15 @@ from simsplit.numerics.storage import population_storage
 
 
 class _Kernel:
+    last_args: Any = None  #: the arguments of the latest launch of any kernel
+
     def __init__(self, name: str, launches: list[str]) -> None:
         self.name, self.num_regs, self._launches = name, 64, launches
         self.max_dynamic_shared_size_bytes = 0
 
     def __call__(self, grid: Any, block: Any, args: Any) -> None:
         self._launches.append(self.name)
+        _Kernel.last_args = args
 
 
 class _Module:
@@ -148,6 +151,18 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
     assert launches[-1] == "d3q19_stream_collide_neq<false, true, lbm::offset_t>"
+    # bodies, inlets, outlets or free-slip walls (inlet speeds given): one variant, every rule
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True,
+                           inlet=np.zeros((nz + 2, ny + 2), np.float32))
+    assert launches[-1] == ("d3q19_stream_collide_bodies<float, unsigned short, true, true, "
+                            "BODIES_SLIP_QUADRATIC>")
+    # the kernel's quadratic flag (third argument from the end) counts 3 x 19 weight planes,
+    # not 3 x 27 record slots (the GPU run of 2026-12-05 took quadratic links as linear)
+    for planes, quadratic in ((19, 0), (57, 1)):
+        links = padded_empty(np, (planes, *f.shape[1:]), np.float32)
+        kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True,
+                               inlet=np.zeros((nz + 2, ny + 2), np.float32), links=links)
+        assert int(_Kernel.last_args[-3]) == quadratic
     buf = np.zeros((13, f.shape[2] * f.shape[3]), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D3Q19Records, unsigned short>"
@@ -180,6 +195,15 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    # a slab with open rules (here an inlet's speeds): the kernel with every rule, on records
+    kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
+                           inlet=np.zeros(10, np.float32), columns=(2, 5))
+    assert launches[-1] == "d2q9_stream_collide<float, unsigned short, false, true>"
+    for planes, quadratic in ((9, 0), (27, 1)):  # 3 x 9 weight planes, not 3 x 15 slots
+        links = padded_empty(np, (planes, *f.shape[1:]), np.float32)
+        kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
+                               inlet=np.zeros(10, np.float32), links=links, columns=(2, 5))
+        assert int(_Kernel.last_args[-3]) == quadratic
     buf = np.zeros((9, 12), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D2Q9Records, unsigned short>"

@@ -433,6 +433,7 @@ COLLIDE(double, double, collide_float64_float64)
 COLLIDE(double, float, collide_float64_float32)
 COLLIDE(double, lbm::half16, collide_float64_float16)
 COLLIDE(double, lbm::e4m11, collide_float64_e4m11)
+COLLIDE(float, unsigned short, collide_float32_neq16)
 HALO(float, halo_float32) HALO(double, halo_float64) HALO(lbm::half16, halo_float16)
 HALO(lbm::e4m11, halo_e4m11)
 """
@@ -605,6 +606,26 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
     painted, the neighbours of interpolated links and of the outlet links in them too).
     ``spans``: launched as the GPU backends launch a slab with open rules, the box kernel on
     the column spans that need none (SlabBlock.column_spans, here of 4 columns)."""
+    _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, bounce, spans,
+                       monkeypatch)
+
+
+@pytest.mark.parametrize("outlet, faces, padded, bounce", [
+    (OUTLETS[0], ("inlet", "outlet"), True, "linear"),
+    (OUTLETS[3], ("outlet", "inlet"), False, "quadratic"),
+    (OUTLETS[1], ("inlet", "outlet"), True, "halfway")])
+def test_emulated_neq16_bodies_match_cpu(emulated, outlet, faces, padded, bounce,
+                                         monkeypatch) -> None:
+    """neq16 records with an inlet, an outlet (pressure; convective mixed with pressure; zero
+    gradient) and a body (linear, quadratic, halfway links): the CUDA C kernel with S =
+    neq::rec (what the launcher takes on records, on every column) writes the CPU kernel's
+    records bit for bit."""
+    _check_d2q9_bodies(emulated, "float32", "neq16", outlet, faces, padded, bounce, False,
+                       monkeypatch)
+
+
+def _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, bounce, spans,
+                       monkeypatch) -> None:
     import simsplit.fluid.block
 
     monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 4)
@@ -645,7 +666,7 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
     rng = np.random.default_rng(5)
     w = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)[:, None, None]
     deep = block.deep_array(block.f_src) if block.depth == 2 else block.f_src
-    full = w * (1 + 0.05 * rng.standard_normal(deep.shape))
+    full = w * (1 + 0.05 * rng.standard_normal((9, *deep.shape[1:])))
     deep[...] = block.storage.encode(full, D2Q9_W)  # the second ghost rows too (quadratic)
     slots = None
     if outlet[0] == "convective":  # previous values off the populations: they must matter
@@ -701,7 +722,7 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
         np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
 
 
-@pytest.mark.parametrize("precision, storage", PAIRS)
+@pytest.mark.parametrize("precision, storage", [*PAIRS, ("float32", "neq16")])
 @pytest.mark.parametrize("kinds, faces", [
     (("wall", "wall"), ("SLIP", "SLIP")), (("periodic", "periodic"), ("SLIP", "SLIP")),
     (("slip", "slip"), ("WALL", "HALO")), (("slip", "outlet"), ("HALO", "SLIP")),
@@ -710,7 +731,8 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, s
                                                           kinds, faces) -> None:
     """Free-slip walls (specular reflection) at both y faces, at x faces (each, or one beside
     an inlet or outlet; y faces walls, halos or slip: corners of every kind), bodies touching
-    a slip face: the CUDA C kernel's SLIP branch reproduces the CPU kernel."""
+    a slip face: the CUDA C kernel's SLIP branch reproduces the CPU kernel (neq16 records
+    too)."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry.grid import GridGeometry
@@ -986,6 +1008,7 @@ BODIES3(double, float, bodies3_float64_float32)
 BODIES3(double, lbm::half16, bodies3_float64_float16)
 BODIES3(float, lbm::e4m11, bodies3_float32_e4m11)
 BODIES3(double, lbm::e4m11, bodies3_float64_e4m11)
+BODIES3(float, unsigned short, bodies3_float32_neq16)
 #define HALO3(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
     long long stride, long long pitch, int row, int layer, int size, int set) { \\
     halo3<S>(s, d, pack, plane, stride, pitch, row, layer, size, set); }
@@ -1272,8 +1295,25 @@ def test_emulated_d3q19_slip_bodies_match_cpu(emulated_3d, precision, storage, f
                         bounce, slip=True)
 
 
+@pytest.mark.parametrize("faces, padded, outlet, bounce, slip", [
+    (("inlet", "outlet"), True, OUTLETS[0], "linear", False),
+    (("outlet", "inlet"), False, OUTLETS[3], "quadratic", False),
+    (("inlet", "outlet"), True, OUTLETS[1], "quadratic", True)])
+def test_emulated_d3q19_neq16_bodies_match_cpu(emulated_3d, faces, padded, outlet, bounce,
+                                               slip) -> None:
+    """neq16 records with a body (linear, quadratic links), an inlet, an outlet (pressure;
+    convective mixed with pressure; zero gradient) and free-slip y faces: the bodies kernel
+    with S = neq::rec, in the one variant the launcher takes on records (every rule:
+    BODIES_SLIP_QUADRATIC), writes the CPU kernel's records bit for bit."""
+    _check_d3q19_bodies(emulated_3d, "float32", "neq16", faces, padded, False, outlet, bounce,
+                        slip, variants=("slip_quadratic",))
+
+
 def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outlet,
-                        bounce: str = "linear", slip: bool = False) -> None:
+                        bounce: str = "linear", slip: bool = False,
+                        variants: tuple[str, ...] | None = None) -> None:
+    """One step of a middle slab with a body, by the CPU kernel and the emulated bodies
+    kernel's ``variants`` (default: the one the launcher picks and the general one)."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1350,7 +1390,7 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
     picked = source.d3q19_bodies_open(block.open_faces, params.outlet_kind, quadratic)
     general = ("slip" if slip else "any_outlet") if not quadratic else (
         "slip_quadratic" if slip else "quadratic")
-    for variant in dict.fromkeys((picked, general)):
+    for variant in variants or dict.fromkeys((picked, general)):
         emu_dst = _padded_copy(np.zeros_like(deep)) if padded else np.zeros_like(deep)
         emu_dst = emu_dst[:, g - 1:deep.shape[1] + 1 - g]
         emu_slots = None if before is None else before.copy()

@@ -1,9 +1,11 @@
 """run.storage neq16: cell records of moments and 16-bit non-equilibrium deviations
-(simsplit/numerics/neq_storage.py, the CPU's D3Q19 kernel simsplit/backends/cpu/d3q19_neq.py).
+(simsplit/numerics/neq_storage.py; the CPU's kernels read and write records through
+simsplit/backends/cpu/cells.py).
 
 The native kernel reproduces the emulation that measured the scheme's accuracy
 (scripts/fp16_study.py ``f32/neq-bfp-rho16``) bit for bit; records split, halo and checkpoint
-like populations; the case checks refuse what the kernel does not hold, in one line.
+like populations, with bodies, inlets, outlets and free-slip walls too (forces rebuild the
+populations from records); what is not held is refused in one line.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from simsplit.fluid.state import load_state, raw_populations, save_state
 from simsplit.numerics import neq_storage
 from simsplit.numerics.lattice import D2Q9, D3Q19
 from simsplit.numerics.storage import bytes_per_update, population_storage
-from tests.conftest import IN_SIMULATOR, fluid_case
+from tests.conftest import IN_SIMULATOR, body_case, body_case_3d, fluid_case
 
 NEQ = {"run__precision": "float32", "run__storage": "neq16"}
 
@@ -56,15 +58,21 @@ def test_native_kernel_is_the_emulation(study, one_thread) -> None:
     native = study._solver(study._case(shape, "float32", "neq16", **force))
     storage = study.Storage("f32/neq-bfp-rho16")
     emulated = study._solver(storage.case(shape, **force))
-    hook = storage.hook(emulated)
-    for _ in range(60):
+    _in_lockstep(native, emulated, storage.hook(emulated), 60, 0.02)
+
+
+def _in_lockstep(native: Any, emulated: Any, hook: Any, steps: int, moving: float) -> None:
+    """Step the native neq16 run and the emulated one (float32 populations round-tripped by
+    ``hook`` after every step) together: the same populations and velocity, bit for bit, in
+    a flow faster than ``moving`` somewhere."""
+    for _ in range(steps):
         native.step(1)
         emulated.step(1)
         hook()
     a, b = native.populations(), emulated.populations()
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
     np.testing.assert_array_equal(native.velocity(), emulated.velocity())
-    assert np.abs(native.velocity()).max() > 0.02
+    assert np.abs(native.velocity()).max() > moving
 
 
 CHANNEL = {"fluid__reynolds": None, "fluid__viscosity": 0.05,
@@ -162,12 +170,7 @@ def test_bytes_and_memory_count_records() -> None:
 
 
 @pytest.mark.parametrize("over, key", [
-    ({"domain__boundaries": {"x_low": "inlet", "x_high": "outlet", "lid": False},
-      "fluid__reynolds": None, "fluid__viscosity": 0.05}, "domain.boundaries"),
-    ({"domain__bodies": [{"name": "ball", "shape": "sphere", "centre": [4, 4, 4],
-                          "radius": 2}]}, "domain.bodies"),
-    ({"domain__boundaries": {"y": "slip"}}, "domain.boundaries"),
-    ({"run__streaming": "aa"}, "run.streaming"),
+    ({"run__streaming": "aa"}, "run.streaming: aa"),
     ({"run__precision": "float64"}, "run.storage: 'neq16' is not allowed with run.precision"),
 ])
 def test_refused_in_one_line(over: dict[str, Any], key: str) -> None:
@@ -243,16 +246,9 @@ def test_d2q9_native_kernel_is_the_emulation(study, one_thread) -> None:
     native = study._solver(study._case([14, 11], "float32", "neq16", **force))
     storage = study.Storage("f32/neq-bfp-rho16")
     emulated = study._solver(storage.case([14, 11], **force))
-    hook = storage.hook(emulated)
-    for _ in range(80):
-        native.step(1)
-        emulated.step(1)
-        hook()
+    _in_lockstep(native, emulated, storage.hook(emulated), 80, 0.02)
     blk = next(iter(native.blocks.values()))
     assert blk.f_src.dtype == np.uint16 and blk.f_src.shape[0] == 15
-    a, b = native.populations(), emulated.populations()
-    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    assert np.abs(native.velocity()).max() > 0.02
 
 
 @pytest.mark.parametrize("periodic", [False, True], ids=["cavity", "channel"])
@@ -270,3 +266,88 @@ def test_d2q9_bitwise_identical_across_splits(periodic: bool, one_thread) -> Non
     for run in runs[1:]:
         for a, b in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+# --- bodies, inlets, outlets, free-slip walls ----------------------------------------------------
+def _open_2d(n: int, storage: str, **over: Any) -> dict[str, Any]:
+    """A channel: parabolic inlet, a circle across the middle rows (linear links unless
+    ``over`` says), a pressure outlet unless ``over`` says."""
+    return body_case(30, 16, n, run__precision="float32", run__storage=storage,
+                     **{"domain__bounce_back": "linear", **over})
+
+
+def _open_3d(n: int, storage: str, **over: Any) -> dict[str, Any]:
+    """A duct: inlet, a sphere with quadratic links across the middle planes, zero-gradient
+    outlet, free-slip y walls."""
+    case = body_case_3d(14, 7, 12, n, run__precision="float32", run__storage=storage)
+    case["domain"].update(bounce_back="quadratic", outlet={"kind": "zero_gradient"})
+    case["domain"]["boundaries"]["y"] = "slip"
+    case["domain"].update(over)
+    return case
+
+
+_OPEN_2D_OUTLET = {"kind": "convective", "pressure_weight": 0.25}
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_bodies_and_open_faces_are_the_emulation(study, one_thread, dim: int) -> None:
+    """neq16 records with a body (2D linear, 3D quadratic links), an inlet, an outlet (2D
+    convective mixed with pressure, 3D zero gradient) and free-slip walls (3D): every rule
+    reads rebuilt populations, so the run equals float32 populations round-tripped through
+    the emulation after every step, bit for bit."""
+    if dim == 2:
+        make, steps = (lambda st: _open_2d(1, st, domain__outlet=_OPEN_2D_OUTLET)), 60
+    else:
+        make, steps = (lambda st: _open_3d(1, st)), 30
+    native = study._solver(make("neq16"))
+    emulated = study._solver(make("float32"))
+    hook = study.NeqStorage("neq-bfp-rho16", np.dtype(np.float32)).hook(emulated)
+    _in_lockstep(native, emulated, hook, steps, 0.03)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_bodies_and_open_faces_bitwise_across_splits(one_thread, dim: int) -> None:
+    """1 and 3 slabs (the body straddles the slab faces; quadratic links read two planes
+    away through the deep halo in 3D): the same records, velocity, density and forces."""
+    from simsplit.fluid.forces import body_links, measure_forces
+
+    runs = []
+    for n in (1, 3):
+        case = (_open_2d(n, "neq16", domain__outlet=_OPEN_2D_OUTLET) if dim == 2
+                else _open_3d(n, "neq16"))
+        sim = Simulation(case)
+        sim.step(40 if dim == 2 else 20)
+        runs.append((raw_populations(sim.solver), sim.velocity(), sim.density(),
+                     measure_forces(sim.solver, body_links(sim.solver.setup))))
+    assert abs(runs[0][3][0, 0]) > 0
+    for a, b in zip(runs[1], runs[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bounce", ["halfway", "linear", "quadratic"])
+def test_forces_rebuild_populations_from_records(one_thread, bounce: str) -> None:
+    """The force reduction on the slabs' records (each link's populations rebuilt from its
+    cells' records) equals the force from the decoded populations, bit for bit, on 2 slabs."""
+    from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
+
+    sim = Simulation(_open_2d(2, "neq16", domain__bounce_back=bounce))
+    sim.step(30)
+    links = body_links(sim.solver.setup)
+    got = DeviceForces(links).measure(sim.solver)
+    np.testing.assert_array_equal(got, measure_forces(sim.solver, links))
+    assert abs(got[0, 0]) > 0
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_backend_without_record_boundaries_refused(monkeypatch, dim: int) -> None:
+    """A kernel set that holds records in boxes only (cupy, numba-cuda) refuses bodies and
+    open faces on neq16 when the block starts, in one line naming the storage and backend."""
+    from simsplit.backends.cpu import d2q9, d3q19
+
+    kernels = d2q9.D2Q9Kernels if dim == 2 else d3q19.D3Q19Kernels
+    monkeypatch.setattr(kernels, "records_boundaries", False)
+    with pytest.raises(BackendUnavailable) as info:
+        Simulation(_open_2d(1, "neq16") if dim == 2 else _open_3d(1, "neq16"))
+    text = str(info.value)
+    assert text.startswith("run.storage: neq16 with domain.bodies") and "\n" not in text
+    assert "backend cpu" in text

@@ -218,6 +218,27 @@ def test_capture_replays_the_same_steps() -> None:
     np.testing.assert_array_equal(replayed.populations(), direct.populations())
 
 
+@in_child
+@pytest.mark.parametrize("dim", [2, 3])
+def test_neq16_refused_with_bodies(dim: int) -> None:
+    """numba-cuda holds no neq16 records (boxes, bodies and open faces alike): the block
+    refuses when it starts, in one line naming the storage and the backend."""
+    from simsplit.case import validate_case
+    from simsplit.errors import BackendUnavailable
+    from simsplit.fluid.solver import FluidSolver
+    from simsplit.parallel.context import ParallelContext
+    from tests.conftest import body_case, body_case_3d
+
+    raw = (body_case(30, 16, 1) if dim == 2 else body_case_3d(14, 7, 12, 1))
+    raw["run"].update(backend="numba-cuda", precision="float32", storage="neq16",
+                      transport="local")
+    with pytest.raises(BackendUnavailable) as info:
+        FluidSolver(validate_case(raw), ParallelContext("numba-cuda", transport="local"))
+    text = str(info.value)
+    assert text.startswith("run.storage: neq16 is not allowed on backend numba-cuda")
+    assert "\n" not in text
+
+
 #: (arithmetic, run.storage) of the bitwise tests: in the arithmetic type, and narrower
 STORAGE = [(np.float64, None), (np.float32, None), (np.float32, "float16"),
            (np.float32, "e4m11"), (np.float64, "float32"), (np.float64, "e4m11")]

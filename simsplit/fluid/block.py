@@ -17,9 +17,9 @@ import numpy as np
 
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
-from simsplit.errors import BackendUnavailable
 from simsplit.fluid import deep_halo
 from simsplit.fluid.geometry.grid import GridGeometry
+from simsplit.fluid.kernel_support import refuse_unsupported
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Params
@@ -66,13 +66,10 @@ class SlabBlock:
         self.kernels = getattr(backend, lattice.kernels)
         # kernels ready now (no module load inside a graph capture), or a one-line refusal
         getattr(self.kernels, "prepare", lambda st: None)(self.storage)
-        if self.storage.records and not getattr(self.kernels, "records", False):
-            raise BackendUnavailable(f"run.storage: neq16 is not allowed on backend {backend.name} "
-                                     f"for {lattice.name} (allowed: float16, e4m11, float32)")
         self.aa = streaming == "aa"
-        if self.aa and not hasattr(self.kernels, "stream_collide_aa"):
-            raise BackendUnavailable(f"run.streaming: aa is not allowed on backend {backend.name} "
-                                     "(allowed: two-lattice); use backend cupy or cpu")
+        refuse_unsupported(self.kernels, backend.name, lattice.name, self.storage.records,
+                           self.aa, getattr(self, "geometry", None) is not None
+                           or Face.SLIP in faces)
         shape = (layers + 2, *(n + 2 for n in self.cross))
         #: ghost planes per face: 2 for quadratic links (deep_halo) or where halo faces are
         #: crossed two steps per sweep (f_src, f_dst, flags, rho, u: views into arrays with one

@@ -165,7 +165,7 @@ class BodyLinks:
             n_bodies=len(self.names), arith=np.dtype(storage.arith),
             shifted=bool(storage.shifted), inv_scale=1.0 / storage.scale,
             w_out=w[q], w_in=w[q_in], far=(q_far, *far), w1=self.w1[own], w2=w2,
-            w_far=w[q_far])
+            w_far=w[q_far], records=bool(storage.records))
 
 
 def total_forces(momentum: np.ndarray, body: np.ndarray, n_bodies: int) -> np.ndarray:

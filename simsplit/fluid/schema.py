@@ -92,8 +92,10 @@ FLUID_RUN_PROPERTIES = {
                        "stores each cell's rho - 1 (fp16), u (float32) and its populations' "
                        "deviations from their equilibrium in 16 bits under one power of two "
                        "a cell: error near float32 storage's at 109 B per D3Q19 update (153 "
-                       "float32, 77 float16; D2Q9 61 B); float32 arithmetic, walls, the lid, "
-                       "forcing and periodic faces, backends cpu, cupy and numba-cuda.",
+                       "float32, 77 float16; D2Q9 61 B); float32 arithmetic, two-lattice "
+                       "streaming; every boundary (bodies, inlets, outlets, free-slip walls "
+                       "too) on backends cpu and cupy, boxes (walls, the lid, forcing, "
+                       "periodic faces) on numba-cuda too.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simsplit.numerics import neq_storage
 from simsplit.numerics.storage import E4M11_DTYPE, e4m11_to_float
 
 
@@ -53,8 +54,10 @@ class SlabLinkTable:
     repeats ``out`` where w2 = 0). ``c``: c_q (n, dim), x first; ``body``: the body index.
     Stored populations are decoded as :class:`simsplit.numerics.storage.PopulationStorage`
     does: ``x * inv_scale + w_q`` in the arithmetic type where ``shifted``, with ``w_out`` /
-    ``w_in`` the weights of q and qbar. Positions count the array the table is read from
-    (for blocks with two ghost planes a face, the array behind the views).
+    ``w_in`` the weights of q and qbar; neq16 records (``records``) are rebuilt as a reader
+    rebuilds them (:func:`simsplit.numerics.neq_storage.decode` of the cell's record).
+    Positions count the array the table is read from (for blocks with two ghost planes a face,
+    the array behind the views).
     """
 
     out: tuple[np.ndarray, ...]
@@ -73,6 +76,7 @@ class SlabLinkTable:
     w1: np.ndarray
     w2: np.ndarray
     w_far: np.ndarray
+    records: bool = False
 
     @property
     def n(self) -> int:
@@ -91,6 +95,9 @@ class SlabLinkTable:
 
     def _decoded(self, f: np.ndarray, where: tuple[np.ndarray, ...],
                  w: np.ndarray) -> np.ndarray:
+        if self.records:  # the cells' whole records (slots, n), f*_q of each rebuilt
+            rebuilt = neq_storage.decode(f[(slice(None), *where[1:])])
+            return rebuilt[where[0], np.arange(len(where[0]))].astype(np.float64)
         x = f[where]
         # e4m11 bits (int16) denote values of their own; fp16 and float convert by value
         x = (e4m11_to_float(x) if x.dtype == E4M11_DTYPE else x).astype(self.arith)

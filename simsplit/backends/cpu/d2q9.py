@@ -24,8 +24,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from simsplit.backends.cpu.cells import commit_2d, load_2d, records_arg, stage_2d
 from simsplit.backends.cpu.d2q9_collide import _CX, _CY, _OPP, _PAIRS, _W, _collide
-from simsplit.backends.cpu.d2q9_neq import stream_collide_neq
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.backends.cpu.rowgen import (
     RowKernel,
@@ -34,7 +34,7 @@ from simsplit.backends.cpu.rowgen import (
     launch,
     planes,
     rows_enabled,
-    serial,
+    scalar_only,
     sum_terms,
     wrap_far,
 )
@@ -72,8 +72,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     links take the rule ``outlet_kind`` (:func:`_outlet`). ``links`` of 27 weight planes are
     quadratic (simsplit/fluid/geometry/links.py); their reads two rows away go to ``far``, the
     array behind ``f_src`` (its row 0 at ``far`` row ``far_off``)."""
-    nx = f_src.shape[2] - 2
-    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
+    nx = flags.shape[1] - 2
+    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower (or records)
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, lid_u = dt(fx), dt(fy), dt(lid_u)
@@ -83,6 +83,8 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     src_m = one - half * om_m
     for j in numba.prange(j0, j1):
         fl = np.empty(9, dtype=rho_out.dtype)
+        out = np.empty((9, 1, 1), dtype=rho_out.dtype)  # records: post-collision, then stored
+        feq = np.empty(9, dtype=rho_out.dtype)
         for i in range(1, nx + 1):
             own = flags[j, i]
             if own & SOLID or (not every_cell and _takes(flags, j, i, nx, periodic_x)):
@@ -91,7 +93,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                 si = i - _CX[q]
                 if periodic_x:
                     si = nx if si == 0 else (1 if si == nx + 1 else si)
-                fl[q] = _decode(f_src[q, j - _CY[q], si], dt(_W[q]))
+                fl[q] = load_2d(f_src, q, j - _CY[q], si, dt(_W[q]))
             if own & NEAR_WALL:  # only cells next to a wall look at their sources' flags
                 for q in range(9):
                     si = i - _CX[q]
@@ -99,7 +101,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                         si = nx if si == 0 else (1 if si == nx + 1 else si)
                     kind = flags[j - _CY[q], si]
                     if kind & BOUNDARY:
-                        v = _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
+                        v = load_2d(f_src, _OPP[q], j, i, dt(_W[_OPP[q]]))
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         elif kind == INLET:  # Ladd: the wall moves at the row's inflow speed
@@ -118,13 +120,15 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
                                 ni = i + _CX[q]
                                 if periodic_x:
                                     ni = nx if ni == 0 else (1 if ni == nx + 1 else ni)
-                                v = k * v + (one - k) * _decode(f_src[_OPP[q], j + _CY[q], ni],
-                                                                dt(_W[_OPP[q]]))
+                                v = k * v + (one - k) * load_2d(f_src, _OPP[q], j + _CY[q],
+                                                                ni, dt(_W[_OPP[q]]))
                             else:  # beyond halfway: the own cell's q
-                                v = (-k) * v + (one + k) * _decode(f_src[q, j, i], dt(_W[q]))
+                                v = (-k) * v + (one + k) * load_2d(f_src, q, j, i, dt(_W[q]))
                         fl[q] = v
-            _collide(fl, f_dst, j, i, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p,
+            dst, dj, di = stage_2d(f_dst, out, j, i)
+            _collide(fl, dst, dj, di, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p,
                      src_m, store_macro)
+            commit_2d(f_dst, out, feq, j, i)
 
 
 @numba.njit(inline="always")
@@ -137,15 +141,15 @@ def _quadratic(f_src, far, far_off, links, q, j, i, nx, periodic_x, own_opp):
     o = _OPP[q]
     if w0 >= t(0.0):
         ni = wrap_far(i + _CX[q], nx, periodic_x)
-        v = w0 * own_opp + w1 * _decode(f_src[o, j + _CY[q], ni], t(_W[o]))
+        v = w0 * own_opp + w1 * load_2d(f_src, o, j + _CY[q], ni, t(_W[o]))
         if w2 != t(0.0):
             fi = wrap_far(i + 2 * _CX[q], nx, periodic_x)
-            v = v + w2 * _decode(far[o, j + 2 * _CY[q] + far_off, fi], t(_W[o]))
+            v = v + w2 * load_2d(far, o, j + 2 * _CY[q] + far_off, fi, t(_W[o]))
         return v
-    v = (-w0) * own_opp + w1 * _decode(f_src[q, j, i], t(_W[q]))
+    v = (-w0) * own_opp + w1 * load_2d(f_src, q, j, i, t(_W[q]))
     if w2 != t(0.0):
         ni = wrap_far(i + _CX[q], nx, periodic_x)
-        v = v + w2 * _decode(f_src[q, j + _CY[q], ni], t(_W[q]))
+        v = v + w2 * load_2d(f_src, q, j + _CY[q], ni, t(_W[q]))
     return v
 
 
@@ -165,7 +169,7 @@ def _specular(f_src, flags, j, i, q, nx, periodic_x, own_opp, like):
     if flags[bj, bi] & BOUNDARY:
         return own_opp
     m = _SPECULAR[q, mask]
-    return _decode(f_src[m, bj, bi], like.dtype.type(_W[m]))
+    return load_2d(f_src, m, bj, bi, like.dtype.type(_W[m]))
 
 
 @numba.njit(inline="always")
@@ -182,7 +186,7 @@ def _outlet(f_src, j, i, q, rho_w, kind, keep, take, press_w, slots, like):
     dt = like.dtype.type
     if kind == OUTLET_PRESSURE:
         return _anti_bounce_back(f_src, j, i, q, rho_w, like)
-    v = _decode(f_src[q, j - _CY[q], i], dt(_W[q]))
+    v = load_2d(f_src, q, j - _CY[q], i, dt(_W[q]))
     if kind == OUTLET_CONVECTIVE:
         v = keep * slots[q, j] + take * v
     if press_w > dt(0.0):
@@ -202,7 +206,7 @@ def _anti_bounce_back(f_src, j, i, q, rho_w, like):
     jx = dt(0.0)
     jy = dt(0.0)
     for p in range(9):
-        v = _decode(f_src[p, j, i], dt(_W[p]))
+        v = load_2d(f_src, p, j, i, dt(_W[p]))
         r += v
         jx += dt(_CX[p]) * v
         jy += dt(_CY[p]) * v
@@ -212,7 +216,7 @@ def _anti_bounce_back(f_src, j, i, q, rho_w, like):
     cu = dt(_CX[q]) * ux + dt(_CY[q]) * uy
     usq = dt(1.5) * (ux * ux + uy * uy)
     feq = dt(2.0 * _W[q]) * rho_w * (dt(1.0) + dt(4.5) * cu * cu - usq)
-    return feq - _decode(f_src[_OPP[q], j, i], dt(_W[_OPP[q]]))
+    return feq - load_2d(f_src, _OPP[q], j, i, dt(_W[_OPP[q]]))
 
 
 def _collide_source(macro: bool, forced: bool) -> list[str]:
@@ -300,8 +304,10 @@ def _unpack(buf, f, row, dirs):
 class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
-    #: takes run.storage neq16 (:mod:`.d2q9_neq`)
+    #: takes run.storage neq16 (records read and written through :mod:`.cells`)
     records = True
+    #: ... with bodies, inlets, outlets and free-slip walls too
+    records_boundaries = True
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, far=None):
@@ -311,16 +317,6 @@ class D2Q9Kernels:
         values ``(9, ny + 2)`` (read and written where a link pulls from an outlet; None:
         none); ``far``: (the array behind ``f_src``, the row of its row 0 there), where
         quadratic links read two rows away (None: ``f_src`` itself)."""
-        if f_src.dtype == NEQ16_DTYPE:
-            if any(a is not None for a in (inlet, links, outlet_slots)) or rho.dtype != np.float32:
-                raise ValueError("run.storage neq16: float32 arithmetic, walls and the lid only")
-            args = (f_src[:, None], f_dst[:, None], flags, rho, ux, uy, rows[0], rows[1],
-                    p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y,
-                    p.periodic_x, store_macro)
-            kernel = serial(stream_collide_neq)
-            announce_compile(kernel, args)
-            kernel(*args)
-            return
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros(f_src.shape[1], dt)
@@ -329,14 +325,19 @@ class D2Q9Kernels:
         if outlet_slots is None:
             outlet_slots = np.zeros((9, 1), dt)
         far_f, far_off = far_view(far, f_src)
-        f_src, f_dst = raw_view(f_src), raw_view(f_dst)
-        plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
-                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
-                 p.forced)
+        records = f_src.dtype == NEQ16_DTYPE
+        f_src, f_dst, far_f = (records_arg(a) if records else raw_view(a)
+                               for a in (f_src, f_dst, far_f))
         args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
                 p.inlet_scale, p.outlet_density, links, p.outlet_kind, *p.convective_weights,
                 p.outlet_pressure_weight, outlet_slots, far_f, far_off, False)
+        if records:  # every cell through the scalar kernel, reading and writing records
+            scalar_only(_stream_collide, args, rho.dtype)
+            return
+        plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
+                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
+                 p.forced)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, dt), _launched)
 

@@ -1,5 +1,5 @@
 """The D2Q9 collision (BGK/TRT, Guo forcing) of the CPU kernels, shared by the populations'
-kernels (:mod:`.d2q9`) and the neq16 records' kernel (:mod:`.d2q9_neq`)."""
+kernels (:mod:`.d2q9`) on populations and on neq16 records alike."""
 
 from __future__ import annotations
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from simsplit.backends.cpu.cells import commit_3d, load_3d, records_arg
 from simsplit.backends.cpu.d2q9 import _pack, _unpack, halo_rows
 from simsplit.backends.cpu.d3q19_collide import _CX, _CY, _CZ, _OPP, _PAIRS, _W, _collide
-from simsplit.backends.cpu.d3q19_neq import stream_collide_neq
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.backends.cpu.rowgen import (
     RowKernel,
@@ -31,6 +31,7 @@ from simsplit.backends.cpu.rowgen import (
     dot_c,
     launch,
     planes,
+    scalar_only,
     serial,
     sum_terms,
     wrap_far,
@@ -61,9 +62,9 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
     body links of CURVED cells interpolate with ``links[q, k, j, i]`` (Bouzidi,
     simsplit/fluid/geometry/links.py; 57 weight planes: quadratic, reading two planes away
     from ``far``, the array behind ``f_src``, its plane 0 at ``far`` plane ``far_off``)."""
-    ny = f_src.shape[2] - 2
-    nx = f_src.shape[3] - 2
-    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower
+    ny = flags.shape[1] - 2
+    nx = flags.shape[2] - 2
+    dt = rho_out.dtype.type  # arithmetic type; f_src may be stored narrower (or records)
     one, half = dt(1.0), dt(0.5)
     om_p, om_m = dt(om_p), dt(om_m)
     fx, fy, fz, lid_u = dt(fx), dt(fy), dt(fz), dt(lid_u)
@@ -78,6 +79,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
         post = np.empty(19, dtype=rho_out.dtype)
         pair_sum = np.empty(9, dtype=rho_out.dtype)
         pair_dif = np.empty(9, dtype=rho_out.dtype)
+        feq = np.empty(19, dtype=rho_out.dtype)  # records' scratch
         for i in range(1, nx + 1):
             own = flags[k, j, i]
             if own & SOLID or (not every_cell
@@ -86,7 +88,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
             for q in range(19):
                 sj = _wrap(j - _CY[q], ny, periodic_y)
                 si = _wrap(i - _CX[q], nx, periodic_x)
-                fl[q] = _decode(f_src[q, k - _CZ[q], sj, si], dt(_W[q]))
+                fl[q] = load_3d(f_src, q, k - _CZ[q], sj, si, dt(_W[q]))
             if own & NEAR_WALL:  # only cells next to a wall look at their sources' flags
                 for q in range(19):
                     sj = _wrap(j - _CY[q], ny, periodic_y)
@@ -94,7 +96,7 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                     kind = flags[k - _CZ[q], sj, si]
                     if kind & BOUNDARY:
                         o = _OPP[q]
-                        v = _decode(f_src[o, k, j, i], dt(_W[o]))
+                        v = load_3d(f_src, o, k, j, i, dt(_W[o]))
                         if kind == LID:
                             v += dt(6.0 * _W[q] * _CX[q]) * lid_u
                         elif kind == INLET:  # Ladd: the wall moves at the line's inflow speed
@@ -113,15 +115,14 @@ def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1
                             if w >= dt(0.0):  # wall nearer than halfway: the neighbour x + c_q
                                 nj = _wrap(j + _CY[q], ny, periodic_y)
                                 ni = _wrap(i + _CX[q], nx, periodic_x)
-                                v = w * v + (one - w) * _decode(f_src[o, k + _CZ[q], nj, ni],
+                                v = w * v + (one - w) * load_3d(f_src, o, k + _CZ[q], nj, ni,
                                                                 dt(_W[o]))
                             else:  # beyond halfway: the own cell's q
-                                v = (-w) * v + (one + w) * _decode(f_src[q, k, j, i], dt(_W[q]))
+                                v = (-w) * v + (one + w) * load_3d(f_src, q, k, j, i, dt(_W[q]))
                         fl[q] = v
             _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i,
                      om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
-            for q in range(19):
-                f_dst[q, k, j, i] = _encode(post[q], dt(_W[q]), f_dst)
+            commit_3d(f_dst, post, feq, k, j, i)
 
 
 @numba.njit(inline="always")
@@ -134,15 +135,15 @@ def _quadratic(f_src, far, far_off, links, q, k, j, i, ny, nx, periodic_y, perio
     nj = wrap_far(j + _CY[q], ny, periodic_y)
     ni = wrap_far(i + _CX[q], nx, periodic_x)
     if w0 >= t(0.0):
-        v = w0 * own_opp + w1 * _decode(f_src[o, k + _CZ[q], nj, ni], t(_W[o]))
+        v = w0 * own_opp + w1 * load_3d(f_src, o, k + _CZ[q], nj, ni, t(_W[o]))
         if w2 != t(0.0):
             fj = wrap_far(j + 2 * _CY[q], ny, periodic_y)
             fi = wrap_far(i + 2 * _CX[q], nx, periodic_x)
-            v = v + w2 * _decode(far[o, k + 2 * _CZ[q] + far_off, fj, fi], t(_W[o]))
+            v = v + w2 * load_3d(far, o, k + 2 * _CZ[q] + far_off, fj, fi, t(_W[o]))
         return v
-    v = (-w0) * own_opp + w1 * _decode(f_src[q, k, j, i], t(_W[q]))
+    v = (-w0) * own_opp + w1 * load_3d(f_src, q, k, j, i, t(_W[q]))
     if w2 != t(0.0):
-        v = v + w2 * _decode(f_src[q, k + _CZ[q], nj, ni], t(_W[q]))
+        v = v + w2 * load_3d(f_src, q, k + _CZ[q], nj, ni, t(_W[q]))
     return v
 
 
@@ -162,7 +163,7 @@ def _specular(f_src, flags, k, j, i, q, nx, ny, periodic_x, periodic_y, own_opp,
     if flags[bk, bj, bi] & BOUNDARY:
         return own_opp
     m = _SPECULAR[q, mask]
-    return _decode(f_src[m, bk, bj, bi], like.dtype.type(_W[m]))
+    return load_3d(f_src, m, bk, bj, bi, like.dtype.type(_W[m]))
 
 
 @numba.njit(inline="always")
@@ -174,7 +175,7 @@ def _outlet(f_src, k, j, i, q, rho_w, like, kind, keep, take, press_w, slots, ny
         return _anti_bounce_back(f_src, k, j, i, q, rho_w, like)
     dt = like.dtype.type
     sj = _wrap(j - _CY[q], ny, periodic_y)
-    v = _decode(f_src[q, k - _CZ[q], sj, i], dt(_W[q]))
+    v = load_3d(f_src, q, k - _CZ[q], sj, i, dt(_W[q]))
     if kind == OUTLET_CONVECTIVE:
         v = keep * slots[q, k, j] + take * v
     if press_w > dt(0.0):
@@ -197,7 +198,7 @@ def _anti_bounce_back(f_src, k, j, i, q, rho_w, like):
     jy = dt(0.0)
     jz = dt(0.0)
     for p in range(19):
-        v = _decode(f_src[p, k, j, i], dt(_W[p]))
+        v = load_3d(f_src, p, k, j, i, dt(_W[p]))
         r += v
         jx += dt(_CX[p]) * v
         jy += dt(_CY[p]) * v
@@ -210,7 +211,7 @@ def _anti_bounce_back(f_src, k, j, i, q, rho_w, like):
     usq = dt(1.5) * (ux * ux + uy * uy + uz * uz)
     feq = dt(2.0 * _W[q]) * rho_w * (dt(1.0) + dt(4.5) * cu * cu - usq)
     o = _OPP[q]
-    return feq - _decode(f_src[o, k, j, i], dt(_W[o]))
+    return feq - load_3d(f_src, o, k, j, i, dt(_W[o]))
 
 
 @numba.njit(parallel=True, cache=True)
@@ -341,8 +342,10 @@ def _layers(f: np.ndarray) -> np.ndarray:
 class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
-    #: takes run.storage neq16 (:mod:`.d3q19_neq`)
+    #: takes run.storage neq16 (records read and written through :mod:`.cells`)
     records = True
+    #: ... with bodies, inlets, outlets and free-slip walls too
+    records_boundaries = True
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, far=None):
@@ -353,9 +356,6 @@ class D3Q19Kernels:
         nz + 2, ny + 2)`` (read and written where a link pulls from an outlet; None: none);
         ``far``: (the array behind ``f_src``, the plane of its plane 0 there), where quadratic
         links read two planes away (None: ``f_src`` itself)."""
-        if f_src.dtype == NEQ16_DTYPE:
-            return self._stream_collide_neq(f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                                            store_macro, inlet, links, outlet_slots)
         dt = rho.dtype
         if inlet is None:
             inlet = np.zeros((1, 1), dt)
@@ -363,30 +363,23 @@ class D3Q19Kernels:
             links = np.full((19, 1, 1, 1), -1.0, dt)
         if outlet_slots is None:
             outlet_slots = np.zeros((19, 1, 1), dt)
-        plain = (raw_view(f_src), *planes(raw_view(f_dst)), flags, rho, ux, uy, uz, layers[0],
-                 layers[1],
-                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
-                 p.periodic_x, p.periodic_y, store_macro, p.forced)
-        args = (raw_view(f_src), raw_view(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
+        far_f, far_off = far_view(far, f_src)
+        records = f_src.dtype == NEQ16_DTYPE
+        f_src, f_dst, far_f = (records_arg(a) if records else raw_view(a)
+                               for a in (f_src, f_dst, far_f))
+        args = (f_src, f_dst, flags, rho, ux, uy, uz, layers[0], layers[1],
                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
                 p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
                 p.outlet_density, links, p.outlet_kind, *p.convective_weights,
-                p.outlet_pressure_weight, outlet_slots, *far_view(far, f_src), False)
+                p.outlet_pressure_weight, outlet_slots, far_f, far_off, False)
+        if records:  # every cell through the scalar kernel, reading and writing records
+            scalar_only(_stream_collide, args, rho.dtype)
+            return
+        plain = (f_src, *planes(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
+                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
+                 p.periodic_x, p.periodic_y, store_macro, p.forced)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
                (f_src.dtype, rho.dtype), _launched)
-
-    def _stream_collide_neq(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
-                            store_macro, *open_rules) -> None:
-        """neq16 records: walls, the lid, forcing, periodic x and y (the case checks refuse
-        inlets, outlets and curved links on this storage)."""
-        if any(a is not None for a in open_rules) or rho.dtype != np.float32:
-            raise ValueError("run.storage neq16: float32 arithmetic, walls and the lid only")
-        args = (f_src, f_dst, flags, rho, ux, uy, uz, layers[0], layers[1], p.omega_plus,
-                p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x,
-                p.periodic_y, store_macro, p.forced)
-        kernel = serial(stream_collide_neq)
-        announce_compile(kernel, args)
-        kernel(*args)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""

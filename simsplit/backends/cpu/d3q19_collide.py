@@ -1,5 +1,5 @@
 """The D3Q19 collision (BGK/TRT, Guo forcing) of the CPU kernels, shared by the pull and
-in-place kernels (:mod:`.d3q19`) and the non-equilibrium storage kernel (:mod:`.d3q19_neq`)."""
+in-place kernels (:mod:`.d3q19`), on populations and on neq16 records alike."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """neq16 cell records (:mod:`simsplit.numerics.neq_storage`) read and written cell by cell, in
-float32, for the CPU's D2Q9 and D3Q19 record kernels (:mod:`.d2q9_neq`, :mod:`.d3q19_neq`).
+float32, for the CPU's D2Q9 and D3Q19 stream-collide kernels (through :mod:`.cells`).
 
 The lattice comes in as tuples (c_x, c_y, c_z, w; c_z all zero and u_z zero in 2D, which adds
 exact zeros: the same bits as the 2D sums) and records as 4D arrays ``rec[slot, k, j, i]`` (a

@@ -93,16 +93,25 @@ def launch(rows_kernel: Any, plain: tuple, scalar: Any, args: tuple, key: Any,
     periodic ends) and on the first launch for ``key`` (recorded in ``launched``), so that a
     warm-up run compiles and caches it too. Row kernels off: the scalar kernel on every cell."""
     if not rows_enabled():
-        args = (*args[:-1], True)
-        scalar = serial(scalar)
-        announce_compile(scalar, args)
-        scalar(*args)
+        scalar_only(scalar, args)
         return
     announce_compile(rows_kernel, plain)
     if rows_kernel(*plain) or key not in launched:
         launched.add(key)
         announce_compile(scalar, args)
         scalar(*args)
+
+
+def scalar_only(scalar: Any, args: tuple, arith: Any = None) -> None:
+    """One two-lattice step of every fluid cell by ``scalar(*args)`` (``args`` ending in
+    ``every_cell``, set true here). ``arith`` given: the populations are neq16 records, whose
+    kernels compute in float32 only."""
+    if arith is not None and np.dtype(arith) != np.float32:
+        raise ValueError("run.storage neq16: float32 arithmetic only")
+    args = (*args[:-1], True)
+    scalar = serial(scalar)
+    announce_compile(scalar, args)
+    scalar(*args)
 
 
 #: ``collide(macro, forced)`` -> source lines reading ``f{q}`` and setting ``p{q}`` (the

@@ -22,7 +22,7 @@ from simsplit.gpu import autotune
 from simsplit.gpu import cuda_errors as errors
 from simsplit.numerics.lattice import UP, Q
 from simsplit.numerics.lbm_params import D2Q9Params
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
 
 _N_CROSS = len(UP)
 #: rows of a neq16 records halo: the crossing populations' significands and the whole record
@@ -64,14 +64,16 @@ def _grid_x(n: int, block_x: int = source.BLOCK_X) -> int:
 _BAD_ADDRESS = np.uint64(0xDEAD0000000)
 
 
-def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None) -> tuple[Any, ...]:
-    """The kernel's (quadratic, far, far_off): whether ``links`` holds quadratic weights, and
-    where its reads two rows away go (the array behind ``f_src`` and the row of f_src's row 0
-    in it; f_src itself where there is none)."""
+def quadratic_args(links: Any, f_src: Any, far: tuple[Any, int] | None,
+                   q: int = Q) -> tuple[Any, ...]:
+    """The kernel's (quadratic, far, far_off): whether ``links`` holds quadratic weights (3 q
+    planes for a lattice of ``q`` populations; ``f_src`` may hold neq16 records, whose slots
+    outnumber q), and where its reads two rows away go (the array behind ``f_src`` and the row
+    of f_src's row 0 in it; f_src itself where there is none)."""
     arr, off = (f_src, 0) if far is None else far
     if element_strides(arr) != element_strides(f_src):
         raise ValueError("the array behind f_src must share its layout")
-    quadratic = links is not None and links.shape[0] == 3 * f_src.shape[0]
+    quadratic = links is not None and links.shape[0] == 3 * q
     return np.int32(quadratic), arr, np.int32(off)
 
 
@@ -83,8 +85,10 @@ class D2Q9Kernels:
     strided_fields = True
     #: stream_collide takes ``open_rules=False`` for blocks of walls and a lid only
     box_variant = True
-    #: takes run.storage neq16 (cell records: d2q9_stream_collide_neq)
+    #: takes run.storage neq16 (cell records: d2q9_stream_collide_neq in boxes, and
+    #: d2q9_stream_collide on records with bodies, inlets, outlets and free-slip walls)
     records = True
+    records_boundaries = True
     _pairs = frozenset(source.STORAGE_PAIRS)
 
     def __init__(self, device: int) -> None:
@@ -101,6 +105,8 @@ class D2Q9Kernels:
                             for st in stored}
             self._records = {s: module.get_function(source.d2q9_neq_name(s))
                              for s in (False, True)}
+            self._records_open = {s: module.get_function(source.d2q9_neq_open_name(s))
+                                  for s in (False, True)}
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
@@ -130,6 +136,7 @@ class D2Q9Kernels:
         out.update({source.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
         out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
         out.update({source.d2q9_neq_name(s): k for s, k in self._records.items()})
+        out.update({source.d2q9_neq_open_name(s): k for s, k in self._records_open.items()})
         return out
 
     def _params(self, p: D2Q9Params, dtype: np.dtype) -> tuple[Any, ...]:
@@ -182,10 +189,14 @@ class D2Q9Kernels:
         ``columns``: 1-based interior columns ``[i0, i1)`` to update (default all);
         ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``; ``links`` of
         27 planes are quadratic, reading two rows away from ``far`` (the array behind
-        ``f_src``, the row of its row 0 there; None: ``f_src`` itself)."""
-        if f_src.dtype == NEQ16_DTYPE:
+        ``f_src``, the row of its row 0 there; None: ``f_src`` itself). neq16 records: the
+        box kernel where ``open_rules`` is False and no geometry array is given, else the one
+        with every rule (on ``columns``: the same bits as the box kernel's where a span needs
+        none)."""
+        records = f_src.dtype == NEQ16_DTYPE
+        if records and not open_rules and all(a is None for a in (inlet, links, outlet_slots)):
             self._stream_collide_records(f_src, f_dst, flags, (rho, ux, uy), rows, p,
-                                         store_macro, inlet, links, outlet_slots, columns)
+                                         store_macro, columns)
             return
         j0, j1 = int(rows[0]), int(rows[1])
         q, h, w = f_src.shape
@@ -193,7 +204,8 @@ class D2Q9Kernels:
         i0, i1 = (1, nx + 1) if columns is None else (int(columns[0]), int(columns[1]))
         if not 1 <= i0 <= i1 <= nx + 1:
             raise ValueError(f"columns {columns} outside the interior columns [1, {nx + 1})")
-        if q != Q or f_dst.shape != f_src.shape or flags.shape != (h, w) or rho.shape != (ny, nx):
+        if (q != (record_slots(Q) if records else Q) or f_dst.shape != f_src.shape
+                or flags.shape != (h, w) or rho.shape != (ny, nx)):
             raise ValueError(f"inconsistent D2Q9 arrays: f {f_src.shape}, f_dst {f_dst.shape}, "
                              f"flags {flags.shape}, rho {rho.shape}")
         if not 1 <= j0 <= j1 <= ny + 1:
@@ -201,16 +213,21 @@ class D2Q9Kernels:
         if j0 == j1 or i0 == i1:
             return
         dt, st = rho.dtype, f_src.dtype
-        if f_dst.dtype != st or ux.dtype != dt or uy.dtype != dt or (dt, st) not in self._pairs:
+        pair = (dt, st) in self._pairs or (records and dt == np.float32)
+        if f_dst.dtype != st or ux.dtype != dt or uy.dtype != dt or not pair:
             raise TypeError(f"no D2Q9 kernel for populations {st} / {f_dst.dtype} with "
                             f"macroscopic fields {dt}, {ux.dtype}, {uy.dtype}")
         check_launch_device(self.device)
-        variant = (dt, st, bool(store_macro), bool(open_rules))
-        kern, block_x = self._tuned.get((*variant, f_src.shape),
-                                        (self._collide[variant], source.BLOCK_X))
+        if records:  # one kernel with every rule (not tuned)
+            kern, block_x = self._records_open[bool(store_macro)], source.BLOCK_X
+            name = source.d2q9_neq_open_name(bool(store_macro))
+        else:
+            variant = (dt, st, bool(store_macro), bool(open_rules))
+            kern, block_x = self._tuned.get((*variant, f_src.shape),
+                                            (self._collide[variant], source.BLOCK_X))
+            name = source.stream_collide_name(*variant)
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(i1 - i0, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
-        name = source.stream_collide_name(*variant)
         t = dt.type
         args = self._args(name, (f_src, f_dst, flags, rho, ux, uy, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
@@ -223,14 +240,13 @@ class D2Q9Kernels:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (block_x,), args))
 
     def _stream_collide_records(self, f_src, f_dst, flags, macro, rows, p: D2Q9Params,
-                                store_macro: bool, *open_rules: Any) -> None:
-        """neq16 records: walls, the lid, forcing and periodic x on every column (the case
-        checks refuse inlets, outlets, free-slip walls and bodies on this storage)."""
+                                store_macro: bool, columns: Any = None) -> None:
+        """neq16 records in a box: walls, the lid, forcing and periodic x on every column."""
         j0, j1 = int(rows[0]), int(rows[1])
         _, h, w = f_src.shape
         ny, nx = h - 2, w - 2
-        if any(a is not None for a in open_rules) or f_dst.shape != f_src.shape:
-            raise ValueError("run.storage neq16: walls and the lid only, two record arrays "
+        if columns is not None and tuple(columns) != (1, nx + 1) or f_dst.shape != f_src.shape:
+            raise ValueError("run.storage neq16 in a box: every column, two record arrays "
                              f"alike (f {f_src.shape}, f_dst {f_dst.shape})")
         if not 1 <= j0 <= j1 <= ny + 1 or macro[0].dtype != np.float32:
             raise ValueError(f"rows {rows} of {ny}, float32 fields expected")

@@ -136,8 +136,10 @@ class D3Q19Kernels:
     #: stream_collide takes ``open_faces``, the open kinds of a slab's flags (0 for bodies in a
     #: slab without inlet, outlet or slip cells: a bodies kernel without those rules)
     bodies_variants = True
-    #: takes run.storage neq16 (cell records, :mod:`.d3q19_neq`)
+    #: takes run.storage neq16 (cell records, :mod:`.d3q19_neq`), with bodies, inlets,
+    #: outlets and free-slip walls too (the bodies kernel on records)
     records = True
+    records_boundaries = True
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -182,6 +184,10 @@ class D3Q19Kernels:
         if NEQ16_DTYPE in self._pack:
             return
         self.registers += self._records.prepare()
+        for s, forced in itertools.product((False, True), repeat=2):
+            self._bodies[(np.dtype(np.float32), NEQ16_DTYPE, s, forced,
+                          source.D3Q19_NEQ_BODIES_OPEN)] = self._records.kernel(
+                source.d3q19_neq_bodies_name(s, forced))
         self._pack[NEQ16_DTYPE] = self._records.kernel(source.pack_name(_NAME, NEQ16_DTYPE))
         self._unpack[NEQ16_DTYPE] = self._records.kernel(source.unpack_name(_NAME, NEQ16_DTYPE))
 
@@ -259,7 +265,8 @@ class D3Q19Kernels:
         the plane of its plane 0 there; None: ``f_src`` itself)."""
         if f_src.dtype == NEQ16_DTYPE:
             self._stream_collide_records(f_src, f_dst, flags, (rho, ux, uy, uz), layers, p,
-                                         store_macro, inlet, links, outlet_slots)
+                                         store_macro, inlet, links, outlet_slots, open_faces,
+                                         far)
             return
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         self._load(rho.dtype, f_src.dtype)
@@ -282,17 +289,27 @@ class D3Q19Kernels:
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
 
     def _stream_collide_records(self, f_src, f_dst, flags, macro, layers, p: D3Q19Params,
-                                store_macro: bool, *open_rules: Any) -> None:
-        """neq16 records: walls, the lid, forcing, periodic x and y (the case checks refuse
-        inlets, outlets and curved links on this storage)."""
+                                store_macro: bool, inlet=None, links=None, outlet_slots=None,
+                                open_faces: int = OPEN_FACES, far=None) -> None:
+        """neq16 records: walls, the lid, forcing, periodic x and y (the records' pull
+        kernel), or with a geometry (``inlet`` given) the bodies kernel on records with every
+        rule (source.D3Q19_NEQ_BODIES_OPEN)."""
         k0, k1 = int(layers[0]), int(layers[1])
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
-        if any(a is not None for a in open_rules) or f_dst.shape != f_src.shape:
-            raise ValueError("run.storage neq16: walls and the lid only, two record arrays "
-                             f"alike (f {f_src.shape}, f_dst {f_dst.shape})")
+        box = inlet is None
+        if box and (links is not None or outlet_slots is not None) or f_dst.shape != f_src.shape:
+            raise ValueError("run.storage neq16: links and outlets come with inlet speeds, two "
+                             f"record arrays alike (f {f_src.shape}, f_dst {f_dst.shape})")
         if not 1 <= k0 <= k1 <= nz + 1 or ny > source.MAX_GRID_Y:
             raise ValueError(f"planes {layers} of {nz}, or {ny} rows, out of range")
         if k0 == k1:
+            return
+        if not box:
+            if macro[0].dtype != np.float32:
+                raise TypeError("run.storage neq16 computes in float32")
+            self._load_records()
+            self._stream_collide_bodies(f_src, f_dst, flags, macro, k0, k1, p, store_macro,
+                                        inlet, links, outlet_slots, open_faces, far)
             return
         wide = source.d3q19_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])
         self._records.stream_collide(
@@ -305,7 +322,7 @@ class D3Q19Kernels:
                                far=None) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
-        quadratic = quadratic_args(links, f_src, far)
+        quadratic = quadratic_args(links, f_src, far, D3Q19.q)
         if wide_offsets(f_src) or wide_offsets(quadratic[1]):
             raise ValueError(f"D3Q19 bodies, inlets and outlets take population arrays of at "
                              f"most {source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape}); split "
@@ -331,7 +348,8 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        variant = (source.d3q19_bodies_open(open_faces, p.outlet_kind, True) if quadratic[0]
+        variant = (source.D3Q19_NEQ_BODIES_OPEN if f_src.dtype == NEQ16_DTYPE
+                   else source.d3q19_bodies_open(open_faces, p.outlet_kind, True) if quadratic[0]
                    else self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind))
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)

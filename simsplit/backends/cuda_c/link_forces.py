@@ -42,6 +42,8 @@ class DeviceLinkTable:
     arrays: tuple[Any, ...]
     acc: Any
     nonfinite: Any
+    #: the populations are neq16 records (rebuilt from each cell's record)
+    records: bool = False
 
 
 class LinkForceKernels:
@@ -63,7 +65,7 @@ class LinkForceKernels:
             return DeviceLinkTable(table.n, table.dim, slots, table.arith, table.shifted,
                                    table.inv_scale, strides, arrays,
                                    cupy.zeros(slots * EXACT_LIMBS, np.uint64),
-                                   cupy.zeros(1, np.int32))
+                                   cupy.zeros(1, np.int32), table.records)
 
     def sums(self, f: Any, t: DeviceLinkTable) -> tuple[np.ndarray, bool]:
         """(signed limb totals ``(n_bodies * dim, EXACT_LIMBS)``, whether a link's momentum
@@ -72,12 +74,17 @@ class LinkForceKernels:
             raise ValueError("populations laid out unlike the link table's")
         with self._dev:
             if t.n:
-                name = source.link_force_sums_name(t.arith, f.dtype)
-                kern = self._module.get_function(name)
                 threads = source.BLOCK_X
+                if t.records:  # the plane between record slots locates a cell's record
+                    name = source.link_force_sums_neq_name(t.dim)
+                    scalars: tuple = (np.int64(t.strides[0]),)
+                else:
+                    name = source.link_force_sums_name(t.arith, f.dtype)
+                    scalars = (t.arith.type(t.inv_scale), np.int32(t.shifted))
+                kern = self._module.get_function(name)
                 kern(((t.n + threads - 1) // threads,), (threads,),
-                     (f, np.int32(t.n), *t.arrays, np.int32(t.dim), t.arith.type(t.inv_scale),
-                      np.int32(t.shifted), t.acc, t.nonfinite))
+                     (f, np.int32(t.n), *t.arrays, np.int32(t.dim), *scalars, t.acc,
+                      t.nonfinite))
             limbs = t.acc.get().view(np.int64).reshape(t.slots, EXACT_LIMBS)
             bad = bool(t.nonfinite.get()[0])
             t.acc.fill(0)

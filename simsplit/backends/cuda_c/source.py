@@ -106,7 +106,7 @@ STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16", E4M11_DTYPE: "l
 #: the C type of neq16 record slots
 NEQ_CTYPE = "unsigned short"
 #: (arithmetic, storage) pairs the D2Q9 and D3Q19 kernels are instantiated for: run.storage's
-#: choices of populations (neq16's cell records have kernels of their own on the CPU only)
+#: choices of populations (neq16's cell records: the *_neq_* names below)
 STORAGE_PAIRS = tuple((np.dtype(a), storage_dtype(s))
                       for a, ss in STORAGE_CHOICES.items() for s in ss
                       if storage_dtype(s) != NEQ16_DTYPE)
@@ -418,15 +418,30 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
     return f"link_force_sums<{_ctype(dtype)}, {_storage_ctype(storage)}>"
 
 
+def link_force_sums_neq_name(dim: int) -> str:
+    """Exact per-body link momentum sums on neq16 records of the ``dim``-D lattice
+    (kernels/link_forces.cu link_force_sums_neq)."""
+    return f"link_force_sums_neq<{'D2Q9' if dim == 2 else 'D3Q19'}>"
+
+
 def d2q9_neq_name(store_macro: bool) -> str:
     """The D2Q9 pull kernel on neq16 records (float32 arithmetic, kernels/d2q9.cu)."""
     return f"d2q9_stream_collide_neq<{str(bool(store_macro)).lower()}>"
 
 
+def d2q9_neq_open_name(store_macro: bool) -> str:
+    """The D2Q9 kernel with the open rules on neq16 records (bodies, inlets, outlets, free-slip
+    walls: d2q9_stream_collide with S = neq::rec, float32)."""
+    return (f"d2q9_stream_collide<float, {NEQ_CTYPE}, {_cbool(store_macro)}, "
+            f"{_cbool(True)}>")
+
+
 def d2q9_neq_expressions() -> list[str]:
-    """The D2Q9 records' pull kernels and halo kernels (in the D2Q9 module)."""
-    return [d2q9_neq_name(False), d2q9_neq_name(True),
-            pack_name("D2Q9", NEQ16_DTYPE), unpack_name("D2Q9", NEQ16_DTYPE)]
+    """The D2Q9 records' pull kernels (box and open rules) and halo kernels (in the D2Q9
+    module)."""
+    return [d2q9_neq_name(False), d2q9_neq_name(True), d2q9_neq_open_name(False),
+            d2q9_neq_open_name(True), pack_name("D2Q9", NEQ16_DTYPE),
+            unpack_name("D2Q9", NEQ16_DTYPE)]
 
 
 def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
@@ -436,9 +451,24 @@ def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
             f"{str(bool(forced)).lower()}, {index}>")
 
 
+#: the one bodies kernel variant instantiated on neq16 records: every open rule (the launcher
+#: takes it for any slab with bodies, inlets, outlets or free-slip walls on records; a variant
+#: per kind would multiply the records' instantiations by six)
+D3Q19_NEQ_BODIES_OPEN = "slip_quadratic"
+
+
+def d3q19_neq_bodies_name(store_macro: bool, forced: bool) -> str:
+    """The D3Q19 bodies kernel on neq16 records (S = neq::rec, float32, every open rule)."""
+    return (f"d3q19_stream_collide_bodies<float, {NEQ_CTYPE}, {_cbool(store_macro)}, "
+            f"{_cbool(forced)}, BODIES_{D3Q19_NEQ_BODIES_OPEN.upper()}>")
+
+
 def d3q19_neq_expressions() -> list[str]:
-    """The neq16 pair's module: its pull kernels and the records' halo kernels."""
+    """The neq16 pair's module: its pull kernels (box and bodies) and the records' halo
+    kernels."""
     return [*(d3q19_neq_name(s, f, w) for s, f, w in itertools.product((False, True), repeat=3)),
+            *(d3q19_neq_bodies_name(s, f) for s, f in itertools.product((False, True),
+                                                                        repeat=2)),
             pack_name("D3Q19", NEQ16_DTYPE), unpack_name("D3Q19", NEQ16_DTYPE)]
 
 
@@ -468,7 +498,8 @@ def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
 def name_expressions(name: str) -> list[str]:
     """Every kernel instantiation of kernel file ``name`` that a backend may launch."""
     if name == "link_forces.cu":
-        return [link_force_sums_name(dt, st) for dt, st in STORAGE_PAIRS]
+        return [*(link_force_sums_name(dt, st) for dt, st in STORAGE_PAIRS),
+                link_force_sums_neq_name(2), link_force_sums_neq_name(3)]
     lattice = {"d2q9.cu": "D2Q9", "d3q19.cu": "D3Q19"}.get(name)
     if lattice is None:
         return []

@@ -340,7 +340,7 @@ def _rates(dtype: np.dtype) -> Any:
 
 @functools.cache
 def _records_kernel() -> Any:
-    """The pull step on neq16 records, float32 arithmetic: the CPU's ``d2q9_neq`` kernel body
+    """The pull step on neq16 records, float32 arithmetic: the CPU scalar kernel's body on records
     per cell (walls, the lid, forcing, periodic x; the case checks refuse the rest), records
     read and written by the CPU's codec (:func:`.neq.codec`), the collision :func:`_collision`'s.
     Records come as one-plane 4D arrays ``(15, 1, ny + 2, nx + 2)``."""

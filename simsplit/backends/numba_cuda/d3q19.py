@@ -354,7 +354,7 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
 
 @functools.cache
 def _records_kernel() -> Any:
-    """The pull step on neq16 records, float32 arithmetic: the CPU's ``d3q19_neq`` kernel body
+    """The pull step on neq16 records, float32 arithmetic: the CPU scalar kernel's body on records
     per cell (walls, the lid, bodies of solid cells, forcing, periodic x and y; the case checks
     refuse the rest), records read and written by the CPU's codec (:func:`.neq.codec`), the
     collision :func:`_collision`'s."""

@@ -221,8 +221,9 @@ def test_capture_replays_the_same_steps() -> None:
 @in_child
 @pytest.mark.parametrize("dim", [2, 3])
 def test_neq16_refused_with_bodies(dim: int) -> None:
-    """numba-cuda holds no neq16 records (boxes, bodies and open faces alike): the block
-    refuses when it starts, in one line naming the storage and the backend."""
+    """numba-cuda runs neq16 records in boxes only: with bodies, an inlet and an outlet the
+    block refuses when it starts, in one line naming the storage, the boundaries, the backend
+    and what is allowed."""
     from simsplit.case import validate_case
     from simsplit.errors import BackendUnavailable
     from simsplit.fluid.solver import FluidSolver
@@ -235,7 +236,8 @@ def test_neq16_refused_with_bodies(dim: int) -> None:
     with pytest.raises(BackendUnavailable) as info:
         FluidSolver(validate_case(raw), ParallelContext("numba-cuda", transport="local"))
     text = str(info.value)
-    assert text.startswith("run.storage: neq16 is not allowed on backend numba-cuda")
+    assert text.startswith("run.storage: neq16 with domain.bodies, inlets, outlets or "
+                           "free-slip walls is not allowed on backend numba-cuda (allowed: ")
     assert "\n" not in text
 
 

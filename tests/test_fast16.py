@@ -44,11 +44,17 @@ def _e4m11_fast(x):
     return fast16.e4m11_from_fast(x)
 
 
+@numba.njit(cache=False)
+def _half_int(x):  # float32: the integer encoder, also where F16C takes float32
+    return fast16._half_from32_int(x)
+
+
 def _f64_bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint64)
 
 
 @pytest.mark.parametrize("slow, fast", [(ref.half_to_float, fast16.half_to_f32),
+                                        (ref.half_to_float, fast16._half_to_f32_int),
                                         (ref.e4m11_to_float, fast16.e4m11_to_f32)])
 def test_decode_every_pattern(slow, fast):
     got = _decode_both(slow, fast, _ALL16)
@@ -79,11 +85,13 @@ def _sweep(values: np.ndarray, dtype: type) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("fmt", ["float16", "e4m11"])
+@pytest.mark.parametrize("fmt", ["float16", "float16-int", "e4m11"])
 def test_encode_sweep(fmt, dtype):
-    decode = ref.half_to_float if fmt == "float16" else ref.e4m11_to_float
-    slow, fast = ((ref.half_from, _half_fast) if fmt == "float16"
-                  else (ref.e4m11_from, _e4m11_fast))
+    decode = ref.e4m11_to_float if fmt == "e4m11" else ref.half_to_float
+    slow, fast = {"float16": (ref.half_from, _half_fast), "float16-int": (ref.half_from, _half_int),
+                  "e4m11": (ref.e4m11_from, _e4m11_fast)}[fmt]
+    if fmt == "float16-int" and dtype == np.float64:
+        fast = _half_fast  # float64 has the integer encoder only
     values = _decode_both(decode, decode, _ALL16)[0]
     x = _sweep(values, dtype)
     assert x.size > 300_000
@@ -96,7 +104,7 @@ def test_encode_random_float32_bits():
     """Random float32 bit patterns of every exponent, NaN payloads included."""
     bits = np.random.default_rng(7).integers(0, 1 << 32, 2_000_000, dtype=np.uint64)
     x = bits.astype(np.uint32).view(np.float32)
-    for slow, fast in ((ref.half_from, _half_fast),
+    for slow, fast in ((ref.half_from, _half_fast), (ref.half_from, _half_int),
                        (ref.e4m11_from, _e4m11_fast)):
         got = _encode_both(slow, fast, x)
         np.testing.assert_array_equal(got[1], got[0])

@@ -19,7 +19,8 @@ from numba.extending import overload
 
 from simsplit.backends.cpu import d2q9_collide as d2
 from simsplit.backends.cpu import d3q19_collide as d3
-from simsplit.backends.cpu.neq_codec import pull, store
+from simsplit.backends.cpu.neq_codec import pull_cpu as pull
+from simsplit.backends.cpu.neq_codec import store_cpu as store
 from simsplit.backends.cpu.storage_codec import _decode, _encode
 
 _CZ_2D = (0,) * len(d2._W)

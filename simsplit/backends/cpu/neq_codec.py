@@ -10,16 +10,22 @@ that backend overloads with a multiplication NVVM cannot fuse into a following a
 target never fuses), so both targets round every operation alike. Nested helpers take scalars
 only: on Numba's CUDA simulator these device functions run as Python and call them compiled
 for the CPU.
+
+The CPU kernels take :data:`pull_cpu` / :data:`store_cpu`: the same code with its conversion
+helpers (:data:`_CPU_HELPERS`) rebound to :mod:`.fast16`'s bit-level versions (same bits,
+tested against these in ``tests/test_fast16.py``); the Numba CUDA backend compiles the originals.
 """
 
 from __future__ import annotations
 
 import math
+import types
 
 import numba
 import numpy as np
 from numba.extending import overload
 
+from simsplit.backends.cpu import fast16
 from simsplit.backends.cpu.storage_codec import (
     float32_bits,
     float32_from_bits,
@@ -31,6 +37,7 @@ from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE
 
 _INV_RHO_SCALE = 1.0 / RHO_SCALE
 _TOP = 2.0**NEQ_BITS
+ldexp = math.ldexp  # a global name, rebound in the CPU's copies (:func:`_rebound`)
 
 
 def product(a, b):
@@ -96,7 +103,7 @@ def pull(rec, q, k, j, i, cx, cy, cz, w):
     uz = dt(0.0)
     if rec.shape[0] > n_q + 6:
         uz = dt(_velocity(rec[n_q + 6, k, j, i], rec[n_q + 7, k, j, i]))
-    dev = math.ldexp(float(_signed16(rec[q, k, j, i])), int(_signed16(rec[n_q, k, j, i])))
+    dev = ldexp(float(_signed16(rec[q, k, j, i])), int(_signed16(rec[n_q, k, j, i])))
     return dt(dev) + dt(_feq(q, rho, ux, uy, uz, dt(_usq(ux, uy, uz)), cx, cy, cz, w))
 
 
@@ -135,7 +142,7 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
         if round_even(math.ldexp(top, -e)) >= _TOP:
             e += 1
     for q in range(n_q):
-        n = np.int64(round_even(math.ldexp(float(post[q] - feq[q]), -e)))
+        n = np.int64(round_even(ldexp(float(post[q] - feq[q]), -e)))
         rec[q, k, j, i] = np.uint16(n & 0xFFFF)
     rec[n_q, k, j, i] = np.uint16(e & 0xFFFF)
     rec[n_q + 1, k, j, i] = np.uint16(rho_bits)
@@ -143,3 +150,31 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
         bits = float32_bits(ux if a == 0 else (uy if a == 1 else uz))
         rec[n_q + 2 + 2 * a, k, j, i] = np.uint16(bits & 0xFFFF)
         rec[n_q + 3 + 2 * a, k, j, i] = np.uint16((bits >> 16) & 0xFFFF)
+
+
+@numba.njit(inline="always")
+def _velocity_fast(low, high):
+    return fast16.f32_from_halves(low, high)
+
+
+@numba.njit(inline="always")
+def _rho_fast(bits):
+    return np.float32(1.0) + np.float32(float(fast16.half_to_f32(bits)) * _INV_RHO_SCALE)
+
+
+#: the names :func:`pull` and :func:`store` call that the CPU's copies rebind
+_CPU_HELPERS = {"_velocity": _velocity_fast, "_rho": _rho_fast, "half_from": fast16.half_from_fast,
+                "float32_bits": fast16.f32_bits, "ldexp": fast16.ldexp}
+
+
+def _rebound(fn: numba.core.registry.CPUDispatcher) -> numba.core.registry.CPUDispatcher:
+    """``fn``'s code with the names of :data:`_CPU_HELPERS` bound to them, compiled alike."""
+    py = fn.py_func
+    copy = types.FunctionType(py.__code__, {**py.__globals__, **_CPU_HELPERS},
+                              f"{py.__name__}_cpu", py.__defaults__, py.__closure__)
+    copy.__qualname__ = copy.__name__
+    return numba.njit(inline="always")(copy)
+
+
+pull_cpu = _rebound(pull)
+store_cpu = _rebound(store)

@@ -4,8 +4,9 @@ encoding of :class:`simsplit.numerics.storage.PopulationStorage`.
 Numba's CPU target has no float16, so fp16 arrays reach the kernels as uint16 views of their
 bits (:func:`raw_view`) and e4m11 arrays as the int16 arrays that carry them; both are converted
 here, rounding to nearest even exactly as the GPU kernels (``lbm_common.cuh``) and NumPy do.
-The conversion functions are plain scalar code: the Numba CUDA backend compiles the same
-functions (their ``py_func``) as device functions.
+The conversion functions here are plain scalar code, the reference: the Numba CUDA backend
+compiles them (their ``py_func``) as device functions. The CPU kernels' ``_decode`` /
+``_encode`` call :mod:`.fast16`'s bit-level versions instead (same bits, tested exhaustively).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from simsplit.backends.cpu.fast16 import (
+    e4m11_from_fast,
+    e4m11_to_f32,
+    half_from_fast,
+    half_to_f32,
+)
 from simsplit.numerics.storage import (
     E4M11_BIAS,
     E4M11_MANT_BITS,
@@ -122,13 +129,13 @@ def _decode_impl(raw, w):
         inv_e4 = 1.0 / E4M11_SCALE
 
         def e4m11(raw, w):
-            return cast(e4m11_to_float(raw)) * cast(inv_e4) + w
+            return cast(e4m11_to_f32(raw)) * cast(inv_e4) + w
         return e4m11
     if isinstance(raw, types.Integer):  # uint16 bits of fp16
         inv = 1.0 / FP16_SCALE
 
         def fp16(raw, w):
-            return cast(half_to_float(raw)) * cast(inv) + w
+            return cast(half_to_f32(raw)) * cast(inv) + w
         return fp16
     if raw.bitwidth < w.bitwidth:  # float32 under float64: scale 1, same operations
 
@@ -152,13 +159,13 @@ def _encode_impl(x, w, out):
         scale_e4 = E4M11_SCALE
 
         def e4m11(x, w, out):
-            return e4m11_from((x - w) * cast(scale_e4))
+            return e4m11_from_fast((x - w) * cast(scale_e4))
         return e4m11
     if isinstance(stored, types.Integer):
         scale = FP16_SCALE
 
         def fp16(x, w, out):
-            return half_from((x - w) * cast(scale))
+            return half_from_fast((x - w) * cast(scale))
         return fp16
     if stored.bitwidth < x.bitwidth:
 

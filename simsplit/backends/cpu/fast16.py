@@ -23,6 +23,7 @@ import numba
 import numpy as np
 from llvmlite import binding, ir
 from numba import types
+from numba.core import config
 from numba.extending import intrinsic, overload
 
 from simsplit.numerics.storage import E4M11_BIAS, E4M11_MANT_BITS
@@ -155,8 +156,10 @@ _e4m11_from32 = _encoder32(_E4M11, types.int16)
 _e4m11_from64 = _encoder(_F64, _E4M11, np.int16)
 
 
-#: binary16 <-> float32 conversion instructions on this CPU (Numba compiles for the host)
-HARDWARE_HALF = bool(binding.get_host_cpu_features().get("f16c", False))
+#: binary16 <-> float32 conversion instructions on this CPU, where Numba compiles for the host
+#: (NUMBA_CPU_NAME names another target, e.g. ``generic`` for portable caches: the integer path)
+HARDWARE_HALF = (config.CPU_NAME in (None, "host")
+                 and bool(binding.get_host_cpu_features().get("f16c", False)))
 
 
 @intrinsic

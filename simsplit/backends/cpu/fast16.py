@@ -31,14 +31,9 @@ from simsplit.numerics.storage import E4M11_BIAS, E4M11_MANT_BITS
 #: (mantissa bits, bias, exponent field of inf/NaN, the NaN it writes) of the 16-bit formats
 _HALF = (10, 15, 31, 0x7E00)
 _E4M11 = (E4M11_MANT_BITS, E4M11_BIAS, 15, (15 << E4M11_MANT_BITS) | ((1 << E4M11_MANT_BITS) - 1))
-#: (float type, unsigned type of its bits, mantissa bits, bias, exponent field of inf/NaN)
-_F32 = (np.float32, np.uint32, 23, 127, 255)
+#: (float type, unsigned type of its bits, mantissa bits, bias, exponent field of inf/NaN) of
+#: float64, the one source :func:`_encoder` takes (float32 goes through :func:`_encoder32`)
 _F64 = (np.float64, np.uint64, 52, 1023, 2047)
-
-
-@numba.njit
-def _bits32(x):
-    return np.int64(np.float32(x).view(np.int32))
 
 
 @numba.njit
@@ -106,11 +101,11 @@ def _encoder32(fmt, out_t):
 
 
 def _encoder(src, fmt, out_t):
-    """A float of ``src`` -> the 16 bits of ``fmt`` (``out_t``), one rounding to nearest even."""
+    """A float of ``src`` (float64) -> the 16 bits of ``fmt`` (``out_t``), one rounding to
+    nearest even."""
     ftype, utype, fman, fbias, finf = src
     man, bias, inf_e, nan = fmt
     width = 8 * np.dtype(ftype).itemsize
-    to_bits = _bits32 if width == 32 else _bits64
     shift = fman - man
     abs_mask = (1 << (width - 1)) - 1
     f_inf = finf << fman
@@ -124,11 +119,11 @@ def _encoder(src, fmt, out_t):
 
     @numba.njit
     def encode(x):
-        b = to_bits(x)
+        b = _bits64(x)
         a = b & abs_mask
         sign = ((b >> (width - 1)) & 1) << 15
         nrm = (a - rebias + round_low + ((a >> shift) & 1)) >> shift
-        sub = to_bits(abs(x) + magic) - magic_bits
+        sub = _bits64(abs(x) + magic) - magic_bits
         bits = nrm if a >= small else sub
         bits = inf if a >= big else bits
         bits = (bits | sign) if a <= f_inf else nan

@@ -153,18 +153,14 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
 
 
 @numba.njit(inline="always")
-def _velocity_fast(low, high):
-    return fast16.f32_from_halves(low, high)
-
-
-@numba.njit(inline="always")
 def _rho_fast(bits):
     return np.float32(1.0) + np.float32(float(fast16.half_to_f32(bits)) * _INV_RHO_SCALE)
 
 
 #: the names :func:`pull` and :func:`store` call that the CPU's copies rebind
-_CPU_HELPERS = {"_velocity": _velocity_fast, "_rho": _rho_fast, "half_from": fast16.half_from_fast,
-                "float32_bits": fast16.f32_bits, "ldexp": fast16.ldexp}
+_CPU_HELPERS = {"_velocity": fast16.f32_from_halves, "_rho": _rho_fast,
+                "half_from": fast16.half_from_fast, "float32_bits": fast16.f32_bits,
+                "ldexp": fast16.ldexp}
 
 
 def _rebound(fn: numba.core.registry.CPUDispatcher) -> numba.core.registry.CPUDispatcher:

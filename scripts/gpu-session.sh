@@ -26,6 +26,9 @@
 #            64k and 1M atoms, cupy + numba-cuda (issue 22)
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
+#   mpi3d    D3Q19 512^3 under mpiexec, one slab per rank on the GPU(s): two steps per sweep
+#            (halo planes through MPI, host-staged) and one, against one slab (issue 20;
+#            MPI3D_ARGS), then the mpiexec and two-step GPU tests
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
 #            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
 #            3D bodies kernel at several block sizes and the general bodies kernel (BODY_ONLY=2D
@@ -257,6 +260,13 @@ if has mpimd; then
     note "MD under mpiexec on the GPU, 1 slab per rank, against 1 slab in 1 process (issue 20)"
     timeout ${MPIMD_TIMEOUT:-300} python3 scripts/bench_mpi_md.py ${MPIMD_ARGS:-} 2>&1 \
         | tee "$OUT/bench-mpi-md.log" | quiet
+fi
+if has mpi3d; then
+    note "D3Q19 512^3 under mpiexec on the GPU, pairs through MPI vs one step per sweep (issue 20)"
+    timeout ${MPI3D_TIMEOUT:-300} python3 scripts/bench_mpi_d3q19.py ${MPI3D_ARGS:---ranks 2 4} 2>&1 \
+        | tee "$OUT/bench-mpi-d3q19.log" | quiet
+    timeout 300 python3 -m pytest -o addopts=-ra -q -m "mpi or gpu" tests/test_mpi.py \
+        tests/test_d3q19_two_steps_gpu.py 2>&1 | tail -5 | tee "$OUT/tests-mpi3d.log"
 fi
 if has bodyspeed; then
     note "flows around bodies against the plain box, same grids: kernels, whole runs, forces (issue 21)"

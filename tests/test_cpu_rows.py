@@ -209,6 +209,23 @@ def test_d2q9_cavity_two_steps_per_sweep_keeps_the_bits(slabs: int) -> None:
     assert _cavity((21, 17), True, x="periodic", slabs=slabs).steps_per_sweep == 1
 
 
+def test_d2q9_pairs_through_the_transport(monkeypatch) -> None:
+    """Slabs not on one device of one process (ranks, several devices) pair their steps
+    too: the halo faces' two boundary planes go through the transport after each sweep
+    (simsplit/fluid/pairs.py, forced here in one process); the bits of one slab stepping
+    singly."""
+    from simsplit.fluid.solver import FluidSolver
+
+    monkeypatch.setattr(FluidSolver, "_halos_stay_on_one_device", lambda self: False)
+    fused, single = _cavity((21, 17), True, slabs=3), _cavity((21, 17), False)
+    assert fused.steps_per_sweep == 2 and not fused._pairs.direct
+    for n in (3, 8):
+        fused.step(n)
+        single.step(n)
+        assert _same([fused.populations(), fused.density(), fused.velocity()],
+                     [single.populations(), single.density(), single.velocity()])
+
+
 def _open_x_faces(flags: np.ndarray) -> None:
     """A velocity inlet on the low x face, a pressure outlet on the high one (their ghost cells
     between the walls), NEAR_WALL on the fluid cells pulling from them."""

@@ -45,7 +45,8 @@ DRIVER = textwrap.dedent("""
     sim.step(sim.case["run"]["steps"] - sim.steps_done)
     pop, u, rho = sim.solver.populations(), sim.velocity(), sim.density()
     if sim.context.rank == 0:
-        np.savez(out, populations=pop, velocity=u, density=rho, size=sim.context.size)
+        np.savez(out, populations=pop, velocity=u, density=rho, size=sim.context.size,
+                 sweep=sim.solver.steps_per_sweep)
 """)
 
 INIT = textwrap.dedent("""
@@ -60,7 +61,8 @@ INIT = textwrap.dedent("""
 """)
 
 
-def run_in_process(overrides: list[str], random_init: bool) -> dict[str, np.ndarray]:
+def run_in_process(overrides: list[str], random_init: bool, steps: int = STEPS
+                   ) -> dict[str, np.ndarray]:
     ns: dict = {"np": np}
     exec(INIT, ns)
     sim = Simulation(load_case(CASE, overrides + ["decomposition.subdomains=1"]))
@@ -68,18 +70,29 @@ def run_in_process(overrides: list[str], random_init: bool) -> dict[str, np.ndar
         f = ns["initial_populations"](sim)
         for blk in sim.solver.blocks.values():
             blk.set_populations(f[:, blk.row0:blk.row0 + blk.ny])
-    sim.step(STEPS)
+    sim.step(steps)
     return {"populations": sim.solver.populations(), "velocity": sim.velocity(),
             "density": sim.density()}
 
 
 @needs_mpiexec
-@pytest.mark.parametrize(("ranks", "overlap", "periodic"), [
-    (2, True, False), (3, True, False), (3, False, False), (2, True, True), (3, True, True),
+@pytest.mark.parametrize(("ranks", "overlap", "periodic", "pairs", "steps"), [
+    # pairs need the row kernels (the CPU's two-step kernel is made of them)
+    pytest.param(2, True, False, True, STEPS, marks=pytest.mark.cpu_rows),
+    pytest.param(3, True, False, True, STEPS + 1, marks=pytest.mark.cpu_rows),
+    (3, False, False, False, STEPS),
+    pytest.param(2, True, True, True, STEPS + 1, marks=pytest.mark.cpu_rows),
+    (3, True, True, False, STEPS),
 ])
-def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, periodic):
+def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, periodic, pairs,
+                                                     steps):
+    """Every rank's slab ends bit for bit where one process ends, two steps per sweep (each
+    halo face's two boundary planes through MPI after each sweep; an odd step count ends the
+    second chunk with a single step) and one step per sweep (run.temporal_blocking false)."""
     base = PERIODIC if periodic else SMALL
-    overrides = base + [f"run.overlap={str(overlap).lower()}"]
+    base = [o for o in base if not o.startswith("run.steps=")] + [f"run.steps={steps}"]
+    overrides = base + [f"run.overlap={str(overlap).lower()}",
+                        f"run.temporal_blocking={str(pairs).lower()}"]
     script = tmp_path / "driver.py"
     script.write_text(DRIVER.replace("import numpy as np\n", "import numpy as np\n" + INIT, 1))
     out = tmp_path / "fields.npz"
@@ -88,10 +101,38 @@ def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, p
     assert proc.returncode == 0, proc.stderr
     got = np.load(out)
     assert int(got["size"]) == ranks
-    ref = run_in_process(base, periodic)
+    assert int(got["sweep"]) == (2 if pairs else 1)
+    ref = run_in_process(base, periodic, steps)
     for name, arr in ref.items():
         assert np.array_equal(got[name], arr), name
     assert np.abs(ref["velocity"]).max() > 0  # the flow moved: halos carried information
+
+
+@needs_mpiexec
+@pytest.mark.gpu
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_d3q19_cupy_under_mpiexec_pairs_bitwise(tmp_path, ranks):
+    """D3Q19 float32 on cupy, one slab per rank (all on one GPU here): two steps per sweep with
+    each halo face's planes through MPI (host-staged), bit for bit as one process; an odd step
+    count ends with a single step."""
+    case = ROOT / "cases" / "cavity3d.yaml"
+    base = ["domain.shape=[24,20,36]", "run.backend=cupy", "run.precision=float32",
+            "output.dir=null", "run.steps=41", "run.tolerance=0"]
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.replace("import numpy as np\n", "import numpy as np\n" + INIT, 1))
+    out = tmp_path / "fields.npz"
+    proc = mpirun(ranks, [str(script), json.dumps(base), "0", str(out), str(case)],
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    assert int(got["size"]) == ranks and int(got["sweep"]) == 2
+    sim = Simulation(load_case(case, base + ["decomposition.subdomains=1"]))
+    sim.step(41)
+    ref = {"populations": sim.solver.populations(), "velocity": sim.velocity(),
+           "density": sim.density()}
+    for name, arr in ref.items():
+        assert np.array_equal(got[name], arr), name
+    assert np.abs(ref["velocity"]).max() > 0
 
 
 def _h5_fields(path: Path) -> dict[str, np.ndarray]:

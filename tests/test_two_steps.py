@@ -57,8 +57,8 @@ def two_step_cpu(monkeypatch) -> _Calls:
 
 
 def _cavity(subdomains: int = 1, **over: Any) -> dict[str, Any]:
-    return fluid_case(9, 7, subdomains, domain__shape=[9, 7, 8], run__precision="float32",
-                      **over)
+    return fluid_case(9, 7, subdomains, **{"domain__shape": [9, 7, 8],
+                                           "run__precision": "float32", **over})
 
 
 def _fields(sim: Simulation) -> tuple[np.ndarray, ...]:
@@ -116,6 +116,33 @@ def test_pairs_across_slabs_bitwise(two_step_cpu, over, split, chunks) -> None:
             np.testing.assert_array_equal(a, b)
     assert two_step_cpu.sweeps == n * sum(c // 2 for c in chunks)
     assert paired.solver.steps_per_sweep == 2
+
+
+@pytest.mark.parametrize("over", [{}, _CHANNEL, {"domain__shape": [9, 7, 24]}],
+                         ids=["cavity", "periodic-z-channel", "tall-cavity"])
+@pytest.mark.parametrize("split", [(2, None), (3, [1, 3, 2]), (4, [1, 1, 2, 4])])
+def test_pairs_through_the_transport_bitwise(two_step_cpu, monkeypatch, over, split) -> None:
+    """Slabs that do not share one device of one process (several GPUs or ranks) cross their
+    halo faces two steps per sweep too: each face's two boundary planes travel through the
+    transport as one buffer after each sweep (the buffered path of simsplit/fluid/pairs.py,
+    forced here in one process), and the run ends bit for bit where one slab stepping singly
+    does, across odd chunks and a switch to single steps without overlap."""
+    from simsplit.fluid.solver import FluidSolver
+
+    monkeypatch.setattr(FluidSolver, "_halos_stay_on_one_device", lambda self: False)
+    n, weights = split
+    paired = Simulation(_cavity(n, decomposition__weights=weights, **over))
+    single = Simulation(_cavity(1, run__temporal_blocking=False, **over))
+    assert not paired.solver._pairs.direct and paired.solver.steps_per_sweep == 2
+    for steps, overlap in ((3, True), (4, True), (3, False), (6, True)):
+        for sim in (paired, single):
+            sim.solver.case["run"]["overlap"] = overlap
+            sim.step(steps)
+        for a, b in zip(_fields(paired), _fields(single), strict=True):
+            np.testing.assert_array_equal(a, b)
+    # seven pairs a slab: one launch each, or edges and interior apart where they do not meet
+    assert two_step_cpu.sweeps >= n * (1 + 2 + 1 + 3)
+    assert np.abs(single.velocity()).max() > 1e-4  # the flow moved
 
 
 def test_pairs_across_slabs_then_single_steps(two_step_cpu) -> None:

@@ -306,11 +306,12 @@ class SlabBlock:
         cover = getattr(self.kernels, "two_steps_cover", None)
         return cover is None or bool(cover(self.flags, self.params))
 
-    def stream_collide_two_steps(self, store_macro: bool = False) -> None:
-        """Steps t + 1 and t + 2 of every layer, ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps`
-        must hold; with depth 2 the ghost planes of ``f_src`` must hold the neighbours' planes
-        at step t, :meth:`deep_boundary`): the same bits as two :meth:`stream_collide` with a
-        :meth:`swap` and a halo exchange between."""
+    def stream_collide_two_steps(self, store_macro: bool = False,
+                                 planes: tuple[int, int] | None = None) -> None:
+        """Steps t + 1 and t + 2 of every layer (depth 2: of the deep array's ``planes``, all
+        by default), ``f_src`` -> ``f_dst`` (:meth:`fuses_two_steps` must hold; with depth 2
+        the ghost planes of ``f_src`` hold the neighbours' planes at step t): the bits of two
+        :meth:`stream_collide` with a :meth:`swap` and a halo exchange between."""
         if self.depth == 1:
             self.kernels.stream_collide_two_steps(self.f_src, self.f_dst, self.flags, self.rho,
                                                   *self.u, (1, self.layers + 1), self.params,
@@ -318,7 +319,7 @@ class SlabBlock:
             return
         self.kernels.stream_collide_two_steps(
             self.deep_array(self.f_src), self.deep_array(self.f_dst), self._deep["flags"],
-            *self._deep["macro"], (2, self.layers + 2), self.params, store_macro)
+            *self._deep["macro"], planes or (2, self.layers + 2), self.params, store_macro)
 
     def deep_array(self, view: Any) -> Any:  # depth 2 only: the array behind f_src or f_dst
         return self._deep["f"][0 if view is self._views[0] else 1]

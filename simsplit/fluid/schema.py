@@ -107,14 +107,14 @@ FLUID_RUN_PROPERTIES = {
         "type": "boolean", "default": True,
         "description": "D3Q19 two-lattice float32 on cupy: take two steps per sweep, the "
                        "intermediate populations kept in shared memory: 55 % of the DRAM "
-                       "traffic, the same results bit for bit (docs/d3q19.md). Slabs on one GPU "
-                       "of one process cross their halo faces this way too (two ghost planes, "
-                       "filled by the neighbours' sweeps); slabs on several GPUs or ranks step "
-                       "one at a time. D2Q9 on cpu: two steps per sweep where every fluid cell "
+                       "traffic, the same results bit for bit (docs/d3q19.md). Slabs cross their "
+                       "halo faces this way too (two ghost planes a face, filled by the "
+                       "neighbours' sweeps on one GPU, through the transport on several GPUs or "
+                       "ranks). D2Q9 on cpu: two steps per sweep where every fluid cell "
                        "takes the row kernel (walls, lid, bodies with halfway bounce-back; not a "
                        "periodic x, open faces or curved links), the step t + 1 rows kept in a "
                        "ring per thread: half the memory traffic, the same results bit for bit; "
-                       "slabs of one process cross their halo faces this way too. false: one "
+                       "slabs cross their halo faces this way too (also under mpiexec). false: one "
                        "step per sweep (for measurement).",
     },
 }

@@ -26,8 +26,8 @@ from simsplit.decomp.slabs import (
 )
 from simsplit.errors import CaseError
 from simsplit.fluid.block import Face, SlabBlock, make_block
-from simsplit.fluid.deep_halo import copy_boundary_planes
 from simsplit.fluid.health import check_blocks
+from simsplit.fluid.pairs import PairSweeps
 from simsplit.fluid.setup import fluid_bytes, setup_from_case, throttle_from_case
 from simsplit.fluid.state import load_state, save_state
 from simsplit.gpu.timing import PhaseTimer, SlabClock
@@ -51,6 +51,7 @@ class FluidSolver:
         self.blocks: dict[int, SlabBlock] = {}
         self.steps_done = 0
         self._build_blocks()
+        _ = self._blocks_pair  # collective: decided while every rank is here
         #: f_src arrays whose ghost planes hold the neighbours' current planes: the inner one
         #: (after an overlapped step or a pair), both (after a pair, depth-2 blocks)
         self._fresh_src: list[Any] | None = None
@@ -76,7 +77,9 @@ class FluidSolver:
 
     def _build_blocks(self) -> None:
         s = self.setup
-        depth = 2 if self._halos_stay_on_one_device() else 1
+        # two ghost planes a halo face where steps may go two per sweep (the blocks whose
+        # kernels cannot keep one)
+        depth = 2 if self.case["run"].get("temporal_blocking", True) else 1
         for k in self.context.local_slabs(len(self.decomposition)):
             slab = self.decomposition.slabs[k]
             faces = tuple(self._face_kind(slab.neighbours[f], f) for f in (LOW, HIGH))
@@ -86,13 +89,17 @@ class FluidSolver:
                                         s.streaming, ghost_depth=depth, geometry=s.geometry)
 
     def _halos_stay_on_one_device(self) -> bool:
-        """Every slab lives in this process on one device: the sweeps can then fill each
-        other's ghost planes directly, which two steps per sweep across halo faces need."""
+        """Every slab lives in this process on one device: the pair sweeps then fill each
+        other's ghost planes directly (else through the transport, :mod:`.pairs`)."""
         n = len(self.decomposition)
         local = self.context.local_slabs(n)
         return (self.context.size == 1 and len(local) == n
-                and len({self.context.device_of(k) for k in local}) == 1
-                and bool(self.case["run"].get("temporal_blocking", True)))
+                and len({self.context.device_of(k) for k in local}) == 1)
+
+    @cached_property
+    def _pairs(self) -> PairSweeps:
+        return PairSweeps(self.blocks, self.decomposition.links(), self.transport, self.timer,
+                          self._halos_stay_on_one_device())
 
     def _face_kind(self, neighbour: int | None, face: int) -> Face:
         if neighbour is not None:
@@ -171,7 +178,7 @@ class FluidSolver:
         pairs = self._pairs_allowed()
         if pairs and n >= 2 and self._halo_keys:
             if not self._ghosts_current(self._fresh_deep):
-                self._fill_deep_ghosts()
+                self._pairs.fill()
         elif overlap and not self._ghosts_current(self._fresh_src):
             self.exchange_halos()
         graph = self._graph(overlap) if n > GRAPH_STEPS else None
@@ -205,14 +212,22 @@ class FluidSolver:
             self._fresh_src = [b.f_src for b in self.blocks.values()]
 
     def _pairs_allowed(self) -> bool:
-        """Whether steps go two per sweep (run.temporal_blocking): every block can
-        (SlabBlock.fuses_two_steps: no halo face, or two ghost planes at each, which the
-        blocks get when every slab is on one device of this process) and nothing has to see
-        each step (fault injection, per-slab clocks, the throttle)."""
-        return (bool(self.case["run"].get("temporal_blocking", True))
-                and not self.context.has_fault and not self.slab_clock.running
-                and self.slab_clock.throttle is None
-                and all(b.fuses_two_steps() for b in self.blocks.values()))
+        """Whether steps go two per sweep (run.temporal_blocking): every block of every rank
+        can (:attr:`_blocks_pair`) and nothing has to see each step (per-slab clocks, the
+        throttle)."""
+        return (self._blocks_pair and not self.slab_clock.running
+                and self.slab_clock.throttle is None)
+
+    @cached_property
+    def _blocks_pair(self) -> bool:
+        """Every block of every rank takes two steps per sweep (SlabBlock.fuses_two_steps: no
+        halo face, or two ghost planes at each) and no rank injects a fault. Collective (the
+        ranks must agree: their halo exchanges pair up), so evaluated where every rank is: at
+        set-up and after a resplit."""
+        ok = (bool(self.case["run"].get("temporal_blocking", True))
+              and not self.context.has_fault
+              and all(b.fuses_two_steps() for b in self.blocks.values()))
+        return self.transport.allreduce_max(0.0 if ok else 1.0) == 0.0
 
     @property
     def steps_per_sweep(self) -> int:
@@ -222,7 +237,7 @@ class FluidSolver:
     def _advance(self, overlap: bool, last: bool, steps: int = 1) -> None:
         """``steps`` (1, or 2 where :meth:`_pairs_allowed`) time steps of every block."""
         if steps == 2:
-            self._advance_pair(last)
+            self._pairs.advance(last, overlap)
             return
         if overlap:
             self._step_overlapped(last)
@@ -233,45 +248,6 @@ class FluidSolver:
                 self._compute(k, blk, None, last)
         for blk in self.blocks.values():
             blk.swap()
-
-    def _advance_pair(self, last: bool) -> None:
-        """Two steps of every block in one sweep each. With halo faces (depth-2 blocks on one
-        device) each slab sweeps on a lane of its own and then copies its two boundary planes
-        of step t + 2 into its neighbours' ghost planes; no sweep writes or reads the ghost
-        planes of f_dst, so the copies need not wait for the neighbours' sweeps."""
-        blocks = list(self.blocks.items())
-        if not self._halo_keys:
-            with self.timer.phase("compute"):
-                for _, blk in blocks:
-                    blk.stream_collide_two_steps(store_macro=last)
-        else:
-            outgoing = self._links_from
-            backend = blocks[0][1].backend
-            with self.timer.phase("compute"), backend.lanes(len(blocks)) as lanes:
-                for (k, blk), lane in zip(blocks, lanes, strict=True):
-                    with lane:
-                        blk.stream_collide_two_steps(store_macro=last)
-                        for face, dst, dface in outgoing[k]:
-                            copy_boundary_planes(blk, face, self.blocks[dst], dface, after=True)
-        for _, blk in blocks:
-            blk.swap()
-
-    @cached_property
-    def _links_from(self) -> dict[int, list[tuple[int, int, int]]]:
-        """Per slab of this process: (face, neighbour slab, its face) of each halo link."""
-        out: dict[int, list[tuple[int, int, int]]] = {k: [] for k in self.blocks}
-        for src, face, dst, dface in self.decomposition.links():
-            if src in out:
-                out[src].append((face, dst, dface))
-        return out
-
-    def _fill_deep_ghosts(self) -> None:
-        """Both ghost planes of every halo face of f_src from the neighbours' f_src (depth 2)."""
-        with self.timer.phase("exchange"):
-            for k, links in self._links_from.items():
-                for face, dst, dface in links:
-                    copy_boundary_planes(self.blocks[k], face, self.blocks[dst], dface,
-                                         after=False)
 
     def _compute(self, k: int, blk: SlabBlock, rows: tuple[int, int] | None,
                  last: bool) -> None:
@@ -451,10 +427,11 @@ class FluidSolver:
         blocks and scatter it back (collective). Results stay bitwise the same."""
         state = save_state(self)
         self.blocks, self._fresh_src, self._fresh_deep = {}, None, None  # free before allocating
-        for name in ("_halo_keys", "_row_plan", "_graphs", "_links_from"):
+        for name in ("_halo_keys", "_row_plan", "_graphs", "_pairs", "_blocks_pair"):
             self.__dict__.pop(name, None)
         self.decomposition = self._decompose(weights)
         self._build_blocks()
+        _ = self._blocks_pair  # collective: decided while every rank is here
         load_state(self, state, self.steps_done)
 
     def balance_report(self) -> dict[str, Any] | None:

@@ -268,7 +268,7 @@ def fluid_bytes(case: dict[str, Any]) -> list[int]:
     dec = case["decomposition"]
     n = int(dec["subdomains"])
     # slabs that cross halo faces two steps per sweep hold a second ghost plane per face
-    # (D3Q19 on one GPU, D2Q9 on the CPU: SlabBlock.depth), as do slabs of cases with
+    # (D3Q19 float32 on cupy, D2Q9 on the CPU: SlabBlock.depth), as do slabs of cases with
     # quadratic links (simsplit/fluid/deep_halo.py); counted wherever they might
     quadratic = case["domain"].get("bounce_back") == "quadratic"
     deep = 2 if case["run"].get("temporal_blocking", True) or quadratic else 0

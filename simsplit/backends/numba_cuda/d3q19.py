@@ -170,6 +170,7 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
     mul = _exact_mul(dtype)
     decode = _codec(dtype, storage)[0]
     collide = _collision(dtype, storage)
+    rates = _rates(dtype)
 
     @cuda.jit(device=True)
     def wrap(s, n, periodic):
@@ -278,9 +279,7 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
         if i > nx or j > ny:
             return
         one = dt(1.0)
-        half = dt(0.5)
-        om_p = dt(omega_p)
-        om_m = dt(omega_m)
+        om_p, om_m, src_p, src_m = rates(omega_p, omega_m)
         lid_u = dt(lid_velocity)
         fx = dt(force_x)
         fy = dt(force_y)
@@ -290,8 +289,6 @@ def _stream_collide_kernel(dtype: np.dtype, storage: np.dtype) -> Any:
         keep = dt(keep_in)
         take = dt(take_in)
         press_w = dt(press_w_in)
-        src_p = one - mul(half, om_p)  # Guo source weights for symmetric / antisymmetric parts
-        src_m = one - mul(half, om_m)
         fl = cuda.local.array(19, dtype=dt)
         pair_sum = cuda.local.array(9, dtype=dt)
         pair_dif = cuda.local.array(9, dtype=dt)

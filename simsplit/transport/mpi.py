@@ -74,6 +74,10 @@ class _Pending:
     ready: dict[int, Any]  # device -> event after which the send data can be read
 
 
+#: buffer sets whose persistent requests stay made (the oldest freed beyond)
+_KEPT_PLANS = 3
+
+
 class MPITransport(MPICollectives, NonBlockingTransport):
     """One slab per rank (or any owner map): Irecv/Isend per link, tag from (slab, face)."""
 
@@ -88,7 +92,9 @@ class MPITransport(MPICollectives, NonBlockingTransport):
         me = self.rank
         self._recv_links = [ln for ln in self.links if self.owner[ln[2]] == me]
         self._send_links = [ln for ln in self.links if self.owner[ln[0]] == me]
-        self._plan: _Plan | None = None
+        #: persistent requests of the last buffer sets used, newest last (a run alternates
+        #: between a few: one-step halos, the two-plane buffers of pair sweeps)
+        self._plans: list[_Plan] = []
         self._streams: Any = None
         self._h2d_done: list[Any] = []
         # persistent requests must be freed before mpi4py finalises MPI (an earlier atexit)
@@ -102,22 +108,28 @@ class MPITransport(MPICollectives, NonBlockingTransport):
     def _plan_for(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]) -> _Plan:
         bufs = [send[(s, sf)] for s, sf, _, _ in self._send_links]
         bufs += [recv[(d, df)] for _, _, d, df in self._recv_links]
-        plan = self._plan
-        if plan is not None and len(plan.buffers) == len(bufs) and all(
-                a is b for a, b in zip(plan.buffers, bufs, strict=True)):
-            return plan
-        self.close()
-        self._plan = plan = self._build(bufs)
+        for plan in self._plans:
+            if len(plan.buffers) == len(bufs) and all(
+                    a is b for a, b in zip(plan.buffers, bufs, strict=True)):
+                return plan
+        if len(self._plans) >= _KEPT_PLANS:
+            self._free(self._plans.pop(0))
+        plan = self._build(bufs)
+        self._plans.append(plan)
         return plan
 
     def close(self) -> None:
         """Free the persistent requests (idle between exchanges)."""
+        while self._plans:
+            self._free(self._plans.pop())
+
+    @staticmethod
+    def _free(plan: _Plan) -> None:
         from mpi4py import MPI
 
-        if self._plan is not None and not MPI.Is_finalized():
-            for req in self._plan.recv_reqs + self._plan.send_reqs:
+        if not MPI.Is_finalized():
+            for req in plan.recv_reqs + plan.send_reqs:
                 req.Free()
-        self._plan = None
 
     def _build(self, bufs: list[Any]) -> _Plan:
         from mpi4py.util.dtlib import from_numpy_dtype

@@ -26,6 +26,10 @@ class _Copy:
     host: np.ndarray | None = None
 
 
+#: buffer sets whose copy plans stay made (the oldest dropped beyond)
+_KEPT_PLANS = 3
+
+
 class PeerTransport(NonBlockingTransport):
     """Every slab in this process; buffers may sit on any mix of devices."""
 
@@ -38,13 +42,15 @@ class PeerTransport(NonBlockingTransport):
         self._streams = dv.DeviceStreams()
         self._cp = self._streams.cp
         self._peer: dict[tuple[int, int], bool] = {}
-        self._plan: tuple[list[Any], list[_Copy], list[int]] | None = None
+        #: copy plans of the last buffer sets used, newest last (one-step halos, the two-plane
+        #: buffers of pair sweeps)
+        self._plans: list[tuple[list[Any], list[_Copy], list[int]]] = []
 
     def describe(self) -> str:
-        if self._plan is None:
+        if not self._plans:
             return "peer"
-        modes = sorted({c.mode for c in self._plan[1]})
-        return f"peer ({len(self._plan[2])} devices; {', '.join(modes) or 'no'} copies)"
+        modes = sorted({c.mode for c in self._plans[-1][1]})
+        return f"peer ({len(self._plans[-1][2])} devices; {', '.join(modes) or 'no'} copies)"
 
     def _can_peer(self, a: int, b: int) -> bool:
         """Enable access from device ``a`` to ``b`` (and back) once; False where impossible."""
@@ -68,8 +74,10 @@ class PeerTransport(NonBlockingTransport):
         from simsplit.gpu import devices as dv
 
         bufs = [x for s, sf, d, df in self.links for x in (send[(s, sf)], recv[(d, df)])]
-        if self._plan is not None and all(a is b for a, b in zip(self._plan[0], bufs, strict=True)):
-            return self._plan
+        for plan in self._plans:
+            if len(plan[0]) == len(bufs) and all(
+                    a is b for a, b in zip(plan[0], bufs, strict=True)):
+                return plan
         copies, devs = [], []
         for s, sf, d, df in self.links:
             src, dst = send[(s, sf)], recv[(d, df)]
@@ -88,8 +96,8 @@ class PeerTransport(NonBlockingTransport):
             for x in (a, b):
                 if x not in devs:
                     devs.append(x)
-        self._plan = (bufs, copies, devs)
-        return self._plan
+        self._plans = [*self._plans[1 - _KEPT_PLANS:], (bufs, copies, devs)]
+        return self._plans[-1]
 
     def start(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]) -> Any:
         from simsplit.gpu import devices as dv

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import itertools
+import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -463,6 +464,54 @@ def d3q19_neq_bodies_name(store_macro: bool, forced: bool) -> str:
             f"{_cbool(forced)}, BODIES_{D3Q19_NEQ_BODIES_OPEN.upper()}>")
 
 
+#: tiled candidates for the D3Q19 neq16 box kernel (kernels/d3q19_neq_tile.cuh: each record
+#: rebuilt once into shared memory, not once per pull): name -> (TX, TY, EXTRA, resident blocks
+#: per SM asked of the register allocator). EXTRA 0: two barriers a plane, 38 floats a
+#: footprint cell (51.7 KB at 32 x 8); 1: one barrier, 57 floats (77.5 KB). Not the default
+#: until timed on a GPU (scripts/tune_neq16.py): the launcher takes one where
+#: D3Q19NeqKernels.tile (D3Q19_NEQ_TILE_ENV) names it
+D3Q19_NEQ_TILES = {"tile32x8": (32, 8, 0, 2), "tile32x8r": (32, 8, 1, 2),
+                   "tile32x4": (32, 4, 0, 3)}
+#: planes per block's run along z of the tiled candidates
+D3Q19_NEQ_TILE_RUN = 32
+#: names the tiled candidate the neq16 box steps take (unset or empty: the production kernel)
+D3Q19_NEQ_TILE_ENV = "SIMSPLIT_NEQ16_TILE"
+
+
+def d3q19_neq_tile_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """The candidate :data:`D3Q19_NEQ_TILE_ENV` names (a key of :data:`D3Q19_NEQ_TILES`), or
+    None."""
+    name = (os.environ if env is None else env).get(D3Q19_NEQ_TILE_ENV, "").strip()
+    if name and name not in D3Q19_NEQ_TILES:
+        raise ValueError(f"{D3Q19_NEQ_TILE_ENV}={name!r}: one of {sorted(D3Q19_NEQ_TILES)} "
+                         "or unset")
+    return name or None
+
+
+def d3q19_neq_tile_name(tile: str, store_macro: bool, forced: bool) -> str:
+    """A tiled candidate of the D3Q19 neq16 box kernel (:data:`D3Q19_NEQ_TILES`)."""
+    tx, ty, extra, blocks = D3Q19_NEQ_TILES[tile]
+    return (f"d3q19_stream_collide_neq_tile<{tx}, {ty}, {extra}, {blocks}, "
+            f"{_cbool(store_macro)}, {_cbool(forced)}>")
+
+
+def d3q19_neq_tile_launch(tile: str, nx: int, ny: int,
+                          planes: int) -> tuple[tuple[int, int, int], int, int]:
+    """(grid, threads per block, dynamic shared bytes) of candidate ``tile`` for ``planes``
+    planes of an ``nx`` x ``ny`` grid."""
+    tx, ty, extra, _ = D3Q19_NEQ_TILES[tile]
+    threads = (tx + 2) * (ty + 2)
+    slots = (2 + extra) * D3Q19.q  # 2 + cz_q + extra planes of each q; the cz_q sum to 0
+    grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_NEQ_TILE_RUN))
+    return grid, threads, slots * threads * 4
+
+
+def d3q19_neq_tile_expressions(tile: str) -> list[str]:
+    """A tiled candidate's instantiations (with and without rho/u stores and the force)."""
+    return [d3q19_neq_tile_name(tile, s, f) for s, f in itertools.product((False, True),
+                                                                          repeat=2)]
+
+
 def d3q19_neq_expressions() -> list[str]:
     """The neq16 pair's module: its pull kernels (box and bodies) and the records' halo
     kernels."""
@@ -508,6 +557,8 @@ def name_expressions(name: str) -> list[str]:
         for dt, st in STORAGE_PAIRS:
             out += d3q19_pair_expressions(dt, st, halos=False)
         out += d3q19_neq_expressions()
+        for tile in D3Q19_NEQ_TILES:
+            out += d3q19_neq_tile_expressions(tile)
     else:
         for dt, st in STORAGE_PAIRS:
             out += [stream_collide_name(dt, st, s, o)

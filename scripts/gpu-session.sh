@@ -21,6 +21,11 @@
 #            slabs, D2Q9 and D3Q19), MLUPS at 512^3 and 8192^2 against float32 and float16
 #            storage in the same run and numba-cuda's at 256^3, then the 3D cavity Re 1000
 #            128^3 with f64 / f32 / neq16 (ACC25_STORAGES)
+#   neqtile  run.storage neq16, the tiled candidates of the D3Q19 box kernel
+#            (kernels/d3q19_neq_tile.cuh): their GPU tests against production (1-3 slabs), then
+#            scripts/tune_neq16.py (bitwise check, MLUPS and %copy at 512^3 and 256^3;
+#            NEQTILE_ARGS), then whole-run bench at 512^3, production and the fastest candidate
+#            (SIMSPLIT_NEQ16_TILE)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdtypes  Kob-Andersen 80:20 against one type, as a crystal and as a liquid at the same T,
 #            64k and 1M atoms, cupy + numba-cuda (issue 22)
@@ -237,6 +242,20 @@ if has neq25; then
     timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cylinder2d_d20,cylinder2d_d40 \
         --storages f64,f32,f32/float16,f32/e4m11,f32/neq16 2>&1 | quiet \
         | tee "$OUT/acc25-cylinder.log"
+fi
+if has neqtile; then
+    note "run.storage neq16: tiled D3Q19 box kernel candidates (tests, tune_neq16, bench)"
+    timeout 240 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
+        -k tile 2>&1 | quiet | tail -8 | tee "$OUT/neqtile-tests.log"
+    timeout 240 python3 scripts/tune_neq16.py ${NEQTILE_ARGS:-} 2>&1 | quiet \
+        | tee "$OUT/tune-neq16.log"
+    best=$(sed -n 's/^best at 512^3: //p' "$OUT/tune-neq16.log" | head -1)
+    for tile in "" ${best/production/}; do  # the whole run: production, the fastest candidate
+        echo "-- bench 512x512x512 neq16 ${tile:-production}"
+        SIMSPLIT_NEQ16_TILE=$tile timeout 100 python3 -m simsplit bench --backend cupy \
+            --grid 512x512x512 --steps 50 --repeats 3 --no-graph --precision float32 \
+            --storage neq16 2>&1 | quiet | tail -3 | tee -a "$OUT/bench-neqtile.log"
+    done
 fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"

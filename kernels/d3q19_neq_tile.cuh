@@ -3,12 +3,12 @@
 // record once instead of once per pull. Included at the end of d3q19_neq.cuh (it uses
 // d3q19.cu's collide_3d, bounce-back and fused::footprint_cell / gpu_team).
 //
-// A block owns a TX x TY column of cells in x-y and walks up a run of planes. For each plane kk
-// its (TX + 2) x (TY + 2) threads first rebuild the 19 populations f_q = n_q 2^k + f^eq_q(rho,
-// u) of the column's cells and the ring of cells around it (periodic x and y: the opposite
-// interior cells) from their records into shared memory, one thread a cell; then the column's
-// TX * TY threads update plane kk - 1, pulling population q of cell x from the shared copy of
-// x - c_q, and store its records. Each rebuilt value is neq::pull's, operation for operation
+// A block of TX * TY threads owns a TX x TY column of cells in x-y and walks up a run of
+// planes. For each plane kk its threads first rebuild the 19 populations f_q = n_q 2^k +
+// f^eq_q(rho, u) of the column's cells and the ring of cells around it ((TX + 2) x (TY + 2),
+// periodic x and y: the opposite interior cells) from their records into shared memory, a
+// thread taking cells t, t + TX * TY, ...; then each thread updates its cell of plane kk - 1,
+// pulling population q of cell x from the shared copy of x - c_q, and stores its record. Each rebuilt value is neq::pull's, operation for operation
 // (the same moments, neq::equilibrium, ldexpf; compiled with --fmad=false), so the records
 // are bit for bit those of d3q19_stream_collide_neq. Bounce-back takes the cell's own opp q
 // from its record through neq::pull, as that kernel does (near-wall cells only).
@@ -28,7 +28,8 @@ namespace neq_tile {
 // The shared-memory layout of a TX x TY column's candidate.
 template <int TX, int TY, int EXTRA> struct shape {
     static constexpr int RX = TX + 2, RY = TY + 2;
-    static constexpr int CELLS = RX * RY;  // threads of a block
+    static constexpr int CELLS = RX * RY;     // the footprint
+    static constexpr int THREADS = TX * TY;  // a block's, one per column cell
     // planes of population q held
     __host__ __device__ static constexpr int depth(int q) { return 2 + D3Q19::cz(q) + EXTRA; }
     __host__ __device__ static constexpr int first(int q)
@@ -89,7 +90,7 @@ __device__ __forceinline__ void rebuild(const args<P>& a, float* ring, int t, in
     }
 }
 
-// Column cell t (t < TX * TY) of plane kb: pulled from the ring, collided, stored.
+// Column cell t of plane kb: pulled from the ring, collided, stored.
 template <typename S, int TX, bool STORE_MACRO, bool FORCED, typename P>
 __device__ __forceinline__ void update(const args<P>& a, const float* ring, int t, int kb,
                                        int i0, int j0)
@@ -128,11 +129,14 @@ __device__ __forceinline__ void sweep(const Team& team, const args<P>& a, float*
     // the phases capture plane numbers by value: the host emulation may run a phase later,
     // anywhere before the next barrier (as a slow warp would)
     for (int kk = za - 1; kk <= zb; ++kk) {
-        team.each([&a, ring, kk, i0, j0](int t) { rebuild<S>(a, ring, t, kk, i0, j0); });
+        team.each([&a, ring, kk, i0, j0](int t) {
+#pragma unroll
+            for (int c = t; c < S::CELLS; c += S::THREADS) rebuild<S>(a, ring, c, kk, i0, j0);
+        });
         team.sync();  // plane kk is in the ring before any update reads it
         if (kk - 1 >= za)
             team.each([&a, ring, kk, i0, j0](int t) {
-                if (t < TX * TY) update<S, TX, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
+                update<S, TX, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
             });
         if (EXTRA == 0) team.sync();  // the next rebuild overwrites cz = -1 values just read
     }
@@ -143,10 +147,10 @@ __device__ __forceinline__ void sweep(const Team& team, const args<P>& a, float*
 
 // Planes [k0, k1) of neq16 records f_src -> f_dst, as d3q19_stream_collide_neq (the same
 // arguments, then `run_planes`). Grid: x-y columns of TX x TY cells (blockIdx.x, blockIdx.y)
-// times runs of run_planes planes (blockIdx.z); (TX + 2) (TY + 2) threads;
+// times runs of run_planes planes (blockIdx.z); TX * TY threads;
 // neq_tile::shape<TX, TY, EXTRA>::SHARED_BYTES of dynamic shared memory. 32-bit offsets.
 template <int TX, int TY, int EXTRA, int MIN_BLOCKS, bool STORE_MACRO, bool FORCED>
-__global__ void __launch_bounds__((TX + 2) * (TY + 2), MIN_BLOCKS)
+__global__ void __launch_bounds__(TX * TY, MIN_BLOCKS)
 d3q19_stream_collide_neq_tile(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,
                               const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
                               float* __restrict__ ux_out, float* __restrict__ uy_out,

@@ -55,12 +55,12 @@ static void tile_run(const unsigned short* s, unsigned short* d, const unsigned 
                               float(op), float(om), float(lid), float(fx), float(fy),
                               float(fz), px != 0, py != 0};
     std::vector<float> ring(S::SHARED_BYTES / sizeof(float));
-    blockDim = {unsigned(S::CELLS), 1, 1};
+    blockDim = {unsigned(S::THREADS), 1, 1};
     for (int za = k0; za < k1; za += run)
         for (int by = 0; by * TY < ny; ++by)
             for (int bx = 0; bx * TX < nx; ++bx) {
                 std::memset(ring.data(), 0xFF, ring.size() * sizeof(float));
-                tile_team<S::CELLS> team;
+                tile_team<S::THREADS> team;
                 team.later_first = later_first != 0;
                 neq_tile::sweep<TX, TY, EXTRA, STORE, FORCED, P>(
                     team, a, ring.data(), bx, by, za, za + run < k1 ? za + run : k1);
@@ -234,8 +234,8 @@ def test_candidates_named_and_launched() -> None:
         assert tile not in "".join(source.d3q19_neq_expressions())
         grid, threads, shared = source.d3q19_neq_tile_launch(tile, 512, 512, 512)
         assert grid == (-(-512 // tx), -(-512 // ty), -(-512 // source.D3Q19_NEQ_TILE_RUN))
-        assert threads == (tx + 2) * (ty + 2) <= 1024
-        assert shared == (38 + 19 * extra) * threads * 4 <= 227 * 1024
+        assert threads == tx * ty <= 1024
+        assert shared == (38 + 19 * extra) * (tx + 2) * (ty + 2) * 4 <= 227 * 1024
     pick, env = source.d3q19_neq_tile_from_env, source.D3Q19_NEQ_TILE_ENV
     assert pick({}) is None and pick({env: " "}) is None
     assert pick({env: "tile32x8"}) == "tile32x8"

@@ -17,10 +17,13 @@
 // cz = -1 populations live one plane, cz = 0 two and cz = +1 three (with two barriers a plane:
 // 38 floats a footprint cell), or one more each for one barrier a plane (EXTRA = 1: 57 floats;
 // a plane's writes then never meet a slower warp's reads of the plane before).
+// FAST: the records rebuilt and stored by neq_fast.cuh (the same bits for finite values, fewer
+// operations) instead of neq::pull's and neq::store's own operations.
 // Planes [k0, k1) are written; planes k0 - 1 .. k1 of f_src are read (ghost planes included),
 // each run of planes reading one plane below and above it again.
 #ifndef SIMSPLIT_D3Q19_NEQ_TILE_CUH
 #define SIMSPLIT_D3Q19_NEQ_TILE_CUH
+#include "neq_fast.cuh"
 
 namespace {
 namespace neq_tile {
@@ -65,7 +68,7 @@ template <typename P> struct args {
 
 // Footprint cell t of plane kk (columns from i0 - 1, rows from j0 - 1): its 19 populations
 // rebuilt as neq::pull rebuilds each (cells past the array's ghost ring are left alone).
-template <typename S, typename P>
+template <typename S, bool FAST, typename P>
 __device__ __forceinline__ void rebuild(const args<P>& a, float* ring, int t, int kk, int i0,
                                         int j0)
 {
@@ -75,6 +78,13 @@ __device__ __forceinline__ void rebuild(const args<P>& a, float* ring, int t, in
     const int j = fused::footprint_cell(j0 - 1 + ly, a.ny, a.per_y);
     if (i > a.nx + 1 || j > a.ny + 1) return;
     const P cell = P(cell_offset_3d(i, j, kk, a.pitch, a.layer));
+    if (FAST) {
+        float f[L::Q];
+        neq::fast::rebuild<L>(a.f_src, f, a.plane, cell);
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) ring[S::at(q, kk, lx, ly)] = f[q];
+        return;
+    }
     const neq::rec* r = a.f_src;
     const float rho = neq::rho_of(neq::slot(r, neq::slot_rho<L>(), a.plane, cell));
     const float ux = neq::velocity<L>(r, 0, a.plane, cell),
@@ -91,7 +101,7 @@ __device__ __forceinline__ void rebuild(const args<P>& a, float* ring, int t, in
 }
 
 // Column cell t of plane kb: pulled from the ring, collided, stored.
-template <typename S, int TX, bool STORE_MACRO, bool FORCED, typename P>
+template <typename S, int TX, bool FAST, bool STORE_MACRO, bool FORCED, typename P>
 __device__ __forceinline__ void update(const args<P>& a, const float* ring, int t, int kb,
                                        int i0, int j0)
 {
@@ -116,11 +126,15 @@ __device__ __forceinline__ void update(const args<P>& a, const float* ring, int 
     collide_3d<float, STORE_MACRO, FORCED>(fl, i, j, kb, a.nx, a.ny, a.rho_out, a.ux_out,
                                            a.uy_out, a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz,
                                            out);
-    neq::store<L>(a.f_dst, post, a.plane, P(cell));
+    if (FAST)
+        neq::fast::store<L>(a.f_dst, post, a.plane, P(cell));
+    else
+        neq::store<L>(a.f_dst, post, a.plane, P(cell));
 }
 
 // One block's sweep: column (bx, by), planes [za, zb) of f_dst.
-template <int TX, int TY, int EXTRA, bool STORE_MACRO, bool FORCED, typename P, typename Team>
+template <int TX, int TY, int EXTRA, bool FAST, bool STORE_MACRO, bool FORCED, typename P,
+          typename Team>
 __device__ __forceinline__ void sweep(const Team& team, const args<P>& a, float* ring, int bx,
                                       int by, int za, int zb)
 {
@@ -131,12 +145,13 @@ __device__ __forceinline__ void sweep(const Team& team, const args<P>& a, float*
     for (int kk = za - 1; kk <= zb; ++kk) {
         team.each([&a, ring, kk, i0, j0](int t) {
 #pragma unroll
-            for (int c = t; c < S::CELLS; c += S::THREADS) rebuild<S>(a, ring, c, kk, i0, j0);
+            for (int c = t; c < S::CELLS; c += S::THREADS)
+                rebuild<S, FAST>(a, ring, c, kk, i0, j0);
         });
         team.sync();  // plane kk is in the ring before any update reads it
         if (kk - 1 >= za)
             team.each([&a, ring, kk, i0, j0](int t) {
-                update<S, TX, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
+                update<S, TX, FAST, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
             });
         if (EXTRA == 0) team.sync();  // the next rebuild overwrites cz = -1 values just read
     }
@@ -149,7 +164,7 @@ __device__ __forceinline__ void sweep(const Team& team, const args<P>& a, float*
 // arguments, then `run_planes`). Grid: x-y columns of TX x TY cells (blockIdx.x, blockIdx.y)
 // times runs of run_planes planes (blockIdx.z); TX * TY threads;
 // neq_tile::shape<TX, TY, EXTRA>::SHARED_BYTES of dynamic shared memory. 32-bit offsets.
-template <int TX, int TY, int EXTRA, int MIN_BLOCKS, bool STORE_MACRO, bool FORCED>
+template <int TX, int TY, int EXTRA, int MIN_BLOCKS, bool FAST, bool STORE_MACRO, bool FORCED>
 __global__ void __launch_bounds__(TX * TY, MIN_BLOCKS)
 d3q19_stream_collide_neq_tile(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,
                               const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
@@ -167,7 +182,7 @@ d3q19_stream_collide_neq_tile(const neq::rec* __restrict__ f_src, neq::rec* __re
     const neq_tile::args<P> a{f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, nx, ny,
                               lbm::offset_t(pitch64), lbm::offset_t(layer64), P(plane64), om_p,
                               om_m, lid_u, fx, fy, fz, periodic_x != 0, periodic_y != 0};
-    neq_tile::sweep<TX, TY, EXTRA, STORE_MACRO, FORCED, P>(
+    neq_tile::sweep<TX, TY, EXTRA, FAST, STORE_MACRO, FORCED, P>(
         fused::gpu_team{}, a, reinterpret_cast<float*>(neq_tile_bytes), int(blockIdx.x),
         int(blockIdx.y), za, zb);
 }

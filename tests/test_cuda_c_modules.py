@@ -197,7 +197,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 0.0, 0.0, 0.0, False, False)
     kernels.stream_collide(f, g, flags, *macro, (2, nz), params, True)
-    assert launches[-1] == "d3q19_stream_collide_neq_tile<32, 4, 0, 6, true, false>"
+    assert launches[-1] == "d3q19_stream_collide_neq_tile<32, 4, 0, 6, false, true, false>"
     assert _Kernel.last_launch == ((2, 3, 3), (128,), 38 * 204 * 4)
     assert int(_Kernel.last_args[-1]) == source.D3Q19_NEQ_TILE_RUN
     assert [int(_Kernel.last_args[n]) for n in (13, 14)] == [2, nz]

@@ -19,8 +19,9 @@ from simsplit.backends.cuda_c import source
 from tests.conftest import CXX
 from tests.test_kernels_compile import _EMULATION_PRELUDE, _data, _padded_copy, _ptr
 
-#: (TX, TY, EXTRA) of the emulated sweeps: the candidates', then small columns
-SHAPES = [*{v[:3] for v in source.D3Q19_NEQ_TILES.values()}, (4, 3, 0), (4, 3, 1)]
+#: (TX, TY, EXTRA, FAST) of the emulated sweeps: the candidates', then small columns
+SHAPES = [*sorted({(*v[:3], int(v[4])) for v in source.D3Q19_NEQ_TILES.values()}),
+          *((4, 3, extra, fast) for extra in (0, 1) for fast in (0, 1))]
 SMALL = [s for s in SHAPES if s[0] == 4]
 
 _LAUNCHER = """
@@ -43,7 +44,7 @@ template <int THREADS> struct tile_team {
         pending.clear();
     }
 };
-template <int TX, int TY, int EXTRA, bool STORE, bool FORCED>
+template <int TX, int TY, int EXTRA, bool FAST, bool STORE, bool FORCED>
 static void tile_run(const unsigned short* s, unsigned short* d, const unsigned char* fl,
                      float* rr, float* uu, float* vv, float* ww, int nx, int ny,
                      long long pitch, long long layer, long long plane, int k0, int k1,
@@ -62,26 +63,26 @@ static void tile_run(const unsigned short* s, unsigned short* d, const unsigned 
                 std::memset(ring.data(), 0xFF, ring.size() * sizeof(float));
                 tile_team<S::THREADS> team;
                 team.later_first = later_first != 0;
-                neq_tile::sweep<TX, TY, EXTRA, STORE, FORCED, P>(
+                neq_tile::sweep<TX, TY, EXTRA, FAST, STORE, FORCED, P>(
                     team, a, ring.data(), bx, by, za, za + run < k1 ? za + run : k1);
                 team.sync();  // what is left after the last barrier
             }
 }
 #define SIMSPLIT_TILE_ARGS s, d, fl, rr, uu, vv, ww, nx, ny, pitch, layer, plane, k0, k1, run, \\
     op, om, lid, fx, fy, fz, px, py, later_first
-template <int TX, int TY, int EXTRA>
+template <int TX, int TY, int EXTRA, bool FAST>
 static void tile_pick(const unsigned short* s, unsigned short* d, const unsigned char* fl,
                       float* rr, float* uu, float* vv, float* ww, int nx, int ny,
                       long long pitch, long long layer, long long plane, int k0, int k1,
                       int run, double op, double om, double lid, double fx, double fy,
                       double fz, int px, int py, int later_first, int store) {
     const bool forced = fx != 0 || fy != 0 || fz != 0;
-    if (store && forced) tile_run<TX, TY, EXTRA, true, true>(SIMSPLIT_TILE_ARGS);
-    else if (store) tile_run<TX, TY, EXTRA, true, false>(SIMSPLIT_TILE_ARGS);
-    else if (forced) tile_run<TX, TY, EXTRA, false, true>(SIMSPLIT_TILE_ARGS);
-    else tile_run<TX, TY, EXTRA, false, false>(SIMSPLIT_TILE_ARGS);
+    if (store && forced) tile_run<TX, TY, EXTRA, FAST, true, true>(SIMSPLIT_TILE_ARGS);
+    else if (store) tile_run<TX, TY, EXTRA, FAST, true, false>(SIMSPLIT_TILE_ARGS);
+    else if (forced) tile_run<TX, TY, EXTRA, FAST, false, true>(SIMSPLIT_TILE_ARGS);
+    else tile_run<TX, TY, EXTRA, FAST, false, false>(SIMSPLIT_TILE_ARGS);
 }
-extern "C" void neq_tile_step(int tx, int ty, int extra, const void* fs, void* fd,
+extern "C" void neq_tile_step(int tx, int ty, int extra, int fast, const void* fs, void* fd,
                               const unsigned char* fl, float* rr, float* uu, float* vv,
                               float* ww, int nx, int ny, long long pitch, long long layer,
                               long long plane, int k0, int k1, int run, double op, double om,
@@ -96,9 +97,9 @@ extern "C" void neq_tile_step(int tx, int ty, int extra, const void* fs, void* f
 
 def _dispatch() -> str:
     return "\n".join(
-        f"    if (tx == {tx} && ty == {ty} && extra == {extra}) "
-        f"tile_pick<{tx}, {ty}, {extra}>(SIMSPLIT_TILE_ARGS, store);"
-        for tx, ty, extra in SHAPES)
+        f"    if (tx == {tx} && ty == {ty} && extra == {extra} && fast == {fast}) "
+        f"tile_pick<{tx}, {ty}, {extra}, {'true' if fast else 'false'}>(SIMSPLIT_TILE_ARGS, "
+        "store);" for tx, ty, extra, fast in SHAPES)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +230,7 @@ def test_candidates_named_and_launched() -> None:
     compile tests build them: registers, no spills), a launch shape within the device's
     limits, and the environment picks one or none."""
     names = source.name_expressions("d3q19.cu")
-    for tile, (tx, ty, extra, _) in source.D3Q19_NEQ_TILES.items():
+    for tile, (tx, ty, extra, _, _) in source.D3Q19_NEQ_TILES.items():
         assert set(source.d3q19_neq_tile_expressions(tile)) <= set(names)
         assert tile not in "".join(source.d3q19_neq_expressions())
         grid, threads, shared = source.d3q19_neq_tile_launch(tile, 512, 512, 512)
@@ -241,3 +242,85 @@ def test_candidates_named_and_launched() -> None:
     assert pick({env: "tile32x8"}) == "tile32x8"
     with pytest.raises(ValueError, match=env):
         pick({env: "tile7"})
+
+
+_CODEC = """
+extern "C" void codec_pull(const unsigned short* r, int n, int fast, float* out) {
+    for (int c = 0; c < n; ++c) {
+        float f[D3Q19::Q];
+        if (fast) neq::fast::rebuild<D3Q19>(r, f, unsigned(n), unsigned(c));
+        else for (int q = 0; q < D3Q19::Q; ++q) f[q] = neq::pull<D3Q19>(r, q, unsigned(n),
+                                                                          unsigned(c));
+        for (int q = 0; q < D3Q19::Q; ++q) out[q * n + c] = f[q];
+    }
+}
+extern "C" void codec_store(const float* post, int n, int fast, unsigned short* r) {
+    for (int c = 0; c < n; ++c) {
+        float p[D3Q19::Q];
+        for (int q = 0; q < D3Q19::Q; ++q) p[q] = post[q * n + c];
+        if (fast) neq::fast::store<D3Q19>(r, p, unsigned(n), unsigned(c));
+        else neq::store<D3Q19>(r, p, unsigned(n), unsigned(c));
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def codec(tmp_path_factory):
+    if CXX is None:
+        pytest.skip("no host C++ compiler")
+    tmp = tmp_path_factory.mktemp("neq_fast")
+    (tmp / "codec.cpp").write_text(_EMULATION_PRELUDE + source.kernel_source("d3q19.cu")
+                                   + _CODEC)
+    build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
+                            "-o", str(tmp / "codec.so"), str(tmp / "codec.cpp")],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr
+    return ctypes.CDLL(str(tmp / "codec.so"))
+
+
+def _random_floats(rng, n: int, low: float, high: float) -> np.ndarray:
+    """Finite float32 of random sign and magnitude 10^low .. 10^high, zeros and subnormals
+    among them."""
+    v = rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(low, high, n)
+    v[rng.random(n) < 0.05] = 0.0
+    v[rng.random(n) < 0.03] = -0.0
+    v = v.astype(np.float32)
+    sub = rng.random(n) < 0.03
+    v[sub] = (rng.integers(1, 1 << 23, int(sub.sum())).astype(np.uint32).view(np.float32)
+              * rng.choice([-1, 1], int(sub.sum())).astype(np.float32))
+    return v
+
+
+def test_fast_codec_same_bits(codec) -> None:
+    """kernels/neq_fast.cuh against neq::pull / neq::store on random records and populations
+    far beyond a flow's (powers of two 2^-160 .. 2^110 across ldexpf's one-multiply range,
+    velocities 1e-40 .. 0.5, zeros of both signs, subnormals): the same bits."""
+    rng = np.random.default_rng(5)
+    n = 200_000
+    rec = np.zeros((27, n), np.uint16)
+    rec[:19] = rng.integers(-32768, 32768, (19, n)).astype(np.int16).view(np.uint16)
+    rec[19] = rng.integers(-160, 111, n).astype(np.int16).view(np.uint16)
+    rec[20] = rng.integers(0, 0x7C00, n).astype(np.uint16) | (
+        rng.integers(0, 2, n).astype(np.uint16) << 15)  # finite binary16 rho - 1 bits
+    for a in range(3):
+        bits = _random_floats(rng, n, -40, np.log10(0.5)).view(np.uint32)
+        rec[21 + 2 * a] = (bits & 0xFFFF).astype(np.uint16)
+        rec[22 + 2 * a] = (bits >> 16).astype(np.uint16)
+    got, want = (np.zeros((19, n), np.float32) for _ in range(2))
+    for fast, out in ((0, want), (1, got)):
+        codec.codec_pull(_ptr(rec), ctypes.c_int(n), ctypes.c_int(fast), _ptr(out))
+    assert np.isfinite(want).all()
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    from simsplit.numerics.lattice import D3Q19
+
+    post = (D3Q19.w[:, None] * (1.0 + _random_floats(rng, 19 * n, -30, -0.5).reshape(19, n)))
+    post = post.astype(np.float32)
+    tiny = rng.random(n) < 0.2  # all but empty cells: rho 0, f^eq 0, powers of two < 2^-101
+    post[:, tiny] = (10.0 ** rng.uniform(-37, -28, (19, int(tiny.sum())))).astype(np.float32)
+    got, want = (np.zeros((27, n), np.uint16) for _ in range(2))
+    for fast, out in ((0, want), (1, got)):
+        codec.codec_store(_ptr(post), ctypes.c_int(n), ctypes.c_int(fast), _ptr(out))
+    np.testing.assert_array_equal(got, want)
+    k = want[19].view(np.int16)
+    assert k.min() < -101 and k.max() > -60  # both of scaled()'s paths

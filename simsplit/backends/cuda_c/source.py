@@ -466,14 +466,17 @@ def d3q19_neq_bodies_name(store_macro: bool, forced: bool) -> str:
 
 #: tiled candidates for the D3Q19 neq16 box kernel (kernels/d3q19_neq_tile.cuh: each record
 #: rebuilt once into shared memory, not once per pull): name -> (TX, TY, EXTRA, resident blocks
-#: per SM asked of the register allocator); TX * TY threads a block. EXTRA 0: two barriers a
-#: plane, 38 floats a footprint cell ((TX + 2) (TY + 2) cells: 51.7 KB at 32 x 8); 1: one
-#: barrier, 57 floats (77.5 KB). ptxas sm_90: 80 registers (96 for tile32x8r's forced
-#: kernels), no spills; 32 x 16 at two blocks (64 registers) spilled 8 bytes. Not the default
-#: until timed on a GPU (scripts/tune_neq16.py): the launcher takes one where
-#: D3Q19NeqKernels.tile (D3Q19_NEQ_TILE_ENV) names it
-D3Q19_NEQ_TILES = {"tile32x8": (32, 8, 0, 3), "tile32x8r": (32, 8, 1, 2),
-                   "tile32x4": (32, 4, 0, 6)}
+#: per SM asked of the register allocator, FAST); TX * TY threads a block. EXTRA 0: two
+#: barriers a plane, 38 floats a footprint cell ((TX + 2) (TY + 2) cells: 51.7 KB at 32 x 8);
+#: 1: one barrier, 57 floats (77.5 KB). FAST: records rebuilt and stored with
+#: kernels/neq_fast.cuh's shortcuts (same bits for finite values, about a third fewer
+#: operations there) instead of neq::pull's and neq::store's own operations. ptxas sm_90: 80
+#: registers (96 for tile32x8r's forced kernels), no spills; 32 x 16 at two blocks (64
+#: registers) spilled 8 bytes. Not the default until timed on a GPU (scripts/tune_neq16.py):
+#: the launcher takes one where D3Q19NeqKernels.tile (D3Q19_NEQ_TILE_ENV) names it
+D3Q19_NEQ_TILES = {"tile32x8": (32, 8, 0, 3, False), "tile32x8r": (32, 8, 1, 2, False),
+                   "tile32x4": (32, 4, 0, 6, False), "tile32x8f": (32, 8, 0, 3, True),
+                   "tile32x8rf": (32, 8, 1, 2, True)}
 #: planes per block's run along z of the tiled candidates
 D3Q19_NEQ_TILE_RUN = 32
 #: names the tiled candidate the neq16 box steps take (unset or empty: the production kernel)
@@ -492,8 +495,8 @@ def d3q19_neq_tile_from_env(env: Mapping[str, str] | None = None) -> str | None:
 
 def d3q19_neq_tile_name(tile: str, store_macro: bool, forced: bool) -> str:
     """A tiled candidate of the D3Q19 neq16 box kernel (:data:`D3Q19_NEQ_TILES`)."""
-    tx, ty, extra, blocks = D3Q19_NEQ_TILES[tile]
-    return (f"d3q19_stream_collide_neq_tile<{tx}, {ty}, {extra}, {blocks}, "
+    tx, ty, extra, blocks, fast = D3Q19_NEQ_TILES[tile]
+    return (f"d3q19_stream_collide_neq_tile<{tx}, {ty}, {extra}, {blocks}, {_cbool(fast)}, "
             f"{_cbool(store_macro)}, {_cbool(forced)}>")
 
 
@@ -501,7 +504,7 @@ def d3q19_neq_tile_launch(tile: str, nx: int, ny: int,
                           planes: int) -> tuple[tuple[int, int, int], int, int]:
     """(grid, threads per block, dynamic shared bytes) of candidate ``tile`` for ``planes``
     planes of an ``nx`` x ``ny`` grid."""
-    tx, ty, extra, _ = D3Q19_NEQ_TILES[tile]
+    tx, ty, extra, _, _ = D3Q19_NEQ_TILES[tile]
     slots = (2 + extra) * D3Q19.q  # 2 + cz_q + extra planes of each q; the cz_q sum to 0
     grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_NEQ_TILE_RUN))
     return grid, tx * ty, slots * (tx + 2) * (ty + 2) * 4

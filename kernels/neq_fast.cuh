@@ -19,10 +19,25 @@
 namespace neq {
 namespace fast {
 
-__device__ __forceinline__ float scaled(float x, int k)
+// Whether ldexpf(x, k) is x * 2^k, one multiply (then by power_of_two(k)), as CUDA builds it.
+__device__ __forceinline__ bool one_multiply(int k) { return k > -101 && k < 101; }
+
+__device__ __forceinline__ float power_of_two(int k)
 {
-    if (k > -101 && k < 101) return x * lbm::bits_float(static_cast<unsigned int>(k + 127) << 23);
-    return ldexpf(x, k);
+    return lbm::bits_float(static_cast<unsigned int>(k + 127) << 23);
+}
+
+// ldexpf(x[q], k) for every q of L, one branch a cell (not one a population)
+template <typename L> __device__ __forceinline__ void scale_all(float* x, int k)
+{
+    if (one_multiply(k)) {
+        const float s = power_of_two(k);
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) x[q] = x[q] * s;
+    } else {
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) x[q] = ldexpf(x[q], k);
+    }
 }
 
 // c_q . u without its zero products
@@ -68,10 +83,13 @@ __device__ __forceinline__ void rebuild(const rec* __restrict__ r, float* f, P p
     const float ux = velocity<L>(r, 0, plane, cell), uy = velocity<L>(r, 1, plane, cell),
                 uz = velocity<L>(r, 2, plane, cell);
     const int k = short(slot(r, slot_k<L>(), plane, cell));
-    equilibria<L>(f, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
+    float feq[L::Q];
+    equilibria<L>(feq, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) f[q] = scaled(float(int(short(slot(r, q, plane, cell)))), k)
-                                          + f[q];
+    for (int q = 0; q < L::Q; ++q) f[q] = float(int(short(slot(r, q, plane, cell))));
+    scale_all<L>(f, k);
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) f[q] = f[q] + feq[q];
 }
 
 // neq::store with the shortcuts above.
@@ -105,10 +123,12 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
         int ex;
         frexpf(top, &ex);
         e = ex - SIMSPLIT_NEQ_BITS;
-        if (rintf(scaled(top, -e)) >= float(1 << SIMSPLIT_NEQ_BITS)) ++e;
+        const float t = one_multiply(-e) ? top * power_of_two(-e) : ldexpf(top, -e);
+        if (rintf(t) >= float(1 << SIMSPLIT_NEQ_BITS)) ++e;
     }
+    scale_all<L>(d, -e);
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(scaled(d[q], -e))));
+    for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(d[q])));
     r[P(slot_k<L>()) * plane + cell] = rec(e);
     r[P(slot_rho<L>()) * plane + cell] = rho_bits;
     const float u[3] = {ux, uy, uz};

@@ -22,10 +22,10 @@
 #            storage in the same run and numba-cuda's at 256^3, then the 3D cavity Re 1000
 #            128^3 with f64 / f32 / neq16 (ACC25_STORAGES)
 #   neqtile  run.storage neq16, the tiled candidates of the D3Q19 box kernel
-#            (kernels/d3q19_neq_tile.cuh): their GPU tests against production (1-3 slabs), then
-#            scripts/tune_neq16.py (bitwise check, MLUPS and %copy at 512^3 and 256^3;
-#            NEQTILE_ARGS), then whole-run bench at 512^3, production and the fastest candidate
-#            (SIMSPLIT_NEQ16_TILE)
+#            (kernels/d3q19_neq_tile.cuh): scripts/tune_neq16.py (bitwise check against
+#            production, MLUPS and %copy at 512^3 and 256^3; NEQTILE_ARGS), then whole-run
+#            bench at 512^3, production and the fastest candidate (SIMSPLIT_NEQ16_TILE)
+#   neqtiletests  GPU tests: each candidate == production on 1-3 slabs (a call of its own)
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdtypes  Kob-Andersen 80:20 against one type, as a crystal and as a liquid at the same T,
 #            64k and 1M atoms, cupy + numba-cuda (issue 22)
@@ -244,18 +244,21 @@ if has neq25; then
         | tee "$OUT/acc25-cylinder.log"
 fi
 if has neqtile; then
-    note "run.storage neq16: tiled D3Q19 box kernel candidates (tests, tune_neq16, bench)"
-    timeout 240 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
-        -k tile 2>&1 | quiet | tail -8 | tee "$OUT/neqtile-tests.log"
-    timeout 240 python3 scripts/tune_neq16.py ${NEQTILE_ARGS:-} 2>&1 | quiet \
+    note "run.storage neq16: tiled D3Q19 box kernel candidates (tune_neq16, bench)"
+    timeout 300 python3 scripts/tune_neq16.py ${NEQTILE_ARGS:-} 2>&1 | quiet \
         | tee "$OUT/tune-neq16.log"
     best=$(sed -n 's/^best at 512^3: //p' "$OUT/tune-neq16.log" | head -1)
     for tile in "" ${best/production/}; do  # the whole run: production, the fastest candidate
         echo "-- bench 512x512x512 neq16 ${tile:-production}"
-        SIMSPLIT_NEQ16_TILE=$tile timeout 100 python3 -m simsplit bench --backend cupy \
+        SIMSPLIT_NEQ16_TILE=$tile timeout 120 python3 -m simsplit bench --backend cupy \
             --grid 512x512x512 --steps 50 --repeats 3 --no-graph --precision float32 \
             --storage neq16 2>&1 | quiet | tail -3 | tee -a "$OUT/bench-neqtile.log"
     done
+fi
+if has neqtiletests; then
+    note "run.storage neq16: each tiled candidate == production on 1-3 slabs (GPU tests)"
+    timeout 480 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
+        -k tile 2>&1 | quiet | tail -8 | tee "$OUT/neqtile-tests.log"
 fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"

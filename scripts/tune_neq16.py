@@ -12,7 +12,7 @@ ranges), MLUPS and the fraction of the device-to-device copy bandwidth that 109 
 (27 two-byte slots read and written, the flag byte) would need.
 
 Make the fastest the default by naming it in simsplit/backends/cuda_c/d3q19_neq.py (the
-launcher takes source.D3Q19_NEQ_TILE_ENV's; a run can name one: SIMSPLIT_NEQ16_TILE=tile32x8).
+launcher takes source.NEQ_TILE_ENV's; a run can name one: SIMSPLIT_NEQ16_TILE=tile32x8).
 Usage: python scripts/tune_neq16.py [--sizes 512 256] [--steps 20] [--tiles tile32x8 ...]
 """
 

@@ -177,7 +177,7 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
 
 
 def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch) -> None:
-    """A candidate the environment names (source.D3Q19_NEQ_TILE_ENV) is compiled into the
+    """A candidate the environment names (source.NEQ_TILE_ENV) is compiled into the
     records' module and takes the box steps with 32-bit offsets: its grid, threads, shared
     memory and run length; unset, the module and launches are production's."""
     mod, compiled, launches = cuda_c_d3q19
@@ -185,7 +185,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D3Q19Params
 
-    monkeypatch.setenv(source.D3Q19_NEQ_TILE_ENV, "tile32x4")
+    monkeypatch.setenv(source.NEQ_TILE_ENV, "tile32x4")
     kernels = mod.D3Q19Kernels(0)
     kernels.prepare(population_storage("neq16", "float32"))
     assert compiled == [source.d3q19_neq_expressions()
@@ -201,7 +201,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     assert _Kernel.last_launch == ((2, 3, 3), (128,), 38 * 204 * 4)
     assert int(_Kernel.last_args[-1]) == source.D3Q19_NEQ_TILE_RUN
     assert [int(_Kernel.last_args[n]) for n in (13, 14)] == [2, nz]
-    monkeypatch.delenv(source.D3Q19_NEQ_TILE_ENV)
+    monkeypatch.delenv(source.NEQ_TILE_ENV)
     kernels = mod.D3Q19Kernels(0)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
     assert launches[-1] == "d3q19_stream_collide_neq<false, false, lbm::offset_t>"
@@ -249,3 +249,37 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     assert launches[-1] == "lbm_pack<D2Q9, float>"
     with pytest.raises(ValueError, match="halo buffer"):
         kernels.pack(f, 1, 0, np.zeros((3, 12), np.uint16))
+
+
+def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
+    """A D2Q9 candidate the environment names is compiled into a module of its own (the one
+    every run compiles keeps its kernels) and takes the box steps: its grid, threads, shared
+    memory and run length; a D3Q19 candidate's name leaves D2Q9 on its production kernel."""
+    _, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import source
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    mod = importlib.import_module("simsplit.backends.cuda_c.d2q9")
+    monkeypatch.setattr(mod, "check_launch_device", lambda device: None)
+    monkeypatch.setattr(mod.errors.TRACKER, "device_names",
+                        dict(mod.errors.TRACKER.device_names))
+    f = padded_empty(np, (15, 202, 300), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((200, 298), np.float32) for _ in range(3)]
+    params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
+    monkeypatch.setenv(source.NEQ_TILE_ENV, "tile32x8")
+    kernels = mod.D2Q9Kernels(0)
+    assert kernels.tile is None and len(compiled) == 1
+    kernels.stream_collide(f, g, flags, *macro, (1, 201), params, True, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    monkeypatch.setenv(source.NEQ_TILE_ENV, "strip128f")
+    kernels = mod.D2Q9Kernels(0)
+    assert compiled[-1] == source.d2q9_neq_tile_expressions("strip128f")
+    assert source.name_expressions("d2q9.cu") == compiled[-2]
+    kernels.stream_collide(f, g, flags, *macro, (3, 190), params, False, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq_tile<128, 0, 8, true, false>"
+    assert _Kernel.last_launch == ((3, 3), (128,), 18 * 130 * 4)
+    assert int(_Kernel.last_args[-1]) == source.D2Q9_NEQ_TILE_RUN
+    assert [int(_Kernel.last_args[n]) for n in (10, 11)] == [3, 190]

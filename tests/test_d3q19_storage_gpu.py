@@ -119,16 +119,16 @@ TILE_BOUNDS = [{"x": "wall", "y": "wall", "z": "wall", "lid": True}, CHANNEL,
 @pytest.mark.parametrize("tile", sorted(source.D3Q19_NEQ_TILES))
 def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeypatch) -> None:
     """The tiled candidates of the neq16 box kernel (kernels/d3q19_neq_tile.cuh, taken where
-    source.D3Q19_NEQ_TILE_ENV names one) write the production kernel's records and rho/u bit
+    source.NEQ_TILE_ENV names one) write the production kernel's records and rho/u bit
     for bit: the cavity with walls and the lid, a forced channel, periodic x and y, on 1, 2
     and 3 slabs of a 40x24x30 grid (partial 32-cell columns), 100 steps (CUDA graphs)."""
     from simsplit.fluid.state import raw_populations
 
     def run(subdomains: int, bounds: dict, candidate: str | None) -> tuple[np.ndarray, ...]:
         if candidate:
-            monkeypatch.setenv(source.D3Q19_NEQ_TILE_ENV, candidate)
+            monkeypatch.setenv(source.NEQ_TILE_ENV, candidate)
         else:
-            monkeypatch.delenv(source.D3Q19_NEQ_TILE_ENV, raising=False)
+            monkeypatch.delenv(source.NEQ_TILE_ENV, raising=False)
         solver = _solver(backend, subdomains, not bounds.get("lid"), "neq16", bounds=bounds)
         tiles = {b.kernels._records.tile for b in solver.blocks.values()}
         solver.step(100)

@@ -10,6 +10,7 @@ small ones (4 x 3) so that small grids span several columns."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import subprocess
 
 import numpy as np
@@ -24,7 +25,8 @@ SHAPES = [*sorted({(*v[:3], int(v[4])) for v in source.D3Q19_NEQ_TILES.values()}
           *((4, 3, extra, fast) for extra in (0, 1) for fast in (0, 1))]
 SMALL = [s for s in SHAPES if s[0] == 4]
 
-_LAUNCHER = """
+#: a block's threads for the emulated sweeps (kernels/*_neq_tile.cuh: phases of a team)
+_TEAM = """
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -44,6 +46,9 @@ template <int THREADS> struct tile_team {
         pending.clear();
     }
 };
+"""
+
+_LAUNCHER = _TEAM + """
 template <int TX, int TY, int EXTRA, bool FAST, bool STORE, bool FORCED>
 static void tile_run(const unsigned short* s, unsigned short* d, const unsigned char* fl,
                      float* rr, float* uu, float* vv, float* ww, int nx, int ny,
@@ -237,11 +242,15 @@ def test_candidates_named_and_launched() -> None:
         assert grid == (-(-512 // tx), -(-512 // ty), -(-512 // source.D3Q19_NEQ_TILE_RUN))
         assert threads == tx * ty <= 1024
         assert shared == (38 + 19 * extra) * (tx + 2) * (ty + 2) * 4 <= 227 * 1024
-    pick, env = source.d3q19_neq_tile_from_env, source.D3Q19_NEQ_TILE_ENV
-    assert pick({}) is None and pick({env: " "}) is None
-    assert pick({env: "tile32x8"}) == "tile32x8"
-    with pytest.raises(ValueError, match=env):
-        pick({env: "tile7"})
+    env = source.NEQ_TILE_ENV
+    for tiles, mine, other in ((source.D3Q19_NEQ_TILES, "tile32x8", "strip256"),
+                               (source.D2Q9_NEQ_TILES, "strip256", "tile32x8")):
+        assert mine in tiles and other not in tiles
+        pick = functools.partial(source.neq_tile_from_env, tiles)
+        assert pick({}) is None and pick({env: " "}) is None
+        assert pick({env: mine}) == mine and pick({env: other}) is None
+        with pytest.raises(ValueError, match=env):
+            pick({env: "tile7"})
 
 
 _CODEC = """

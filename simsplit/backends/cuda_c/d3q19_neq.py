@@ -7,7 +7,7 @@ launches those with its own halo path); :class:`D3Q19NeqKernels` loads the modul
 the pull steps on record arrays. A tiled candidate of the box kernel
 (``kernels/d3q19_neq_tile.cuh``, :data:`source.D3Q19_NEQ_TILES`: the same bits) joins the module
 and takes the box steps with 32-bit offsets where :attr:`D3Q19NeqKernels.tile` names it
-(environment variable :data:`source.D3Q19_NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
+(environment variable :data:`source.NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ class D3Q19NeqKernels:
     def __init__(self, device: int, module: Callable[[tuple[str, ...]], Any],
                  tile: str | None = None) -> None:
         """``module``: compiles the module of the kernels it is given the names of; ``tile``:
-        the candidate the box steps take (None: :func:`source.d3q19_neq_tile_from_env`'s)."""
+        the candidate the box steps take (None: :func:`source.neq_tile_from_env`'s)."""
         self.device = device
         self._dev = cupy.cuda.Device(device)
         self._module = module
         self._kernels: dict[str, Any] = {}
         #: the tiled candidate the box steps take (None: the production kernel); set before
         #: the first :meth:`prepare`
-        self.tile = tile if tile is not None else source.d3q19_neq_tile_from_env()
+        self.tile = tile if tile is not None else source.neq_tile_from_env(source.D3Q19_NEQ_TILES)
 
     def names(self) -> list[str]:
         """The module's kernels: :func:`source.d3q19_neq_expressions`, and the candidate's."""

@@ -187,6 +187,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
 
     monkeypatch.setenv(source.NEQ_TILE_ENV, "tile32x4")
     kernels = mod.D3Q19Kernels(0)
+    assert kernels.tile == "tile32x4"
     kernels.prepare(population_storage("neq16", "float32"))
     assert compiled == [source.d3q19_neq_expressions()
                         + source.d3q19_neq_tile_expressions("tile32x4")]

@@ -130,7 +130,7 @@ def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeyp
         else:
             monkeypatch.delenv(source.NEQ_TILE_ENV, raising=False)
         solver = _solver(backend, subdomains, not bounds.get("lid"), "neq16", bounds=bounds)
-        tiles = {b.kernels._records.tile for b in solver.blocks.values()}
+        tiles = {b.kernels.tile for b in solver.blocks.values()}
         solver.step(100)
         assert tiles == {candidate}
         return raw_populations(solver), solver.velocity(), solver.density()

@@ -171,6 +171,11 @@ class D3Q19Kernels:
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
 
+    @property
+    def tile(self) -> str | None:
+        """The tiled neq16 candidate the records' box steps take (None: production's)."""
+        return self._records.tile
+
     def prepare(self, storage: Any) -> None:
         """Compile and load the kernels of ``storage`` (a PopulationStorage) before any launch:
         a launch inside a graph capture must not load a module."""

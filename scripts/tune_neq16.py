@@ -14,8 +14,11 @@ read and written, the flag byte: D3Q19 109 B, D2Q9 61 B) would need, and the fas
 
 Make the fastest the default by naming it in the launcher (simsplit/backends/cuda_c/d3q19_neq.py
 or d2q9.py take source.NEQ_TILE_ENV's; a run can name one: SIMSPLIT_NEQ16_TILE=tile32x8f).
+Candidates are timed with runs of source's D3Q19_NEQ_TILE_RUN / D2Q9_NEQ_TILE_RUN planes or rows
+and of --runs3d / --runs2d others (the best line names a default-run kernel).
 Usage: python scripts/tune_neq16.py [--lattices d3q19 d2q9] [--sizes3d 512 256]
                                     [--sizes2d 8192 4096] [--steps 20] [--tiles NAME ...]
+                                    [--runs3d 32 64] [--runs2d 64 256]
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ class Lattice3D:
     def shared(label: str) -> int:
         return source.d3q19_neq_tile_launch(label, 1, 1, 1)[2]
 
+    run = source.D3Q19_NEQ_TILE_RUN  #: planes per block's run (the tuner sets others)
+
     @staticmethod
     def launch(label: str, kern, src, dst, flags, macro, planes, p) -> None:
         nz, ny, nx = (n - 2 for n in flags.shape)
@@ -110,8 +115,9 @@ class Lattice3D:
         if label == "production":
             kern((-(-nx // source.BLOCK_X), ny, k1 - k0), (source.BLOCK_X,), tuple(args))
             return
-        grid, threads, shared = source.d3q19_neq_tile_launch(label, nx, ny, k1 - k0)
-        kern(grid, (threads,), (*args, np.int32(source.D3Q19_NEQ_TILE_RUN)), shared_mem=shared)
+        run = Lattice3D.run
+        grid, threads, shared = source.d3q19_neq_tile_launch(label, nx, ny, k1 - k0, run)
+        kern(grid, (threads,), (*args, np.int32(run)), shared_mem=shared)
 
     @staticmethod
     def small_case(nx: int, periodic: bool):
@@ -158,6 +164,8 @@ class Lattice2D:
     def shared(label: str) -> int:
         return source.d2q9_neq_tile_launch(label, 1, 1)[2]
 
+    run = source.D2Q9_NEQ_TILE_RUN  #: rows per block's run (the tuner sets others)
+
     @staticmethod
     def launch(label: str, kern, src, dst, flags, macro, rows, p) -> None:
         ny, nx = (n - 2 for n in flags.shape)
@@ -172,8 +180,9 @@ class Lattice2D:
             kern((-(-nx // source.BLOCK_X), gy, -(-(j1 - j0) // gy)), (source.BLOCK_X,),
                  tuple(args))
             return
-        grid, threads, shared = source.d2q9_neq_tile_launch(label, nx, j1 - j0)
-        kern(grid, (threads,), (*args, np.int32(source.D2Q9_NEQ_TILE_RUN)), shared_mem=shared)
+        run = Lattice2D.run
+        grid, threads, shared = source.d2q9_neq_tile_launch(label, nx, j1 - j0, run)
+        kern(grid, (threads,), (*args, np.int32(run)), shared_mem=shared)
 
     @staticmethod
     def small_case(nx: int, periodic: bool):
@@ -239,31 +248,37 @@ def same_bits(lat, kernels, label: str) -> bool:
 
 
 def time_size(lat, kernels, tiles: list[str], bits: dict[str, str], n: int, steps: int,
-              bw: float) -> dict[str, float]:
-    """MLUPS of production and each candidate at size n (the table's rows as they come)."""
+              bw: float, runs: list[int]) -> dict[str, float]:
+    """MLUPS of production and each candidate at size n, the candidates with runs of each of
+    ``runs`` planes or rows (the table's rows as they come); label (and run) -> MLUPS."""
     out = {}
     f, flags, p, rng, cells = lat.fields(n)
     macro = [cupy.zeros((1,), cupy.float32) for _ in range(4 if lat is Lattice3D else 3)]
     grid = f"{n}^{3 if lat is Lattice3D else 2}"
-    for label in ("production", *tiles):
+    default = lat.run
+    for label, run in (("production", 0), *((t, r) for t in tiles for r in runs)):
         kern = kernels[(label, False)]
+        lat.run = run or default
         try:
             def step(k: int, label=label, kern=kern) -> None:
                 lat.launch(label, kern, f[k % 2], f[(k + 1) % 2], flags, macro, rng, p)
 
             mlups = cells * steps / timed_launches(step, steps) / 1e6
-            out[label] = mlups
+            out[label if run in (0, default) else f"{label} run {run}"] = mlups
             frac = mlups * 1e6 * lat.bytes_per_update / bw
             shared = 0 if label == "production" else lat.shared(label)
-            print(f"{lat.name:>5} {grid:>7} {label:>12} {kern.num_regs:>4} "
+            print(f"{lat.name:>5} {grid:>7} {label:>12} {run or '-':>4} {kern.num_regs:>4} "
                   f"{shared / 1024:>8.1f} {bits[label]:>7} {mlups:>9.0f} {100 * frac:>6.1f}%",
                   flush=True)
         except Exception as exc:  # a candidate that does not launch: say so, go on
-            print(f"{lat.name} {grid} {label}: failed: {type(exc).__name__}: {exc}", flush=True)
+            print(f"{lat.name} {grid} {label} run {run}: failed: {type(exc).__name__}: {exc}",
+                  flush=True)
+    lat.run = default
     return out
 
 
-def run_lattice(lat, tiles: list[str], sizes: list[int], steps: int, bw: float) -> None:
+def run_lattice(lat, tiles: list[str], sizes: list[int], steps: int, bw: float,
+                runs: list[int]) -> None:
     t0 = time.time()
     kernels = build(lat, tiles)
     print(f"{lat.name}: {len(kernels)} kernels compiled in {time.time() - t0:.0f} s", flush=True)
@@ -274,13 +289,13 @@ def run_lattice(lat, tiles: list[str], sizes: list[int], steps: int, bw: float) 
         except Exception as exc:
             bits[label] = "error"
             print(f"{label}: check failed: {type(exc).__name__}: {exc}", flush=True)
-    print(f"{'':>5} {'grid':>7} {'kernel':>12} {'regs':>4} {'shared KB':>8} {'bitwise':>7} "
-          f"{'MLUPS':>9} {'%copy':>7}")
+    print(f"{'':>5} {'grid':>7} {'kernel':>12} {'run':>4} {'regs':>4} {'shared KB':>8} "
+          f"{'bitwise':>7} {'MLUPS':>9} {'%copy':>7}")
     best = {}
     for n in sizes:
-        speed = time_size(lat, kernels, tiles, bits, n, steps, bw)
+        speed = time_size(lat, kernels, tiles, bits, n, steps, bw, runs)
         cupy.get_default_memory_pool().free_all_blocks()
-        fair = {k: v for k, v in speed.items() if bits.get(k) in ("-", "yes")}
+        fair = {k: v for k, v in speed.items() if bits.get(k) in ("-", "yes")}  # default runs
         if fair:
             best[n] = max(fair, key=fair.get)
     for n, label in best.items():  # scripts/gpu-session.sh reads these lines
@@ -294,6 +309,10 @@ def main() -> None:
     ap.add_argument("--sizes3d", nargs="+", type=int, default=[512, 256])
     ap.add_argument("--sizes2d", nargs="+", type=int, default=[8192, 4096])
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--runs3d", nargs="+", type=int, default=[source.D3Q19_NEQ_TILE_RUN, 64],
+                    help="planes per block's run the D3Q19 candidates are timed with")
+    ap.add_argument("--runs2d", nargs="+", type=int, default=[source.D2Q9_NEQ_TILE_RUN, 256],
+                    help="rows per block's run the D2Q9 candidates are timed with")
     ap.add_argument("--tiles", nargs="+", default=None,
                     choices=sorted([*source.D3Q19_NEQ_TILES, *source.D2Q9_NEQ_TILES]),
                     help="candidates to time (default: every one of each lattice)")
@@ -308,8 +327,9 @@ def main() -> None:
     for key in args.lattices:
         lat = Lattice3D if key == "d3q19" else Lattice2D
         tiles = [t for t in (args.tiles or lat.tiles) if t in lat.tiles]
-        run_lattice(lat, tiles, args.sizes3d if key == "d3q19" else args.sizes2d, args.steps,
-                    bw)
+        three = key == "d3q19"
+        run_lattice(lat, tiles, args.sizes3d if three else args.sizes2d, args.steps, bw,
+                    args.runs3d if three else args.runs2d)
     print(f"copy bandwidth at the end {copy_bandwidth() / 1e12:.3f} TB/s; "
           f"{time.time() - t_start:.0f} s in all")
 

@@ -505,13 +505,13 @@ def d3q19_neq_tile_name(tile: str, store_macro: bool, forced: bool) -> str:
             f"{_cbool(store_macro)}, {_cbool(forced)}>")
 
 
-def d3q19_neq_tile_launch(tile: str, nx: int, ny: int,
-                          planes: int) -> tuple[tuple[int, int, int], int, int]:
+def d3q19_neq_tile_launch(tile: str, nx: int, ny: int, planes: int,
+                          run: int = D3Q19_NEQ_TILE_RUN) -> tuple[tuple[int, int, int], int, int]:
     """(grid, threads per block, dynamic shared bytes) of candidate ``tile`` for ``planes``
-    planes of an ``nx`` x ``ny`` grid."""
+    planes of an ``nx`` x ``ny`` grid, runs of ``run`` planes."""
     tx, ty, extra, _, _ = D3Q19_NEQ_TILES[tile]
     slots = (2 + extra) * D3Q19.q  # 2 + cz_q + extra planes of each q; the cz_q sum to 0
-    grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_NEQ_TILE_RUN))
+    grid = (-(-nx // tx), -(-ny // ty), -(-planes // run))
     return grid, tx * ty, slots * (tx + 2) * (ty + 2) * 4
 
 
@@ -539,11 +539,12 @@ def d2q9_neq_tile_name(tile: str, store_macro: bool) -> str:
             f"{_cbool(store_macro)}>")
 
 
-def d2q9_neq_tile_launch(tile: str, nx: int, rows: int) -> tuple[tuple[int, int], int, int]:
+def d2q9_neq_tile_launch(tile: str, nx: int, rows: int,
+                         run: int = D2Q9_NEQ_TILE_RUN) -> tuple[tuple[int, int], int, int]:
     """(grid, threads per block, dynamic shared bytes) of candidate ``tile`` for ``rows`` rows
-    of ``nx`` columns."""
+    of ``nx`` columns, runs of ``run`` rows."""
     tx, extra, _, _ = D2Q9_NEQ_TILES[tile]
-    grid = (-(-nx // tx), -(-rows // D2Q9_NEQ_TILE_RUN))
+    grid = (-(-nx // tx), -(-rows // run))
     return grid, tx, (2 + extra) * 9 * (tx + 2) * 4  # 2 + c_y + extra rows of each q
 
 

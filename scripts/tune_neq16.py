@@ -3,7 +3,7 @@
 The production kernels (kernels/d3q19_neq.cuh d3q19_stream_collide_neq, kernels/d2q9.cu
 d2q9_stream_collide_neq: one cell a thread, source.BLOCK_X threads, as the launchers take them)
 rebuild population q of cell x from the record of x - c_q: Q record reads and equilibria per
-cell. The candidates (kernels/d3q19_neq_tile.cuh, d2q9_neq_tile.cuh; source.D3Q19_NEQ_TILES,
+cell. The candidates (kernels/d3q19_neq_tile.cuh, d2q9_neq_tile.cuh; neq_tiles.D3Q19_NEQ_TILES,
 D2Q9_NEQ_TILES) rebuild each record once into shared memory. For each lattice and size
 (D3Q19 512^3 and 256^3, D2Q9 8192^2 and 4096^2 by default; the cavity's flags, random
 significands) this prints registers, shared memory per block, whether the candidate wrote the
@@ -13,7 +13,7 @@ fraction of the device-to-device copy bandwidth that the bytes of an update (all
 read and written, the flag byte: D3Q19 109 B, D2Q9 61 B) would need, and the fastest.
 
 Make the fastest the default by naming it in the launcher (simsplit/backends/cuda_c/d3q19_neq.py
-or d2q9.py take source.NEQ_TILE_ENV's; a run can name one: SIMSPLIT_NEQ16_TILE=tile32x8f).
+or d2q9.py take neq_tiles.NEQ_TILE_ENV's; a run can name one: SIMSPLIT_NEQ16_TILE=tile32x8f).
 Candidates are timed with runs of source's D3Q19_NEQ_TILE_RUN / D2Q9_NEQ_TILE_RUN planes or rows
 and of --runs3d / --runs2d others (the best line names a default-run kernel).
 Usage: python scripts/tune_neq16.py [--lattices d3q19 d2q9] [--sizes3d 512 256]
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
-from simsplit.backends.cuda_c import source  # noqa: E402
+from simsplit.backends.cuda_c import neq_tiles, source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
 from simsplit.fluid.block import D2Q9Block, D3Q19Block, Face  # noqa: E402
 from simsplit.numerics import flags as fl  # noqa: E402
@@ -88,20 +88,20 @@ def random_records(rest, q: int, shape: tuple[int, ...]) -> list:
 
 class Lattice3D:
     name, file, q, bytes_per_update = "D3Q19", "d3q19.cu", D3Q19.q, 109
-    tiles = source.D3Q19_NEQ_TILES
+    tiles = neq_tiles.D3Q19_NEQ_TILES
 
     @staticmethod
     def names(store: bool) -> dict[str, str]:
         """Label -> kernel (forced with rho/u when checking, neither when timing)."""
         out = {"production": source.d3q19_neq_name(store, store, False)}
-        out.update({t: source.d3q19_neq_tile_name(t, store, store) for t in Lattice3D.tiles})
+        out.update({t: neq_tiles.d3q19_neq_tile_name(t, store, store) for t in Lattice3D.tiles})
         return out
 
     @staticmethod
     def shared(label: str) -> int:
-        return source.d3q19_neq_tile_launch(label, 1, 1, 1)[2]
+        return neq_tiles.d3q19_neq_tile_launch(label, 1, 1, 1)[2]
 
-    run = source.D3Q19_NEQ_TILE_RUN  #: planes per block's run (the tuner sets others)
+    run = neq_tiles.D3Q19_NEQ_TILE_RUN  #: planes per block's run (the tuner sets others)
 
     @staticmethod
     def launch(label: str, kern, src, dst, flags, macro, planes, p) -> None:
@@ -116,7 +116,7 @@ class Lattice3D:
             kern((-(-nx // source.BLOCK_X), ny, k1 - k0), (source.BLOCK_X,), tuple(args))
             return
         run = Lattice3D.run
-        grid, threads, shared = source.d3q19_neq_tile_launch(label, nx, ny, k1 - k0, run)
+        grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(label, nx, ny, k1 - k0, run)
         kern(grid, (threads,), (*args, np.int32(run)), shared_mem=shared)
 
     @staticmethod
@@ -152,19 +152,19 @@ class Lattice3D:
 
 class Lattice2D:
     name, file, q, bytes_per_update = "D2Q9", "d2q9.cu", 9, 61
-    tiles = source.D2Q9_NEQ_TILES
+    tiles = neq_tiles.D2Q9_NEQ_TILES
 
     @staticmethod
     def names(store: bool) -> dict[str, str]:
         out = {"production": source.d2q9_neq_name(store)}
-        out.update({t: source.d2q9_neq_tile_name(t, store) for t in Lattice2D.tiles})
+        out.update({t: neq_tiles.d2q9_neq_tile_name(t, store) for t in Lattice2D.tiles})
         return out
 
     @staticmethod
     def shared(label: str) -> int:
-        return source.d2q9_neq_tile_launch(label, 1, 1)[2]
+        return neq_tiles.d2q9_neq_tile_launch(label, 1, 1)[2]
 
-    run = source.D2Q9_NEQ_TILE_RUN  #: rows per block's run (the tuner sets others)
+    run = neq_tiles.D2Q9_NEQ_TILE_RUN  #: rows per block's run (the tuner sets others)
 
     @staticmethod
     def launch(label: str, kern, src, dst, flags, macro, rows, p) -> None:
@@ -181,7 +181,7 @@ class Lattice2D:
                  tuple(args))
             return
         run = Lattice2D.run
-        grid, threads, shared = source.d2q9_neq_tile_launch(label, nx, j1 - j0, run)
+        grid, threads, shared = neq_tiles.d2q9_neq_tile_launch(label, nx, j1 - j0, run)
         kern(grid, (threads,), (*args, np.int32(run)), shared_mem=shared)
 
     @staticmethod
@@ -309,12 +309,12 @@ def main() -> None:
     ap.add_argument("--sizes3d", nargs="+", type=int, default=[512, 256])
     ap.add_argument("--sizes2d", nargs="+", type=int, default=[8192, 4096])
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--runs3d", nargs="+", type=int, default=[source.D3Q19_NEQ_TILE_RUN, 64],
+    ap.add_argument("--runs3d", nargs="+", type=int, default=[neq_tiles.D3Q19_NEQ_TILE_RUN, 64],
                     help="planes per block's run the D3Q19 candidates are timed with")
-    ap.add_argument("--runs2d", nargs="+", type=int, default=[source.D2Q9_NEQ_TILE_RUN, 256],
+    ap.add_argument("--runs2d", nargs="+", type=int, default=[neq_tiles.D2Q9_NEQ_TILE_RUN, 256],
                     help="rows per block's run the D2Q9 candidates are timed with")
     ap.add_argument("--tiles", nargs="+", default=None,
-                    choices=sorted([*source.D3Q19_NEQ_TILES, *source.D2Q9_NEQ_TILES]),
+                    choices=sorted([*neq_tiles.D3Q19_NEQ_TILES, *neq_tiles.D2Q9_NEQ_TILES]),
                     help="candidates to time (default: every one of each lattice)")
     args = ap.parse_args()
     t_start = time.time()

@@ -177,20 +177,20 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
 
 
 def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch) -> None:
-    """A candidate the environment names (source.NEQ_TILE_ENV) is compiled into the
+    """A candidate the environment names (neq_tiles.NEQ_TILE_ENV) is compiled into the
     records' module and takes the box steps with 32-bit offsets: its grid, threads, shared
     memory and run length; unset, the module and launches are production's."""
     mod, compiled, launches = cuda_c_d3q19
-    from simsplit.backends.cuda_c import source
+    from simsplit.backends.cuda_c import neq_tiles, source
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D3Q19Params
 
-    monkeypatch.setenv(source.NEQ_TILE_ENV, "tile32x4")
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x4")
     kernels = mod.D3Q19Kernels(0)
     assert kernels.tile == "tile32x4"
     kernels.prepare(population_storage("neq16", "float32"))
     assert compiled == [source.d3q19_neq_expressions()
-                        + source.d3q19_neq_tile_expressions("tile32x4")]
+                        + neq_tiles.d3q19_neq_tile_expressions("tile32x4")]
     nx, ny, nz = 40, 9, 70
     f = padded_empty(np, (27, nz + 2, ny + 2, nx + 2), np.uint16)
     g = padded_empty(np, f.shape, np.uint16)
@@ -200,9 +200,9 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     kernels.stream_collide(f, g, flags, *macro, (2, nz), params, True)
     assert launches[-1] == "d3q19_stream_collide_neq_tile<32, 4, 0, 6, false, true, false>"
     assert _Kernel.last_launch == ((2, 3, 3), (128,), 38 * 204 * 4)
-    assert int(_Kernel.last_args[-1]) == source.D3Q19_NEQ_TILE_RUN
+    assert int(_Kernel.last_args[-1]) == neq_tiles.D3Q19_NEQ_TILE_RUN
     assert [int(_Kernel.last_args[n]) for n in (13, 14)] == [2, nz]
-    monkeypatch.delenv(source.NEQ_TILE_ENV)
+    monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV)
     kernels = mod.D3Q19Kernels(0)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
     assert launches[-1] == "d3q19_stream_collide_neq<false, false, lbm::offset_t>"
@@ -257,7 +257,7 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     every run compiles keeps its kernels) and takes the box steps: its grid, threads, shared
     memory and run length; a D3Q19 candidate's name leaves D2Q9 on its production kernel."""
     _, compiled, launches = cuda_c_d3q19
-    from simsplit.backends.cuda_c import source
+    from simsplit.backends.cuda_c import neq_tiles, source
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D2Q9Params
 
@@ -270,17 +270,17 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     flags = padded_empty(np, f.shape[1:], np.uint8)
     macro = [np.zeros((200, 298), np.float32) for _ in range(3)]
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
-    monkeypatch.setenv(source.NEQ_TILE_ENV, "tile32x8")
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x8")
     kernels = mod.D2Q9Kernels(0)
     assert kernels.tile is None and len(compiled) == 1
     kernels.stream_collide(f, g, flags, *macro, (1, 201), params, True, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq<true>"
-    monkeypatch.setenv(source.NEQ_TILE_ENV, "strip128f")
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "strip128f")
     kernels = mod.D2Q9Kernels(0)
-    assert compiled[-1] == source.d2q9_neq_tile_expressions("strip128f")
+    assert compiled[-1] == neq_tiles.d2q9_neq_tile_expressions("strip128f")
     assert source.name_expressions("d2q9.cu") == compiled[-2]
     kernels.stream_collide(f, g, flags, *macro, (3, 190), params, False, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq_tile<128, 0, 8, true, false>"
     assert _Kernel.last_launch == ((3, 3), (128,), 18 * 130 * 4)
-    assert int(_Kernel.last_args[-1]) == source.D2Q9_NEQ_TILE_RUN
+    assert int(_Kernel.last_args[-1]) == neq_tiles.D2Q9_NEQ_TILE_RUN
     assert [int(_Kernel.last_args[n]) for n in (10, 11)] == [3, 190]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import neq_tiles
 from tests.test_gpu import _gpu_param, _rel_err
 
 pytestmark = pytest.mark.gpu
@@ -116,19 +116,19 @@ TILE_BOUNDS = [{"x": "wall", "y": "wall", "z": "wall", "lid": True}, CHANNEL,
 
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy")])
-@pytest.mark.parametrize("tile", sorted(source.D3Q19_NEQ_TILES))
+@pytest.mark.parametrize("tile", sorted(neq_tiles.D3Q19_NEQ_TILES))
 def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeypatch) -> None:
     """The tiled candidates of the neq16 box kernel (kernels/d3q19_neq_tile.cuh, taken where
-    source.NEQ_TILE_ENV names one) write the production kernel's records and rho/u bit
+    neq_tiles.NEQ_TILE_ENV names one) write the production kernel's records and rho/u bit
     for bit: the cavity with walls and the lid, a forced channel, periodic x and y, on 1, 2
     and 3 slabs of a 40x24x30 grid (partial 32-cell columns), 100 steps (CUDA graphs)."""
     from simsplit.fluid.state import raw_populations
 
     def run(subdomains: int, bounds: dict, candidate: str | None) -> tuple[np.ndarray, ...]:
         if candidate:
-            monkeypatch.setenv(source.NEQ_TILE_ENV, candidate)
+            monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate)
         else:
-            monkeypatch.delenv(source.NEQ_TILE_ENV, raising=False)
+            monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV, raising=False)
         solver = _solver(backend, subdomains, not bounds.get("lid"), "neq16", bounds=bounds)
         tiles = {b.kernels.tile for b in solver.blocks.values()}
         solver.step(100)

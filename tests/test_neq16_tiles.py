@@ -16,12 +16,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import neq_tiles, source
 from tests.conftest import CXX
 from tests.test_kernels_compile import _EMULATION_PRELUDE, _data, _padded_copy, _ptr
 
 #: (TX, TY, EXTRA, FAST) of the emulated sweeps: the candidates', then small columns
-SHAPES = [*sorted({(*v[:3], int(v[4])) for v in source.D3Q19_NEQ_TILES.values()}),
+SHAPES = [*sorted({(*v[:3], int(v[4])) for v in neq_tiles.D3Q19_NEQ_TILES.values()}),
           *((4, 3, extra, fast) for extra in (0, 1) for fast in (0, 1))]
 SMALL = [s for s in SHAPES if s[0] == 4]
 
@@ -235,18 +235,18 @@ def test_candidates_named_and_launched() -> None:
     compile tests build them: registers, no spills), a launch shape within the device's
     limits, and the environment picks one or none."""
     names = source.name_expressions("d3q19.cu")
-    for tile, (tx, ty, extra, _, _) in source.D3Q19_NEQ_TILES.items():
-        assert set(source.d3q19_neq_tile_expressions(tile)) <= set(names)
+    for tile, (tx, ty, extra, _, _) in neq_tiles.D3Q19_NEQ_TILES.items():
+        assert set(neq_tiles.d3q19_neq_tile_expressions(tile)) <= set(names)
         assert tile not in "".join(source.d3q19_neq_expressions())
-        grid, threads, shared = source.d3q19_neq_tile_launch(tile, 512, 512, 512)
-        assert grid == (-(-512 // tx), -(-512 // ty), -(-512 // source.D3Q19_NEQ_TILE_RUN))
+        grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(tile, 512, 512, 512)
+        assert grid == (-(-512 // tx), -(-512 // ty), -(-512 // neq_tiles.D3Q19_NEQ_TILE_RUN))
         assert threads == tx * ty <= 1024
         assert shared == (38 + 19 * extra) * (tx + 2) * (ty + 2) * 4 <= 227 * 1024
-    env = source.NEQ_TILE_ENV
-    for tiles, mine, other in ((source.D3Q19_NEQ_TILES, "tile32x8", "strip256"),
-                               (source.D2Q9_NEQ_TILES, "strip256", "tile32x8")):
+    env = neq_tiles.NEQ_TILE_ENV
+    for tiles, mine, other in ((neq_tiles.D3Q19_NEQ_TILES, "tile32x8", "strip256"),
+                               (neq_tiles.D2Q9_NEQ_TILES, "strip256", "tile32x8")):
         assert mine in tiles and other not in tiles
-        pick = functools.partial(source.neq_tile_from_env, tiles)
+        pick = functools.partial(neq_tiles.neq_tile_from_env, tiles)
         assert pick({}) is None and pick({env: " "}) is None
         assert pick({env: mine}) == mine and pick({env: other}) is None
         with pytest.raises(ValueError, match=env):

@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import neq_tiles, source
 from tests.conftest import CXX
 from tests.test_kernels_compile import (
     _EMULATION_PRELUDE,
@@ -26,7 +26,7 @@ from tests.test_kernels_compile import (
 from tests.test_neq16_tiles import _TEAM
 
 #: (TX, EXTRA, FAST) of the emulated sweeps: the candidates', then 4-column strips
-SHAPES = [*sorted({(v[0], v[1], int(v[3])) for v in source.D2Q9_NEQ_TILES.values()}),
+SHAPES = [*sorted({(v[0], v[1], int(v[3])) for v in neq_tiles.D2Q9_NEQ_TILES.values()}),
           *((4, extra, fast) for extra in (0, 1) for fast in (0, 1))]
 SMALL = [s for s in SHAPES if s[0] == 4]
 
@@ -195,11 +195,11 @@ def test_strip_candidates_named() -> None:
     """Each D2Q9 candidate: its two instantiations, outside the module every run compiles, a
     launch shape within the device's limits."""
     every = source.name_expressions("d2q9.cu")
-    for tile, (tx, extra, _, _) in source.D2Q9_NEQ_TILES.items():
-        names = source.d2q9_neq_tile_expressions(tile)
+    for tile, (tx, extra, _, _) in neq_tiles.D2Q9_NEQ_TILES.items():
+        names = neq_tiles.d2q9_neq_tile_expressions(tile)
         assert len(names) == 2 and not set(names) & set(every)
-        grid, threads, shared = source.d2q9_neq_tile_launch(tile, 8192, 8192)
-        assert grid == (-(-8192 // tx), -(-8192 // source.D2Q9_NEQ_TILE_RUN))
+        grid, threads, shared = neq_tiles.d2q9_neq_tile_launch(tile, 8192, 8192)
+        assert grid == (-(-8192 // tx), -(-8192 // neq_tiles.D2Q9_NEQ_TILE_RUN))
         assert threads == tx <= 1024 and shared == (18 + 9 * extra) * (tx + 2) * 4
 
 
@@ -208,7 +208,7 @@ def test_strips_compile_without_spills(tmp_path, capsys) -> None:
     """nvcc builds every D2Q9 candidate for sm_90 (they are not in the d2q9.cu module the
     compile tests build): no multiply-add contracted, no stack frame or spill; registers
     printed."""
-    exprs = [e for t in source.D2Q9_NEQ_TILES for e in source.d2q9_neq_tile_expressions(t)]
+    exprs = [e for t in neq_tiles.D2Q9_NEQ_TILES for e in neq_tiles.d2q9_neq_tile_expressions(t)]
     res = _nvcc(tmp_path, "d2q9.cu", "-cubin", "-Xptxas", "-v", "--keep", "--keep-dir",
                 str(tmp_path), "-o", "out.cubin", exprs=exprs)
     assert res.returncode == 0, res.stderr

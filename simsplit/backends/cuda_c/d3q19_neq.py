@@ -5,9 +5,9 @@ One module holds the pull kernels (float32 arithmetic, with and without rho/u st
 body force, 32- and 64-bit offsets) and the records' halo kernels (the D3Q19 kernel set
 launches those with its own halo path); :class:`D3Q19NeqKernels` loads the module and launches
 the pull steps on record arrays. A tiled candidate of the box kernel
-(``kernels/d3q19_neq_tile.cuh``, :data:`source.D3Q19_NEQ_TILES`: the same bits) joins the module
+(``kernels/d3q19_neq_tile.cuh``, :data:`neq_tiles.D3Q19_NEQ_TILES`: the same bits) joins the module
 and takes the box steps with 32-bit offsets where :attr:`D3Q19NeqKernels.tile` names it
-(environment variable :data:`source.NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
+(environment variable :data:`neq_tiles.NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import neq_tiles, source
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
@@ -32,18 +32,19 @@ class D3Q19NeqKernels:
     def __init__(self, device: int, module: Callable[[tuple[str, ...]], Any],
                  tile: str | None = None) -> None:
         """``module``: compiles the module of the kernels it is given the names of; ``tile``:
-        the candidate the box steps take (None: :func:`source.neq_tile_from_env`'s)."""
+        the candidate the box steps take (None: :func:`neq_tiles.neq_tile_from_env`'s)."""
         self.device = device
         self._dev = cupy.cuda.Device(device)
         self._module = module
         self._kernels: dict[str, Any] = {}
         #: the tiled candidate the box steps take (None: the production kernel); set before
         #: the first :meth:`prepare`
-        self.tile = tile if tile is not None else source.neq_tile_from_env(source.D3Q19_NEQ_TILES)
+        self.tile = (tile if tile is not None
+                     else neq_tiles.neq_tile_from_env(neq_tiles.D3Q19_NEQ_TILES))
 
     def names(self) -> list[str]:
         """The module's kernels: :func:`source.d3q19_neq_expressions`, and the candidate's."""
-        extra = source.d3q19_neq_tile_expressions(self.tile) if self.tile else []
+        extra = neq_tiles.d3q19_neq_tile_expressions(self.tile) if self.tile else []
         return [*source.d3q19_neq_expressions(), *extra]
 
     def prepare(self) -> list[int]:
@@ -54,8 +55,8 @@ class D3Q19NeqKernels:
             with self._dev:
                 self._kernels = {n: module.get_function(n) for n in names}
                 if self.tile:  # beyond the default 48 KB
-                    shared = source.d3q19_neq_tile_launch(self.tile, 1, 1, 1)[2]
-                    for n in source.d3q19_neq_tile_expressions(self.tile):
+                    shared = neq_tiles.d3q19_neq_tile_launch(self.tile, 1, 1, 1)[2]
+                    for n in neq_tiles.d3q19_neq_tile_expressions(self.tile):
                         self._kernels[n].max_dynamic_shared_size_bytes = shared
         return [k.num_regs for k in self._kernels.values()]
 
@@ -67,7 +68,7 @@ class D3Q19NeqKernels:
                        forced: bool, wide: bool, blocks: tuple[int, int, int]) -> None:
         """One pull step: ``args`` as d3q19_stream_collide takes them (float32 rho/u and
         parameters), ``blocks`` its grid (the production kernel's; a candidate's comes from
-        :func:`source.d3q19_neq_tile_launch`)."""
+        :func:`neq_tiles.d3q19_neq_tile_launch`)."""
         if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q):
             raise ValueError(f"neq16 records expected, got {f_src.dtype} {f_src.shape}")
         if args[3].dtype != np.float32:
@@ -76,10 +77,10 @@ class D3Q19NeqKernels:
         check_launch_device(self.device)
         if self.tile and not wide:
             nx, ny, k0, k1 = (int(args[n]) for n in (7, 8, 13, 14))
-            grid, threads, shared = source.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
-            kern = self._kernels[source.d3q19_neq_tile_name(self.tile, store_macro, forced)]
+            grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
+            kern = self._kernels[neq_tiles.d3q19_neq_tile_name(self.tile, store_macro, forced)]
             with self._dev:
-                kern(grid, (threads,), (*args, np.int32(source.D3Q19_NEQ_TILE_RUN)),
+                kern(grid, (threads,), (*args, np.int32(neq_tiles.D3Q19_NEQ_TILE_RUN)),
                      shared_mem=shared)
             return
         kern = self._kernels[source.d3q19_neq_name(store_macro, forced, wide)]

@@ -18,7 +18,7 @@ import pytest
 
 from simsplit.backends.cuda_c import neq_tiles, source
 from tests.conftest import CXX
-from tests.test_kernels_compile import _EMULATION_PRELUDE, _data, _padded_copy, _ptr
+from tests.test_kernels_compile import _EMULATION_PRELUDE, _data, _nvrtc, _padded_copy, _ptr
 
 #: (TX, TY, EXTRA, FAST) of the emulated sweeps: the candidates', then small columns
 SHAPES = [*sorted({(*v[:3], int(v[4])) for v in neq_tiles.D3Q19_NEQ_TILES.values()}),
@@ -333,3 +333,28 @@ def test_fast_codec_same_bits(codec) -> None:
     np.testing.assert_array_equal(got, want)
     k = want[19].view(np.int16)
     assert k.min() < -101 and k.max() > -60  # both of scaled()'s paths
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (cuda-bindings + libnvrtc) not available")
+@pytest.mark.parametrize("name", ["d3q19.cu", "d2q9.cu"])
+def test_candidates_compile_with_nvrtc(name: str) -> None:
+    """The launchers' route for every candidate of both lattices (one instantiation each; the
+    compile tests' NVRTC build takes one per template and first two arguments)."""
+    nvrtc = _nvrtc()
+    exprs = ([neq_tiles.d3q19_neq_tile_name(t, False, False) for t in neq_tiles.D3Q19_NEQ_TILES]
+             if name == "d3q19.cu" else
+             [neq_tiles.d2q9_neq_tile_name(t, False) for t in neq_tiles.D2Q9_NEQ_TILES])
+    _, prog = nvrtc.nvrtcCreateProgram(source.kernel_source(name).encode(), name.encode(), 0,
+                                       [], [])
+    for expr in exprs:
+        nvrtc.nvrtcAddNameExpression(prog, expr.encode())
+    opts = [o.encode() for o in (*source.COMPILE_OPTIONS, "-arch=sm_90")]
+    (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    assert res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")
+    for expr in exprs:
+        err, lowered = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
+        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS and lowered, expr
+    nvrtc.nvrtcDestroyProgram(prog)

@@ -164,8 +164,11 @@ __device__ __forceinline__ void sweep(const Team& team, const args<P>& a, float*
 // arguments, then `run_planes`). Grid: x-y columns of TX x TY cells (blockIdx.x, blockIdx.y)
 // times runs of run_planes planes (blockIdx.z); TX * TY threads;
 // neq_tile::shape<TX, TY, EXTRA>::SHARED_BYTES of dynamic shared memory. 32-bit offsets.
+// MIN_BLOCKS resident blocks an SM asked of the register allocator; the forced kernels at most
+// 768 threads' worth (80 registers: at 64 the forced kernel without rho/u spilled 8 bytes).
 template <int TX, int TY, int EXTRA, int MIN_BLOCKS, bool FAST, bool STORE_MACRO, bool FORCED>
-__global__ void __launch_bounds__(TX * TY, MIN_BLOCKS)
+__global__ void __launch_bounds__(TX * TY, FORCED && MIN_BLOCKS * TX * TY > 768
+                                               ? 768 / (TX * TY) : MIN_BLOCKS)
 d3q19_stream_collide_neq_tile(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,
                               const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
                               float* __restrict__ ux_out, float* __restrict__ uy_out,

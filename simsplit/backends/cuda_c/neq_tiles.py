@@ -26,12 +26,13 @@ def _c(v: bool) -> str:
 #: neq::store's own operations: PTX executed per cell (rebuild x 1.33 for 32 x 8, pulls from
 #: shared memory, collide, store) about 1,390 fast and 1,670 not, against about 2,650 in the
 #: production kernel. ptxas sm_90: 80 registers (94-96 for the one-barrier kernels with the
-#: force), no spills; 32 x 16 at two blocks (64 registers) spilled 8 bytes. Not the default
+#: force; tile32x8f4's unforced kernels 64: four blocks, 32 warps an SM, its forced ones stay
+#: at three), no spills; 32 x 16 at two blocks (64 registers) spilled 8 bytes. Not the default
 #: until timed on a GPU (scripts/tune_neq16.py): the launcher takes one where
 #: D3Q19NeqKernels.tile (NEQ_TILE_ENV) names it
 D3Q19_NEQ_TILES = {"tile32x8": (32, 8, 0, 3, False), "tile32x8r": (32, 8, 1, 2, False),
                    "tile32x4": (32, 4, 0, 6, False), "tile32x8f": (32, 8, 0, 3, True),
-                   "tile32x8rf": (32, 8, 1, 2, True)}
+                   "tile32x8rf": (32, 8, 1, 2, True), "tile32x8f4": (32, 8, 0, 4, True)}
 #: planes per block's run along z of the tiled candidates
 D3Q19_NEQ_TILE_RUN = 32
 #: names the tiled candidate the neq16 box steps take (unset or empty: the production kernel;

@@ -260,8 +260,7 @@ if has neqtilebench; then
     [[ -n ${best2/production/} ]] && runs+=("8192x8192 $best2")
     for run in "${runs[@]}"; do
         read -r grid tile <<<"$run"
-        tile=${tile/production/}
-        note "bench $grid neq16 ${tile:-production}"
+        note "bench $grid neq16 $tile"
         SIMSPLIT_NEQ16_TILE=$tile timeout 110 python3 -m simsplit bench --backend cupy \
             --grid "$grid" --steps 50 --repeats 3 --no-graph --precision float32 \
             --storage neq16 2>&1 | quiet | tail -3 | tee -a "$OUT/bench-neqtile.log"

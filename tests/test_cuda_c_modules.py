@@ -202,7 +202,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     assert _Kernel.last_launch == ((2, 3, 3), (128,), 38 * 204 * 4)
     assert int(_Kernel.last_args[-1]) == neq_tiles.D3Q19_NEQ_TILE_RUN
     assert [int(_Kernel.last_args[n]) for n in (13, 14)] == [2, nz]
-    monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV)
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
     kernels = mod.D3Q19Kernels(0)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
     assert launches[-1] == "d3q19_stream_collide_neq<false, false, lbm::offset_t>"
@@ -271,6 +271,8 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     macro = [np.zeros((200, 298), np.float32) for _ in range(3)]
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x8")
+    assert mod.D2Q9Kernels(0).tile == neq_tiles.D2Q9_NEQ_TILE_DEFAULT
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
     kernels = mod.D2Q9Kernels(0)
     assert kernels.tile is None and len(compiled) == 1
     kernels.stream_collide(f, g, flags, *macro, (1, 201), params, True, open_rules=False)

@@ -140,10 +140,7 @@ def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeyp
     from simsplit.fluid.state import raw_populations
 
     def run(flow: str, subdomains: int, candidate: str | None) -> list[np.ndarray]:
-        if candidate:
-            monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate)
-        else:
-            monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV, raising=False)
+        monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate or "production")
         solver = _solver(backend, flow, "neq16", subdomains)
         assert {b.kernels.tile for b in solver.blocks.values()} == {candidate}
         solver.step(150)

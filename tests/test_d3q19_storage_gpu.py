@@ -125,10 +125,7 @@ def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeyp
     from simsplit.fluid.state import raw_populations
 
     def run(subdomains: int, bounds: dict, candidate: str | None) -> tuple[np.ndarray, ...]:
-        if candidate:
-            monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate)
-        else:
-            monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV, raising=False)
+        monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate or "production")
         solver = _solver(backend, subdomains, not bounds.get("lid"), "neq16", bounds=bounds)
         tiles = {b.kernels.tile for b in solver.blocks.values()}
         solver.step(100)

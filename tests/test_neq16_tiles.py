@@ -249,8 +249,12 @@ def test_candidates_named_and_launched() -> None:
         pick = functools.partial(neq_tiles.neq_tile_from_env, tiles)
         assert pick({}) is None and pick({env: " "}) is None
         assert pick({env: mine}) == mine and pick({env: other}) is None
+        assert pick({env: "production"}, default=mine) is None
+        assert pick({}, default=mine) == mine == pick({env: other}, default=mine)
         with pytest.raises(ValueError, match=env):
             pick({env: "tile7"})
+    assert neq_tiles.D3Q19_NEQ_TILE_DEFAULT in (None, *neq_tiles.D3Q19_NEQ_TILES)
+    assert neq_tiles.D2Q9_NEQ_TILE_DEFAULT in (None, *neq_tiles.D2Q9_NEQ_TILES)
 
 
 _CODEC = """

@@ -118,7 +118,8 @@ class D2Q9Kernels:
             self._records_open = {s: module.get_function(source.d2q9_neq_open_name(s))
                                   for s in (False, True)}
             #: the tiled candidate the neq16 box steps take (None: d2q9_stream_collide_neq)
-            self.tile = neq_tiles.neq_tile_from_env(neq_tiles.D2Q9_NEQ_TILES)
+            self.tile = neq_tiles.neq_tile_from_env(
+                neq_tiles.D2Q9_NEQ_TILES, default=neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
             self._records_tile: dict[bool, Any] = {}
             if self.tile:
                 tiles = _tile_module(device, self.tile)

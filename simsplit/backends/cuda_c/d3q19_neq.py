@@ -40,7 +40,8 @@ class D3Q19NeqKernels:
         #: the tiled candidate the box steps take (None: the production kernel); set before
         #: the first :meth:`prepare`
         self.tile = (tile if tile is not None
-                     else neq_tiles.neq_tile_from_env(neq_tiles.D3Q19_NEQ_TILES))
+                     else neq_tiles.neq_tile_from_env(
+                         neq_tiles.D3Q19_NEQ_TILES, default=neq_tiles.D3Q19_NEQ_TILE_DEFAULT))
 
     def names(self) -> list[str]:
         """The module's kernels: :func:`source.d3q19_neq_expressions`, and the candidate's."""

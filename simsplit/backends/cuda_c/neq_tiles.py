@@ -35,21 +35,28 @@ D3Q19_NEQ_TILES = {"tile32x8": (32, 8, 0, 3, False), "tile32x8r": (32, 8, 1, 2, 
                    "tile32x8rf": (32, 8, 1, 2, True), "tile32x8f4": (32, 8, 0, 4, True)}
 #: planes per block's run along z of the tiled candidates
 D3Q19_NEQ_TILE_RUN = 32
-#: names the tiled candidate the neq16 box steps take (unset or empty: the production kernel;
-#: a D3Q19 candidate leaves D2Q9 runs on theirs, and a D2Q9 one D3Q19 runs)
+#: names the kernel the neq16 box steps take: a candidate, or "production"; unset or empty
+#: (or the other lattice's candidate): the lattice's default (D3Q19_NEQ_TILE_DEFAULT,
+#: D2Q9_NEQ_TILE_DEFAULT)
 NEQ_TILE_ENV = "SIMSPLIT_NEQ16_TILE"
+#: the candidates the box steps take by default (None: the production kernels), until a GPU
+#: session times them (scripts/tune_neq16.py) and names the fastest here
+D3Q19_NEQ_TILE_DEFAULT: str | None = None
+D2Q9_NEQ_TILE_DEFAULT: str | None = None
 
 
-def neq_tile_from_env(tiles: Mapping[str, tuple], env: Mapping[str, str] | None = None
-                      ) -> str | None:
+def neq_tile_from_env(tiles: Mapping[str, tuple], env: Mapping[str, str] | None = None, *,
+                      default: str | None = None) -> str | None:
     """The candidate :data:`NEQ_TILE_ENV` names if it is one of ``tiles`` (a lattice's:
-    :data:`D3Q19_NEQ_TILES`, :data:`D2Q9_NEQ_TILES`), else None (unset, or the other
-    lattice's); ValueError for a name neither lattice has."""
+    :data:`D3Q19_NEQ_TILES`, :data:`D2Q9_NEQ_TILES`), None for "production", else ``default``
+    (unset, or the other lattice's); ValueError for a name neither lattice has."""
     name = (os.environ if env is None else env).get(NEQ_TILE_ENV, "").strip()
+    if name == "production":
+        return None
     if name and name not in D3Q19_NEQ_TILES and name not in D2Q9_NEQ_TILES:
         raise ValueError(f"{NEQ_TILE_ENV}={name!r}: one of {sorted(D3Q19_NEQ_TILES)} (D3Q19), "
-                         f"{sorted(D2Q9_NEQ_TILES)} (D2Q9) or unset")
-    return name if name in tiles else None
+                         f"{sorted(D2Q9_NEQ_TILES)} (D2Q9), production or unset")
+    return name if name in tiles else default
 
 
 def d3q19_neq_tile_name(tile: str, store_macro: bool, forced: bool) -> str:

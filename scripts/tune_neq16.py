@@ -12,8 +12,9 @@ force, periodic x (and y) off and on, partial columns, two plane or row ranges),
 fraction of the device-to-device copy bandwidth that the bytes of an update (all record slots
 read and written, the flag byte: D3Q19 109 B, D2Q9 61 B) would need, and the fastest.
 
-Make the fastest the default by naming it in the launcher (simsplit/backends/cuda_c/d3q19_neq.py
-or d2q9.py take neq_tiles.NEQ_TILE_ENV's; a run can name one: SIMSPLIT_NEQ16_TILE=tile32x8f).
+Make the fastest the default by naming it in simsplit/backends/cuda_c/neq_tiles.py
+(D3Q19_NEQ_TILE_DEFAULT, D2Q9_NEQ_TILE_DEFAULT); a run can name one, or production:
+SIMSPLIT_NEQ16_TILE=tile32x8f (neq_tiles.NEQ_TILE_ENV).
 Candidates are timed with runs of source's D3Q19_NEQ_TILE_RUN / D2Q9_NEQ_TILE_RUN planes or rows
 and of --runs3d / --runs2d others (the best line names a default-run kernel).
 Usage: python scripts/tune_neq16.py [--lattices d3q19 d2q9] [--sizes3d 512 256]

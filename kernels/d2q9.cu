@@ -369,3 +369,5 @@ d2q9_stream_collide_neq(const neq::rec* __restrict__ f_src, neq::rec* __restrict
                                    out);
     neq::store<L>(f_dst, post, plane, cell);
 }
+
+#include "d2q9_neq_tile.cuh"

@@ -43,3 +43,4 @@ d3q19_stream_collide_neq(const neq::rec* __restrict__ f_src, neq::rec* __restric
                                            om_p, om_m, fx, fy, fz, out);
     neq::store<L>(f_dst, post, plane, P(cell));
 }
+#include "d3q19_neq_tile.cuh"

@@ -21,6 +21,12 @@
 #            slabs, D2Q9 and D3Q19), MLUPS at 512^3 and 8192^2 against float32 and float16
 #            storage in the same run and numba-cuda's at 256^3, then the 3D cavity Re 1000
 #            128^3 with f64 / f32 / neq16 (ACC25_STORAGES)
+#   neqtile  run.storage neq16, the tiled candidates of the box kernels (kernels/*_neq_tile.cuh):
+#            scripts/tune_neq16.py: bitwise check against production, MLUPS and %copy, D3Q19
+#            at 512^3 and 256^3, D2Q9 at 8192^2 and 4096^2 (NEQTILE_ARGS)
+#   neqtilebench  whole-run bench, production and the fastest candidate of the neqtile log
+#            (or NEQTILE_3D / NEQTILE_2D): D3Q19 512^3, D2Q9 8192^2 (SIMSPLIT_NEQ16_TILE)
+#   neqtiletests  GPU tests: each candidate == production on 1-3 slabs
 #   md       MD atom-steps/s, 64k and 1M atoms (issue 5)
 #   mdtypes  Kob-Andersen 80:20 against one type, as a crystal and as a liquid at the same T,
 #            64k and 1M atoms, cupy + numba-cuda (issue 22)
@@ -240,6 +246,34 @@ if has neq25; then
     timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cylinder2d_d20,cylinder2d_d40 \
         --storages f64,f32,f32/float16,f32/e4m11,f32/neq16 2>&1 | quiet \
         | tee "$OUT/acc25-cylinder.log"
+fi
+if has neqtile; then
+    note "run.storage neq16: tiled box kernel candidates, D3Q19 and D2Q9 (tune_neq16)"
+    timeout 480 python3 scripts/tune_neq16.py ${NEQTILE_ARGS:-} 2>&1 | quiet \
+        | tee "$OUT/tune-neq16.log"
+fi
+if has neqtilebench; then
+    # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)
+    log="$OUT/tune-neq16.log"
+    best3=${NEQTILE_3D:-$(sed -n 's/^best D3Q19 at 512: //p' "$log" 2>/dev/null | head -1)}
+    best2=${NEQTILE_2D:-$(sed -n 's/^best D2Q9 at 8192: //p' "$log" 2>/dev/null | head -1)}
+    runs=("512x512x512 production")
+    [[ -n ${best3/production/} ]] && runs+=("512x512x512 $best3")
+    runs+=("8192x8192 production")
+    [[ -n ${best2/production/} ]] && runs+=("8192x8192 $best2")
+    for run in "${runs[@]}"; do
+        read -r grid tile <<<"$run"
+        note "bench $grid neq16 $tile"
+        SIMSPLIT_NEQ16_TILE=$tile timeout 110 python3 -m simsplit bench --backend cupy \
+            --grid "$grid" --steps 50 --repeats 3 --no-graph --precision float32 \
+            --storage neq16 2>&1 | quiet | tail -3 | tee -a "$OUT/bench-neqtile.log"
+    done
+fi
+if has neqtiletests; then
+    note "run.storage neq16: each D3Q19 candidate == production on 1-3 slabs (GPU tests)"
+    timeout 480 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
+        tests/test_d2q9_storage_gpu.py -k tile 2>&1 | quiet | tail -8 \
+        | tee "$OUT/neqtile-tests.log"
 fi
 if has md; then
     note "MD: 64k atoms (density 1.0) and 1M atoms (0.8442), cupy + numba-cuda (issue 5)"

@@ -18,14 +18,16 @@ from simsplit.numerics.storage import population_storage
 
 class _Kernel:
     last_args: Any = None  #: the arguments of the latest launch of any kernel
+    last_launch: Any = None  #: its (grid, block, shared bytes)
 
     def __init__(self, name: str, launches: list[str]) -> None:
         self.name, self.num_regs, self._launches = name, 64, launches
         self.max_dynamic_shared_size_bytes = 0
 
-    def __call__(self, grid: Any, block: Any, args: Any) -> None:
+    def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
         self._launches.append(self.name)
         _Kernel.last_args = args
+        _Kernel.last_launch = (grid, block, shared_mem)
 
 
 class _Module:
@@ -100,7 +102,8 @@ def test_one_module_per_storage_pair_compiled_when_prepared(cuda_c_d3q19) -> Non
              for n in source.d3q19_pair_expressions(dt, st, halos=False)]
     assert sorted(every) == sorted(n for n in source.name_expressions("d3q19.cu")
                                    if not n.startswith("lbm_")
-                                   and n not in source.d3q19_neq_expressions())
+                                   and n not in source.d3q19_neq_expressions()
+                                   and not n.startswith("d3q19_stream_collide_neq_tile<"))
     assert len(set(every)) == len(every)
 
 
@@ -173,6 +176,39 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
         kernels.pack(f, 1, 0, np.zeros((5, buf.shape[1]), np.uint16))
 
 
+def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch) -> None:
+    """A candidate the environment names (neq_tiles.NEQ_TILE_ENV) is compiled into the
+    records' module and takes the box steps with 32-bit offsets: its grid, threads, shared
+    memory and run length; unset, the module and launches are production's."""
+    mod, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import neq_tiles, source
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x4")
+    kernels = mod.D3Q19Kernels(0)
+    assert kernels.tile == "tile32x4"
+    kernels.prepare(population_storage("neq16", "float32"))
+    assert compiled == [source.d3q19_neq_expressions()
+                        + neq_tiles.d3q19_neq_tile_expressions("tile32x4")]
+    nx, ny, nz = 40, 9, 70
+    f = padded_empty(np, (27, nz + 2, ny + 2, nx + 2), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 0.0, 0.0, 0.0, False, False)
+    kernels.stream_collide(f, g, flags, *macro, (2, nz), params, True)
+    assert launches[-1] == "d3q19_stream_collide_neq_tile<32, 4, 0, 6, false, true, false>"
+    assert _Kernel.last_launch == ((2, 3, 3), (128,), 38 * 204 * 4)
+    assert int(_Kernel.last_args[-1]) == neq_tiles.D3Q19_NEQ_TILE_RUN
+    assert [int(_Kernel.last_args[n]) for n in (13, 14)] == [2, nz]
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
+    kernels = mod.D3Q19Kernels(0)
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
+    assert launches[-1] == "d3q19_stream_collide_neq<false, false, lbm::offset_t>"
+    assert compiled[-1] == source.d3q19_neq_expressions()
+
+
 def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     """The D2Q9 set (one module for everything) takes neq16 records: a step launches the
     records' pull kernel, halos the records' halo kernels (9 of 15 slots a row), populations
@@ -214,3 +250,39 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     assert launches[-1] == "lbm_pack<D2Q9, float>"
     with pytest.raises(ValueError, match="halo buffer"):
         kernels.pack(f, 1, 0, np.zeros((3, 12), np.uint16))
+
+
+def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
+    """A D2Q9 candidate the environment names is compiled into a module of its own (the one
+    every run compiles keeps its kernels) and takes the box steps: its grid, threads, shared
+    memory and run length; a D3Q19 candidate's name leaves D2Q9 on its production kernel."""
+    _, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import neq_tiles, source
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    mod = importlib.import_module("simsplit.backends.cuda_c.d2q9")
+    monkeypatch.setattr(mod, "check_launch_device", lambda device: None)
+    monkeypatch.setattr(mod.errors.TRACKER, "device_names",
+                        dict(mod.errors.TRACKER.device_names))
+    f = padded_empty(np, (15, 202, 300), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((200, 298), np.float32) for _ in range(3)]
+    params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x8")
+    assert mod.D2Q9Kernels(0).tile == neq_tiles.D2Q9_NEQ_TILE_DEFAULT
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
+    kernels = mod.D2Q9Kernels(0)
+    assert kernels.tile is None and len(compiled) == 1
+    kernels.stream_collide(f, g, flags, *macro, (1, 201), params, True, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "strip128f")
+    kernels = mod.D2Q9Kernels(0)
+    assert compiled[-1] == neq_tiles.d2q9_neq_tile_expressions("strip128f")
+    assert source.name_expressions("d2q9.cu") == compiled[-2]
+    kernels.stream_collide(f, g, flags, *macro, (3, 190), params, False, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq_tile<128, 0, 8, true, false>"
+    assert _Kernel.last_launch == ((3, 3), (128,), 18 * 130 * 4)
+    assert int(_Kernel.last_args[-1]) == neq_tiles.D2Q9_NEQ_TILE_RUN
+    assert [int(_Kernel.last_args[n]) for n in (10, 11)] == [3, 190]

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from simsplit.backends.cuda_c import neq_tiles
 from tests.conftest import body_case, fluid_case
 from tests.test_gpu import _gpu_param, _needs, _rel_err
 
@@ -127,3 +128,26 @@ def test_neq16_gpu_equals_cpu_and_splits(backend: str, flow: str) -> None:
     for run in (*runs[1:], want):
         for a, b in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("tile", sorted(neq_tiles.D2Q9_NEQ_TILES))
+def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeypatch) -> None:
+    """The tiled candidates of the D2Q9 neq16 box kernel (kernels/d2q9_neq_tile.cuh, taken
+    where neq_tiles.NEQ_TILE_ENV names one) write the production kernel's records and rho/u bit
+    for bit: the cavity (200 columns: partial strips) and the forced periodic channel, 1, 2
+    and 3 slabs, 150 steps (CUDA graphs)."""
+    from simsplit.fluid.state import raw_populations
+
+    def run(flow: str, subdomains: int, candidate: str | None) -> list[np.ndarray]:
+        monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate or "production")
+        solver = _solver(backend, flow, "neq16", subdomains)
+        assert {b.kernels.tile for b in solver.blocks.values()} == {candidate}
+        solver.step(150)
+        return [raw_populations(solver), solver.velocity(), solver.density()]
+
+    for flow in ("cavity", "channel"):
+        want = run(flow, 1, None)
+        for n in (1, 2, 3):
+            for a, b in zip(run(flow, n, tile), want, strict=True):
+                np.testing.assert_array_equal(a, b)

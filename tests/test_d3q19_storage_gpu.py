@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simsplit.backends.cuda_c import neq_tiles
 from tests.test_gpu import _gpu_param, _rel_err
 
 pytestmark = pytest.mark.gpu
@@ -106,3 +107,34 @@ def test_neq16_gpu_equals_cpu_and_splits(backend: str, channel: bool) -> None:
     for run in (*runs[1:], want):
         for a, b in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+#: boundaries of the tiled neq16 candidates' runs: the cavity, the forced channel (periodic
+#: x and z: slabs exchange halos both ways), periodic x and y over walls in z
+TILE_BOUNDS = [{"x": "wall", "y": "wall", "z": "wall", "lid": True}, CHANNEL,
+               {"x": "periodic", "y": "periodic", "z": "wall", "lid": False}]
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("tile", sorted(neq_tiles.D3Q19_NEQ_TILES))
+def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeypatch) -> None:
+    """The tiled candidates of the neq16 box kernel (kernels/d3q19_neq_tile.cuh, taken where
+    neq_tiles.NEQ_TILE_ENV names one) write the production kernel's records and rho/u bit
+    for bit: the cavity with walls and the lid, a forced channel, periodic x and y, on 1, 2
+    and 3 slabs of a 40x24x30 grid (partial 32-cell columns), 100 steps (CUDA graphs)."""
+    from simsplit.fluid.state import raw_populations
+
+    def run(subdomains: int, bounds: dict, candidate: str | None) -> tuple[np.ndarray, ...]:
+        monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, candidate or "production")
+        solver = _solver(backend, subdomains, not bounds.get("lid"), "neq16", bounds=bounds)
+        tiles = {b.kernels.tile for b in solver.blocks.values()}
+        solver.step(100)
+        assert tiles == {candidate}
+        return raw_populations(solver), solver.velocity(), solver.density()
+
+    for bounds in TILE_BOUNDS:
+        want = run(1, bounds, None)
+        for n in (1, 2, 3):
+            got = run(n, bounds, tile)
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(a, b)

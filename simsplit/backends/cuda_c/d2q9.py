@@ -15,7 +15,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import neq_tiles, source
 from simsplit.backends.cuda_c.graph import _capturing, check_launch_device
 from simsplit.backends.layout import element_strides, field_strides
 from simsplit.gpu import autotune
@@ -54,6 +54,16 @@ def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
                               name_expressions=source.name_expressions("d2q9.cu"))
+
+
+@functools.cache
+def _tile_module(device: int, tile: str) -> Any:
+    """A tiled neq16 candidate's kernels (neq_tiles.D2Q9_NEQ_TILES), a module of their own: the
+    one every run compiles stays as it is."""
+    with cupy.cuda.Device(device):
+        return cupy.RawModule(code=source.kernel_source("d2q9.cu"),
+                              options=compile_options(device),
+                              name_expressions=neq_tiles.d2q9_neq_tile_expressions(tile))
 
 
 def _grid_x(n: int, block_x: int = source.BLOCK_X) -> int:
@@ -107,6 +117,17 @@ class D2Q9Kernels:
                              for s in (False, True)}
             self._records_open = {s: module.get_function(source.d2q9_neq_open_name(s))
                                   for s in (False, True)}
+            #: the tiled candidate the neq16 box steps take (None: d2q9_stream_collide_neq)
+            self.tile = neq_tiles.neq_tile_from_env(
+                neq_tiles.D2Q9_NEQ_TILES, default=neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
+            self._records_tile: dict[bool, Any] = {}
+            if self.tile:
+                tiles = _tile_module(device, self.tile)
+                shared = neq_tiles.d2q9_neq_tile_launch(self.tile, 1, 1)[2]
+                for s in (False, True):
+                    kern = tiles.get_function(neq_tiles.d2q9_neq_tile_name(self.tile, s))
+                    kern.max_dynamic_shared_size_bytes = shared
+                    self._records_tile[s] = kern
             # load every kernel now: a first launch inside a graph capture must not load modules
             self.registers = {name: k.num_regs for name, k in self._named().items()}
         self._scalars: dict[tuple[D2Q9Params, np.dtype], tuple[Any, ...]] = {}
@@ -137,6 +158,9 @@ class D2Q9Kernels:
         out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
         out.update({source.d2q9_neq_name(s): k for s, k in self._records.items()})
         out.update({source.d2q9_neq_open_name(s): k for s, k in self._records_open.items()})
+        if self.tile:
+            out.update({neq_tiles.d2q9_neq_tile_name(self.tile, s): k
+                        for s, k in self._records_tile.items()})
         return out
 
     def _params(self, p: D2Q9Params, dtype: np.dtype) -> tuple[Any, ...]:
@@ -260,6 +284,15 @@ class D2Q9Kernels:
         args = self._args(name, (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), om_p, om_m, lid_u, fx, fy, per_x))
+        if self.tile:
+            name = neq_tiles.d2q9_neq_tile_name(self.tile, bool(store_macro))
+            grid, threads, shared = neq_tiles.d2q9_neq_tile_launch(self.tile, nx, j1 - j0)
+            args = (*args, np.int32(neq_tiles.D2Q9_NEQ_TILE_RUN))
+            tile = self._records_tile[bool(store_macro)]
+            with self._dev:
+                self._run(name, (f_src, f_dst),
+                          lambda: tile(grid, (threads,), args, shared_mem=shared))
+            return
         kern = self._records[bool(store_macro)]
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (source.BLOCK_X,), args))

@@ -165,11 +165,16 @@ class D3Q19Kernels:
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
-        self._records = D3Q19NeqKernels(device, functools.partial(
-            _module, device, source.BLOCK_X, tuple(source.d3q19_neq_expressions())))
+        self._records = D3Q19NeqKernels(device, functools.partial(_module, device,
+                                                                  source.BLOCK_X))
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
+
+    @property
+    def tile(self) -> str | None:
+        """The tiled neq16 candidate the records' box steps take (None: production's)."""
+        return self._records.tile
 
     def prepare(self, storage: Any) -> None:
         """Compile and load the kernels of ``storage`` (a PopulationStorage) before any launch:

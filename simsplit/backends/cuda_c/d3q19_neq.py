@@ -4,7 +4,10 @@
 One module holds the pull kernels (float32 arithmetic, with and without rho/u stores and the
 body force, 32- and 64-bit offsets) and the records' halo kernels (the D3Q19 kernel set
 launches those with its own halo path); :class:`D3Q19NeqKernels` loads the module and launches
-the pull steps on record arrays.
+the pull steps on record arrays. A tiled candidate of the box kernel
+(``kernels/d3q19_neq_tile.cuh``, :data:`neq_tiles.D3Q19_NEQ_TILES`: the same bits) joins the module
+and takes the box steps with 32-bit offsets where :attr:`D3Q19NeqKernels.tile` names it
+(environment variable :data:`neq_tiles.NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Callable
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import neq_tiles, source
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
@@ -26,20 +29,36 @@ HALO_SLOTS = len(halo_slots(D3Q19.q, D3Q19.up))
 class D3Q19NeqKernels:
     """The neq16 records module on one device, and its pull steps."""
 
-    def __init__(self, device: int, module: Callable[[], Any]) -> None:
-        """``module``: gives the compiled module of :func:`source.d3q19_neq_expressions`."""
+    def __init__(self, device: int, module: Callable[[tuple[str, ...]], Any],
+                 tile: str | None = None) -> None:
+        """``module``: compiles the module of the kernels it is given the names of; ``tile``:
+        the candidate the box steps take (None: :func:`neq_tiles.neq_tile_from_env`'s)."""
         self.device = device
         self._dev = cupy.cuda.Device(device)
         self._module = module
         self._kernels: dict[str, Any] = {}
+        #: the tiled candidate the box steps take (None: the production kernel); set before
+        #: the first :meth:`prepare`
+        self.tile = (tile if tile is not None
+                     else neq_tiles.neq_tile_from_env(
+                         neq_tiles.D3Q19_NEQ_TILES, default=neq_tiles.D3Q19_NEQ_TILE_DEFAULT))
+
+    def names(self) -> list[str]:
+        """The module's kernels: :func:`source.d3q19_neq_expressions`, and the candidate's."""
+        extra = neq_tiles.d3q19_neq_tile_expressions(self.tile) if self.tile else []
+        return [*source.d3q19_neq_expressions(), *extra]
 
     def prepare(self) -> list[int]:
         """Load the module (before any graph capture); the registers of its kernels."""
         if not self._kernels:
-            module = self._module()
+            names = self.names()
+            module = self._module(tuple(names))
             with self._dev:
-                self._kernels = {n: module.get_function(n)
-                                 for n in source.d3q19_neq_expressions()}
+                self._kernels = {n: module.get_function(n) for n in names}
+                if self.tile:  # beyond the default 48 KB
+                    shared = neq_tiles.d3q19_neq_tile_launch(self.tile, 1, 1, 1)[2]
+                    for n in neq_tiles.d3q19_neq_tile_expressions(self.tile):
+                        self._kernels[n].max_dynamic_shared_size_bytes = shared
         return [k.num_regs for k in self._kernels.values()]
 
     def kernel(self, name: str) -> Any:
@@ -49,13 +68,22 @@ class D3Q19NeqKernels:
     def stream_collide(self, args: tuple[Any, ...], f_src: Any, store_macro: bool,
                        forced: bool, wide: bool, blocks: tuple[int, int, int]) -> None:
         """One pull step: ``args`` as d3q19_stream_collide takes them (float32 rho/u and
-        parameters), ``blocks`` its grid."""
+        parameters), ``blocks`` its grid (the production kernel's; a candidate's comes from
+        :func:`neq_tiles.d3q19_neq_tile_launch`)."""
         if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q):
             raise ValueError(f"neq16 records expected, got {f_src.dtype} {f_src.shape}")
         if args[3].dtype != np.float32:
             raise TypeError("run.storage neq16 computes in float32")
         self.prepare()
         check_launch_device(self.device)
+        if self.tile and not wide:
+            nx, ny, k0, k1 = (int(args[n]) for n in (7, 8, 13, 14))
+            grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
+            kern = self._kernels[neq_tiles.d3q19_neq_tile_name(self.tile, store_macro, forced)]
+            with self._dev:
+                kern(grid, (threads,), (*args, np.int32(neq_tiles.D3Q19_NEQ_TILE_RUN)),
+                     shared_mem=shared)
+            return
         kern = self._kernels[source.d3q19_neq_name(store_macro, forced, wide)]
         with self._dev:
             kern(blocks, (source.BLOCK_X,), args)

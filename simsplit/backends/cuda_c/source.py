@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from simsplit.backends.cuda_c import neq_tiles
 from simsplit.numerics import flags
 from simsplit.numerics.exact import EXACT_LIMBS
 from simsplit.numerics.lattice import (
@@ -508,6 +509,8 @@ def name_expressions(name: str) -> list[str]:
         for dt, st in STORAGE_PAIRS:
             out += d3q19_pair_expressions(dt, st, halos=False)
         out += d3q19_neq_expressions()
+        for tile in neq_tiles.D3Q19_NEQ_TILES:  # the compile tests build the candidates too
+            out += neq_tiles.d3q19_neq_tile_expressions(tile)
     else:
         for dt, st in STORAGE_PAIRS:
             out += [stream_collide_name(dt, st, s, o)

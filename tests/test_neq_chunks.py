@@ -16,8 +16,10 @@ import pytest
 from simsplit import Simulation
 from simsplit.backends.cpu import fast16
 from simsplit.backends.cpu import neq_chunks as nc
+from simsplit.backends.cpu import neq_lines as nl
 from simsplit.backends.cpu.cells import _CX2, _CX3, _CY2, _CY3, _CZ3, _CZ_2D, _W2, _W3
 from simsplit.backends.cpu.neq_codec import pull_cpu, store_cpu
+from simsplit.backends.cpu.storage_codec import round_even
 from simsplit.fluid.forces import body_links, measure_forces
 from simsplit.fluid.state import raw_populations
 from simsplit.numerics import neq_storage
@@ -75,9 +77,9 @@ def test_decode_is_pull(q: int) -> None:
     rng = np.random.default_rng(5)
     rec = _records(q, rng)
     want = _pulls(rec, *_TABLES[q])
-    dec, _ = nc._KERNELS[q, True]
     got = np.full_like(want, np.nan)
-    dec(rec, got, 0, rec.shape[1], 0, 1)
+    kernel, args = nl.decode(rec, got, 0, rec.shape[1], 0, True)
+    kernel(*args)
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
@@ -112,9 +114,9 @@ def test_encode_is_store(q: int) -> None:
     j0, j1 = (1, _shape(q)[1] - 1) if q == 19 else (0, 1)
     want = before.copy()
     _stores(post, want, flags, j0, j1, *_TABLES[q])
-    _, enc = nc._KERNELS[q, True]
     got = before.copy()
-    enc(post, got, flags, 0, post.shape[1], 0, j0, j1, 1)
+    kernel, args = nl.encode(post, got, flags, 0, post.shape[1], 0, (j0, j1), True)
+    kernel(*args)
     assert (want != before).any()
     np.testing.assert_array_equal(got, want)
 
@@ -125,8 +127,8 @@ def _scaled(n, k):
     for a in range(n.size):
         for b in range(k.size):
             out[0, a, b] = np.float32(fast16.ldexp(float(n[a]), int(k[b])))
-            e1, e2 = nc._split(k[b])
-            out[1, a, b] = (np.float32(n[a]) * nc._pow2_32(e1)) * nc._pow2_32(e2)
+            e1, e2 = nl._split(k[b])
+            out[1, a, b] = (np.float32(n[a]) * nl._pow2_32(e1)) * nl._pow2_32(e2)
     return out
 
 
@@ -151,7 +153,7 @@ def _exponents(top):
             if (r + 2.0**52) - 2.0**52 >= 2.0**15:
                 e += 1
         out[0, a] = e
-        out[1, a] = nc._exponent(t)
+        out[1, a] = nl._exponent(top[a])
     return out
 
 
@@ -167,6 +169,45 @@ def test_exponent_is_store_s() -> None:
                           np.array([0.0, np.inf, 1e-45, 3e-45], np.float32)])
     out = _exponents(top)
     np.testing.assert_array_equal(out[1], out[0])
+
+
+@numba.njit(cache=False)
+def _significands(top, d):
+    out = np.empty((2, top.size), np.int64)
+    for a in range(top.size):
+        e = nl._exponent(top[a])
+        out[0, a] = np.int64(round_even(fast16.ldexp(float(d[a]), -e)))
+        m1, m2 = nl._scales(e)
+        out[1, a] = np.int64(np.int32(nl._round_even32((d[a] * m1) * m2)))
+    return out
+
+
+@numba.njit(cache=False)
+def _velocity_bits(x):
+    out = np.empty((2, x.size), np.int64)
+    for a in range(x.size):
+        out[0, a] = fast16.f32_bits(x[a])
+        out[1, a] = np.int64(nl._bits(x[a]))
+    return out
+
+
+def test_significands_and_velocity_bits_are_store_s() -> None:
+    """Deviations of every magnitude under their cell's largest (itself, its negative, a
+    random fraction, subnormals): the float32 scaling and rounding give store's float64
+    significand; u's bits are fast16's (NaN canonical)."""
+    rng = np.random.default_rng(9)
+    top = rng.integers(1, 0x7F800000, 300000, dtype=np.uint32).view(np.float32)
+    frac = rng.uniform(-1, 1, top.size).astype(np.float32)
+    frac[::7] = 1.0
+    frac[1::7] = -1.0
+    frac[2::7] = np.float32(2.0**-60) * rng.uniform(-1, 1, top[2::7].size).astype(np.float32)
+    d = (top * frac).astype(np.float32)
+    d[3::7] = np.float32(1e-45) * rng.integers(-3, 4, top[3::7].size)
+    out = _significands(top, d)
+    np.testing.assert_array_equal(out[1], out[0])
+    x = rng.integers(0, 1 << 32, 100000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    bits = _velocity_bits(x)
+    np.testing.assert_array_equal(bits[1], bits[0])
 
 
 # --- whole runs: chunks against the records kernel cell by cell --------------------------------

@@ -72,13 +72,14 @@ def _records(q: int, rng: np.random.Generator) -> np.ndarray:
     return np.where(half, wild, rec)
 
 
+@pytest.mark.parametrize("serial", [True, False], ids=["serial", "threaded"])
 @pytest.mark.parametrize("q", [9, 19], ids=["d2q9", "d3q19"])
-def test_decode_is_pull(q: int) -> None:
+def test_decode_is_pull(q: int, serial: bool) -> None:
     rng = np.random.default_rng(5)
     rec = _records(q, rng)
     want = _pulls(rec, *_TABLES[q])
     got = np.full_like(want, np.nan)
-    kernel, args = nl.decode(rec, got, 0, rec.shape[1], 0, True)
+    kernel, args = nl.decode(rec, got, 0, rec.shape[1], 0, serial)
     kernel(*args)
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
@@ -104,8 +105,10 @@ def _posts(q: int, rng: np.random.Generator) -> np.ndarray:
     return post
 
 
+@pytest.mark.parametrize("serial", [True, False], ids=["serial", "threaded"])
 @pytest.mark.parametrize("q", [9, 19], ids=["d2q9", "d3q19"])
-def test_encode_is_store(q: int) -> None:
+def test_encode_is_store(q: int, serial: bool) -> None:
+    """Serial, and threaded (vectorised across x: the run's kernels)."""
     rng = np.random.default_rng(7)
     post = _posts(q, rng)
     before = rng.integers(0, 1 << 16, (neq_storage.record_slots(q), *_shape(q)), dtype=np.uint16)
@@ -115,7 +118,7 @@ def test_encode_is_store(q: int) -> None:
     want = before.copy()
     _stores(post, want, flags, j0, j1, *_TABLES[q])
     got = before.copy()
-    kernel, args = nl.encode(post, got, flags, 0, post.shape[1], 0, (j0, j1), True)
+    kernel, args = nl.encode(post, got, flags, 0, post.shape[1], 0, (j0, j1), serial)
     kernel(*args)
     assert (want != before).any()
     np.testing.assert_array_equal(got, want)

@@ -345,7 +345,8 @@ def _layers(f: np.ndarray) -> np.ndarray:
 class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
-    #: takes run.storage neq16 (records read and written through :mod:`.cells`)
+    #: takes run.storage neq16 (records decoded and encoded a chunk at a time,
+    #: :mod:`.neq_chunks`; cell by cell through :mod:`.cells` as the reference)
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True

@@ -9,6 +9,11 @@ rebuild f*_q of the source cell from its record, and writes through :func:`stage
 :func:`commit_2d` (2D) or :func:`commit_3d` (3D), which store the cell's record from its
 post-collision populations. On records the arithmetic is float32 (the case checks refuse the
 rest), so the weight ``wq`` a caller passes in the arithmetic type is not used there.
+
+The launchers step records a chunk of planes at a time through the float32 kernels
+(:mod:`.neq_chunks`: the same bits, faster); the records kernel cell by cell is the reference
+(``SIMSPLIT_CPU_NEQ_PLANES=0``), and the chunks' quadratic links read two planes away through
+:func:`load_2d` / :func:`load_3d` on the records.
 """
 
 from __future__ import annotations

@@ -19,11 +19,13 @@ converted by :mod:`.storage_codec` as the D3Q19 kernels convert them.
 from __future__ import annotations
 
 import weakref
+from functools import partial
 from typing import Any
 
 import numba
 import numpy as np
 
+from simsplit.backends.cpu import neq_chunks
 from simsplit.backends.cpu.cells import commit_2d, load_2d, records_arg, stage_2d
 from simsplit.backends.cpu.d2q9_collide import _CX, _CY, _OPP, _PAIRS, _W, _collide
 from simsplit.backends.cpu.jit_cache import announce_compile
@@ -304,7 +306,8 @@ def _unpack(buf, f, row, dirs):
 class D2Q9Kernels:
     """CPU launchers with the signature every backend's D2Q9 kernel set shares."""
 
-    #: takes run.storage neq16 (records read and written through :mod:`.cells`)
+    #: takes run.storage neq16 (records decoded and encoded a chunk at a time,
+    #: :mod:`.neq_chunks`; cell by cell through :mod:`.cells` as the reference)
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True
@@ -326,20 +329,41 @@ class D2Q9Kernels:
             outlet_slots = np.zeros((9, 1), dt)
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
-        f_src, f_dst, far_f = (records_arg(a) if records else raw_view(a)
-                               for a in (f_src, f_dst, far_f))
-        args = (f_src, f_dst, flags, rho, ux, uy, rows[0], rows[1], p.omega_plus, p.omega_minus,
-                p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
-                p.inlet_scale, p.outlet_density, links, p.outlet_kind, *p.convective_weights,
-                p.outlet_pressure_weight, outlet_slots, far_f, far_off, False)
+        chunk = records and neq_chunks.chunk_planes(flags.shape[1])
+        if chunk:  # records decoded a chunk of rows at a time, stepped as float32
+            neq_chunks.step(partial(self._float32, p, store_macro), f_src, f_dst, flags,
+                            (rho, ux, uy), rows, chunk,
+                            neq_chunks.scratch(self, 9, chunk, f_src.shape[2:]), inlet, links,
+                            outlet_slots, far_f, far_off)
+            return
         if records:  # every cell through the scalar kernel, reading and writing records
+            args = self._args(records_arg(f_src), records_arg(f_dst), flags, (rho, ux, uy),
+                              *rows, p, store_macro, inlet, links, outlet_slots,
+                              records_arg(far_f), far_off)
             scalar_only(_stream_collide, args, rho.dtype)
             return
-        plain = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
-                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro,
-                 p.forced)
+        self._float32(p, store_macro, raw_view(f_src), raw_view(f_dst), flags, (rho, ux, uy),
+                      *rows, inlet, links, outlet_slots, far_f, far_off)
+
+    @staticmethod
+    def _args(f_src, f_dst, flags, macro, j0, j1, p, store_macro, inlet, links, slots, far_f,
+              far_off):
+        return (f_src, f_dst, flags, *macro, j0, j1, p.omega_plus, p.omega_minus,
+                p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, inlet,
+                p.inlet_scale, p.outlet_density, links, p.outlet_kind, *p.convective_weights,
+                p.outlet_pressure_weight, slots, far_f, far_off, False)
+
+    def _float32(self, p, store_macro, f_src, f_dst, flags, macro, j0, j1, inlet, links, slots,
+                 far_f, far_off):
+        """Rows [j0, j1) of populations (narrow storage as raw views): the row kernel, then
+        the scalar pass; ``far_f`` may be neq16 records (:func:`.cells.records_arg`: a
+        chunk's reads two rows away)."""
+        args = self._args(f_src, f_dst, flags, macro, j0, j1, p, store_macro, inlet, links,
+                          slots, far_f, far_off)
+        plain = (f_src, *planes(f_dst), flags, *macro, j0, j1, p.omega_plus, p.omega_minus,
+                 p.lid_velocity, p.force_x, p.force_y, p.periodic_x, store_macro, p.forced)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
-               (f_src.dtype, dt), _launched)
+               (f_src.dtype, macro[0].dtype, type(far_f)), _launched)
 
     # --- two steps per sweep (temporal blocking) -----------------------------------------
     def two_steps_fit(self, f: np.ndarray, dtype: Any) -> bool:

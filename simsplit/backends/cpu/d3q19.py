@@ -18,9 +18,12 @@ The conversions are :mod:`.storage_codec`'s.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numba
 import numpy as np
 
+from simsplit.backends.cpu import neq_chunks
 from simsplit.backends.cpu.cells import commit_3d, load_3d, records_arg
 from simsplit.backends.cpu.d2q9 import _pack, _unpack, halo_rows
 from simsplit.backends.cpu.d3q19_collide import _CX, _CY, _CZ, _OPP, _PAIRS, _W, _collide
@@ -342,7 +345,8 @@ def _layers(f: np.ndarray) -> np.ndarray:
 class D3Q19Kernels:
     """CPU launchers with the signature every backend's D3Q19 kernel set shares."""
 
-    #: takes run.storage neq16 (records read and written through :mod:`.cells`)
+    #: takes run.storage neq16 (records decoded and encoded a chunk at a time,
+    #: :mod:`.neq_chunks`; cell by cell through :mod:`.cells` as the reference)
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True
@@ -365,21 +369,43 @@ class D3Q19Kernels:
             outlet_slots = np.zeros((19, 1, 1), dt)
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
-        f_src, f_dst, far_f = (records_arg(a) if records else raw_view(a)
-                               for a in (f_src, f_dst, far_f))
-        args = (f_src, f_dst, flags, rho, ux, uy, uz, layers[0], layers[1],
-                p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
-                p.periodic_x, p.periodic_y, store_macro, p.forced, inlet, p.inlet_scale,
-                p.outlet_density, links, p.outlet_kind, *p.convective_weights,
-                p.outlet_pressure_weight, outlet_slots, far_f, far_off, False)
+        chunk = records and neq_chunks.chunk_planes(flags[0].size)
+        if chunk:  # records decoded a chunk of planes at a time, stepped as float32
+            run = partial(self._float32, p, store_macro)
+            neq_chunks.step(run, f_src, f_dst, flags, (rho, ux, uy, uz), layers, chunk,
+                            neq_chunks.scratch(self, 19, chunk, f_src.shape[2:]), inlet, links,
+                            outlet_slots, far_f, far_off)
+            return
         if records:  # every cell through the scalar kernel, reading and writing records
+            args = self._args(records_arg(f_src), records_arg(f_dst), flags, (rho, ux, uy, uz),
+                              *layers, p, store_macro, inlet, links, outlet_slots,
+                              records_arg(far_f), far_off)
             scalar_only(_stream_collide, args, rho.dtype)
             return
-        plain = (f_src, *planes(f_dst), flags, rho, ux, uy, uz, layers[0], layers[1],
-                 p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z,
-                 p.periodic_x, p.periodic_y, store_macro, p.forced)
+        self._float32(p, store_macro, raw_view(f_src), raw_view(f_dst), flags,
+                      (rho, ux, uy, uz), *layers, inlet, links, outlet_slots, far_f, far_off)
+
+    @staticmethod
+    def _args(f_src, f_dst, flags, macro, k0, k1, p, store_macro, inlet, links, slots, far_f,
+              far_off):
+        return (f_src, f_dst, flags, *macro, k0, k1, p.omega_plus, p.omega_minus,
+                p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x, p.periodic_y,
+                store_macro, p.forced, inlet, p.inlet_scale, p.outlet_density, links,
+                p.outlet_kind, *p.convective_weights, p.outlet_pressure_weight, slots, far_f,
+                far_off, False)
+
+    def _float32(self, p, store_macro, f_src, f_dst, flags, macro, k0, k1, inlet, links, slots,
+                 far_f, far_off):
+        """Planes [k0, k1) of populations (narrow storage as raw views): the row kernel,
+        then the scalar pass; ``far_f`` may be neq16 records (:func:`.cells.records_arg`:
+        a chunk's reads two planes away)."""
+        args = self._args(f_src, f_dst, flags, macro, k0, k1, p, store_macro, inlet, links,
+                          slots, far_f, far_off)
+        plain = (f_src, *planes(f_dst), flags, *macro, k0, k1, p.omega_plus, p.omega_minus,
+                 p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x, p.periodic_y,
+                 store_macro, p.forced)
         launch(_rows[bool(store_macro), p.forced], plain, _stream_collide, args,
-               (f_src.dtype, rho.dtype), _launched)
+               (f_src.dtype, macro[0].dtype, type(far_f)), _launched)
 
     def stream_collide_aa(self, f, flags, rho, ux, uy, uz, layers, p, store_macro, odd):
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""

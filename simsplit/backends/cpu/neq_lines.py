@@ -1,0 +1,239 @@
+"""The decode and encode of :mod:`.neq_chunks`, written out from the lattice tables as
+straight-line source per cell (as :mod:`.rowgen` writes the row kernels), so that LLVM keeps a
+cell's populations in registers and vectorises across x.
+
+Decode: each cell of a row, every population as :func:`.neq_codec.pull` rebuilds it:
+``float32(n_q 2^k) + f^eq_q(rho, u)``, ``n_q 2^k`` rounded once to float32 as two float32
+products (:func:`_split`). Encode: each fluid cell's record as :func:`.neq_codec.store`
+writes it from its post-collision populations, the deviations scaled by 2^-k in float32
+(:func:`_scales`) and rounded to integers, the block exponent from the bits of the largest |d|
+(:func:`_exponent`), u's bits as fast16's. Arrays come as one argument per
+population or slot plane (``(plane, j, i)`` each): separate arrays, so that the vectoriser needs
+no overlap checks between the stores. Compiled like the row kernels (``cache=True``,
+``error_model="numpy"``, no fast-math), threaded and serial, under names that carry a hash of
+their source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from typing import Any
+
+import numba
+import numpy as np
+
+from simsplit.backends.cpu import fast16
+from simsplit.backends.cpu.neq_codec import _rho_fast, _signed16, _usq
+from simsplit.numerics.flags import SOLID
+from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
+from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE, record_slots
+
+_RNE32 = 2.0**23
+
+
+@numba.njit(inline="always")
+def _feq_of(rho, ux, uy, uz, usq, cx, cy, cz, w):
+    """:func:`.neq_codec._feq` with one q's lattice numbers given as float32."""
+    dt = np.float32
+    cu = dt(0.0)
+    cu += cx * ux
+    cu += cy * uy
+    cu += cz * uz
+    poly = dt(1.0) + dt(3.0) * cu
+    poly = (poly + (dt(4.5) * cu) * cu) - dt(1.5) * usq
+    return (w * rho) * poly
+
+
+@numba.njit(inline="always")
+def _round_even32(x):
+    """x (float32, |x| < 2^23) rounded to an integer, ties to even (``round_even``'s result
+    for the same value: both round it exactly once)."""
+    a = abs(x)
+    r = (a + np.float32(_RNE32)) - np.float32(_RNE32)
+    return -r if x < 0 else r
+
+
+@numba.njit(inline="always")
+def _pow2_32(e):
+    """2^e as float32, -149 <= e <= 127 (subnormal below -126)."""
+    bits = (e + 127) << 23 if e >= -126 else 1 << (e + 149)
+    return np.uint32(bits).view(np.float32)
+
+
+@numba.njit(inline="always")
+def _split(e):
+    """(e1, e2): e clamped to float32's normal exponents, and the rest clamped to [-149, 127].
+    For an integer |n| < 2^15, n 2^e1 is exact (or e1 = e: one rounding), times 2^e2 one
+    rounding: n 2^e rounded once to float32, past the clamps the same signed zero or inf."""
+    e1 = min(max(e, -126), 127)
+    return e1, min(max(e - e1, -149), 127)
+
+
+@numba.njit(inline="always")
+def _exponent(top):
+    """:func:`.neq_codec.store`'s block exponent from a cell's largest |d| (float32, >= 0,
+    or inf), from the bits: frexp's exponent (subnormals scaled by 2^64 first, exactly) less
+    15, plus one where the top rounds to 2^15 (significand 1.m 2^14 >= 32767.5: m >= 2^23 -
+    256); 0 for 0, -14 for inf (as math.frexp gives 0 for inf)."""
+    b = np.float32(top).view(np.uint32)
+    small = b < np.uint32(0x00800000)
+    t = top * np.float32(2.0**64) if small else top
+    bits = np.float32(t).view(np.uint32)
+    e = np.int64(bits >> np.uint32(23)) - (126 + NEQ_BITS) - (64 if small else 0)
+    e = e + 1 if (bits & np.uint32(0x7FFFFF)) >= np.uint32(0x7FFF00) else e
+    e = 0 if top == np.float32(0.0) else e
+    return -14 if b == np.uint32(0x7F800000) else e
+
+
+@numba.njit(inline="always")
+def _scales(e):
+    """2^-e as two normal float32 factors, for -164 <= e <= 114 (e of a float32's |d|): d 2^-e
+    is exact where |d 2^-e| >= 2^-126; below, it and the exact value both round to 0."""
+    t = -e
+    t1 = min(t, 127)
+    return (np.uint32((t1 + 127) << 23).view(np.float32),
+            np.uint32((t - t1 + 127) << 23).view(np.float32))
+
+
+@numba.njit(inline="always")
+def _bits(x):
+    """:func:`.fast16.f32_bits` in uint32 (NaN: 0x7FC00000)."""
+    b = np.float32(x).view(np.uint32)
+    return np.uint32(0x7FC00000) if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000) else b
+
+
+def _f(x: float) -> str:
+    return f"np.float32({float(x)!r})"
+
+
+def _feq_src(lattice: Lattice, q: int) -> str:
+    c = [int(v) for v in lattice.c[q]] + [0] * (3 - lattice.dim)
+    return (f"_feq_of(rho, ux, uy, uz, usq, {_f(c[0])}, {_f(c[1])}, {_f(c[2])}, "
+            f"{_f(lattice.w[q])})")
+
+
+def _rows(indent: str, span: str) -> list[str]:
+    """The thread's rows of planes [a, b) x ``span`` (a pair of row bounds)."""
+    return [f"{indent}j0, j1 = {span}",
+            f"{indent}rows = (b - a) * (j1 - j0)",
+            f"{indent}for t in numba.prange(threads):",
+            f"{indent}    for row in range(rows * t // threads, rows * (t + 1) // threads):",
+            f"{indent}        k = a + row // (j1 - j0)",
+            f"{indent}        j = j0 + row % (j1 - j0)"]
+
+
+def _decode_source(lattice: Lattice, name: str) -> list[str]:
+    nq, ns = lattice.q, record_slots(lattice.q)
+    rec = [f"s{s}" for s in range(ns)]
+    out = [f"f{q}" for q in range(nq)]
+    cell = "[k, j, i]"
+    lines = [f"def {name}({', '.join(rec + out)}, a, b, off, threads):",
+             "    nx = s0.shape[2]",
+             *_rows("    ", "0, s0.shape[1]"),
+             "            for i in range(np.uint64(0), np.uint64(nx)):",
+             f"                rho = _rho_fast(s{nq + 1}{cell})",
+             f"                ux = f32_from_halves(s{nq + 2}{cell}, s{nq + 3}{cell})",
+             f"                uy = f32_from_halves(s{nq + 4}{cell}, s{nq + 5}{cell})",
+             (f"                uz = f32_from_halves(s{nq + 6}{cell}, s{nq + 7}{cell})"
+              if lattice.dim == 3 else "                uz = np.float32(0.0)"),
+             "                usq = _usq(ux, uy, uz)",
+             f"                e1, e2 = _split(_signed16(s{nq}{cell}))",
+             "                m1 = _pow2_32(e1)",
+             "                m2 = _pow2_32(e2)"]
+    for q in range(nq):
+        lines.append(f"                f{q}[k - off, j, i] = (np.float32(_signed16(s{q}{cell})) "
+                     f"* m1) * m2 + {_feq_src(lattice, q)}")
+    return lines
+
+
+def _encode_source(lattice: Lattice, name: str) -> list[str]:
+    nq, ns = lattice.q, record_slots(lattice.q)
+    rec = [f"s{s}" for s in range(ns)]
+    post = [f"f{q}" for q in range(nq)]
+    cell = "[k, j, i]"
+    ind = "                "
+    lines = [f"def {name}(flags, {', '.join(post + rec)}, a, b, off, j0_, j1_, threads):",
+             "    nx = s0.shape[2] - 1",
+             "    one = np.float32(1.0)",
+             *_rows("    ", "j0_, j1_"),
+             "            for i in range(np.uint64(1), np.uint64(nx)):",
+             f"{ind}r = np.float32(0.0)",
+             f"{ind}jx = np.float32(0.0)",
+             f"{ind}jy = np.float32(0.0)",
+             f"{ind}jz = np.float32(0.0)"]
+    for q in range(nq):
+        c = [int(v) for v in lattice.c[q]] + [0] * (3 - lattice.dim)
+        lines += [f"{ind}v{q} = f{q}[k - off, j, i]",
+                  f"{ind}r += v{q}",
+                  *(f"{ind}j{a} += {_f(c[n])} * v{q}" for n, a in enumerate("xyz"))]
+    lines += [f"{ind}inv = one / r",
+              f"{ind}ux = jx * inv",
+              f"{ind}uy = jy * inv",
+              f"{ind}uz = jz * inv",
+              f"{ind}h = half_from_fast((r - one) * np.float32({RHO_SCALE!r}))",
+              f"{ind}rho = _rho_fast(h)",
+              f"{ind}usq = _usq(ux, uy, uz)",
+              f"{ind}top = np.float32(0.0)"]
+    for q in range(nq):
+        lines += [f"{ind}d{q} = v{q} - {_feq_src(lattice, q)}",
+                  f"{ind}m = abs(d{q})",  # exact: store's float64 |d|, compared alike
+                  f"{ind}top = m if m > top else top"]
+    lines += [f"{ind}e = _exponent(top)",
+              f"{ind}m1, m2 = _scales(e)",
+              f"{ind}solid = flags{cell} & SOLID"]
+    for q in range(nq):
+        lines.append(f"{ind}s{q}{cell} = s{q}{cell} if solid else "
+                     f"np.uint16(np.int32(_round_even32((d{q} * m1) * m2)) & 0xFFFF)")
+    lines += [f"{ind}s{nq}{cell} = s{nq}{cell} if solid else np.uint16(e & 0xFFFF)",
+              f"{ind}s{nq + 1}{cell} = s{nq + 1}{cell} if solid else h"]
+    for n, u in enumerate(("ux", "uy", "uz")[:lattice.dim]):
+        lo, hi = nq + 2 + 2 * n, nq + 3 + 2 * n
+        lines += [f"{ind}ub = _bits({u})",
+                  f"{ind}s{lo}{cell} = s{lo}{cell} if solid else np.uint16(ub & 0xFFFF)",
+                  f"{ind}s{hi}{cell} = s{hi}{cell} if solid else np.uint16((ub >> 16) & 0xFFFF)"]
+    return lines
+
+
+def _compile(lattice: Lattice) -> dict[str, Any]:
+    """{(kind, serial): dispatcher} of ``lattice``'s decode and encode."""
+    tag = lattice.name.lower()
+    source = "\n\n\n".join("\n".join(make(lattice, f"{kind}_{tag}")) for kind, make in
+                           (("decode", _decode_source), ("encode", _encode_source))) + "\n"
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    env = {"numba": numba, "np": np, "SOLID": SOLID, "_rho_fast": _rho_fast,
+           "_signed16": _signed16, "_usq": _usq, "_split": _split, "_pow2_32": _pow2_32,
+           "_exponent": _exponent, "_scales": _scales, "_bits": _bits,
+           "_round_even32": _round_even32, "_feq_of": _feq_of,
+           "f32_from_halves": fast16.f32_from_halves, "half_from_fast": fast16.half_from_fast,
+           "__name__": __name__}
+    built = {}
+    for serial in (False, True):
+        name = f"_{'serial' if serial else 'threads'}_{digest}"
+        text = source.replace(f"_{tag}(", f"_{tag}{name}(")
+        exec(compile(text, sys.modules[__name__].__file__, "exec"), env)  # noqa: S102
+        for kind in ("decode", "encode"):
+            fn = env[f"{kind}_{tag}{name}"]
+            built[kind, serial] = numba.njit(parallel=not serial, cache=True,
+                                             error_model="numpy")(fn)
+            globals()[fn.__name__] = built[kind, serial]  # seen by jit_cache
+    return built
+
+
+_BUILT = {lat.q: _compile(lat) for lat in (D2Q9, D3Q19)}
+
+
+def decode(rec: np.ndarray, out: np.ndarray, a: int, b: int, off: int, serial: bool) -> Any:
+    """Planes [a, b) of records ``rec[slot, plane, j, i]`` (every row and column) into
+    ``out[q, plane - off, j, i]``: (kernel, its arguments)."""
+    threads = 1 if serial else numba.get_num_threads()
+    return _BUILT[out.shape[0]]["decode", serial], (*rec, *out, a, b, off, threads)
+
+
+def encode(post: np.ndarray, rec: np.ndarray, flags: np.ndarray, a: int, b: int, off: int,
+           rows: tuple[int, int], serial: bool) -> Any:
+    """The fluid cells of planes [a, b), ``rows``, columns 1 .. nx of records
+    ``rec[slot, plane, j, i]`` from ``post[q, plane - off, j, i]``: (kernel, arguments)."""
+    threads = 1 if serial else numba.get_num_threads()
+    return _BUILT[post.shape[0]]["encode", serial], (flags, *post, *rec, a, b, off, *rows,
+                                                     threads)

@@ -258,3 +258,22 @@ def test_chunks_equal_the_records_kernel(make, steps: int, monkeypatch, one_thre
         got = _runs(make(n), monkeypatch, planes, steps)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.cpu_rows
+@pytest.mark.parametrize("make, steps", [(lambda n: _open_2d(n), 12),
+                                         (lambda n: fluid_case(24, 18, n, **{
+                                             "run__precision": "float32",
+                                             "run__storage": "neq16"}), 12)],
+                         ids=["open2d", "cavity2d"])
+def test_chunks_with_row_kernels_equal_the_records_kernel(make, steps: int,
+                                                          monkeypatch) -> None:
+    """The chunk path as runs take it outside the test suite: the vectorised row kernel on the
+    decoded planes (most cells of a cavity; the bodies' and open faces' neighbours go to the
+    scalar pass), threaded decode and encode: records, velocity and density equal the records
+    kernel's cell by cell on 1 and 3 slabs."""
+    want = _runs(make(1), monkeypatch, "0", steps)
+    for n in (1, 3):
+        got = _runs(make(n), monkeypatch, "", steps)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -129,15 +129,7 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
     scale_all<L>(d, -e);
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(d[q])));
-    r[P(slot_k<L>()) * plane + cell] = rec(e);
-    r[P(slot_rho<L>()) * plane + cell] = rho_bits;
-    const float u[3] = {ux, uy, uz};
-#pragma unroll
-    for (int a = 0; a < L::DIM; ++a) {
-        const unsigned int bits = lbm::float_bits(u[a]);
-        r[P(slot_u<L>() + 2 * a) * plane + cell] = rec(bits & 0xFFFFu);
-        r[P(slot_u<L>() + 2 * a + 1) * plane + cell] = rec(bits >> 16);
-    }
+    store_header<L>(r, e, rho_bits, ux, uy, uz, plane, cell);
 }
 
 }  // namespace fast

@@ -90,6 +90,22 @@ __device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane,
     return ldexpf(float(n), k) + equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
 }
 
+// The slots of a record besides its significands: the power of two e, rho - 1's bits and u.
+template <typename L, typename P>
+__device__ __forceinline__ void store_header(rec* __restrict__ r, int e, rec rho_bits, float ux,
+                                             float uy, float uz, P plane, P cell)
+{
+    r[P(slot_k<L>()) * plane + cell] = rec(e);
+    r[P(slot_rho<L>()) * plane + cell] = rho_bits;
+    const float u[3] = {ux, uy, uz};
+#pragma unroll
+    for (int a = 0; a < L::DIM; ++a) {
+        const unsigned int bits = lbm::float_bits(u[a]);
+        r[P(slot_u<L>() + 2 * a) * plane + cell] = rec(bits & 0xFFFFu);
+        r[P(slot_u<L>() + 2 * a + 1) * plane + cell] = rec(bits >> 16);
+    }
+}
+
 // The record of post-collision populations `post` into the cell at offset `cell`.
 template <typename L, typename P>
 __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P plane, P cell)
@@ -125,15 +141,7 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
     }
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(ldexpf(d[q], -e))));
-    r[P(slot_k<L>()) * plane + cell] = rec(e);
-    r[P(slot_rho<L>()) * plane + cell] = rho_bits;
-    const float u[3] = {ux, uy, uz};
-#pragma unroll
-    for (int a = 0; a < L::DIM; ++a) {
-        const unsigned int bits = lbm::float_bits(u[a]);
-        r[P(slot_u<L>() + 2 * a) * plane + cell] = rec(bits & 0xFFFFu);
-        r[P(slot_u<L>() + 2 * a + 1) * plane + cell] = rec(bits >> 16);
-    }
+    store_header<L>(r, e, rho_bits, ux, uy, uz, plane, cell);
 }
 
 }  // namespace neq

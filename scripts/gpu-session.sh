@@ -32,6 +32,9 @@
 #            64k and 1M atoms, cupy + numba-cuda (issue 22)
 #   mdsplit  MD on 1, 2 and 4 slabs of one GPU (one arena), 64k, 1M and 8M atoms (issue 20)
 #   mpimd    MD under mpiexec, one slab per rank on the GPU(s), against one slab (issue 20)
+#   split3d  D3Q19 512^3 on 1, 2 and 4 slabs of one GPU (scripts/bench_split_d3q19.py): pairs
+#            copied into the neighbours' ghost planes, pairs through the transport ("buf", the
+#            path of several GPUs or ranks), one step per sweep; fp16 and D2Q9 rows (issue 20)
 #   mpi3d    D3Q19 512^3 under mpiexec, one slab per rank on the GPU(s): two steps per sweep
 #            (halo planes through MPI, host-staged) and one, against one slab (issue 20;
 #            MPI3D_ARGS), then the mpiexec and two-step GPU tests
@@ -294,6 +297,11 @@ if has mpimd; then
     note "MD under mpiexec on the GPU, 1 slab per rank, against 1 slab in 1 process (issue 20)"
     timeout ${MPIMD_TIMEOUT:-300} python3 scripts/bench_mpi_md.py ${MPIMD_ARGS:-} 2>&1 \
         | tee "$OUT/bench-mpi-md.log" | quiet
+fi
+if has split3d; then
+    note "D3Q19 512^3 on 1, 2, 4 slabs of one GPU: pairs by copies, pairs through the transport, one step (issue 20)"
+    timeout ${SPLIT3D_TIMEOUT:-420} python3 scripts/bench_split_d3q19.py 2>&1 | quiet \
+        | tee "$OUT/bench-split-d3q19.log"
 fi
 if has mpi3d; then
     note "D3Q19 512^3 under mpiexec on the GPU, pairs through MPI vs one step per sweep (issue 20)"

@@ -206,3 +206,20 @@ def test_overlap_with_two_row_slabs_and_a_restart_midway():
         blk.set_populations(saved[:, blk.row0:blk.row0 + blk.ny])
     sim.step(13)
     assert np.array_equal(sim.solver.populations(), ref[0])
+
+
+def test_buffer_plans_find_by_identity_and_push_out_the_oldest() -> None:
+    """Transports keep what they made for their last BufferPlans.KEPT buffer sets, found by
+    the buffers' identity (equal contents are another set); a fourth set pushes out the
+    first."""
+    from simsplit.transport.base import BufferPlans
+
+    plans: BufferPlans[str] = BufferPlans()
+    sets = [[np.zeros(2), np.zeros(2)] for _ in range(4)]
+    assert plans.find(sets[0]) is None and plans.latest() is None
+    assert [plans.add(s, f"p{i}") for i, s in enumerate(sets[:3])] == [None] * 3
+    assert plans.find(sets[1]) == "p1" and plans.find([sets[1][0]]) is None
+    assert plans.find([np.zeros(2), np.zeros(2)]) is None
+    assert plans.add(sets[3], "p3") == "p0" and plans.find(sets[0]) is None
+    assert plans.latest() == "p3" and plans.clear() == ["p1", "p2", "p3"]
+    assert plans.find(sets[3]) is None

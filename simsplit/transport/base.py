@@ -7,12 +7,44 @@ atoms) belongs to the physics that filled them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, Sequence
+from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 Key = tuple[int, int]  #: (slab index, face)
 Link = tuple[int, int, int, int]  #: (src slab, src face, dst slab, dst face)
+Plan = TypeVar("Plan")
+
+
+class BufferPlans(Generic[Plan]):
+    """What a transport made for its last few buffer sets (persistent requests, staging, copy
+    plans), found by the identity of the buffers: a run alternates between a few sets (the
+    one-step halos, the two-plane buffers of pair sweeps) and would rebuild at every switch."""
+
+    #: buffer sets kept; the oldest goes beyond
+    KEPT = 3
+
+    def __init__(self) -> None:
+        self._kept: list[tuple[list[Any], Plan]] = []
+
+    def find(self, bufs: list[Any]) -> Plan | None:
+        for have, plan in self._kept:
+            if len(have) == len(bufs) and all(a is b for a, b in zip(have, bufs, strict=True)):
+                return plan
+        return None
+
+    def add(self, bufs: list[Any], plan: Plan) -> Plan | None:
+        """Keep ``plan`` for ``bufs``; returns the plan it pushed out (None if none)."""
+        self._kept.append((list(bufs), plan))
+        return self._kept.pop(0)[1] if len(self._kept) > self.KEPT else None
+
+    def latest(self) -> Plan | None:
+        return self._kept[-1][1] if self._kept else None
+
+    def clear(self) -> list[Plan]:
+        """Forget every plan; returns them."""
+        out, self._kept = [plan for _, plan in self._kept], []
+        return out
 
 
 class Transport(ABC):

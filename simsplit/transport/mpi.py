@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simsplit.transport.base import Key, Link, NonBlockingTransport, link_tag
+from simsplit.transport.base import BufferPlans, Key, Link, NonBlockingTransport, link_tag
 
 
 class MPICollectives:
@@ -57,9 +57,8 @@ class MPICollectives:
 
 @dataclass
 class _Plan:
-    """Persistent requests for one set of buffers (rebuilt if the caller's buffers change)."""
+    """Persistent requests for one set of buffers (kept by their identity: BufferPlans)."""
 
-    buffers: list[Any]
     recv_reqs: list[Any]
     send_reqs: list[Any]
     send_staged: list[tuple[Any, np.ndarray, int]] = field(default_factory=list)  # dev, host, dev#
@@ -72,10 +71,6 @@ class _Plan:
 class _Pending:
     plan: _Plan
     ready: dict[int, Any]  # device -> event after which the send data can be read
-
-
-#: buffer sets whose persistent requests stay made (the oldest freed beyond)
-_KEPT_PLANS = 3
 
 
 class MPITransport(MPICollectives, NonBlockingTransport):
@@ -92,9 +87,8 @@ class MPITransport(MPICollectives, NonBlockingTransport):
         me = self.rank
         self._recv_links = [ln for ln in self.links if self.owner[ln[2]] == me]
         self._send_links = [ln for ln in self.links if self.owner[ln[0]] == me]
-        #: persistent requests of the last buffer sets used, newest last (a run alternates
-        #: between a few: one-step halos, the two-plane buffers of pair sweeps)
-        self._plans: list[_Plan] = []
+        #: persistent requests and staging of the last buffer sets used
+        self._plans: BufferPlans[_Plan] = BufferPlans()
         self._streams: Any = None
         self._h2d_done: list[Any] = []
         # persistent requests must be freed before mpi4py finalises MPI (an earlier atexit)
@@ -108,20 +102,18 @@ class MPITransport(MPICollectives, NonBlockingTransport):
     def _plan_for(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]) -> _Plan:
         bufs = [send[(s, sf)] for s, sf, _, _ in self._send_links]
         bufs += [recv[(d, df)] for _, _, d, df in self._recv_links]
-        for plan in self._plans:
-            if len(plan.buffers) == len(bufs) and all(
-                    a is b for a, b in zip(plan.buffers, bufs, strict=True)):
-                return plan
-        if len(self._plans) >= _KEPT_PLANS:
-            self._free(self._plans.pop(0))
-        plan = self._build(bufs)
-        self._plans.append(plan)
+        plan = self._plans.find(bufs)
+        if plan is None:
+            plan = self._build(bufs)
+            gone = self._plans.add(bufs, plan)
+            if gone is not None:
+                self._free(gone)
         return plan
 
     def close(self) -> None:
         """Free the persistent requests (idle between exchanges)."""
-        while self._plans:
-            self._free(self._plans.pop())
+        for plan in self._plans.clear():
+            self._free(plan)
 
     @staticmethod
     def _free(plan: _Plan) -> None:
@@ -137,7 +129,7 @@ class MPITransport(MPICollectives, NonBlockingTransport):
         from simsplit.gpu import devices as dv
 
         n_send = len(self._send_links)
-        plan = _Plan(list(bufs), [], [])
+        plan = _Plan([], [])
         on_device = any(dv.is_device_array(b) for b in bufs)
         if on_device and self._streams is None:
             self._streams = dv.DeviceStreams()

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simsplit.transport.base import Key, Link, NonBlockingTransport
+from simsplit.transport.base import BufferPlans, Key, Link, NonBlockingTransport
 
 
 @dataclass
@@ -24,10 +24,6 @@ class _Copy:
     nbytes: int
     mode: str  # "same", "peer" or "staged"
     host: np.ndarray | None = None
-
-
-#: buffer sets whose copy plans stay made (the oldest dropped beyond)
-_KEPT_PLANS = 3
 
 
 class PeerTransport(NonBlockingTransport):
@@ -42,15 +38,15 @@ class PeerTransport(NonBlockingTransport):
         self._streams = dv.DeviceStreams()
         self._cp = self._streams.cp
         self._peer: dict[tuple[int, int], bool] = {}
-        #: copy plans of the last buffer sets used, newest last (one-step halos, the two-plane
-        #: buffers of pair sweeps)
-        self._plans: list[tuple[list[Any], list[_Copy], list[int]]] = []
+        #: copy plans (copies, devices) of the last buffer sets used
+        self._plans: BufferPlans[tuple[list[_Copy], list[int]]] = BufferPlans()
 
     def describe(self) -> str:
-        if not self._plans:
+        plan = self._plans.latest()
+        if plan is None:
             return "peer"
-        modes = sorted({c.mode for c in self._plans[-1][1]})
-        return f"peer ({len(self._plans[-1][2])} devices; {', '.join(modes) or 'no'} copies)"
+        modes = sorted({c.mode for c in plan[0]})
+        return f"peer ({len(plan[1])} devices; {', '.join(modes) or 'no'} copies)"
 
     def _can_peer(self, a: int, b: int) -> bool:
         """Enable access from device ``a`` to ``b`` (and back) once; False where impossible."""
@@ -70,14 +66,13 @@ class PeerTransport(NonBlockingTransport):
         return self._peer[key]
 
     def _plan_for(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]
-                  ) -> tuple[list[Any], list[_Copy], list[int]]:
+                  ) -> tuple[list[_Copy], list[int]]:
         from simsplit.gpu import devices as dv
 
         bufs = [x for s, sf, d, df in self.links for x in (send[(s, sf)], recv[(d, df)])]
-        for plan in self._plans:
-            if len(plan[0]) == len(bufs) and all(
-                    a is b for a, b in zip(plan[0], bufs, strict=True)):
-                return plan
+        plan = self._plans.find(bufs)
+        if plan is not None:
+            return plan
         copies, devs = [], []
         for s, sf, d, df in self.links:
             src, dst = send[(s, sf)], recv[(d, df)]
@@ -96,13 +91,13 @@ class PeerTransport(NonBlockingTransport):
             for x in (a, b):
                 if x not in devs:
                     devs.append(x)
-        self._plans = [*self._plans[1 - _KEPT_PLANS:], (bufs, copies, devs)]
-        return self._plans[-1]
+        self._plans.add(bufs, (copies, devs))
+        return copies, devs
 
     def start(self, send: Mapping[Key, Any], recv: Mapping[Key, Any]) -> Any:
         from simsplit.gpu import devices as dv
 
-        _, copies, devs = self._plan_for(send, recv)
+        copies, devs = self._plan_for(send, recv)
         st, rt = self._streams, self._cp.cuda.runtime
         # every device's packed halos (and its last unpack, which frees its receive buffers)
         packed = [st.record(st.current(d), d) for d in devs]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from simsplit.decomp.slabs import LOW
+from simsplit.decomp.slabs import HIGH, LOW
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, as simsplit.fluid.block has them
 #: direction sets per face of a deep halo: plane 1 incoming, plane 2 incoming, plane 1 leaving
@@ -86,3 +86,19 @@ def copy_boundary_planes(src: Any, face: int, dst: Any, dface: int, after: bool)
     a = src.f_dst if after else src.f_src
     b = dst.f_dst if after else dst.f_src
     dst.deep_ghosts(dface, b)[...] = src.deep_boundary(face, a)
+
+
+def edge_ranges(layers: int, halo_faces: list[int], depth: int
+                ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """(the layer ranges next to halo faces, ``depth`` layers each, the other layers or None),
+    1-based ``[a, b)`` over a block's ``layers``: what an overlapped step sweeps before and
+    while its halos travel. Where the edges meet, one range."""
+    n = layers
+    lo = 1 + depth if LOW in halo_faces else 1
+    hi = n + 1 - depth if HIGH in halo_faces else n + 1
+    if hi < lo:  # the edges meet: one range (no layer may be updated twice)
+        return [(1, n + 1)], None
+    edge = [(1, lo)] if lo > 1 else []
+    if hi <= n:
+        edge.append((hi, n + 1))
+    return edge, ((lo, hi) if lo < hi else None)

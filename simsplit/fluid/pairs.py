@@ -13,16 +13,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from simsplit.decomp.slabs import HIGH, LOW
-from simsplit.fluid.deep_halo import DOWN_DIRS, UP_DIRS, copy_boundary_planes
+from simsplit.decomp.slabs import LOW
+from simsplit.fluid.deep_halo import DOWN_DIRS, UP_DIRS, copy_boundary_planes, edge_ranges
 from simsplit.transport.base import Key, Transport, finish_exchange, start_exchange
 
 
 class PairSweeps:
     """The pair sweeps of the blocks of this process and the filling of their ghost planes."""
 
-    def __init__(self, blocks: Mapping[int, Any], links: list[tuple[int, int, int, int]],
-                 transport: Transport, timer: Any, direct: bool) -> None:
+    def __init__(self, blocks: Mapping[int, Any], keys: list[Key],
+                 links: list[tuple[int, int, int, int]], transport: Transport, timer: Any,
+                 direct: bool) -> None:
+        """``keys``: the (slab, face) of each halo face of ``blocks``."""
         self.blocks, self.transport, self.timer = blocks, transport, timer
         #: copies straight into the neighbours' arrays (every slab on one device here)
         self.direct = direct
@@ -31,7 +33,7 @@ class PairSweeps:
         for src, face, dst, dface in links:
             if src in self.links_from:
                 self.links_from[src].append((face, dst, dface))
-        self.keys: list[Key] = [(k, f) for k, blk in blocks.items() for f in blk.halo_faces()]
+        self.keys = keys
         self._send: dict[Key, Any] = {}  # the buffered path's, made at the first pack
         self._recv: dict[Key, Any] = {}
 
@@ -143,11 +145,8 @@ def _layers(face: int, n: int, send: bool) -> tuple[int, int, int]:
 
 def _sweep_ranges(blk: Any) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
     """(the deep-array plane ranges next to halo faces, the other planes or None) of a pair
-    sweep of ``blk``: the two planes each neighbour needs first."""
-    n, halo = blk.layers, blk.halo_faces()
-    lo = 4 if LOW in halo else 2
-    hi = n if HIGH in halo else n + 2
-    if hi <= lo:  # the edges meet: one sweep
-        return [(2, n + 2)], None
-    edges = ([(2, lo)] if lo > 2 else []) + ([(hi, n + 2)] if hi < n + 2 else [])
-    return edges, (lo, hi)
+    sweep of ``blk``: the two planes each neighbour needs first (:func:`edge_ranges`, whose
+    layer l is deep plane l + 1)."""
+    edges, inner = edge_ranges(blk.layers, blk.halo_faces(), 2)
+    return ([(a + 1, b + 1) for a, b in edges],
+            None if inner is None else (inner[0] + 1, inner[1] + 1))

@@ -26,6 +26,7 @@ from simsplit.decomp.slabs import (
 )
 from simsplit.errors import CaseError
 from simsplit.fluid.block import Face, SlabBlock, make_block
+from simsplit.fluid.deep_halo import edge_ranges
 from simsplit.fluid.health import check_blocks
 from simsplit.fluid.pairs import PairSweeps
 from simsplit.fluid.setup import fluid_bytes, setup_from_case, throttle_from_case
@@ -98,8 +99,8 @@ class FluidSolver:
 
     @cached_property
     def _pairs(self) -> PairSweeps:
-        return PairSweeps(self.blocks, self.decomposition.links(), self.transport, self.timer,
-                          self._halos_stay_on_one_device())
+        return PairSweeps(self.blocks, self._halo_keys, self.decomposition.links(),
+                          self.transport, self.timer, self._halos_stay_on_one_device())
 
     def _face_kind(self, neighbour: int | None, face: int) -> Face:
         if neighbour is not None:
@@ -300,16 +301,9 @@ class FluidSolver:
 
     @staticmethod
     def _row_ranges(blk: SlabBlock) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
-        """(layers next to halo faces, the other layers or None) of a block, 1-based ``[a, b)``."""
-        n, h = blk.layers, 2 if blk.deep_halo else 1  # deep halos send two planes a face
-        lo = 1 + h if blk.faces[LOW] is Face.HALO else 1
-        hi = n + 1 - h if blk.faces[HIGH] is Face.HALO else n + 1
-        if hi < lo:  # the edges meet: one range (no layer may be updated twice)
-            return [(1, n + 1)], None
-        edge = [(1, lo)] if lo > 1 else []
-        if hi <= n:
-            edge.append((hi, n + 1))
-        return edge, ((lo, hi) if lo < hi else None)
+        """(layers next to halo faces, the other layers or None) of a block, 1-based ``[a, b)``
+        (deep halos send two planes a face)."""
+        return edge_ranges(blk.layers, blk.halo_faces(), 2 if blk.deep_halo else 1)
 
     def _step_overlapped(self, last: bool) -> None:
         # Pull streaming reads the ghosts of f_src, so the halo that step n+1 needs is this

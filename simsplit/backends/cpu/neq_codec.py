@@ -80,16 +80,24 @@ def _usq(ux, uy, uz):
 
 
 @numba.njit(inline="always")
-def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
-    """Equilibrium q of (rho, u) in float32, Lattice.equilibrium's operations and order."""
+def _feq_of(rho, ux, uy, uz, usq, cx, cy, cz, w):
+    """The equilibrium of (rho, u) in float32 for one direction's c and w (float32),
+    Lattice.equilibrium's operations and order."""
     dt = np.float32
     cu = dt(0.0)
-    cu += product(dt(cx[q]), ux)
-    cu += product(dt(cy[q]), uy)
-    cu += product(dt(cz[q]), uz)
+    cu += product(cx, ux)
+    cu += product(cy, uy)
+    cu += product(cz, uz)
     poly = dt(1.0) + product(dt(3.0), cu)
     poly = (poly + product(product(dt(4.5), cu), cu)) - product(dt(1.5), usq)
-    return product(product(dt(w[q]), rho), poly)
+    return product(product(w, rho), poly)
+
+
+@numba.njit(inline="always")
+def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
+    """Equilibrium q of (rho, u) from the lattice tables (:func:`_feq_of`)."""
+    dt = np.float32
+    return _feq_of(rho, ux, uy, uz, usq, dt(cx[q]), dt(cy[q]), dt(cz[q]), dt(w[q]))
 
 
 @numba.njit(inline="always")

@@ -24,25 +24,12 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu import fast16
-from simsplit.backends.cpu.neq_codec import _rho_fast, _signed16, _usq
+from simsplit.backends.cpu.neq_codec import _feq_of, _rho_fast, _signed16, _usq
 from simsplit.numerics.flags import SOLID
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE, record_slots
 
 _RNE32 = 2.0**23
-
-
-@numba.njit(inline="always")
-def _feq_of(rho, ux, uy, uz, usq, cx, cy, cz, w):
-    """:func:`.neq_codec._feq` with one q's lattice numbers given as float32."""
-    dt = np.float32
-    cu = dt(0.0)
-    cu += cx * ux
-    cu += cy * uy
-    cu += cz * uz
-    poly = dt(1.0) + dt(3.0) * cu
-    poly = (poly + (dt(4.5) * cu) * cu) - dt(1.5) * usq
-    return (w * rho) * poly
 
 
 @numba.njit(inline="always")

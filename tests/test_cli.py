@@ -67,6 +67,26 @@ def test_bad_input_one_line_exit_2_nothing_written(run_cli, tmp_path: Path, args
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "var, value, case, expected",
+    [
+        ("SIMSPLIT_CPU_NEQ_PLANES", "abc", CAVITY, "SIMSPLIT_CPU_NEQ_PLANES='abc': expected"),
+        ("SIMSPLIT_MD_TRANSFER", "fast", str(ROOT / "cases" / "lj_tiny.yaml"),
+         "SIMSPLIT_MD_TRANSFER='fast': expected one of"),
+    ],
+)
+def test_bad_tuning_variable_one_line_exit_2_nothing_written(run_cli, tmp_path: Path,
+                                                              monkeypatch, var, value, case,
+                                                              expected):
+    monkeypatch.setenv(var, value)
+    res = run_cli("run", case, "--set", "run.backend=cpu", "--output", "out")
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simsplit: error: "), res.stderr
+    assert expected in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_validate_ok_and_help(run_cli):
     res = run_cli("validate", CAVITY)
     assert res.returncode == 0 and "valid fluid case" in res.stdout

@@ -11,6 +11,7 @@ import numpy as np
 
 from simsplit.backends.cpu import md as cpu_md
 from simsplit.backends.cpu.jit_cache import announce_compile
+from simsplit.errors import CaseError
 from simsplit.md import slabs as sl
 
 #: environment variable choosing how ghost rows move between slabs on different GPU kernel
@@ -29,7 +30,7 @@ def ghost_transfer_mode(value: str | None = None) -> str:
 
     mode = (os.environ.get(TRANSFER_ENV, "") if value is None else value).strip() or "auto"
     if mode not in sl.TRANSFER_MODES:
-        raise ValueError(f"{TRANSFER_ENV}={mode!r}: expected one of "
+        raise CaseError(f"{TRANSFER_ENV}={mode!r}: expected one of "
                          f"{', '.join(sl.TRANSFER_MODES)}")
     return mode
 

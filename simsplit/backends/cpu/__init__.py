@@ -15,8 +15,9 @@ class CPUBackend(Backend):
 
     def __init__(self, device: int = 0) -> None:
         super().__init__(device)
-        from simsplit.backends.cpu import d2q9, d3q19, link_forces
+        from simsplit.backends.cpu import d2q9, d3q19, link_forces, neq_chunks
 
+        neq_chunks.chunk_planes(1)  # a bad SIMSPLIT_CPU_NEQ_PLANES stops the set-up, not a step
         self.d2q9 = d2q9.D2Q9Kernels()
         self.d3q19 = d3q19.D3Q19Kernels()
         self.link_forces = link_forces.LinkForceKernels()

@@ -29,6 +29,7 @@ from simsplit.backends.cpu.cells import records_arg
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.backends.cpu.neq_lines import decode, encode
 from simsplit.backends.cpu.rowgen import SERIAL_ENV
+from simsplit.errors import CaseError
 
 #: environment variable: planes a chunk (0: the records kernel cell by cell)
 PLANES_ENV = "SIMSPLIT_CPU_NEQ_PLANES"
@@ -38,12 +39,16 @@ CHUNK_CELLS = 80000
 
 
 def chunk_planes(plane_cells: int) -> int:
-    """Planes a chunk takes (``plane_cells``: cells of a plane, ghosts included); 0: none."""
+    """Planes a chunk takes (``plane_cells``: cells of a plane, ghosts included); 0: none.
+    A value of :data:`PLANES_ENV` that is not a count is a :class:`CaseError`."""
     raw = os.environ.get(PLANES_ENV, "").strip()
+    count = raw[:-1] if raw.endswith("c") else raw
+    if raw and not count.isdigit():
+        raise CaseError(f"{PLANES_ENV}={raw!r}: expected planes a chunk (0: cell by cell) or "
+                        "cells a chunk ending in c, e.g. 8 or 80000c")
     if raw.endswith("c") or not raw:
-        cells = int(raw[:-1]) if raw else CHUNK_CELLS
-        return max(1, cells // plane_cells)
-    return max(0, int(raw))
+        return max(1, (int(count) if raw else CHUNK_CELLS) // plane_cells)
+    return int(count)
 
 
 #: a chunk's step on float32 populations: (f_src chunk, f_dst chunk, flags, macroscopic

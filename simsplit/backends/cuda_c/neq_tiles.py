@@ -10,6 +10,7 @@ import itertools
 import os
 from typing import Mapping
 
+from simsplit.errors import CaseError
 from simsplit.numerics.lattice import D3Q19
 
 
@@ -49,12 +50,12 @@ def neq_tile_from_env(tiles: Mapping[str, tuple], env: Mapping[str, str] | None 
                       default: str | None = None) -> str | None:
     """The candidate :data:`NEQ_TILE_ENV` names if it is one of ``tiles`` (a lattice's:
     :data:`D3Q19_NEQ_TILES`, :data:`D2Q9_NEQ_TILES`), None for "production", else ``default``
-    (unset, or the other lattice's); ValueError for a name neither lattice has."""
+    (unset, or the other lattice's); :class:`CaseError` for a name neither lattice has."""
     name = (os.environ if env is None else env).get(NEQ_TILE_ENV, "").strip()
     if name == "production":
         return None
     if name and name not in D3Q19_NEQ_TILES and name not in D2Q9_NEQ_TILES:
-        raise ValueError(f"{NEQ_TILE_ENV}={name!r}: one of {sorted(D3Q19_NEQ_TILES)} (D3Q19), "
+        raise CaseError(f"{NEQ_TILE_ENV}={name!r}: one of {sorted(D3Q19_NEQ_TILES)} (D3Q19), "
                          f"{sorted(D2Q9_NEQ_TILES)} (D2Q9), production or unset")
     return name if name in tiles else default
 

@@ -63,8 +63,9 @@ if has bench; then
         set -- $spec
         note "strong scaling, one process: $*"
         bench "$* 1 GPU" --grid "$@" --subdomains 1
-        # one slab takes two steps per sweep (run.temporal_blocking) where slabs cannot: the
-        # like-for-like 1-GPU figure for the speed-up of the same algorithm
+        # slabs on several GPUs pair their steps too (two steps per sweep, their two halo
+        # planes through the transport); one step per sweep on one GPU is the reference for
+        # how much of that pairing survives the transfers
         [[ $1 == *x*x* ]] && bench "$* 1 GPU one step per sweep" --grid "$@" --subdomains 1 \
             --temporal-blocking off
         for ov in on off; do

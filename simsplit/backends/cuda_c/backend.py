@@ -66,7 +66,7 @@ class CupyBackend(Backend):
     @functools.cached_property
     def md(self) -> Any:
         """Lennard-Jones MD kernels (``kernels/md_lj.cu``), compiled on first use."""
-        from simsplit.backends.cuda_c.md import CupyMDKernels
+        from simsplit.backends.cuda_c.md_cupy import CupyMDKernels
 
         return CupyMDKernels(self.device)
 

@@ -31,7 +31,7 @@ def ghost_transfer_mode(value: str | None = None) -> str:
     mode = (os.environ.get(TRANSFER_ENV, "") if value is None else value).strip() or "auto"
     if mode not in sl.TRANSFER_MODES:
         raise CaseError(f"{TRANSFER_ENV}={mode!r}: expected one of "
-                         f"{', '.join(sl.TRANSFER_MODES)}")
+                        f"{', '.join(sl.TRANSFER_MODES)}")
     return mode
 
 

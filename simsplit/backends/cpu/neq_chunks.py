@@ -42,13 +42,13 @@ def chunk_planes(plane_cells: int) -> int:
     """Planes a chunk takes (``plane_cells``: cells of a plane, ghosts included); 0: none.
     A value of :data:`PLANES_ENV` that is not a count is a :class:`CaseError`."""
     raw = os.environ.get(PLANES_ENV, "").strip()
-    count = raw[:-1] if raw.endswith("c") else raw
-    if raw and not count.isdigit():
+    if not raw:
+        return max(1, CHUNK_CELLS // plane_cells)
+    count = raw.removesuffix("c")
+    if not count.isdigit():
         raise CaseError(f"{PLANES_ENV}={raw!r}: expected planes a chunk (0: cell by cell) or "
                         "cells a chunk ending in c, e.g. 8 or 80000c")
-    if raw.endswith("c") or not raw:
-        return max(1, (int(count) if raw else CHUNK_CELLS) // plane_cells)
-    return int(count)
+    return max(1, int(count) // plane_cells) if raw.endswith("c") else int(count)
 
 
 #: a chunk's step on float32 populations: (f_src chunk, f_dst chunk, flags, macroscopic

@@ -56,7 +56,7 @@ def neq_tile_from_env(tiles: Mapping[str, tuple], env: Mapping[str, str] | None 
         return None
     if name and name not in D3Q19_NEQ_TILES and name not in D2Q9_NEQ_TILES:
         raise CaseError(f"{NEQ_TILE_ENV}={name!r}: one of {sorted(D3Q19_NEQ_TILES)} (D3Q19), "
-                         f"{sorted(D2Q9_NEQ_TILES)} (D2Q9), production or unset")
+                        f"{sorted(D2Q9_NEQ_TILES)} (D2Q9), production or unset")
     return name if name in tiles else default
 
 

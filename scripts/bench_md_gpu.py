@@ -163,6 +163,11 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "message_rounds": st.get("message_rounds"),
         # per-step ghosts device to device, steps in batches (simsplit.md.rank_links)
         "device_links": st.get("device_links"),
+        # one slab per rank: host ms per rebuild in its rounds, messages and build
+        "rebuild_phase_ms": {
+            k: 1e3 * (v - before["rebuild_phase_seconds"][k]) / max(1, rebuilds)
+            for k, v in st["rebuild_phase_seconds"].items()}
+        if "rebuild_phase_seconds" in st else None,
     }
     if keep_solver:
         row["solver"] = s

@@ -56,7 +56,8 @@ def worker(args: argparse.Namespace) -> int:
                                                                               30)
         Path(args.profile).write_text(text.getvalue())
     if ctx.rank == 0:
-        keep = (*_FIELDS, "atoms", "steps", "message_rounds", "device_links")
+        keep = (*_FIELDS, "atoms", "steps", "message_rounds", "device_links",
+                "rebuild_phase_ms")
         Path(args.out).write_text(json.dumps({k: row[k] for k in keep}))
     return 0
 
@@ -155,6 +156,9 @@ def _rows(args: argparse.Namespace, env: dict) -> None:
                 (", device links" if links == "on" else "") + \
                 (f", {row['message_rounds']} rnd" if row.get("message_rounds") else "")
             print(_line(label, row, base), flush=True)
+            if row.get("rebuild_phase_ms"):
+                print("    rank 0 ms per rebuild: " + ", ".join(
+                    f"{k} {v:.3f}" for k, v in row["rebuild_phase_ms"].items()), flush=True)
 
 
 if __name__ == "__main__":

@@ -312,6 +312,7 @@ class Observables:
                 out["interior_rows"] = int(np.diff(self.arena.interior)[0])
                 out["message_rounds"] = self.arena.rounds  # per rebuild (rank_rounds)
                 out["relayed_ghosts"] = self.arena.relayed
+                out["rebuild_phase_seconds"] = dict(self.arena.phase_seconds)
                 #: the per-step ghosts went device to device (rank_links), in batches
                 out["device_links"] = self.arena.device_links is not None
         if self._comm is not None:

@@ -16,6 +16,7 @@ before the host reads the counts: one host wait per round.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ class RankRounds:
     _counts: Any
     _rooms: dict[str, int]
     relayed: int
+    phase_seconds: dict[str, float]
     _staged: dict[str, Any]
 
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
@@ -244,15 +246,18 @@ class RankRounds:
         (rows, m), and its tags), then return each kind's rows per link, in link order: read
         in place where the neighbour shares the node (valid until the neighbour's next
         rebuild but one)."""
+        t0 = time.perf_counter()
         count = {tag: lists for lists, tags in rounds for tag in tags.values()}
         shapes = {}
         for nb, tag, handle, row_shape, dtype in queued:
             self.kernels.wait_download(handle)
             self.endpoint.post(nb, tag, count[tag][nb][1])
             shapes[tag] = (row_shape, dtype)
-        return [{nb: {name: self.endpoint.inbox(nb, tag, *shapes[tag])
-                      for name, tag in tags.items()} for nb in self.links}
-                for _, tags in rounds]
+        received = [{nb: {name: self.endpoint.inbox(nb, tag, *shapes[tag])
+                          for name, tag in tags.items()} for nb in self.links}
+                    for _, tags in rounds]
+        self.phase_seconds["messages"] += time.perf_counter() - t0
+        return received
 
     def _append(self, new: dict[str, Any], row: int, received: dict[int, dict],
                 tags: dict[str, str]) -> int:

@@ -26,6 +26,7 @@ nothing of forces, and the solver sees one slab state (``state``).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -74,6 +75,10 @@ class RankSlab(RankRounds):
         self._counts = kernels.zeros((10,), np.int32)
         #: ghosts this slab relayed in one round (a leaver to one neighbour near the other)
         self.relayed = 0
+        #: host seconds of the rebuilds so far by phase: ``rounds`` (their kernels until the
+        #: host reads the counts, waits included), ``messages`` (posting the packs and taking
+        #: the neighbours'), ``build`` (sort and lists until the rebuild's queue is done)
+        self.phase_seconds = {"rounds": 0.0, "messages": 0.0, "build": 0.0}
         #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
         self._rooms = {"leavers": 16, "near": 16}
         self._buffers: dict[str, Any] = {}
@@ -131,14 +136,19 @@ class RankSlab(RankRounds):
         # and write only rebuild scratch; the sort and the build wait for the interior forces,
         # whose arrays they replace.
         packed, interior = self._step_marks()
+        t0 = time.perf_counter()
+        messages = self.phase_seconds["messages"]
         with k.side_queue():
             k.wait_mark(packed)
             n, g, old, leavers = (self._one_round if self.rounds == 1 else
                                   self._two_rounds)(dtype)
+            t1 = time.perf_counter()
             k.wait_mark(interior)
             capacity, growths = self._sort_and_build(n, g, old, capacity, cutsq)
             built = k.mark()
         k.wait_mark(built)
+        self.phase_seconds["rounds"] += t1 - t0 - (self.phase_seconds["messages"] - messages)
+        self.phase_seconds["build"] += time.perf_counter() - t1
         self._needs = self._outbox_needs(leavers)
         if self.device_links is not None:
             self.device_links.refit(self.send_rows, self.recv_rows, dtype)

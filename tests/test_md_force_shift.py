@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simsplit.backends.cpu import md as cpu_md
+from simsplit.backends.cpu import md_forces
 from simsplit.md import MDSolver
 from simsplit.md.schema import check_md_case, fill_md_defaults
 from tests.test_md_kernels_compile import emulated, emulated_lib  # noqa: F401
@@ -41,13 +41,13 @@ def test_the_pair_force_and_energy_vanish_at_the_cutoff() -> None:
     sr6 = (1.0 / rc) ** 6
     e_rc, f_rc = 4.0 * sr6 * (sr6 - 1.0), 24.0 * sr6 * (2.0 * sr6 - 1.0) / rc
     for r in (rc * (1 - 1e-9), 1.1, 2.0):
-        _, fpair, e = cpu_md._lj_pair_fshift.py_func(r, 0.0, 0.0, rc * rc, 4.0, 24.0, 1.0,
+        _, fpair, e = md_forces._lj_pair_fshift.py_func(r, 0.0, 0.0, rc * rc, 4.0, 24.0, 1.0,
                                                      e_rc, f_rc, rc)
         lj_f = 24.0 * r ** -7 * (2.0 * r ** -6 - 1.0)
         lj_e = 4.0 * r ** -6 * (r ** -6 - 1.0)
         assert fpair * r == pytest.approx(lj_f - f_rc, abs=1e-14)
         assert e == pytest.approx(lj_e - e_rc + (r - rc) * f_rc, abs=1e-14)
-    near = cpu_md._lj_pair_fshift.py_func(rc * (1 - 1e-9), 0.0, 0.0, rc * rc, 4.0, 24.0, 1.0,
+    near = md_forces._lj_pair_fshift.py_func(rc * (1 - 1e-9), 0.0, 0.0, rc * rc, 4.0, 24.0, 1.0,
                                           e_rc, f_rc, rc)
     assert abs(near[1] * rc) < 1e-8 and abs(near[2]) < 1e-15
 

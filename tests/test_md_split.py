@@ -117,8 +117,10 @@ def test_forces_split_independent_any_weights(parts, weights, jitter):
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_parallel_kernels_match_serial(monkeypatch, precision):
     """Force the prange drivers on a small system (the force loop's staged, vectorised form
-    among them): same bits as the serial ones, float32 storage too."""
+    among them): same bits as the serial ones, float32 storage too. The one threshold in
+    ``md`` reaches the list build and the forces in their own modules."""
     from simsplit.backends.cpu import md as kernels
+    from simsplit.backends.cpu import md_forces, md_neighbors
 
     def run():
         case = lj_case(cells=CELLS, subdomains=2, ensemble="langevin",
@@ -130,6 +132,18 @@ def test_parallel_kernels_match_serial(monkeypatch, precision):
 
     serial = run()
     monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
+    calls = []
+
+    def counted(kernel):
+        def call(*args):
+            calls.append(kernel.__name__)
+            return kernel(*args)
+        return call
+
+    for module, name in ((kernels, "_disp_parallel"), (md_neighbors, "build_neighbors_parallel"),
+                         (md_forces, "lj_forces_parallel")):
+        monkeypatch.setattr(module, name, counted(getattr(module, name)))
     parallel = run()
+    assert set(calls) == {"_disp_parallel", "build_neighbors_parallel", "lj_forces_parallel"}
     assert np.array_equal(parallel.positions(), serial.positions())
     assert np.array_equal(parallel.velocities(), serial.velocities())

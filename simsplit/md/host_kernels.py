@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from simsplit.backends.cpu import md as cpu_md
+from simsplit.backends.cpu import md_forces, md_neighbors
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.errors import CaseError
 from simsplit.md import slabs as sl
@@ -36,8 +37,9 @@ def ghost_transfer_mode(value: str | None = None) -> str:
 
 
 class HostMDKernels:
-    """The CPU MD kernel set: :mod:`simsplit.backends.cpu.md` behind the calls the solver makes
-    of every kernel set (the GPU ones are :class:`simsplit.backends.cuda_c.md.DeviceMDKernels`).
+    """The CPU MD kernel set: :mod:`simsplit.backends.cpu.md`, ``.md_neighbors`` and
+    ``.md_forces`` behind the calls the solver makes of every kernel set (the GPU ones are
+    :class:`simsplit.backends.cuda_c.md.DeviceMDKernels`).
     Arrays are NumPy arrays; the neighbour list is ``nl[row, k]``."""
 
     is_device = False
@@ -54,7 +56,7 @@ class HostMDKernels:
     @staticmethod
     def lj_forces(x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                   eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0) -> None:
-        cpu_md.lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
+        md_forces.lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
 
     @staticmethod
     def kick_typed(v, f, typ, n: int, table, tick: int = 0) -> None:
@@ -64,12 +66,12 @@ class HostMDKernels:
     @staticmethod
     def lj_forces_typed(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
                         pe, vir, tick: int = 0, type_shift: int = 0) -> None:
-        cpu_md.lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+        md_forces.lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
     @staticmethod
     def lj_forces_fshift(x, typ, n_own: int, nl, cnt, box: np.ndarray, table, ntypes: int, f,
                          pe, vir, tick: int = 0, type_shift: int = 0) -> None:
-        cpu_md.lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+        md_forces.lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
 
     @staticmethod
     def row_types(gid, n: int, types_by_id, out=None) -> np.ndarray:
@@ -138,15 +140,15 @@ class HostMDKernels:
         out = (np.empty(n, np.int64), np.empty(int(np.prod(ncell)) + 1, np.int64),
                np.empty(n, np.int64))
         args = (x, gid, n, box, ncell, *out)
-        announce_compile(cpu_md.bin_atoms, args)  # the first MD kernel a run calls
-        cpu_md.bin_atoms(*args)
+        announce_compile(md_neighbors.bin_atoms, args)  # the first MD kernel a run calls
+        md_neighbors.bin_atoms(*args)
         return out
 
     def build_neighbors(self, x, n_own: int, box: np.ndarray, ncell: np.ndarray,
                         cells: tuple[np.ndarray, ...], offsets: list[np.ndarray], cutsq: float,
                         nl: np.ndarray, cnt: np.ndarray, typ: Any = None,
                         type_shift: int = 0, list_cutsq: Any = None) -> int:
-        return cpu_md.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt)
+        return md_neighbors.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt)
 
 
 def md_kernels(backend_name: str, context: Any = None, slab: int = 0) -> Any:

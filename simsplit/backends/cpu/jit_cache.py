@@ -55,7 +55,8 @@ def will_compile(kernel: Any, args: tuple[Any, ...]) -> bool:
 
 #: the modules that hold the CPU kernels (Numba dispatchers), fluid and MD
 KERNEL_MODULES = ("simsplit.backends.cpu.d2q9", "simsplit.backends.cpu.d3q19",
-                  "simsplit.backends.cpu.neq_lines", "simsplit.backends.cpu.md")
+                  "simsplit.backends.cpu.neq_lines", "simsplit.backends.cpu.md",
+                  "simsplit.backends.cpu.md_neighbors", "simsplit.backends.cpu.md_forces")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,282 @@
+"""Numba CPU kernels that bin a slab's atoms into cells and build the full Verlet list of each
+owned atom in the canonical order (:func:`build_neighbors`), the same on every split.
+
+Same conventions as :mod:`.md`: local rows, minimum image, no ``fastmath``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import get_thread_id, njit, prange
+
+from simsplit.backends.cpu import md
+from simsplit.backends.cpu.md import _min_image
+
+
+@njit(cache=True)
+def cell_index(x, i, box, ncell):
+    """Cell of atom ``i`` in the periodic grid of ``ncell`` cells; x must lie in [0, L]."""
+    cx = int(x[i, 0] * (ncell[0] / box[0]))
+    cy = int(x[i, 1] * (ncell[1] / box[1]))
+    cz = int(x[i, 2] * (ncell[2] / box[2]))
+    cx = min(max(cx, 0), ncell[0] - 1)
+    cy = min(max(cy, 0), ncell[1] - 1)
+    cz = min(max(cz, 0), ncell[2] - 1)
+    return (cz * ncell[1] + cy) * ncell[0] + cx
+
+
+@njit(cache=True)
+def bin_atoms(x, gid, n, box, ncell, cell_of, cell_start, cell_atoms):
+    """Counting sort of the first ``n`` atoms into cells.
+
+    Fills ``cell_of[i]`` (cell of atom i), ``cell_start`` (CSR offsets, length ncells+1)
+    and ``cell_atoms`` (atom indices grouped by cell, by ascending global id ``gid`` within a
+    cell: the within-cell part of the canonical neighbour order).
+    """
+    nc = ncell[0] * ncell[1] * ncell[2]
+    cell_start[:] = 0
+    for i in range(n):
+        c = cell_index(x, i, box, ncell)
+        cell_of[i] = c
+        cell_start[c + 1] += 1
+    for c in range(nc):
+        cell_start[c + 1] += cell_start[c]
+    fill = cell_start[:nc].copy()
+    for i in range(n):
+        c = cell_of[i]
+        cell_atoms[fill[c]] = i
+        fill[c] += 1
+    for c in range(nc):  # a few atoms per cell: insertion sort by global id
+        lo = cell_start[c]
+        for p in range(lo + 1, cell_start[c + 1]):
+            a = cell_atoms[p]
+            key = gid[a]
+            q = p - 1
+            while q >= lo and gid[cell_atoms[q]] > key:
+                cell_atoms[q + 1] = cell_atoms[q]
+                q -= 1
+            cell_atoms[q + 1] = a
+
+
+@njit(cache=True)
+def _wrap_cell(c, n):
+    """Periodic cell index for ``-n <= c < 2n`` without an integer division."""
+    if c < 0:
+        return c + n
+    if c >= n:
+        return c - n
+    return c
+
+
+@njit(cache=True)
+def _face_dist2(xi, c, off, h):
+    """Squared distance from coordinate ``xi`` (in cell ``c``) to cell ``c + off``."""
+    if off > 0:
+        d = (c + off) * h - xi
+    elif off < 0:
+        d = xi - (c + off + 1) * h
+    else:
+        return 0.0
+    return d * d if d > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq,
+                  nl, cnt):
+    """List of atom ``i`` into ``nl[i]`` in canonical order (see :func:`build_neighbors`)."""
+    cap = nl.shape[1]
+    nx, ny, nz = ncell[0], ncell[1], ncell[2]
+    c = cell_of[i]
+    cx = c % nx
+    cy = (c // nx) % ny
+    cz = c // (nx * ny)
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    # skip stencil cells whose nearest face is beyond the cutoff (conservatively: the
+    # margin keeps rounding in the face positions from ever dropping a pair)
+    hx, hy, hz = box[0] / nx, box[1] / ny, box[2] / nz
+    prune = cutsq * (1.0 + 1e-9) + 1e-12
+    full_x = offx[0] == 0  # short axis: every cell is scanned, no pruning
+    full_y = offy[0] == 0  # short axis: every cell is scanned, no pruning
+    full_z = offz[0] == 0  # short axis: every cell is scanned, no pruning
+    k = 0
+    for a in range(offz.shape[0]):
+        dz2 = 0.0 if full_z else _face_dist2(zi, cz, offz[a], hz)
+        if dz2 > prune:
+            continue
+        qz = _wrap_cell(cz + offz[a], nz)
+        for b in range(offy.shape[0]):
+            dyz2 = dz2 + (0.0 if full_y else _face_dist2(yi, cy, offy[b], hy))
+            if dyz2 > prune:
+                continue
+            qy = _wrap_cell(cy + offy[b], ny)
+            row = (qz * ny + qy) * nx
+            for e in range(offx.shape[0]):
+                if dyz2 + (0.0 if full_x else _face_dist2(xi, cx, offx[e], hx)) > prune:
+                    continue
+                q = row + _wrap_cell(cx + offx[e], nx)
+                for p in range(cell_start[q], cell_start[q + 1]):
+                    j = cell_atoms[p]
+                    if j == i:
+                        continue
+                    dx = _min_image(xi - x[j, 0], box[0])
+                    dy = _min_image(yi - x[j, 1], box[1])
+                    dz = _min_image(zi - x[j, 2], box[2])
+                    if dx * dx + dy * dy + dz * dz < cutsq:
+                        if k < cap:
+                            nl[i, k] = j
+                        k += 1
+    cnt[i] = k
+    return k
+
+
+@njit(cache=True)
+def _neighbor_block(lo, hi, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
+                    cutsq, nl, cnt):
+    worst = 0
+    for i in range(lo, hi):
+        k = _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
+                          cutsq, nl, cnt)
+        worst = max(worst, k)
+    return worst
+
+
+#: rows per work item of the parallel list build
+_BLOCK = 256
+
+
+#: candidates per pass of the parallel list build's distance test
+_CHUNK = 256
+
+
+@njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
+def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                             offx, offy, offz, cutsq, nl, cnt, sx, sy, sz, near, row):
+    """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``), canonical order.
+
+    ``nl`` has a fixed capacity per atom; rows that overflow are counted but not stored.
+    Returns the largest count, so the caller can grow the capacity and rebuild.
+
+    :func:`_neighbor_row`'s list, found without a branch per candidate: ``sx, sy, sz`` are the
+    coordinates in ``cell_atoms`` order (float64), so the atoms of the stencil cells of one
+    (z, y) row that follow each other in memory are tested as one run, ``_CHUNK`` at a time
+    (the test vectorises into the thread's ``near`` row), then appended in order into its
+    ``row`` (one slot over the capacity: the write needs no test). Same stencil, pruning,
+    order and arithmetic as :func:`_neighbor_row`, so the same lists. Loops are unsigned
+    ``while`` loops written out in the prange body (see :func:`.md_forces.lj_forces_parallel`).
+    """
+    cap = nl.shape[1]
+    nx, ny, nz = ncell[0], ncell[1], ncell[2]
+    lx, ly, lz = box[0], box[1], box[2]
+    gx, gy, gz = 0.5 * lx, 0.5 * ly, 0.5 * lz
+    hx, hy, hz = lx / nx, ly / ny, lz / nz
+    prune = cutsq * (1.0 + 1e-9) + 1e-12
+    full_x = offx[0] == 0
+    full_y = offy[0] == 0
+    full_z = offz[0] == 0
+    nblocks = (n_own + _BLOCK - 1) // _BLOCK
+    worst = 0
+    for blk in prange(nblocks):
+        t = get_thread_id()
+        i = blk * _BLOCK
+        hi = min(i + _BLOCK, n_own)
+        while i < hi:
+            c = cell_of[i]
+            cx = c % nx
+            cy = (c // nx) % ny
+            cz = c // (nx * ny)
+            xi = np.float64(x[i, 0])
+            yi = np.float64(x[i, 1])
+            zi = np.float64(x[i, 2])
+            k = 0
+            a = 0
+            while a < offz.shape[0]:
+                dz2 = 0.0 if full_z else _face_dist2(zi, cz, offz[a], hz)
+                if dz2 <= prune:
+                    qz = _wrap_cell(cz + offz[a], nz)
+                    b = 0
+                    while b < offy.shape[0]:
+                        dyz2 = dz2 + (0.0 if full_y else _face_dist2(yi, cy, offy[b], hy))
+                        if dyz2 <= prune:
+                            base = (qz * ny + _wrap_cell(cy + offy[b], ny)) * nx
+                            e = 0
+                            while e < offx.shape[0]:
+                                # the next run: stencil cells kept, adjacent in memory
+                                if dyz2 + (0.0 if full_x else _face_dist2(xi, cx, offx[e],
+                                                                          hx)) > prune:
+                                    e += 1
+                                    continue
+                                q = base + _wrap_cell(cx + offx[e], nx)
+                                last = q
+                                e += 1
+                                while e < offx.shape[0] and base + _wrap_cell(
+                                        cx + offx[e], nx) == last + 1 and (full_x or dyz2 + (
+                                        _face_dist2(xi, cx, offx[e], hx)) <= prune):
+                                    last += 1
+                                    e += 1
+                                p0 = np.uint64(cell_start[q])
+                                p1 = np.uint64(cell_start[last + 1])
+                                while p0 < p1:
+                                    m = min(p1 - p0, np.uint64(_CHUNK))
+                                    u = np.uint64(0)
+                                    while u < m:  # vectorised: _min_image, r^2 < cutsq
+                                        p = p0 + u
+                                        dx = xi - sx[p]
+                                        dx = dx - lx if dx > gx else (dx + lx if dx < -gx
+                                                                      else dx)
+                                        dy = yi - sy[p]
+                                        dy = dy - ly if dy > gy else (dy + ly if dy < -gy
+                                                                      else dy)
+                                        dz = zi - sz[p]
+                                        dz = dz - lz if dz > gz else (dz + lz if dz < -gz
+                                                                      else dz)
+                                        near[t, u] = (dx * dx + dy * dy + dz * dz < cutsq) & (
+                                            cell_atoms[p] != i)
+                                        u += np.uint64(1)
+                                    u = np.uint64(0)
+                                    while u < m:  # in order, branch-free
+                                        row[t, min(k, cap)] = cell_atoms[p0 + u]
+                                        k += near[t, u]
+                                        u += np.uint64(1)
+                                    p0 += m
+                        b += 1
+                a += 1
+            cnt[i] = k
+            n = 0
+            while n < min(k, cap):
+                nl[i, n] = row[t, n]
+                n += 1
+            worst = max(worst, k)
+            i += 1
+    return worst
+
+
+@njit(cache=True)
+def build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                           offx, offy, offz, cutsq, nl, cnt):
+    """Single-threaded :func:`build_neighbors_parallel` (same result, no thread wake-up)."""
+    return _neighbor_block(0, n_own, x, box, ncell, cell_of, cell_start, cell_atoms,
+                           offx, offy, offz, cutsq, nl, cnt)
+
+
+def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                    offx, offy, offz, cutsq, nl, cnt) -> int:
+    """Full Verlet lists of the owned atoms in canonical order; returns the largest row count.
+
+    Canonical order: the stencil cells in loop order (z outer, x inner, offsets ascending)
+    around the atom's own cell of the global grid, and within a cell ascending global id (as
+    :func:`bin_atoms` leaves them). A row holds exactly the atoms within the list cutoff, every
+    one of which is local on every split, and a cell is a pure function of a coordinate, so
+    the order does not depend on the split or on the row order in memory.
+    """
+    if n_own < md.PARALLEL_MIN_ATOMS:
+        return build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                                      offx, offy, offz, cutsq, nl, cnt)
+    sorted_x = [np.ascontiguousarray(x[cell_atoms, d], dtype=np.float64) for d in range(3)]
+    threads = numba.config.NUMBA_NUM_THREADS
+    return build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                                    offx, offy, offz, cutsq, nl, cnt, *sorted_x,
+                                    np.empty((threads, _CHUNK), np.int64),
+                                    np.empty((threads, nl.shape[1] + 1), nl.dtype))

@@ -152,9 +152,10 @@ def lj_forces_serial(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f
 
 
 @njit(cache=True)
-def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
+def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
     """:func:`_lj_row` with the pair's coefficients from ``table[typ[i] * ntypes + typ[j]]``
-    (rc^2, 4 eps, 24 eps, sigma^2, energy shift)."""
+    (rc^2, 4 eps, 24 eps, sigma^2, energy shift; ``shifted``: then e(rc), f(rc), rc, and the
+    force shifted to zero at the cutoff, :func:`_lj_pair_fshift`)."""
     xi = np.float64(x[i, 0])
     yi = np.float64(x[i, 1])
     zi = np.float64(x[i, 2])
@@ -170,8 +171,13 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
         dx = _min_image(xi - x[j, 0], box[0])
         dy = _min_image(yi - x[j, 1], box[1])
         dz = _min_image(zi - x[j, 2], box[2])
-        rsq, fpair, ep = _lj_pair(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
-                                  table[p, 3], table[p, 4])
+        if shifted:
+            rsq, fpair, ep = _lj_pair_fshift(dx, dy, dz, table[p, 0], table[p, 1],
+                                             table[p, 2], table[p, 3], table[p, 4],
+                                             table[p, 5], table[p, 6])
+        else:
+            rsq, fpair, ep = _lj_pair(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
+                                      table[p, 3], table[p, 4])
         fx += dx * fpair
         fy += dy * fpair
         fz += dz * fpair
@@ -185,21 +191,25 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
 
 
 @njit(parallel=True, cache=True)
-def _lj_typed_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
+def _lj_typed_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
     for i in prange(n_own):
-        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
+        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
 
 
 @njit(cache=True)
-def _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
+def _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
     for i in range(n_own):
-        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
+        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
+
+
+def _typed_forces(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir) -> None:
+    fn = _lj_typed_parallel if n_own >= md.PARALLEL_MIN_ATOMS else _lj_typed_serial
+    fn(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
 
 
 def lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:
     """:func:`lj_forces` for several atom types (``typ`` per row, ``table`` per type pair)."""
-    fn = _lj_typed_parallel if n_own >= md.PARALLEL_MIN_ATOMS else _lj_typed_serial
-    fn(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+    _typed_forces(x, typ, n_own, nl, cnt, box, table, ntypes, False, f, pe, vir)
 
 
 @njit(cache=True, inline="always")
@@ -217,56 +227,10 @@ def _lj_pair_fshift(dx, dy, dz, rcsq, eps4, eps24, sigsq, eshift, fshift, rc):
     return rsq, fpair, e
 
 
-@njit(cache=True)
-def _lj_row_fshift(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir):
-    """:func:`_lj_row_typed` with the force shift (``table`` rows: rc^2, 4 eps, 24 eps,
-    sigma^2, e(rc), f(rc), rc)."""
-    xi = np.float64(x[i, 0])
-    yi = np.float64(x[i, 1])
-    zi = np.float64(x[i, 2])
-    row = typ[i] * ntypes
-    fx = 0.0
-    fy = 0.0
-    fz = 0.0
-    e = 0.0
-    w = 0.0
-    for k in range(cnt[i]):
-        j = nl[i, k]
-        p = row + typ[j]
-        dx = _min_image(xi - x[j, 0], box[0])
-        dy = _min_image(yi - x[j, 1], box[1])
-        dz = _min_image(zi - x[j, 2], box[2])
-        rsq, fpair, ep = _lj_pair_fshift(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
-                                         table[p, 3], table[p, 4], table[p, 5], table[p, 6])
-        fx += dx * fpair
-        fy += dy * fpair
-        fz += dz * fpair
-        e += ep
-        w += rsq * fpair
-    f[i, 0] = fx
-    f[i, 1] = fy
-    f[i, 2] = fz
-    pe[i] = 0.5 * e
-    vir[i] = 0.5 * w
-
-
-@njit(parallel=True, cache=True)
-def _lj_fshift_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
-    for i in prange(n_own):
-        _lj_row_fshift(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
-
-
-@njit(cache=True)
-def _lj_fshift_serial(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir):
-    for i in range(n_own):
-        _lj_row_fshift(i, x, typ, nl, cnt, box, table, ntypes, f, pe, vir)
-
-
 def lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:
     """:func:`lj_forces_typed` with the force shifted to zero at each pair's cutoff
     (``table``: :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
-    fn = _lj_fshift_parallel if n_own >= md.PARALLEL_MIN_ATOMS else _lj_fshift_serial
-    fn(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir)
+    _typed_forces(x, typ, n_own, nl, cnt, box, table, ntypes, True, f, pe, vir)
 
 
 def lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir) -> None:

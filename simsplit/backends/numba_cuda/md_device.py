@@ -1,9 +1,13 @@
-"""Device functions the Numba MD kernels share: the unfused product, slab tests, global cells.
+"""Device functions the Numba MD kernels share: the unfused product, slab tests, global cells
+and the halt test.
 
 ``mul`` is libdevice ``dmul_rn`` on a GPU (NVVM would otherwise contract ``a * b + c`` into a
 fused multiply-add and round differently from the CPU) and a plain product on the simulator.
+Every floating-point product of the MD kernels goes through it, and all their arithmetic is
+float64 whatever the storage type, as on the CPU.
 ``slab_of``, ``near_slab`` and ``global_cell`` are ``kernels/md_lj.cu``'s and
-``kernels/md_arena.cuh``'s, test for test.
+``kernels/md_arena.cuh``'s, test for test. The pair geometry (minimum image, distances, cell
+walks) is in :mod:`md_pairs`, beside the kernels that call it once per pair.
 """
 
 from __future__ import annotations
@@ -66,3 +70,11 @@ def global_cell(x, i, bx, by, bz, nx, ny, nz):
     cy = min(max(cy, 0), ny - 1)
     cz = min(max(cz, 0), nz - 1)
     return (cz * ny + cy) * nx + cx
+
+
+@cuda.jit(device=True)
+def _halted(at, tick, inclusive):
+    """md_lj.cu's halted(), given flags[0] as ``at``."""
+    if tick <= 0 or at == 0:
+        return False
+    return at <= tick if inclusive else at < tick

@@ -261,8 +261,9 @@ md_rank_land(const T* __restrict__ src, const long long* __restrict__ idx, int m
 
 // The per-step ghost message of one link: buf rows [0, m) = x[idx]; with `trailer`, row m
 // carries this step's displacement flags as two int32 (trailer 2: then clears them, for the
-// last link), so the flag read travels with the ghost download (one wait per step) and each
-// neighbour learns this slab's flags.
+// last link, keeping flags[2] = flags[0] for the step's interior forces), so the flag read
+// travels with the ghost download (one wait per step) and each neighbour learns this slab's
+// flags.
 template <typename T>
 __global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
 md_rank_pack(const T* __restrict__ x, const long long* __restrict__ idx, int m,
@@ -278,6 +279,7 @@ md_rank_pack(const T* __restrict__ x, const long long* __restrict__ idx, int m,
         words[0] = flags[0];
         words[1] = flags[1];
         if (trailer == 2) {
+            flags[2] = flags[0];  // the step's own rebuild flag, for its interior forces
             flags[0] = 0;
             flags[1] = 0;
         }

@@ -596,3 +596,29 @@ def test_emulated_exact_sums_equal_fsum(emulated_lib, seed) -> None:
     pe[5] = np.inf
     assert k.thermo_sums(v, pe, vir, n, 1.7) is None  # fsum's path reports it
     assert exact.to_float(1 << 2200) is None
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_emulated_interior_forces_skip_on_the_steps_own_rebuild(emulated_lib, moved) -> None:
+    """A rank slab's interior forces (``unless_moved``) run unless this step's advance asked
+    for a rebuild: the last ghost pack (trailer 2) sends the flag, clears it and keeps it for
+    them. The forces of a run that skips them wrongly differ (the MPI bitwise tests)."""
+    k = EmulatedMDKernels(emulated_lib)
+    n, box = 4, np.array([10.0, 10.0, 10.0])
+    x = np.array([[1.0, 1.0, 1.0], [2.1, 1.0, 1.0], [5.0, 5.0, 5.0], [8.0, 8.0, 8.0]])
+    v = np.full((n, 3), 0.5 if moved else 0.0)
+    x0 = x.copy()
+    img = np.zeros((n, 3), np.int64)
+    k.advance(x, v, np.zeros((n, 3)), img, n, False, 0.0, 0.1, box, x0, 1e-6, 1e6)
+    rows = np.array([0, 1], np.int64)
+    buf = np.zeros((3, 3))
+    k.rank_pack(x, rows, 2, buf)
+    assert buf[2].view(np.int32)[0] == int(moved)  # the neighbour hears of it
+    assert k._flags.tolist() == [0, 0, int(moved)]
+    nl, cnt = np.zeros((1, n), np.int32), np.zeros(n, np.int32)  # no pairs: forces are 0
+    f, pe, vir = np.full((n, 3), 7.0), np.full(n, 7.0), np.full(n, 7.0)
+    k.lj_forces(x, n, nl, cnt, box, 6.25, 4.0, 24.0, 1.0, 0.0, f, pe, vir, row0=1,
+                unless_moved=True)
+    assert (f[1:] == 7.0).all() == moved and (f[0] == 7.0).all()
+    k.lj_forces(x, n, nl, cnt, box, 6.25, 4.0, 24.0, 1.0, 0.0, f, pe, vir, row0=1)
+    assert (f[1:] == 0.0).all() and (pe[1:] == 0.0).all()  # without it they always run

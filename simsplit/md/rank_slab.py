@@ -131,8 +131,9 @@ class RankSlab(RankRounds):
         dtype = s.x.dtype
         self._reserve()
         # On a side queue: a step's interior forces (queued before the host knew that this
-        # step rebuilds, and then thrown away) run beside the migration and ghost rounds
-        # instead of ahead of them. Those rounds read the positions (after the step's pack)
+        # step rebuilds, and then thrown away; skipped on the device where this rank's own
+        # check asked for the rebuild) run beside the migration and ghost rounds instead of
+        # ahead of them. Those rounds read the positions (after the step's pack)
         # and write only rebuild scratch; the sort and the build wait for the interior forces,
         # whose arrays they replace.
         packed, interior = self._step_marks()

@@ -27,7 +27,9 @@ class RankSteps:
         self._advance(step)
         rs.start_step()
         r0, r1 = rs.interior
-        self._pair_forces(s, rows=(r0, r1))
+        # skipped on the device if this rank's own check asks for a rebuild, which recomputes
+        # them: the GPU is then free for the rebuild's first kernels
+        self._pair_forces(s, rows=(r0, r1), unless_moved=True)
         rs.interior_queued()
         t1 = time.perf_counter()
         moved, jumped = rs.trade_step(self._any_rank)

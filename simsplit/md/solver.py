@@ -264,13 +264,16 @@ class MDSolver(BatchedSteps, RankSteps, BoxScaling, TypeMasses, NeighbourRebuild
         self._langevin_forces(step, tick)
 
     def _pair_forces(self, s: sl.SlabState, tick: int = 0,
-                     rows: tuple[int, int] | None = None) -> None:
+                     rows: tuple[int, int] | None = None, unless_moved: bool = False) -> None:
         """Pair forces of slab ``s``'s owned rows (``rows``: only rows [r0, r1); a first row
-        above 0 needs a device kernel set)."""
+        above 0 needs a device kernel set; ``unless_moved``: skipped on the device when this
+        step asked for a rebuild, see ``DeviceMDKernels.lj_forces``)."""
         r0, r1 = (0, s.n_own) if rows is None else rows
         if r1 <= r0:
             return
-        span = {"row0": r0} if r0 else {}
+        span: dict[str, Any] = {"row0": r0} if r0 else {}
+        if unless_moved:
+            span["unless_moved"] = True
         if self.typed:
             table = self._on_kernels(s.kernels, "pair_rows", self._pair_rows)
             typed = (s.kernels.lj_forces_fshift if self.force_shift

@@ -81,8 +81,9 @@ class DeviceMDKernels(SlabLaunches):
     block = BLOCK
 
     def __init__(self) -> None:
-        # [0]: moved beyond the rebuild limit, [1]: beyond the jump limit
-        self._flags = self.zeros((2,), np.int32)
+        # [0]: moved beyond the rebuild limit, [1]: beyond the jump limit; [2]: [0] as the
+        # last ghost pack of a rank slab's step found it before clearing (see rank_pack)
+        self._flags = self.zeros((3,), np.int32)
         self._worst = self.zeros((1,), np.int32)
         self._no_cutsq = self.zeros((1,), np.float64)  # never read: untyped lists
         #: advance's ghost_of where there are no ghost copies to write (never read)
@@ -230,18 +231,29 @@ class DeviceMDKernels(SlabLaunches):
 
     def lj_forces(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                   eps24: float, sigsq: float, eshift: float, f, pe, vir, tick: int = 0,
-                  row0: int = 0) -> None:
+                  row0: int = 0, unless_moved: bool = False) -> None:
         """Queue the pair forces of owned rows ``[row0, n_own)`` for batch step ``tick``:
         skipped if this step or an earlier one of the batch asked for a rebuild (the host
-        recomputes them on the new list); ``tick`` 0: always run."""
+        recomputes them on the new list); ``tick`` 0: always run. ``unless_moved``: skipped
+        if this step's advance asked for a rebuild, as the last :meth:`rank_pack` of the step
+        kept its flag (a rank slab's interior rows, queued before the rebuild is agreed:
+        their forces would be recomputed on the new list)."""
         if n_own > row0:
             self._launch("md_lj_forces", x.dtype, n_own - row0,
                          *self.force_args(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq,
-                                          eshift, f, pe, vir, tick, row0))
+                                          eshift, f, pe, vir, tick, row0, unless_moved))
+
+    def _halt_args(self, tick: int, unless_moved: bool) -> tuple[Any, Any]:
+        """The flags and tick a launch halts on: the batch's, or with ``unless_moved`` the
+        step's own rebuild flag as the last ghost pack kept it (tick 1: a step's advance
+        outside batches writes 1)."""
+        if unless_moved:
+            return self._flags[2:], np.int32(1)
+        return self._flags, np.int32(tick)
 
     def lj_forces_typed(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
                         ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0,
-                        type_shift: int = 0) -> None:
+                        type_shift: int = 0, unless_moved: bool = False) -> None:
         """:meth:`lj_forces` with per-type-pair coefficients (``table``: a device copy of
         :meth:`simsplit.md.pair_table.PairTable.kernel_table`, ``typ`` the rows' types;
         ``type_shift``: what :meth:`pack_types` returned for this list)."""
@@ -249,18 +261,20 @@ class DeviceMDKernels(SlabLaunches):
             self._launch("md_lj_forces_typed", x.dtype, n_own - row0, x, typ, np.int32(n_own),
                          np.int32(row0), nl,
                          np.int32(nl.shape[1]), cnt, *box_args(box), table, np.int32(ntypes),
-                         np.int32(type_shift), f, pe, vir, self._flags, np.int32(tick))
+                         np.int32(type_shift), f, pe, vir,
+                         *self._halt_args(tick, unless_moved))
 
     def lj_forces_fshift(self, x, typ, n_own: int, nl, cnt, box: np.ndarray, table,
                          ntypes: int, f, pe, vir, tick: int = 0, row0: int = 0,
-                         type_shift: int = 0) -> None:
+                         type_shift: int = 0, unless_moved: bool = False) -> None:
         """:meth:`lj_forces_typed` with the force shifted to zero at the cutoff (``table``: a
         device copy of :meth:`simsplit.md.pair_table.PairTable.force_shift_table`)."""
         if n_own > row0:
             self._launch("md_lj_forces_fshift", x.dtype, n_own - row0, x, typ, np.int32(n_own),
                          np.int32(row0), nl,
                          np.int32(nl.shape[1]), cnt, *box_args(box), table, np.int32(ntypes),
-                         np.int32(type_shift), f, pe, vir, self._flags, np.int32(tick))
+                         np.int32(type_shift), f, pe, vir,
+                         *self._halt_args(tick, unless_moved))
 
     def row_types(self, gid, n: int, types_by_id, out=None):
         """The atom type of each of the first ``n`` rows, from their global ids (into ``out``
@@ -291,11 +305,12 @@ class DeviceMDKernels(SlabLaunches):
 
     def force_args(self, x, n_own: int, nl, cnt, box: np.ndarray, rcsq: float, eps4: float,
                    eps24: float, sigsq: float, eshift: float, f, pe, vir,
-                   tick: int = 0, row0: int = 0) -> tuple[Any, ...]:
+                   tick: int = 0, row0: int = 0, unless_moved: bool = False
+                   ) -> tuple[Any, ...]:
         """The argument list of ``md_lj_forces`` (and of its tuning variants)."""
         return (x, np.int32(n_own), np.int32(row0), nl, np.int32(nl.shape[1]), cnt, *box_args(box),
                 np.float64(rcsq), np.float64(eps4), np.float64(eps24), np.float64(sigsq),
-                np.float64(eshift), f, pe, vir, self._flags, np.int32(tick))
+                np.float64(eshift), f, pe, vir, *self._halt_args(tick, unless_moved))
 
     def thermo_sums(self, v, pe, vir, n: int, mass: float, typ: Any = None,
                     masses: Any = None) -> list[int] | None:

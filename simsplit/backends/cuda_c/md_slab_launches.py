@@ -250,7 +250,8 @@ class SlabLaunches:
 
     def rank_pack(self, x, rows, trailer: int, buf) -> None:
         """Queue ``buf[:m] = x[rows]`` (m rows) and this step's displacement flags as two
-        int32 in row ``m`` (``trailer`` 1; 2: and clear the flags)."""
+        int32 in row ``m`` (``trailer`` 1; 2: and clear the flags, keeping the rebuild flag
+        in the third slot for the step's forces, see ``unless_moved``)."""
         m = int(rows.shape[0])
         self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
                      np.int32(trailer), buf)

@@ -184,6 +184,7 @@ def md_rank_pack(x, idx, m, flags, trailer, buf, words):
         words[m, 0] = flags[0]
         words[m, 1] = flags[1]
         if trailer == 2:
+            flags[2] = flags[0]  # the step's own rebuild flag, for its interior forces
             flags[0] = 0
             flags[1] = 0
 

@@ -254,7 +254,7 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     assert (stats["relayed_ghosts"] > 0) == (ranks == 3), stats["relayed_ghosts"]
     assert stats["device_links"] == (node_memory == "1" and ranks <= 3)
     phases = stats["rebuild_phase_seconds"]  # host time of this rank's rebuilds, by phase
-    assert sorted(phases) == ["build", "messages", "rounds"]
+    assert sorted(phases) == ["build", "build_waits", "messages", "round_waits", "rounds"]
     assert all(t > 0 for t in phases.values()), phases
 
 

@@ -113,7 +113,7 @@ class RankRounds:
                                        old, MIGRANT_TAGS)
             queued += self._queue_packs(self._by_link((part[3], full[1]), (part[4], full[1])),
                                         old, GHOST_TAGS)
-            got = [int(c) for c in k.read_ints(self._counts)]
+            got = self._read_counts()
             if got[6]:
                 self._raise_stray(got[7])
             if got[8]:
@@ -167,7 +167,7 @@ class RankRounds:
             full = room if n else 0
             queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)),
                                        self._old_rows(), MIGRANT_TAGS)
-            got = [int(c) for c in k.read_ints(self._counts)]
+            got = self._read_counts()
             if got[3]:
                 self._raise_stray(got[4])
             if max(got[1], got[2]) <= room:
@@ -195,7 +195,7 @@ class RankRounds:
             full = room if n else 0
             queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), new,
                                        GHOST_TAGS)
-            got = [int(c) for c in k.read_ints(self._counts)[:2]]
+            got = self._read_counts()[:2]
             if max(got) <= room:
                 break
             self._rooms["near"] = room_for(max(got))
@@ -212,6 +212,13 @@ class RankRounds:
             new = grown
         self._append(new, n, ghosts, GHOST_TAGS)
         return new
+
+    def _read_counts(self) -> list[int]:
+        """The round's counts (a host wait for the queue, timed as ``round_waits``)."""
+        t0 = time.perf_counter()
+        got = [int(c) for c in self.kernels.read_ints(self._counts)]
+        self.phase_seconds["round_waits"] += time.perf_counter() - t0
+        return got
 
     # --- messages ----------------------------------------------------------------------------
     def _by_link(self, low: tuple[Any, int], high: tuple[Any, int]

@@ -76,9 +76,11 @@ class RankSlab(RankRounds):
         #: ghosts this slab relayed in one round (a leaver to one neighbour near the other)
         self.relayed = 0
         #: host seconds of the rebuilds so far by phase: ``rounds`` (their kernels until the
-        #: host reads the counts, waits included), ``messages`` (posting the packs and taking
-        #: the neighbours'), ``build`` (sort and lists until the rebuild's queue is done)
-        self.phase_seconds = {"rounds": 0.0, "messages": 0.0, "build": 0.0}
+        #: host reads the counts, of which ``round_waits`` waiting for them), ``messages``
+        #: (posting the packs and taking the neighbours'), ``build`` (sort and lists until the
+        #: rebuild's queue is done, of which ``build_waits`` waiting for the longest row)
+        self.phase_seconds = dict.fromkeys(
+            ("rounds", "round_waits", "messages", "build", "build_waits"), 0.0)
         #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
         self._rooms = {"leavers": 16, "near": 16}
         self._buffers: dict[str, Any] = {}
@@ -208,7 +210,9 @@ class RankSlab(RankRounds):
             k.arena_build_neighbors(new["x"], n, n + g, self.layout.box, self.ncell,
                                     self.offsets, self._sort, new["key"], new["gid"], cutsq,
                                     s.nl, s.cnt, s.x0)
+            t0 = time.perf_counter()
             worst = int(k.arena_counts(self._sort)[-1])
+            self.phase_seconds["build_waits"] += time.perf_counter() - t0
             if worst <= capacity:
                 break
             capacity = int(worst * 1.2) + 8

@@ -163,7 +163,7 @@ def bench(name: str, backend: str, subdomains: int, chunk: int, seconds: float,
         "message_rounds": st.get("message_rounds"),
         # per-step ghosts device to device, steps in batches (simsplit.md.rank_links)
         "device_links": st.get("device_links"),
-        # one slab per rank: host ms per rebuild in its rounds, messages and build
+        # one slab per rank: host ms per rebuild by phase (RankSlab.phase_seconds)
         "rebuild_phase_ms": {
             k: 1e3 * (v - before["rebuild_phase_seconds"][k]) / max(1, rebuilds)
             for k, v in st["rebuild_phase_seconds"].items()}

@@ -75,10 +75,11 @@ class RankSlab(RankRounds):
         self._counts = kernels.zeros((10,), np.int32)
         #: ghosts this slab relayed in one round (a leaver to one neighbour near the other)
         self.relayed = 0
-        #: host seconds of the rebuilds so far by phase: ``rounds`` (their kernels until the
-        #: host reads the counts, of which ``round_waits`` waiting for them), ``messages``
-        #: (posting the packs and taking the neighbours'), ``build`` (sort and lists until the
-        #: rebuild's queue is done, of which ``build_waits`` waiting for the longest row)
+        #: host seconds of the rebuilds so far by phase: ``rounds`` (the message rounds less
+        #: their messages: lists, packs, downloads, the arrivals' uploads; of which
+        #: ``round_waits`` waiting for the counts), ``messages`` (waiting for the packs'
+        #: downloads, posting them, taking the neighbours'), ``build`` (sort and lists until
+        #: the rebuild's queue is done; of which ``build_waits`` waiting for the longest row)
         self.phase_seconds = dict.fromkeys(
             ("rounds", "round_waits", "messages", "build", "build_waits"), 0.0)
         #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
@@ -135,9 +136,9 @@ class RankSlab(RankRounds):
         # On a side queue: a step's interior forces (queued before the host knew that this
         # step rebuilds, and then thrown away; skipped on the device where this rank's own
         # check asked for the rebuild) run beside the migration and ghost rounds instead of
-        # ahead of them. Those rounds read the positions (after the step's pack)
-        # and write only rebuild scratch; the sort and the build wait for the interior forces,
-        # whose arrays they replace.
+        # ahead of them. Those rounds read the positions (after the step's pack) and write
+        # only rebuild scratch; the sort and the build wait for the interior forces, whose
+        # arrays they replace.
         packed, interior = self._step_marks()
         t0 = time.perf_counter()
         messages = self.phase_seconds["messages"]

@@ -28,7 +28,8 @@ from simsplit.md.slabs import GHOST_MARGIN, SlabLayout
 
 #: message tags of a rebuild's round (one round: migrants and ghosts; two rounds: migrants,
 #: then ghosts), and of the per-step ghost refresh
-ROUND_TAGS = {1: ("rank_round",), 2: ("rank_migrants", "rank_ghosts")}
+ROUND_TAG, MIGRANT_TAG, GHOST_TAG = "rank_round", "rank_migrants", "rank_ghosts"
+ROUND_TAGS = {1: (ROUND_TAG,), 2: (MIGRANT_TAG, GHOST_TAG)}
 REFRESH_TAG = "ghost_refresh"
 
 #: md_rank_route's lists: to lo, to hi, near lo, near hi, this slab's own ghosts
@@ -111,7 +112,7 @@ class RankRounds:
                 [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
                  for j in range(2)]
             full = (room, near_room) if n_old else (0, 0)
-            queued = self._queue_messages("rank_round", old,
+            queued = self._queue_messages(ROUND_TAG, old,
                                           self._by_link((part[0], full[0]), (part[1], full[0])),
                                           self._by_link((part[3], full[1]), (part[4], full[1])))
             got = self._read_counts()
@@ -169,7 +170,7 @@ class RankRounds:
             k.rank_classify(s.x, n, self._edges, self.layout.parts, self.rank, self.lo,
                             self.hi, room, self._counts, kept, to_lo, to_hi)
             full = room if n else 0
-            queued = self._queue_messages("rank_migrants", self._old_rows(),
+            queued = self._queue_messages(MIGRANT_TAG, self._old_rows(),
                                           self._by_link((to_lo, full), (to_hi, full)), None)
             got = self._read_counts()
             if got[3]:
@@ -197,7 +198,7 @@ class RankRounds:
                           float(self.layout.box[2]), self.cut, room, self._counts, to_lo,
                           to_hi)
             full = room if n else 0
-            queued = self._queue_messages("rank_ghosts", new, None,
+            queued = self._queue_messages(GHOST_TAG, new, None,
                                           self._by_link((to_lo, full), (to_hi, full)))
             got = self._read_counts()[:2]
             if max(got) <= room:
@@ -265,9 +266,8 @@ class RankRounds:
             host = self.kernels.wait_download(handle)
             rank_message.write_header(host, rooms, counts)
             self.endpoint.post(nb, tag, rank_message.used_words(dtype, rooms, counts))
-        tag = queued[0][1]
         received = {nb: rank_message.split(self.endpoint.inbox(nb, tag, (1,), np.int64), dtype)
-                    for nb in self.links}
+                    for nb, tag, *_ in queued}
         self.phase_seconds["messages"] += time.perf_counter() - t0
         return received
 

@@ -5,8 +5,8 @@
 // 1. md_rank_route (one message round; see simsplit/md/rank_rounds.py): on the old rows, the
 //    kept rows, the leavers to each neighbour, the kept rows near each neighbour and this
 //    slab's leavers near it, listed by atomic cursors; the host reads the counts once.
-//    md_rank_gather packs leavers (x, v, img, gid) and ghosts (x, gid) for one round of
-//    messages, compacts the kept rows; arrivals, received ghosts and the own leavers near this
+//    md_rank_gather_message packs leavers (x, v, img, gid) and ghosts (x, gid) into one
+//    message per link; md_rank_gather compacts the kept rows; arrivals, received ghosts and the own leavers near this
 //    slab (a local gather) follow them.
 //    Two rounds where one cannot find every ghost: md_rank_classify (owners, leavers), then
 //    md_rank_select (owned rows, kept and arrived, near each neighbour: near_slab, the CPU's
@@ -67,6 +67,36 @@ md_rank_gather(const int* __restrict__ idx, int m, const T* __restrict__ x,
             v_out[3LL * r + d] = v[3 * s + d];
             img_out[3LL * r + d] = img[3 * s + d];
         }
+    }
+}
+
+// One link's message of a round in one launch (simsplit/md/rank_message.py): rows mig[0 .. n_mig)
+// (x, v, img, gid) and near[0 .. n_near) (x, gid) gathered into the sections of one buffer.
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_gather_message(const int* __restrict__ mig, int n_mig, const int* __restrict__ near,
+                       int n_near, const T* __restrict__ x, const T* __restrict__ v,
+                       const long long* __restrict__ img, const long long* __restrict__ gid,
+                       T* __restrict__ mx, T* __restrict__ mv, long long* __restrict__ mimg,
+                       long long* __restrict__ mgid, T* __restrict__ gx,
+                       long long* __restrict__ ggid)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n_mig) {
+        const long long s = mig[r];
+        mgid[r] = gid[s];
+#pragma unroll
+        for (int d = 0; d < 3; ++d) {
+            mx[3LL * r + d] = x[3 * s + d];
+            mv[3LL * r + d] = v[3 * s + d];
+            mimg[3LL * r + d] = img[3 * s + d];
+        }
+    }
+    if (r < n_near) {
+        const long long s = near[r];
+        ggid[r] = gid[s];
+#pragma unroll
+        for (int d = 0; d < 3; ++d) gx[3LL * r + d] = x[3 * s + d];
     }
 }
 

@@ -172,7 +172,9 @@ DRIVER = textwrap.dedent("""
     if ctx.rank == 0:
         np.savez(sys.argv[4], positions=x, velocities=v, forces=st["forces"],
                  images=st["images"], thermo=json.dumps(md.thermo()), stats=json.dumps(stats),
-                 in_place=md.exchange.posts_in_place)
+                 in_place=md.exchange.posts_in_place, launches=json.dumps(md.kernels.launches),
+                 placed=json.dumps(sorted({tag for (_, tag), at in md.exchange._posted.items()
+                                           if at >= 0})))
 """)
 
 
@@ -251,6 +253,12 @@ def test_device_rebuilds_under_mpi_hot_float32_langevin_restart(tmp_path, emulat
     assert stats["migrations"] > 0.05 * ref.n_atoms, stats["migrations"]  # after the restart
     assert (stats["interior_rows"] > 0) == (ranks == 2), stats["interior_rows"]
     assert stats["message_rounds"] == (2 if ranks == 4 else 1)
+    # one message per link and round, gathered in one launch; in place with node memory
+    launches = {name.split("<")[0]: n for name, n in json.loads(str(got["launches"])).items()}
+    lists = sum(launches.get(f"md_rank_{name}", 0) for name in ("route", "classify", "select"))
+    assert launches["md_rank_gather_message"] == (1 if ranks == 2 else 2) * lists > 0
+    tags = ["rank_migrants", "rank_ghosts"] if ranks == 4 else ["rank_round"]
+    assert set(tags) <= set(json.loads(str(got["placed"]))) or node_memory == "0"
     assert (stats["relayed_ghosts"] > 0) == (ranks == 3), stats["relayed_ghosts"]
     assert stats["device_links"] == (node_memory == "1" and ranks <= 3)
     phases = stats["rebuild_phase_seconds"]  # host time of this rank's rebuilds, by phase

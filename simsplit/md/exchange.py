@@ -165,7 +165,8 @@ def _fill(out: np.ndarray, got: np.ndarray) -> np.ndarray:
 _DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32),
            np.dtype(np.bool_), np.dtype(np.uint8))
 #: fixed MPI tags of the slab messages; other names hash into [64, 16384)
-_TAGS = {"mig_ids": 1, "mig_x": 2, "mig_v": 3, "mig_img": 4, "ghost_ids": 5, "ghost_x": 6}
+_TAGS = {"mig_ids": 1, "mig_x": 2, "mig_v": 3, "mig_img": 4, "ghost_ids": 5, "ghost_x": 6,
+         "rank_round": 7, "rank_migrants": 8, "rank_ghosts": 9}
 _HEADER_LEN = 4  # ndim, shape[0], shape[1] (or 0), dtype index
 
 

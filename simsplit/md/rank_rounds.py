@@ -10,8 +10,9 @@ two rounds' as long as no atom arrives at a neighbour from beyond this slab's re
 two or three slabs, and with more when every slab is thicker than the ghost cut plus the
 farthest an atom may move between rebuilds (:func:`one_round_exact`). Else two rounds
 (:meth:`RankRounds._two_rounds`): migrants first, then the ghosts picked on the new owned rows.
-Each round's packs are gathered over their lists' whole room and downloaded into the outboxes
-before the host reads the counts: one host wait per round.
+Each round's packs are gathered over their lists' whole room into one message per link
+(:mod:`~simsplit.md.rank_message`: one launch, one download, one post) and downloaded into the
+outboxes before the host reads the counts: one host wait per round.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from simsplit.md import rank_message
 from simsplit.md.exchange import Endpoint
 from simsplit.md.slabs import GHOST_MARGIN, SlabLayout
 
-#: message tags of a rebuild's migrants and ghosts, and of the per-step ghost refresh
-MIGRANT_TAGS = {"x": "mig_x", "v": "mig_v", "img": "mig_img", "gid": "mig_ids"}
-GHOST_TAGS = {"x": "ghost_x", "gid": "ghost_ids"}
+#: message tags of a rebuild's round (one round: migrants and ghosts; two rounds: migrants,
+#: then ghosts), and of the per-step ghost refresh
+ROUND_TAG, MIGRANT_TAG, GHOST_TAG = "rank_round", "rank_migrants", "rank_ghosts"
+ROUND_TAGS = {1: (ROUND_TAG,), 2: (MIGRANT_TAG, GHOST_TAG)}
 REFRESH_TAG = "ghost_refresh"
 
 #: md_rank_route's lists: to lo, to hi, near lo, near hi, this slab's own ghosts
@@ -109,10 +112,9 @@ class RankRounds:
                 [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
                  for j in range(2)]
             full = (room, near_room) if n_old else (0, 0)
-            queued = self._queue_packs(self._by_link((part[0], full[0]), (part[1], full[0])),
-                                       old, MIGRANT_TAGS)
-            queued += self._queue_packs(self._by_link((part[3], full[1]), (part[4], full[1])),
-                                        old, GHOST_TAGS)
+            queued = self._queue_messages(ROUND_TAG, old,
+                                          self._by_link((part[0], full[0]), (part[1], full[0])),
+                                          self._by_link((part[3], full[1]), (part[4], full[1])))
             got = self._read_counts()
             if got[6]:
                 self._raise_stray(got[7])
@@ -128,14 +130,15 @@ class RankRounds:
         self.relayed += got[9]
         leavers = self._by_link((part[0], got[1]), (part[1], got[2]))
         near = self._by_link((part[3], got[4]), (part[4], got[5]))
-        arrivals, ghosts = self._post_and_receive([(leavers, MIGRANT_TAGS), (near, GHOST_TAGS)],
-                                                  queued)
+        got_by = self._post_and_receive(queued, leavers, near, dtype)
+        arrivals = {nb: msg["mig"] for nb, msg in got_by.items()}
+        ghosts = {nb: msg["near"] for nb, msg in got_by.items()}
         n = got[0] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
         g = got[3] + sum(int(a["gid"].shape[0]) for a in ghosts.values())
         new = self._rows("a", n, g, dtype)
         k.rank_gather(kept, got[0], old, new, motion=True)
-        row = self._append(new, got[0], arrivals, MIGRANT_TAGS)
-        row = self._append(new, row, ghosts, GHOST_TAGS)
+        row = self._append(new, got[0], arrivals)
+        row = self._append(new, row, ghosts)
         # this slab's leavers near it: their new owners send their positions from now on
         k.rank_gather(part[2], got[3], old, {"x": new["x"][row:], "gid": new["gid"][row:]},
                       motion=False)
@@ -145,10 +148,12 @@ class RankRounds:
     def _two_rounds(self, dtype: Any) -> tuple[int, int, dict[str, Any], dict[int, int]]:
         """Migrants, then the ghosts picked on the new owned rows (as :meth:`_one_round`)."""
         kept, leavers, queued = self._classify(self.state.n_own)
-        (arrivals,) = self._post_and_receive([(leavers, MIGRANT_TAGS)], queued)
+        arrivals = {nb: msg["mig"] for nb, msg in
+                    self._post_and_receive(queued, leavers, None, dtype).items()}
         n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
         near, queued = self._select_ghosts(n, kept, arrivals, dtype)
-        (ghosts,) = self._post_and_receive([(near, GHOST_TAGS)], queued)
+        ghosts = {nb: msg["near"] for nb, msg in
+                  self._post_and_receive(queued, None, near, dtype).items()}
         g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
         return n, g, self._receive_ghosts(n, g, ghosts, dtype), \
             {nb: m for nb, (_, m) in leavers.items()}
@@ -165,8 +170,8 @@ class RankRounds:
             k.rank_classify(s.x, n, self._edges, self.layout.parts, self.rank, self.lo,
                             self.hi, room, self._counts, kept, to_lo, to_hi)
             full = room if n else 0
-            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)),
-                                       self._old_rows(), MIGRANT_TAGS)
+            queued = self._queue_messages(MIGRANT_TAG, self._old_rows(),
+                                          self._by_link((to_lo, full), (to_hi, full)), None)
             got = self._read_counts()
             if got[3]:
                 self._raise_stray(got[4])
@@ -183,7 +188,7 @@ class RankRounds:
         k = self.kernels
         new = self._rows("a", n, self._ghost_room(), dtype)
         k.rank_gather(kept[0], kept[1], self._old_rows(), new, motion=True)
-        self._append(new, kept[1], arrivals, MIGRANT_TAGS)
+        self._append(new, kept[1], arrivals)
         self._staged = new
         while True:
             room = self._rooms["near"]
@@ -193,8 +198,8 @@ class RankRounds:
                           float(self.layout.box[2]), self.cut, room, self._counts, to_lo,
                           to_hi)
             full = room if n else 0
-            queued = self._queue_packs(self._by_link((to_lo, full), (to_hi, full)), new,
-                                       GHOST_TAGS)
+            queued = self._queue_messages(GHOST_TAG, new, None,
+                                          self._by_link((to_lo, full), (to_hi, full)))
             got = self._read_counts()[:2]
             if max(got) <= room:
                 break
@@ -210,7 +215,7 @@ class RankRounds:
             grown = self._rows("a", n, g, dtype, force=True)
             self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
             new = grown
-        self._append(new, n, ghosts, GHOST_TAGS)
+        self._append(new, n, ghosts)
         return new
 
     def _read_counts(self) -> list[int]:
@@ -227,52 +232,51 @@ class RankRounds:
         link order (with two slabs both are one neighbour, whose rows the low list holds)."""
         return {nb: low if nb == self.lo else high for nb in self.links}
 
-    def _queue_packs(self, lists: dict[int, tuple[Any, int]], src: dict[str, Any],
-                     tags: dict[str, str]) -> list:
-        """Queue the gathers of each link's rows ``lst[:m]`` of ``src`` (the arrays ``tags``
-        names: v and img too for migrants) and their downloads into the outboxes; the host
-        does not wait."""
+    def _queue_messages(self, tag: str, src: dict[str, Any],
+                        mig: dict[int, tuple[Any, int]] | None,
+                        near: dict[int, tuple[Any, int]] | None) -> list:
+        """Queue each link's message (:mod:`~simsplit.md.rank_message`): one gather of its
+        migrant rows ``mig[nb]`` (x, v, img, gid of ``src``) and ghost rows ``near[nb]`` (x,
+        gid) over the lists' rooms, and one download into its outbox; the host does not
+        wait."""
         k = self.kernels
-        motion = "v" in tags
+        dtype = src["x"].dtype
         queued = []
-        for nb, (lst, m) in lists.items():
-            out = {name: self._device(f"pack_{tags[name]}_{nb}",
-                                      (max(m, 1), *src[name].shape[1:]), src[name].dtype)
-                   for name in tags}
-            k.rank_gather(lst, m, src, out, motion)
-            for name, tag in tags.items():
-                rows = out[name].reshape(out[name].shape[0], -1)
-                host = self.endpoint.outbox(nb, tag, (max(m, 1), rows.shape[1]), rows.dtype)
-                queued.append((nb, tag, k.download_async(rows, m, host),
-                               src[name].shape[1:], src[name].dtype))
+        for nb in self.links:
+            lists = [(None, 0) if by is None else by[nb] for by in (mig, near)]
+            rooms = (lists[0][1], lists[1][1])
+            words = rank_message.layout(dtype, rooms)[1]
+            buf = self._device(f"message_{tag}_{nb}", (words, 1), np.int64)
+            k.rank_gather_message((lists[0][0], lists[1][0]), rooms, src,
+                                  rank_message.sections(buf, dtype, rooms, rooms))
+            host = self.endpoint.outbox(nb, tag, (words, 1), np.int64)
+            queued.append((nb, tag, k.download_async(buf, words, host), rooms))
         return queued
 
-    def _post_and_receive(self, rounds: list[tuple[dict[int, tuple[Any, int]], dict[str, str]]],
-                          queued: list) -> list[dict[int, dict[str, np.ndarray]]]:
-        """Post the first ``m`` rows of each queued pack (per message kind: its lists, link ->
-        (rows, m), and its tags), then return each kind's rows per link, in link order: read
-        in place where the neighbour shares the node (valid until the neighbour's next
-        rebuild but one)."""
+    def _post_and_receive(self, queued: list, mig: dict[int, tuple[Any, int]] | None,
+                          near: dict[int, tuple[Any, int]] | None, dtype: Any
+                          ) -> dict[int, dict[str, dict[str, np.ndarray]]]:
+        """Post each queued message with its counts (the rows of ``mig[nb]`` and ``near[nb]``
+        to send) in its header, then return each link's received arrays, in link order
+        (``{"mig": {x, v, img, gid}, "near": {x, gid}}``): read in place where the neighbour
+        shares the node (valid until the neighbour's next rebuild but one)."""
         t0 = time.perf_counter()
-        count = {tag: lists for lists, tags in rounds for tag in tags.values()}
-        shapes = {}
-        for nb, tag, handle, row_shape, dtype in queued:
-            self.kernels.wait_download(handle)
-            self.endpoint.post(nb, tag, count[tag][nb][1])
-            shapes[tag] = (row_shape, dtype)
-        received = [{nb: {name: self.endpoint.inbox(nb, tag, *shapes[tag])
-                          for name, tag in tags.items()} for nb in self.links}
-                    for _, tags in rounds]
+        for nb, tag, handle, rooms in queued:
+            counts = tuple(0 if by is None else by[nb][1] for by in (mig, near))
+            host = self.kernels.wait_download(handle)
+            rank_message.write_header(host, rooms, counts)
+            self.endpoint.post(nb, tag, rank_message.used_words(dtype, rooms, counts))
+        received = {nb: rank_message.split(self.endpoint.inbox(nb, tag, (1,), np.int64), dtype)
+                    for nb, tag, *_ in queued}
         self.phase_seconds["messages"] += time.perf_counter() - t0
         return received
 
-    def _append(self, new: dict[str, Any], row: int, received: dict[int, dict],
-                tags: dict[str, str]) -> int:
-        """Queue the rows ``received`` from each link (in link order) into ``new`` from
-        ``row`` on; returns the row after them."""
+    def _append(self, new: dict[str, Any], row: int, received: dict[int, dict]) -> int:
+        """Queue the rows ``received`` from each link (in link order; its arrays by name)
+        into ``new`` from ``row`` on; returns the row after them."""
         for got in received.values():
-            for name in tags:
-                self._upload(got[name], new[name], row)
+            for name, rows in got.items():
+                self._upload(rows, new[name], row)
             row += int(got["gid"].shape[0])
         return row
 

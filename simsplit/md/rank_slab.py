@@ -32,13 +32,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from simsplit.backends.cpu import md as cpu_md
+from simsplit.md import rank_message
 from simsplit.md.arena import ArenaState
 from simsplit.md.exchange import Endpoint
 from simsplit.md.rank_links import DeviceLinks
 from simsplit.md.rank_rounds import (
-    GHOST_TAGS,
-    MIGRANT_TAGS,
     REFRESH_TAG,
+    ROUND_TAGS,
     RankRounds,
     one_round_exact,
     room_for,
@@ -270,18 +270,20 @@ class RankSlab(RankRounds):
 
     def _outbox_needs(self, leavers: dict[int, int]) -> dict[tuple[int, str], int]:
         """Bytes of each outbox the steps until the next rebuild and that rebuild fill: the
-        ghost list's room, and the leaver list's (at least twice this rebuild's leavers and
-        256 rows)."""
-        size = np.dtype(self.state.x.dtype).itemsize
-        row = {"x": 3 * size, "v": 3 * size, "img": 24, "gid": 8}
+        refresh rows, and the round messages laid out for the ghost list's room and the
+        leaver list's (at least twice this rebuild's leavers and 256 rows)."""
+        dtype = self.state.x.dtype
         needs = {}
         for nb in self.links:
             m = int(self.send_rows[nb].shape[0])
-            needs[(nb, REFRESH_TAG)] = (m + 1) * row["x"]
-            near = max(m, self._rooms["near"])
-            needs.update({(nb, tag): near * row[name] for name, tag in GHOST_TAGS.items()})
-            mig = max(2 * leavers[nb], 256, self._rooms["leavers"])
-            needs.update({(nb, tag): mig * row[name] for name, tag in MIGRANT_TAGS.items()})
+            needs[(nb, REFRESH_TAG)] = (m + 1) * 3 * np.dtype(dtype).itemsize
+            rooms = (max(2 * leavers[nb], 256, self._rooms["leavers"]),
+                     max(m, self._rooms["near"]))
+            tags = ROUND_TAGS[self.rounds]
+            wanted = {tags[0]: rooms} if self.rounds == 1 else \
+                {tags[0]: (rooms[0], 0), tags[1]: (0, rooms[1])}
+            needs.update({(nb, tag): 8 * rank_message.layout(dtype, r)[1]
+                          for tag, r in wanted.items()})
         return needs
 
     # --- ghost refresh between rebuilds -----------------------------------------------------

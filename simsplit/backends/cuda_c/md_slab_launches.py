@@ -212,6 +212,20 @@ class SlabLaunches:
         self._launch("md_rank_gather", x.dtype, m, idx, np.int32(m), x, v, img, gid,
                      np.int32(motion), out["x"], v_out, img_out, out["gid"])
 
+    def rank_gather_message(self, lists: tuple[Any, Any], rows: tuple[int, int],
+                            src: dict[str, Any], out: dict[str, dict[str, Any]]) -> None:
+        """Queue one link's message in one launch: ``out["mig"][name][r] =
+        src[name][lists[0][r]]`` (x, v, img, gid) for r < ``rows[0]`` and ``out["near"]``'s x,
+        gid from ``lists[1]`` for r < ``rows[1]`` (a list of no rows: any list)."""
+        if not max(rows):
+            return
+        mig, near = out["mig"], out["near"]
+        first = lists[0] if rows[0] else lists[1]
+        self._launch("md_rank_gather_message", src["x"].dtype, max(rows), first,
+                     np.int32(rows[0]), lists[1] if rows[1] else first, np.int32(rows[1]),
+                     src["x"], src["v"], src["img"], src["gid"], mig["x"], mig["v"],
+                     mig["img"], mig["gid"], near["x"], near["gid"])
+
     def rank_sort(self, x, n_own: int, rows: int, box: np.ndarray, ncell: np.ndarray, gid,
                   scratch: ArenaScratch | None) -> ArenaScratch:
         """Queue the counting sort of ``rows`` rows as a one-slab arena (owned rows

@@ -49,6 +49,24 @@ def md_rank_gather(idx, m, x, v, img, gid, motion, x_out, v_out, img_out, gid_ou
 
 
 @cuda.jit
+def md_rank_gather_message(mig, n_mig, near, n_near, x, v, img, gid, mx, mv, mimg, mgid, gx,
+                           ggid):
+    r = cuda.grid(1)
+    if r < n_mig:
+        s = mig[r]
+        mgid[r] = gid[s]
+        for d in range(3):
+            mx[r, d] = x[s, d]
+            mv[r, d] = v[s, d]
+            mimg[r, d] = img[s, d]
+    if r < n_near:
+        s = near[r]
+        ggid[r] = gid[s]
+        for d in range(3):
+            gx[r, d] = x[s, d]
+
+
+@cuda.jit
 def md_rank_select(x, n, edges, lo, hi, lz, cut, room, cursor, to_lo, to_hi):
     i = cuda.grid(1)
     if i >= n:
@@ -207,6 +225,6 @@ def md_rank_land(src, idx, m, flags, dst, words):
 #: kernel name (as in md_ranks.cuh) -> kernel
 RANK_KERNELS = {name: globals()[name] for name in (
     "md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_compact",
-    "md_rank_gather", "md_rank_select", "md_rank_keys",
+    "md_rank_gather", "md_rank_gather_message", "md_rank_select", "md_rank_keys",
     "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack",
     "md_rank_land")}

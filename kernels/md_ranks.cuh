@@ -6,8 +6,9 @@
 //    kept rows, the leavers to each neighbour, the kept rows near each neighbour and this
 //    slab's leavers near it, listed by atomic cursors; the host reads the counts once.
 //    md_rank_gather_message packs leavers (x, v, img, gid) and ghosts (x, gid) into one
-//    message per link; md_rank_gather compacts the kept rows; arrivals, received ghosts and the own leavers near this
-//    slab (a local gather) follow them.
+//    message per link; md_rank_gather compacts the kept rows; the arrivals and received
+//    ghosts (md_rank_place_message, one launch per received message) and the own leavers
+//    near this slab (a local gather) follow them.
 //    Two rounds where one cannot find every ghost: md_rank_classify (owners, leavers), then
 //    md_rank_select (owned rows, kept and arrived, near each neighbour: near_slab, the CPU's
 //    near_interval, same margin).
@@ -97,6 +98,37 @@ md_rank_gather_message(const int* __restrict__ mig, int n_mig, const int* __rest
         ggid[r] = gid[s];
 #pragma unroll
         for (int d = 0; d < 3; ++d) gx[3LL * r + d] = x[3 * s + d];
+    }
+}
+
+// One link's received message of a round (md_rank_gather_message's sections, uploaded whole)
+// placed in one launch: its migrants' rows into x, v, img, gid from row at_mig, its ghosts'
+// x and gid from row at_near. `words` and `vals` are the message as 8-byte words and as T;
+// each section's offset is in its own elements (simsplit/md/rank_message.py place_offsets).
+template <typename T>
+__global__ void __launch_bounds__(SIMSPLIT_MD_BLOCK)
+md_rank_place_message(const long long* __restrict__ words, const T* __restrict__ vals,
+                      int o_mx, int o_mv, int o_mimg, int o_mgid, int n_mig, int o_gx,
+                      int o_ggid, int n_near, T* __restrict__ x, T* __restrict__ v,
+                      long long* __restrict__ img, long long* __restrict__ gid, int at_mig,
+                      int at_near)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n_mig) {
+        const long long o = (long long)at_mig + r;
+        gid[o] = words[o_mgid + r];
+#pragma unroll
+        for (int d = 0; d < 3; ++d) {
+            x[3 * o + d] = vals[o_mx + 3LL * r + d];
+            v[3 * o + d] = vals[o_mv + 3LL * r + d];
+            img[3 * o + d] = words[o_mimg + 3LL * r + d];
+        }
+    }
+    if (r < n_near) {
+        const long long o = (long long)at_near + r;
+        gid[o] = words[o_ggid + r];
+#pragma unroll
+        for (int d = 0; d < 3; ++d) x[3 * o + d] = vals[o_gx + 3LL * r + d];
     }
 }
 

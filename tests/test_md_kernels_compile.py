@@ -481,6 +481,8 @@ def test_numba_kernels_compile_to_ptx_without_fma(monkeypatch) -> None:
                                arr(i64)),
             "md_rank_gather_message": (ints, i32, ints, i32, x, x, arr(i64, 2), arr(i64), x, x,
                                        arr(i64, 2), arr(i64), x, arr(i64)),
+            "md_rank_place_message": (arr(i64), arr(t), *(i32,) * 8, x, x, arr(i64, 2),
+                                      arr(i64), i32, i32),
             "md_rank_select": (x, i32, arr(f64), i32, i32, f64, f64, i32, ints, ints, ints),
             "md_rank_route": (x, i32, arr(f64), i32, i32, i32, i32, f64, f64, i32, i32, ints,
                               ints, ints, ints),

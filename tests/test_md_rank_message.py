@@ -1,6 +1,7 @@
 """One message per link and round of a rank slab's rebuild (simsplit/md/rank_message.py): the
-layout's round trip through views, and md_rank_gather_message (kernels/md_ranks.cuh, emulated
-on the host) filling every section in one launch."""
+layout's round trip through views, md_rank_gather_message (kernels/md_ranks.cuh, emulated on
+the host) filling every section in one launch, and md_rank_place_message placing a received
+message's rows in one launch."""
 
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ def test_message_layout_round_trip(dtype, rooms, counts) -> None:
     rank_message.write_header(buf, rooms, counts)
     used = rank_message.used_words(dtype, rooms, counts)
     assert rank_message.HEADER <= used <= words
-    got = rank_message.split(buf[:used].copy(), dtype)
+    head = rank_message.header(buf)
+    assert head == (counts, rooms)
+    got = rank_message.sections(buf[:used].copy(), dtype, rooms, counts)
     for which, arrays in views.items():
         for name, rows in arrays.items():
             m = counts[which == "near"]
@@ -72,3 +75,44 @@ def test_emulated_gather_message_one_launch(emulated_lib, dtype, rooms) -> None:
     for which, idx in (("mig", mig), ("near", near)):
         for array, rows in got[which].items():
             assert np.array_equal(rows, src[array][idx]), (which, array)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rooms, counts", CASES)
+def test_emulated_place_message_round_trip(emulated_lib, dtype, rooms, counts) -> None:  # noqa: F811
+    """A gathered message, cut at its used words as posted, placed by md_rank_place_message
+    (one launch) puts the migrants' x, v, img, gid at their row and the ghosts' x, gid at
+    theirs, bit for bit, and writes no other row."""
+    k = EmulatedMDKernels(emulated_lib)
+    rng = np.random.default_rng(3)
+    src = _rows(rng, 20, dtype)
+    mig = rng.choice(20, rooms[0], replace=False).astype(np.int32)
+    near = rng.choice(20, rooms[1], replace=False).astype(np.int32)
+    buf = np.zeros((rank_message.layout(dtype, rooms)[1], 1), np.int64)
+    k.rank_gather_message((mig, near), rooms, src,
+                          rank_message.sections(buf, dtype, rooms, rooms))
+    rank_message.write_header(buf, rooms, counts)
+    posted = buf[:rank_message.used_words(dtype, rooms, counts)].copy()
+    dst = {"x": np.full((30, 3), -1, dtype), "v": np.full((30, 3), -2, dtype),
+           "img": np.full((30, 3), -3, np.int64), "gid": np.full(30, -4, np.int64)}
+    before = {name: a.copy() for name, a in dst.items()}
+    at = (4, 17)
+    got_counts, got_rooms = rank_message.header(posted)
+    k.rank_place_message(posted, dtype, rank_message.place_offsets(dtype, got_rooms),
+                         got_counts, dst, at)
+    name = md_names.kernel_name("md_rank_place_message", dtype)
+    assert k.launches.get(name, 0) == (1 if max(counts) else 0)
+    mig_rows = slice(at[0], at[0] + counts[0])
+    near_rows = slice(at[1], at[1] + counts[1])
+    for array in ("x", "v", "img", "gid"):
+        assert np.array_equal(dst[array][mig_rows], src[array][mig[:counts[0]]]), array
+    for array in ("x", "gid"):
+        assert np.array_equal(dst[array][near_rows], src[array][near[:counts[1]]]), array
+    untouched = np.ones(30, bool)
+    untouched[mig_rows] = False
+    for array in ("x", "gid"):
+        keep = untouched.copy()
+        keep[near_rows] = False
+        assert np.array_equal(dst[array][keep], before[array][keep]), array
+    for array in ("v", "img"):
+        assert np.array_equal(dst[array][untouched], before[array][untouched]), array

@@ -9,6 +9,7 @@ the last used row, so a message is at most the rooms' size.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -23,16 +24,33 @@ def _words(rows: int, width: int, dtype: Any) -> int:
     return -(-rows * width * np.dtype(dtype).itemsize // 8)
 
 
-def layout(dtype: Any, rooms: tuple[int, int]) -> tuple[list[tuple[str, str, int, int, Any]],
-                                                        int]:
+def layout(dtype: Any, rooms: tuple[int, int]
+           ) -> tuple[tuple[tuple[str, str, int, int, Any], ...], int]:
     """The sections ``(list, array, word offset, width, dtype)`` of a message whose lists have
     ``rooms`` (migrants, ghosts) rows, and its size in words."""
+    return _layout(np.dtype(dtype), (int(rooms[0]), int(rooms[1])))
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(dtype: np.dtype, rooms: tuple[int, int]
+            ) -> tuple[tuple[tuple[str, str, int, int, Any], ...], int]:
+    # cached: a rebuild asks for the same few layouts every time (rooms grow rarely)
     out, at = [], HEADER
     for which, name, width, dt in SECTIONS:
         dt = np.dtype(dtype if dt is None else dt)
         out.append((which, name, at, width, dt))
         at += _words(rooms[which == "near"], width, dt)
-    return out, at
+    return tuple(out), at
+
+
+def place_offsets(dtype: Any, rooms: tuple[int, int]) -> tuple[int, ...]:
+    """Where each section starts, in its own elements (x and v in values of ``dtype``, img
+    and gid in words), in :data:`SECTIONS` order: the offsets ``md_rank_place_message``
+    takes into a message seen as words and as values."""
+    dtype = np.dtype(dtype)
+    per_word = 8 // dtype.itemsize
+    return tuple(at * per_word if dt == dtype else at
+                 for _, _, at, _, dt in layout(dtype, rooms)[0])
 
 
 def used_words(dtype: Any, rooms: tuple[int, int], counts: tuple[int, int]) -> int:
@@ -63,7 +81,8 @@ def write_header(host: np.ndarray, rooms: tuple[int, int], counts: tuple[int, in
     host[:HEADER, 0] = (counts[0], rooms[0], counts[1], rooms[1])
 
 
-def split(got: np.ndarray, dtype: Any) -> dict[str, dict[str, np.ndarray]]:
-    """The arrays of a received message (views of ``got``, shape (words, 1))."""
+def header(got: np.ndarray) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The counts and rooms (migrants, ghosts) in a received message's header."""
     m_mig, r_mig, m_near, r_near = (int(w) for w in got[:HEADER, 0])
-    return sections(got, dtype, (r_mig, r_near), (m_mig, m_near))
+    return (m_mig, m_near), (r_mig, r_near)
+

@@ -73,6 +73,9 @@ class RankRounds:
     relayed: int
     phase_seconds: dict[str, float]
     _staged: dict[str, Any]
+    _buffers: dict[str, Any]
+    #: views of reused buffers by use: (the buffer, what they were cut for, the views)
+    _views: dict[Any, tuple[Any, Any, Any]]
 
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
                 ) -> Any:
@@ -104,13 +107,10 @@ class RankRounds:
         while True:
             room, near_room = self._rooms["leavers"], self._rooms["near"]
             kept = self._device("kept", (max(n_old, 1),), np.int32)
-            lists = self._device("route", (3 * room + 2 * near_room,), np.int32, exact=True)
+            lists, part = self._route_lists(room, near_room)
             k.rank_route(s.x, n_old, self._edges, self.layout.parts, self.rank, self.lo,
                          self.hi, float(self.layout.box[2]), self.cut, (room, near_room),
                          self._counts, kept, lists)
-            part = [lists[j * room: (j + 1) * room] for j in range(3)] + \
-                [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
-                 for j in range(2)]
             full = (room, near_room) if n_old else (0, 0)
             queued = self._queue_messages(ROUND_TAG, old,
                                           self._by_link((part[0], full[0]), (part[1], full[0])),
@@ -130,15 +130,13 @@ class RankRounds:
         self.relayed += got[9]
         leavers = self._by_link((part[0], got[1]), (part[1], got[2]))
         near = self._by_link((part[3], got[4]), (part[4], got[5]))
-        got_by = self._post_and_receive(queued, leavers, near, dtype)
-        arrivals = {nb: msg["mig"] for nb, msg in got_by.items()}
-        ghosts = {nb: msg["near"] for nb, msg in got_by.items()}
-        n = got[0] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
-        g = got[3] + sum(int(a["gid"].shape[0]) for a in ghosts.values())
+        received = self._post_and_receive(queued, leavers, near, dtype)
+        arrived = [rank_message.header(msg)[0] for msg in received.values()]
+        n = got[0] + sum(c[0] for c in arrived)
+        g = got[3] + sum(c[1] for c in arrived)
         new = self._rows("a", n, g, dtype)
         k.rank_gather(kept, got[0], old, new, motion=True)
-        row = self._append(new, got[0], arrivals)
-        row = self._append(new, row, ghosts)
+        row = self._place(new, got[0], n, received, dtype)[1]
         # this slab's leavers near it: their new owners send their positions from now on
         k.rank_gather(part[2], got[3], old, {"x": new["x"][row:], "gid": new["gid"][row:]},
                       motion=False)
@@ -148,13 +146,11 @@ class RankRounds:
     def _two_rounds(self, dtype: Any) -> tuple[int, int, dict[str, Any], dict[int, int]]:
         """Migrants, then the ghosts picked on the new owned rows (as :meth:`_one_round`)."""
         kept, leavers, queued = self._classify(self.state.n_own)
-        arrivals = {nb: msg["mig"] for nb, msg in
-                    self._post_and_receive(queued, leavers, None, dtype).items()}
-        n = kept[1] + sum(int(a["gid"].shape[0]) for a in arrivals.values())
+        arrivals = self._post_and_receive(queued, leavers, None, dtype)
+        n = kept[1] + sum(rank_message.header(msg)[0][0] for msg in arrivals.values())
         near, queued = self._select_ghosts(n, kept, arrivals, dtype)
-        ghosts = {nb: msg["near"] for nb, msg in
-                  self._post_and_receive(queued, None, near, dtype).items()}
-        g = sum(int(a["gid"].shape[0]) for a in ghosts.values())
+        ghosts = self._post_and_receive(queued, None, near, dtype)
+        g = sum(rank_message.header(msg)[0][1] for msg in ghosts.values())
         return n, g, self._receive_ghosts(n, g, ghosts, dtype), \
             {nb: m for nb, (_, m) in leavers.items()}
 
@@ -180,7 +176,7 @@ class RankRounds:
             self._rooms["leavers"] = room_for(max(got[1], got[2]))
         return (kept, got[0]), self._by_link((to_lo, got[1]), (to_hi, got[2])), queued
 
-    def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, dict],
+    def _select_ghosts(self, n: int, kept: tuple[Any, int], arrivals: dict[int, np.ndarray],
                        dtype: Any) -> tuple[dict[int, tuple[Any, int]], list]:
         """Build the owned rows of the new arrangement (kept rows compacted, arrivals after
         them), list those near each neighbour and queue their packs as :meth:`_classify`
@@ -188,7 +184,7 @@ class RankRounds:
         k = self.kernels
         new = self._rows("a", n, self._ghost_room(), dtype)
         k.rank_gather(kept[0], kept[1], self._old_rows(), new, motion=True)
-        self._append(new, kept[1], arrivals)
+        self._place(new, kept[1], n, arrivals, dtype)
         self._staged = new
         while True:
             room = self._rooms["near"]
@@ -206,7 +202,7 @@ class RankRounds:
             self._rooms["near"] = room_for(max(got))
         return self._by_link((to_lo, got[0]), (to_hi, got[1])), queued
 
-    def _receive_ghosts(self, n: int, g: int, ghosts: dict[int, dict], dtype: Any
+    def _receive_ghosts(self, n: int, g: int, ghosts: dict[int, np.ndarray], dtype: Any
                         ) -> dict[str, Any]:
         """The received ghost rows after the ``n`` owned rows of the new arrangement (grown
         when they outgrow its room)."""
@@ -215,7 +211,7 @@ class RankRounds:
             grown = self._rows("a", n, g, dtype, force=True)
             self.kernels.rank_gather(self._identity(n), n, new, grown, motion=True)
             new = grown
-        self._append(new, n, ghosts)
+        self._place(new, n, n, ghosts, dtype)
         return new
 
     def _read_counts(self) -> list[int]:
@@ -246,43 +242,63 @@ class RankRounds:
             lists = [(None, 0) if by is None else by[nb] for by in (mig, near)]
             rooms = (lists[0][1], lists[1][1])
             words = rank_message.layout(dtype, rooms)[1]
-            buf = self._device(f"message_{tag}_{nb}", (words, 1), np.int64)
-            k.rank_gather_message((lists[0][0], lists[1][0]), rooms, src,
-                                  rank_message.sections(buf, dtype, rooms, rooms))
+            name = f"message_{tag}_{nb}"
+            buf = self._device(name, (words, 1), np.int64)
+            views = self._views.get(name)
+            if views is None or views[0] is not buf or views[1] != (dtype, rooms):
+                views = self._views[name] = (buf, (dtype, rooms), rank_message.sections(
+                    buf, dtype, rooms, rooms))
+            k.rank_gather_message((lists[0][0], lists[1][0]), rooms, src, views[2])
             host = self.endpoint.outbox(nb, tag, (words, 1), np.int64)
             queued.append((nb, tag, k.download_async(buf, words, host), rooms))
         return queued
 
     def _post_and_receive(self, queued: list, mig: dict[int, tuple[Any, int]] | None,
                           near: dict[int, tuple[Any, int]] | None, dtype: Any
-                          ) -> dict[int, dict[str, dict[str, np.ndarray]]]:
+                          ) -> dict[int, np.ndarray]:
         """Post each queued message with its counts (the rows of ``mig[nb]`` and ``near[nb]``
-        to send) in its header, then return each link's received arrays, in link order
-        (``{"mig": {x, v, img, gid}, "near": {x, gid}}``): read in place where the neighbour
-        shares the node (valid until the neighbour's next rebuild but one)."""
+        to send) in its header, then return each link's received message (words, shape
+        (words, 1)), in link order: read in place where the neighbour shares the node (valid
+        until the neighbour's next rebuild but one)."""
         t0 = time.perf_counter()
         for nb, tag, handle, rooms in queued:
             counts = tuple(0 if by is None else by[nb][1] for by in (mig, near))
             host = self.kernels.wait_download(handle)
             rank_message.write_header(host, rooms, counts)
             self.endpoint.post(nb, tag, rank_message.used_words(dtype, rooms, counts))
-        received = {nb: rank_message.split(self.endpoint.inbox(nb, tag, (1,), np.int64), dtype)
-                    for nb, tag, *_ in queued}
+        received = {nb: self.endpoint.inbox(nb, tag, (1,), np.int64) for nb, tag, *_ in queued}
         self.phase_seconds["messages"] += time.perf_counter() - t0
         return received
 
-    def _append(self, new: dict[str, Any], row: int, received: dict[int, dict]) -> int:
-        """Queue the rows ``received`` from each link (in link order; its arrays by name)
-        into ``new`` from ``row`` on; returns the row after them."""
-        for got in received.values():
-            for name, rows in got.items():
-                self._upload(rows, new[name], row)
-            row += int(got["gid"].shape[0])
-        return row
+    def _place(self, new: dict[str, Any], at_mig: int, at_near: int,
+               received: dict[int, np.ndarray], dtype: Any) -> tuple[int, int]:
+        """Queue the rows of the messages ``received`` from each link (in link order) into
+        ``new``: migrants from row ``at_mig`` on, ghosts from ``at_near`` on. Each message goes
+        up whole, straight from its inbox (unchanged until the neighbour's next rebuild but
+        one; the host does not wait), and one launch places its rows. Returns the rows after
+        the migrants and after the ghosts."""
+        for nb, msg in received.items():
+            counts, rooms = rank_message.header(msg)
+            if max(counts):
+                used = rank_message.used_words(dtype, rooms, counts)
+                buf = self._device(f"arrived_{nb}", (used, 1), np.int64)
+                self.kernels.upload_rows_queued(msg[:used], buf, 0)
+                self.kernels.rank_place_message(buf, dtype,
+                                                rank_message.place_offsets(dtype, rooms),
+                                                counts, new, (at_mig, at_near))
+            at_mig, at_near = at_mig + counts[0], at_near + counts[1]
+        return at_mig, at_near
 
-    def _upload(self, host: np.ndarray, dst: Any, row0: int) -> None:
-        """Queue ``dst[row0:] = host`` straight from ``host`` (an inbox: unchanged until the
-        neighbour's next rebuild but one; the host does not wait)."""
-        if host.shape[0]:
-            self.kernels.upload_rows_queued(host.reshape(host.shape[0], -1),
-                                            dst.reshape(dst.shape[0], -1), row0)
+    def _route_lists(self, room: int, near_room: int) -> tuple[Any, list[Any]]:
+        """md_rank_route's lists (``3 room + 2 near_room`` entries) and its five parts: to
+        lo, to hi, own ghosts (``room`` each), near lo, near hi (``near_room`` each); views
+        cut once while the buffer and rooms stay."""
+        buf = self._device("route", (3 * room + 2 * near_room,), np.int32)
+        views = self._views.get("route")
+        if views is None or views[0] is not buf or views[1] != (room, near_room):
+            lists = buf[: 3 * room + 2 * near_room]
+            part = [lists[j * room: (j + 1) * room] for j in range(3)] + \
+                [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
+                 for j in range(2)]
+            views = self._views["route"] = (buf, (room, near_room), (lists, part))
+        return views[2]

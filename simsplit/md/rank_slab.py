@@ -76,7 +76,7 @@ class RankSlab(RankRounds):
         #: ghosts this slab relayed in one round (a leaver to one neighbour near the other)
         self.relayed = 0
         #: host seconds of the rebuilds so far by phase: ``rounds`` (the message rounds less
-        #: their messages: lists, packs, downloads, the arrivals' uploads; of which
+        #: their messages: lists, packs, downloads, placing the arrivals; of which
         #: ``round_waits`` waiting for the counts), ``messages`` (waiting for the packs'
         #: downloads, posting them, taking the neighbours'), ``build`` (sort and lists until
         #: the rebuild's queue is done; of which ``build_waits`` waiting for the longest row)
@@ -85,6 +85,7 @@ class RankSlab(RankRounds):
         #: rows the leaver and ghost lists make room for (grown when a count outgrows them)
         self._rooms = {"leavers": 16, "near": 16}
         self._buffers: dict[str, Any] = {}
+        self._views: dict[Any, tuple[Any, Any, Any]] = {}
         self._sort: Any = None
         self._scan: dict[str, Any] = {}
         #: per link: the sorted rows whose positions it gets each step, and the rows its

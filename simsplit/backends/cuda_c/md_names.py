@@ -31,7 +31,8 @@ ARENA_INDEX_KERNELS = ("md_arena_bounds", "md_arena_scatter", "md_exact_accumula
                        "md_exact_merge", "md_row_types", "md_pack_types")
 #: the kernels of one slab per process (``kernels/md_ranks.cuh``), by template type
 RANK_FLOAT_KERNELS = ("md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_gather",
-                      "md_rank_gather_message", "md_rank_select", "md_rank_keys",
+                      "md_rank_gather_message", "md_rank_place_message", "md_rank_select",
+                      "md_rank_keys",
                       "md_rank_ghost_rows", "md_scatter_rows", "md_rank_pack", "md_rank_land")
 RANK_INDEX_KERNELS = ("md_rank_compose", "md_rank_compact")
 

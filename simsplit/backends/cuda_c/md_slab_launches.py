@@ -226,6 +226,27 @@ class SlabLaunches:
                      src["x"], src["v"], src["img"], src["gid"], mig["x"], mig["v"],
                      mig["img"], mig["gid"], near["x"], near["gid"])
 
+    def rank_place_message(self, msg, dtype: Any, offsets: Sequence[int],
+                           counts: tuple[int, int], dst: dict[str, Any],
+                           at: tuple[int, int]) -> None:
+        """Queue a received message's rows (``msg``: its words on the device, shape (words,
+        1); ``offsets``: its sections' offsets in their own elements) into ``dst``: the
+        ``counts[0]`` migrants' x, v, img, gid from row ``at[0]``, the ``counts[1]`` ghosts'
+        x, gid from row ``at[1]``, in one launch."""
+        if not max(counts):
+            return
+        words, vals = self._message_views(msg, dtype)
+        o = [np.int32(a) for a in offsets]
+        self._launch("md_rank_place_message", np.dtype(dtype), max(counts), words, vals,
+                     o[0], o[1], o[2], o[3], np.int32(counts[0]), o[4], o[5],
+                     np.int32(counts[1]), dst["x"], dst["v"], dst["img"], dst["gid"],
+                     np.int32(at[0]), np.int32(at[1]))
+
+    def _message_views(self, msg, dtype: Any) -> tuple[Any, Any]:
+        """A message's device words as one row of 8-byte words and as values of ``dtype``."""
+        words = msg.reshape(msg.shape[0])
+        return words, words.view(dtype)
+
     def rank_sort(self, x, n_own: int, rows: int, box: np.ndarray, ncell: np.ndarray, gid,
                   scratch: ArenaScratch | None) -> ArenaScratch:
         """Queue the counting sort of ``rows`` rows as a one-slab arena (owned rows

@@ -134,6 +134,11 @@ class NumbaMDKernels(DeviceMDKernels):
         self._launch("md_rank_pack", x.dtype, m + 1, x, rows, np.int32(m), self._flags,
                      np.int32(trailer), buf, words)
 
+    def _message_views(self, msg, dtype: Any) -> tuple[Any, Any]:
+        with self._activate():
+            words = msg.reshape(msg.shape[0])
+            return words, words.view(np.dtype(dtype))
+
     def rank_land(self, src, idx, dst) -> None:
         # the trailer row's tick is read through an int32 view of the pack
         m = int(idx.shape[0])

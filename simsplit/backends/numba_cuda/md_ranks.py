@@ -67,6 +67,24 @@ def md_rank_gather_message(mig, n_mig, near, n_near, x, v, img, gid, mx, mv, mim
 
 
 @cuda.jit
+def md_rank_place_message(words, vals, o_mx, o_mv, o_mimg, o_mgid, n_mig, o_gx, o_ggid, n_near,
+                          x, v, img, gid, at_mig, at_near):
+    r = cuda.grid(1)
+    if r < n_mig:
+        o = at_mig + r
+        gid[o] = words[o_mgid + r]
+        for d in range(3):
+            x[o, d] = vals[o_mx + 3 * r + d]
+            v[o, d] = vals[o_mv + 3 * r + d]
+            img[o, d] = words[o_mimg + 3 * r + d]
+    if r < n_near:
+        o = at_near + r
+        gid[o] = words[o_ggid + r]
+        for d in range(3):
+            x[o, d] = vals[o_gx + 3 * r + d]
+
+
+@cuda.jit
 def md_rank_select(x, n, edges, lo, hi, lz, cut, room, cursor, to_lo, to_hi):
     i = cuda.grid(1)
     if i >= n:
@@ -225,6 +243,7 @@ def md_rank_land(src, idx, m, flags, dst, words):
 #: kernel name (as in md_ranks.cuh) -> kernel
 RANK_KERNELS = {name: globals()[name] for name in (
     "md_rank_classify", "md_rank_route", "md_rank_mark", "md_rank_compact",
-    "md_rank_gather", "md_rank_gather_message", "md_rank_select", "md_rank_keys",
+    "md_rank_gather", "md_rank_gather_message", "md_rank_place_message", "md_rank_select",
+    "md_rank_keys",
     "md_rank_ghost_rows", "md_rank_compose", "md_scatter_rows", "md_rank_pack",
     "md_rank_land")}

@@ -741,6 +741,9 @@ def test_emulated_halo_kernels_match_cpu(emulated, storage, padded) -> None:
 
 # --- D3Q19 (every arithmetic/storage pair, fp16 included) as host C++ against the CPU backend -----
 _EMULATION_LAUNCHERS_3D = _EMULATION_LAUNCH + """
+#ifndef SIMSPLIT_EMU_CELLS_X  // x-cells per thread of the pull steps: 1, or 2 (the _x2 kernel)
+#define SIMSPLIT_EMU_CELLS_X 1
+#endif
 template <typename T, typename S, bool STORE, bool FORCED, typename P>
 static void collide3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
                          int ny, int nz, long long pitch, long long layer, long long plane,

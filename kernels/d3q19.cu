@@ -324,13 +324,14 @@ __device__ __forceinline__ void bounce_back_3d(T* fl, const S* __restrict__ f_sr
 #define SIMSPLIT_D3Q19_MIN_BLOCKS (1280 / SIMSPLIT_BLOCK_X)
 #endif
 // The pair kernel holds two cells' populations: 109 (fp16) and 127 (float) registers at one
-// block of 256 (ptxas sm_90). Blocks of 64 threads with 16 resident (64 registers, and a
-// 4-byte spill ptxas 13.0 keeps at 72 too) ran fastest with fp16 storage on an H200 (42,933
-// against 41,451 MLUPS for the one-cell kernel at 512^3; 80 registers without a spill:
+// block of 256 (ptxas sm_90). Blocks of 64 threads with 16 resident (64 registers, no spill:
+// ptxas 13.0, its SASS that of the tuned build) ran fastest with fp16 storage on an H200
+// (42,933 against 41,451 MLUPS for the one-cell kernel at 512^3; 80 registers at 128 x 6:
 // 39,657; benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log); float32 storage ran slower
 // than one cell at any block count (benchmarks/logs/tune_d3q19_pairs_h200_2026-12-03.log).
-// The forced variant would spill 40 bytes at 64 registers: it asks for 14 blocks (72, no
-// spill); those that store rho and u, double arithmetic and 64-bit offsets keep one block.
+// The forced variant asks for 14 blocks (72 registers, an 8-byte spill on the near-wall path;
+// not measured); those that store rho and u, double arithmetic and 64-bit offsets keep one
+// block.
 #define SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR(T, STORE_MACRO, FORCED, P)                      \
     (sizeof(T) == 4 && !(STORE_MACRO) && sizeof(P) == 4                                  \
          ? ((FORCED) ? SIMSPLIT_D3Q19_X2_MIN_BLOCKS * 7 / 8 : SIMSPLIT_D3Q19_X2_MIN_BLOCKS) \
@@ -399,18 +400,26 @@ __device__ __forceinline__ void update_pair_3d(
     T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
     T* __restrict__ uz_out, lbm::flag_t own0, lbm::flag_t own1, int i, int j, int k, int nx,
     int ny, lbm::offset_t pitch, lbm::offset_t layer, P plane, T om_p, T om_m,
-    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y)
+    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y, const pull_deltas<P>& deltas)
 {
     using L = D3Q19;
     using Pair = lbm::pair_of<S>;
     const bool live[2] = {!(own0 & FLAG_SOLID), !(own1 & FLAG_SOLID)};
-    if (!live[0] && !live[1]) return;
-    const bool vector = live[0] && live[1] && !(per_x && (i == 1 || i + 1 == nx));
+    const bool wraps_x = per_x && (i == 1 || i + 1 == nx);
     const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);
     lbm::pair_t<S> raw[L::Q];  // stored elements, still encoded: one register per fp16 pair
     lbm::flag_t near_wall[2] = {lbm::flag_t(own0 & FLAG_NEAR_WALL),
                                 lbm::flag_t(own1 & FLAG_NEAR_WALL)};
-    if (vector) {
+    auto load_vectors = [&]() {
+#ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+        // rows that do not wrap periodic y: the uniform deltas of the one-cell kernel
+        if (sizeof(P) == sizeof(lbm::offset_t) && !(per_y && (j == 1 || j == ny))) {
+#pragma unroll
+            for (int q = 0; q < L::Q; ++q)
+                raw[q] = lbm::load_pair(f_src + (P(cell) + deltas.d[q]), L::cx(q) == 0);
+            return;
+        }
+#endif
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
@@ -421,6 +430,19 @@ __device__ __forceinline__ void update_pair_3d(
             near_wall[1] |= __ldg(flags + src + 1) & FLAG_SOLID;
 #endif
         }
+    };
+    // speculative (speculative_pull): the vector loads go out before the own flags are known,
+    // as the one-cell kernel's; a pair that turns out not to take them loads again below
+#ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+    const bool early = speculative_pull<S>() && !wraps_x;
+#else
+    const bool early = false;
+#endif
+    if (early) load_vectors();
+    if (!live[0] && !live[1]) return;
+    const bool vector = live[0] && live[1] && !wraps_x;
+    if (vector) {
+        if (!early) load_vectors();
     } else {  // a dead cell's loads are wasted, not wrong: its sources are in the array
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
@@ -479,10 +501,11 @@ __device__ __forceinline__ void stream_collide_cells(
     const lbm::flag_t own = flags[cell];
     if constexpr (CELLS_X == 2) {
         const lbm::flag_t own1 = i < nx ? flags[cell + 1] : FLAG_SOLID;  // odd nx: a lone cell
+        const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
         update_pair_3d<T, S, STORE_MACRO, FORCED, P>(f_src, f_dst, flags, rho_out, ux_out, uy_out,
                                                   uz_out, own, own1, i, j, k, nx, ny, pitch,
                                                   layer, plane, om_p, om_m, lid_u, fx, fy, fz,
-                                                  periodic_x != 0, periodic_y != 0);
+                                                  periodic_x != 0, periodic_y != 0, deltas);
     } else {
         if (!speculative_pull<S>() && (own & FLAG_SOLID)) return;
         const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);

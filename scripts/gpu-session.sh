@@ -262,7 +262,7 @@ if has fp16x2; then
     note "D3Q19 fp16: two x-cells per thread against one (issue 25)"
     timeout 200 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
         -k "fp16 or two_cell" 2>&1 | quiet | tail -6 | tee "$OUT/fp16x2-tests.log"
-    timeout 150 python3 scripts/bench_fp16_x2.py 2>&1 | quiet | tee "$OUT/bench-fp16x2.log"
+    timeout 150 python3 scripts/bench_fp16_x2.py --kernels 2>&1 | quiet | tee "$OUT/bench-fp16x2.log"
 fi
 if has neqtilebench; then
     # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)

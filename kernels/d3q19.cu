@@ -306,17 +306,12 @@ __device__ __forceinline__ void bounce_back_3d(T* fl, const S* __restrict__ f_sr
 
 }  // namespace
 
-// Cells per thread along x of the two-lattice pull kernel: 1, or 2 (cells i, i + 1 with odd i,
-// every population moved as a 2-element vector: fp16 needs more bytes in flight per thread
-// than 2-byte accesses give). 2 needs every [q, k, j, 1] aligned to two elements (padded rows:
-// simsplit/backends/layout.py), which the launcher checks. The production choice is
-// simsplit.backends.cuda_c.source.D3Q19_CELLS_X (the generated header); the AA kernel always
-// takes one cell.
-#ifndef SIMSPLIT_D3Q19_CELLS_X
-#define SIMSPLIT_D3Q19_CELLS_X 1
-#endif
-static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
-              "SIMSPLIT_D3Q19_CELLS_X must be 1 or 2");
+// Cells per thread along x of the two-lattice pull kernels: d3q19_stream_collide takes one,
+// d3q19_stream_collide_x2 two (cells i, i + 1 with odd i, every population moved as a
+// 2-element vector: fp16 needs more bytes in flight per thread than 2-byte accesses give).
+// Pairs need every [q, k, j, 1] aligned to two elements (padded rows:
+// simsplit/backends/layout.py), which the launcher checks. Which storage takes which is
+// simsplit.backends.cuda_c.source.d3q19_takes_x2; the AA kernel always takes one cell.
 
 // Resident blocks per SM asked of the register allocator for float arithmetic: at one block
 // NVRTC gave the kernel 84 registers (37.5 % occupancy at 256 threads) and it reached 62 % of
@@ -324,19 +319,23 @@ static_assert(SIMSPLIT_D3Q19_CELLS_X == 1 || SIMSPLIT_D3Q19_CELLS_X == 2,
 // float32, 51 % in fp16 (H200, scripts/tune_d3q19.py,
 // benchmarks/logs/tune_d3q19_h200_2026-12-02.log).
 // Double arithmetic, the variant that also stores rho and u (the last step of a chunk) and
-// the in-place kernel would spill at 48 registers: they keep one block. Two cells per thread
-// hold two cells' populations: 109 (fp16) and 127 (float) registers at one block (ptxas
-// sm_90), which already leaves two blocks of 256 resident; three blocks (80 registers) spill
-// (docs/d3q19.md), so one block; on an H200 it ran slower than one cell at any block count
-// (benchmarks/logs/tune_d3q19_pairs_h200_2026-12-03.log): the kernels are instruction-issue
-// bound.
+// the in-place kernel would spill at 48 registers: they keep one block.
 #ifndef SIMSPLIT_D3Q19_MIN_BLOCKS
-#if SIMSPLIT_D3Q19_CELLS_X == 1
 #define SIMSPLIT_D3Q19_MIN_BLOCKS (1280 / SIMSPLIT_BLOCK_X)
-#else
-#define SIMSPLIT_D3Q19_MIN_BLOCKS 1
 #endif
-#endif
+// The pair kernel holds two cells' populations: 109 (fp16) and 127 (float) registers at one
+// block of 256 (ptxas sm_90). Blocks of 64 threads with 16 resident (64 registers, no spill:
+// ptxas 13.0, its SASS that of the tuned build) ran fastest with fp16 storage on an H200
+// (42,933 against 41,451 MLUPS for the one-cell kernel at 512^3; 80 registers at 128 x 6:
+// 39,657; benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log); float32 storage ran slower
+// than one cell at any block count (benchmarks/logs/tune_d3q19_pairs_h200_2026-12-03.log).
+// The forced variant asks for 14 blocks (72 registers, an 8-byte spill on the near-wall path;
+// not measured); those that store rho and u, double arithmetic and 64-bit offsets keep one
+// block.
+#define SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR(T, STORE_MACRO, FORCED, P)                      \
+    (sizeof(T) == 4 && !(STORE_MACRO) && sizeof(P) == 4                                  \
+         ? ((FORCED) ? SIMSPLIT_D3Q19_X2_MIN_BLOCKS * 7 / 8 : SIMSPLIT_D3Q19_X2_MIN_BLOCKS) \
+         : 1)
 // 64-bit element offsets (P, arrays beyond 2^32 elements) need more: up to 85 registers
 // (at 64 the float32 variants spilled).
 #define SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO, P)                      \
@@ -401,18 +400,26 @@ __device__ __forceinline__ void update_pair_3d(
     T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
     T* __restrict__ uz_out, lbm::flag_t own0, lbm::flag_t own1, int i, int j, int k, int nx,
     int ny, lbm::offset_t pitch, lbm::offset_t layer, P plane, T om_p, T om_m,
-    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y)
+    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y, const pull_deltas<P>& deltas)
 {
     using L = D3Q19;
     using Pair = lbm::pair_of<S>;
     const bool live[2] = {!(own0 & FLAG_SOLID), !(own1 & FLAG_SOLID)};
-    if (!live[0] && !live[1]) return;
-    const bool vector = live[0] && live[1] && !(per_x && (i == 1 || i + 1 == nx));
+    const bool wraps_x = per_x && (i == 1 || i + 1 == nx);
     const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);
     lbm::pair_t<S> raw[L::Q];  // stored elements, still encoded: one register per fp16 pair
     lbm::flag_t near_wall[2] = {lbm::flag_t(own0 & FLAG_NEAR_WALL),
                                 lbm::flag_t(own1 & FLAG_NEAR_WALL)};
-    if (vector) {
+    auto load_vectors = [&]() {
+#ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+        // rows that do not wrap periodic y: the uniform deltas of the one-cell kernel
+        if (sizeof(P) == sizeof(lbm::offset_t) && !(per_y && (j == 1 || j == ny))) {
+#pragma unroll
+            for (int q = 0; q < L::Q; ++q)
+                raw[q] = lbm::load_pair(f_src + (P(cell) + deltas.d[q]), L::cx(q) == 0);
+            return;
+        }
+#endif
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
@@ -423,6 +430,19 @@ __device__ __forceinline__ void update_pair_3d(
             near_wall[1] |= __ldg(flags + src + 1) & FLAG_SOLID;
 #endif
         }
+    };
+    // speculative (speculative_pull): the vector loads go out before the own flags are known,
+    // as the one-cell kernel's; a pair that turns out not to take them loads again below
+#ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+    const bool early = speculative_pull<S>() && !wraps_x;
+#else
+    const bool early = false;
+#endif
+    if (early) load_vectors();
+    if (!live[0] && !live[1]) return;
+    const bool vector = live[0] && live[1] && !wraps_x;
+    if (vector) {
+        if (!early) load_vectors();
     } else {  // a dead cell's loads are wasted, not wrong: its sources are in the array
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
@@ -462,18 +482,15 @@ __device__ __forceinline__ void update_pair_3d(
     if (live[1]) collide_cell(1);
 }
 
-}  // namespace
-
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
-__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO, P))
-d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
-                     const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
-                     T* __restrict__ ux_out, T* __restrict__ uy_out, T* __restrict__ uz_out,
-                     int nx, int ny, int nz, lbm::index_t pitch64, lbm::index_t layer64,
-                     lbm::index_t plane64, int k0, int k1, T om_p, T om_m, T lid_u, T fx, T fy,
-                     T fz, int periodic_x, int periodic_y)
+// The pull kernels' body: CELLS_X adjacent x-cells of row (j, k) per thread.
+template <int CELLS_X, typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
+__device__ __forceinline__ void stream_collide_cells(
+    const S* __restrict__ f_src, S* __restrict__ f_dst, const lbm::flag_t* __restrict__ flags,
+    T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
+    T* __restrict__ uz_out, int nx, int ny, int nz, lbm::index_t pitch64, lbm::index_t layer64,
+    lbm::index_t plane64, int k0, int k1, T om_p, T om_m, T lid_u, T fx, T fy, T fz,
+    int periodic_x, int periodic_y)
 {
-    constexpr int CELLS_X = SIMSPLIT_D3Q19_CELLS_X;
     const int i = CELLS_X * (blockIdx.x * blockDim.x + threadIdx.x) + 1;  // first of the cells
     const int j = blockIdx.y + 1;
     const int k = k0 + blockIdx.z;
@@ -484,10 +501,11 @@ d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
     const lbm::flag_t own = flags[cell];
     if constexpr (CELLS_X == 2) {
         const lbm::flag_t own1 = i < nx ? flags[cell + 1] : FLAG_SOLID;  // odd nx: a lone cell
+        const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
         update_pair_3d<T, S, STORE_MACRO, FORCED, P>(f_src, f_dst, flags, rho_out, ux_out, uy_out,
                                                   uz_out, own, own1, i, j, k, nx, ny, pitch,
                                                   layer, plane, om_p, om_m, lid_u, fx, fy, fz,
-                                                  periodic_x != 0, periodic_y != 0);
+                                                  periodic_x != 0, periodic_y != 0, deltas);
     } else {
         if (!speculative_pull<S>() && (own & FLAG_SOLID)) return;
         const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
@@ -496,6 +514,40 @@ d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
                                                   plane, om_p, om_m, lid_u, fx, fy, fz,
                                                   periodic_x != 0, periodic_y != 0, deltas);
     }
+}
+
+}  // namespace
+
+// One cell per thread.
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
+__global__ void __launch_bounds__(SIMSPLIT_BLOCK_X, SIMSPLIT_D3Q19_MIN_BLOCKS_FOR(T, STORE_MACRO, P))
+d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
+                     const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
+                     T* __restrict__ ux_out, T* __restrict__ uy_out, T* __restrict__ uz_out,
+                     int nx, int ny, int nz, lbm::index_t pitch64, lbm::index_t layer64,
+                     lbm::index_t plane64, int k0, int k1, T om_p, T om_m, T lid_u, T fx, T fy,
+                     T fz, int periodic_x, int periodic_y)
+{
+    stream_collide_cells<1, T, S, STORE_MACRO, FORCED, P>(
+        f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, nx, ny, nz, pitch64, layer64,
+        plane64, k0, k1, om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y);
+}
+
+// Two adjacent x-cells per thread (populations aligned for 2-element vectors).
+template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
+__global__ void __launch_bounds__(SIMSPLIT_D3Q19_X2_BLOCK_X,
+                                  SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR(T, STORE_MACRO, FORCED, P))
+d3q19_stream_collide_x2(const S* __restrict__ f_src, S* __restrict__ f_dst,
+                           const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
+                           T* __restrict__ ux_out, T* __restrict__ uy_out,
+                           T* __restrict__ uz_out, int nx, int ny, int nz,
+                           lbm::index_t pitch64, lbm::index_t layer64, lbm::index_t plane64,
+                           int k0, int k1, T om_p, T om_m, T lid_u, T fx, T fy, T fz,
+                           int periodic_x, int periodic_y)
+{
+    stream_collide_cells<2, T, S, STORE_MACRO, FORCED, P>(
+        f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, nx, ny, nz, pitch64, layer64,
+        plane64, k0, k1, om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y);
 }
 
 // In-place (AA) step of parity `odd` on the one array f. Every slot a thread reads is one only

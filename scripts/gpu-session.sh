@@ -24,6 +24,9 @@
 #   neqtile  run.storage neq16, the tiled candidates of the box kernels (kernels/*_neq_tile.cuh):
 #            scripts/tune_neq16.py: bitwise check against production, MLUPS and %copy, D3Q19
 #            at 512^3 and 256^3, D2Q9 at 8192^2 and 4096^2 (NEQTILE_ARGS)
+#   fp16x2   D3Q19 fp16 storage, the two-cell pull kernel (d3q19_stream_collide_x2): its GPU
+#            tests (== one cell, == CPU, 1-3 slabs) and 512^3 MLUPS against the one-cell kernel
+#            alternating in one process (scripts/bench_fp16_x2.py; issue 25)
 #   neqtilebench  whole-run bench, production and the fastest candidate of the neqtile log
 #            (or NEQTILE_3D / NEQTILE_2D): D3Q19 512^3, D2Q9 8192^2 (SIMSPLIT_NEQ16_TILE)
 #   neqtiletests  GPU tests: each candidate == production on 1-3 slabs
@@ -254,6 +257,12 @@ if has neqtile; then
     note "run.storage neq16: tiled box kernel candidates, D3Q19 and D2Q9 (tune_neq16)"
     timeout 480 python3 scripts/tune_neq16.py ${NEQTILE_ARGS:-} 2>&1 | quiet \
         | tee "$OUT/tune-neq16.log"
+fi
+if has fp16x2; then
+    note "D3Q19 fp16: two x-cells per thread against one (issue 25)"
+    timeout 200 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
+        -k "fp16 or two_cell" 2>&1 | quiet | tail -6 | tee "$OUT/fp16x2-tests.log"
+    timeout 150 python3 scripts/bench_fp16_x2.py --kernels 2>&1 | quiet | tee "$OUT/bench-fp16x2.log"
 fi
 if has neqtilebench; then
     # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)

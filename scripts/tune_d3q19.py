@@ -2,8 +2,8 @@
 
 Variants: threads per block, resident blocks per SM asked of the register allocator
 (``__launch_bounds__``), whether every cell reads its sources' flags (the D2Q9 scheme) or
-only cells flagged NEAR_WALL do, and cells along x per thread (``SIMSPLIT_D3Q19_CELLS_X``: 2
-moves populations as 2-element vectors, kernels/d3q19.cu); for float32 and fp16 population
+only cells flagged NEAR_WALL do, and cells along x per thread (2: d3q19_stream_collide_x2,
+populations moved as 2-element vectors, kernels/d3q19.cu); for float32 and fp16 population
 storage, on the solver's
 padded layout (512^3 by default: 20.6 GB in float32). Prints MLUPS and the fraction of the
 device-to-device copy bandwidth measured in the same run (153 B per float32 cell update, 77 B
@@ -88,13 +88,20 @@ def build(block: int, min_blocks: int, extras: str, storage: str,
             **{n: (baseline / n).read_text() for n in ("d3q19.cu", "lbm_common.cuh")}})
     cc = cupy.cuda.Device().compute_capability
     opts = ["--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
-            f"-DSIMSPLIT_D3Q19_MIN_BLOCKS={min_blocks}", f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
+            f"-DSIMSPLIT_D3Q19_MIN_BLOCKS={min_blocks}",
+            # the two-cell kernel's launch bounds; a baseline before it took the cells per
+            # thread as a define of d3q19_stream_collide
+            f"-DSIMSPLIT_D3Q19_X2_BLOCK_X={block}", f"-DSIMSPLIT_D3Q19_X2_MIN_BLOCKS={min_blocks}",
+            f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
     opts += [f"-D{EXTRA_DEFINES[e]}" for e in extras.split(",") if e and EXTRA_DEFINES[e]]
+    old_sources = baseline is not None and "_x2<" not in (baseline / "d3q19.cu").read_text()
     if baseline is not None and "typename P>" not in (baseline / "d3q19.cu").read_text():
         name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"  # before 2026-12-03
     else:
-        name = source.d3q19_stream_collide_name(np.float32, STORAGE_DTYPE[storage], False,
-                                                False, "wide" in extras.split(","))
+        kernel = (source.d3q19_x2_name if cells_x == 2 and not old_sources
+                  else source.d3q19_stream_collide_name)
+        name = kernel(np.float32, STORAGE_DTYPE[storage], False, False,
+                      "wide" in extras.split(","))
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
     kern = mod.get_function(name)
     _ = kern.num_regs

@@ -20,9 +20,10 @@ CHANNEL = {"x": "periodic", "y": "wall", "z": "periodic", "lid": False}
 
 def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float16",
             streaming: str = "two-lattice", *, bounds: dict | None = None,
-            force: tuple[float, float, float] = (1e-6, 0.0, 2e-7), **run: object) -> object:
-    """A 40x24x30 D3Q19 lid-driven cavity (or a forced channel, ``CHANNEL`` unless ``bounds``
-    says otherwise), float32 arithmetic; ``run``: further run keys."""
+            force: tuple[float, float, float] = (1e-6, 0.0, 2e-7),
+            shape: tuple[int, int, int] = (40, 24, 30), **run: object) -> object:
+    """A 40x24x30 (``shape``) D3Q19 lid-driven cavity (or a forced channel, ``CHANNEL``
+    unless ``bounds`` says otherwise), float32 arithmetic; ``run``: further run keys."""
     from simsplit.case import validate_case
     from simsplit.fluid.solver import FluidSolver
     from simsplit.parallel.context import ParallelContext
@@ -34,7 +35,7 @@ def _solver(backend: str, subdomains: int, channel: bool, storage: str = "float1
     cavity = {"x": "wall", "y": "wall", "z": "wall", "lid": True}
     case = validate_case({
         "physics": "fluid", "fluid": fluid,
-        "domain": {"shape": [40, 24, 30],
+        "domain": {"shape": list(shape),
                    "boundaries": bounds or (CHANNEL if channel else cavity)},
         "decomposition": {"subdomains": subdomains},
         "run": {"backend": backend, "precision": "float32", "storage": storage,
@@ -138,3 +139,42 @@ def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeyp
             got = run(n, bounds, tile)
             for a, b in zip(got, want, strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("nx, channel", [(40, True), (41, False)],
+                         ids=["even-channel", "odd-cavity"])
+def test_two_cell_kernel_equals_one_cell(backend: str, nx: int, channel: bool,
+                                         monkeypatch) -> None:
+    """fp16 storage steps through d3q19_stream_collide_x2 (source.D3Q19_X2_16BIT) on
+    the solver's padded rows, with the bits of the one-cell kernel (the switch off), on 1 and
+    2 slabs: an odd nx (a lone last cell) and a periodic x (scalar pairs at the row ends)."""
+    from simsplit.backends.cuda_c import d3q19 as launcher
+    from simsplit.backends.cuda_c import source
+    from simsplit.fluid.state import raw_populations
+
+    taken: list[int] = []
+    pick = launcher.D3Q19Kernels._pull_launch
+
+    def spy(self, variant, f_src, f_dst):
+        got = pick(self, variant, f_src, f_dst)
+        taken.append(got[2])
+        return got
+
+    monkeypatch.setattr(launcher.D3Q19Kernels, "_pull_launch", spy)
+
+    def run(subdomains: int) -> list[np.ndarray]:
+        solver = _solver(backend, subdomains, channel, "float16", shape=(nx, 24, 30))
+        solver.step(40)
+        return [raw_populations(solver), solver.velocity(), solver.density()]
+
+    assert source.d3q19_takes_x2(np.float32, np.float16)
+    two = [run(n) for n in (1, 2)]
+    assert taken and set(taken) == {2}
+    taken.clear()
+    monkeypatch.setattr(source, "D3Q19_X2_16BIT", None)
+    one = run(1)
+    assert set(taken) == {1}
+    for got in two:
+        for a, b in zip(got, one, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -24,29 +24,13 @@ from tests.conftest import CXX, OUTLETS, find_nvcc, outlet_params
 NVCC = find_nvcc()
 ARCH = "sm_90"
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
-#: compile variants checked besides the production build: the D3Q19 pull kernel with the other
-#: cells-per-thread choice (source.D3Q19_CELLS_X)
-VARIANTS = [("d3q19.cu", f"-DSIMSPLIT_D3Q19_CELLS_X={3 - source.D3Q19_CELLS_X}")]
-
-
-def _expressions(name: str, define: str | None = None) -> list[str]:
-    """Instantiations a compile test builds: for the production build all with 32-bit element
-    offsets and, of those with 64-bit ones (which differ only in the index type), the one with
-    rho/u stores and the body force per kernel, arithmetic and storage type (the heaviest: the
-    other 42 cost CI 20 s); for a variant (``define``) the one-step kernels with 32-bit
-    offsets (the two-step kernel does not change, and the full set doubles the time of the
-    slowest tests in CI)."""
-    exprs = source.name_expressions(name)
-    if define is None:
-        return [e for e in exprs if "lbm::index_t>" not in e or ", true, true, lbm::index_t>" in e]
-    return [e for e in exprs if "lbm::index_t>" not in e and "_two_steps<" not in e]
-
-
-def _variant_expressions(name: str, define: str) -> list[str]:
-    """A cells-per-thread variant changes the pull kernel only (the in-place, bodies and
-    two-step kernels take one cell whatever the define says): its 32-bit-offset
-    instantiations."""
-    return [e for e in _expressions(name, define) if e.startswith("d3q19_stream_collide<")]
+def _expressions(name: str) -> list[str]:
+    """Instantiations a compile test builds: all with 32-bit element offsets and, of those
+    with 64-bit ones (which differ only in the index type), the one with rho/u stores and the
+    body force per kernel, arithmetic and storage type (the heaviest: the other 42 cost CI
+    20 s)."""
+    return [e for e in source.name_expressions(name)
+            if "lbm::index_t>" not in e or ", true, true, lbm::index_t>" in e]
 
 
 def _representatives(name: str) -> list[str]:
@@ -120,36 +104,27 @@ def test_no_hand_copied_tables() -> None:
             assert not re.search(r"\b(4\.0?\s*/\s*9|1\.0?\s*/\s*36|1\.0?\s*/\s*9)\b", text), path
 
 
-_BUILDS: dict[tuple[str, str | None], tuple[subprocess.CompletedProcess, str]] = {}
+_BUILDS: dict[str, tuple[subprocess.CompletedProcess, str]] = {}
 
 
-def _build_expressions(name: str, define: str | None) -> list[str]:
-    return _expressions(name) if define is None else _variant_expressions(name, define)
-
-
-def _build(tmp_path_factory, name: str, define: str | None
-           ) -> tuple[subprocess.CompletedProcess, str]:
-    """One nvcc run per kernel file and variant, shared by the PTX and the register tests:
-    a cubin with the ptxas report (``-Xptxas -v``) and the PTX it was made from (``--keep``).
-    The front end is most of the time, so building once saves a third of these tests."""
-    key = (name, define)
-    if key not in _BUILDS:
+def _build(tmp_path_factory, name: str) -> tuple[subprocess.CompletedProcess, str]:
+    """One nvcc run per kernel file, shared by the PTX and the register tests: a cubin with
+    the ptxas report (``-Xptxas -v``) and the PTX it was made from (``--keep``). The front
+    end is most of the time, so building once saves a third of these tests."""
+    if name not in _BUILDS:
         out = tmp_path_factory.mktemp("build")
-        res = _nvcc(out, name, *([define] if define else []), "-cubin", "-Xptxas", "-v",
-                    "--keep", "--keep-dir", str(out), "-o", "out.cubin",
-                    exprs=_build_expressions(name, define))
+        res = _nvcc(out, name, "-cubin", "-Xptxas", "-v", "--keep", "--keep-dir", str(out),
+                    "-o", "out.cubin", exprs=_expressions(name))
         ptx = out / f"{Path(name).stem}.ptx"
-        _BUILDS[key] = (res, ptx.read_text() if ptx.exists() else "")
-    return _BUILDS[key]
+        _BUILDS[name] = (res, ptx.read_text() if ptx.exists() else "")
+    return _BUILDS[name]
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
-                                          *VARIANTS])
-def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str,
-                         define: str | None) -> None:
-    exprs = _build_expressions(name, define)
-    res, ptx = _build(tmp_path_factory, name, define)
+@pytest.mark.parametrize("name", source.kernel_files())
+def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str) -> None:
+    exprs = _expressions(name)
+    res, ptx = _build(tmp_path_factory, name)
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
     entries = re.findall(r"\.entry\s+(\w+)", ptx)
@@ -158,29 +133,39 @@ def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str,
     # read a few scattered populations through the plain read-only path
     if name != "link_forces.cu" and any("lbm::half16" in e for e in exprs):
         assert "ld.global.nc.L2::256B.u16" in ptx
+    # and the fp16 two-cell kernel's 32-bit pair loads too, as in its tuned build (the build
+    # without the hint and the speculative loads ran at 0.947x the one-cell kernel's speed)
+    x2 = [e for e in re.split(r"^(?=\.visible \.entry)", ptx, flags=re.MULTILINE)
+          if e.startswith(".visible .entry _Z23d3q19_stream_collide_x2IfN3lbm6bits16")]
+    assert len(x2) == sum("d3q19_stream_collide_x2<float, lbm::half16" in e for e in exprs)
+    for entry in x2:
+        assert "ld.global.nc.L2::256B.u32" in entry
+        assert not re.search(r"ld\.global\.nc\.u32", entry)
     # --fmad=false: no contracted multiply-adds, so results round as on the CPU; the one
     # fused operation is lbm_common.cuh's exact_product_add (fp16 coding, exact products):
-    # built with two roundings instead, no fma may remain (checked on the production build:
-    # a variant's define changes how many cells a thread takes, not the arithmetic)
-    if define is not None:
-        return
+    # built with two roundings instead, no fma may remain
     if "exact_product_add" in source.kernel_source(name):
         # the coding is the same code in every variant of a template, arithmetic and storage
         # type: one instantiation each (all of them doubled the slowest test's time in CI)
-        res = _nvcc(tmp_path, name, *([define] if define else []), "-DSIMSPLIT_UNFUSED_CODING",
+        res = _nvcc(tmp_path, name, "-DSIMSPLIT_UNFUSED_CODING",
                     "--ptx", "-o", "out.ptx", exprs=_representatives(name))
         assert res.returncode == 0, res.stderr
         ptx = (tmp_path / "out.ptx").read_text()
     assert not re.search(r"\bfma\.rn\.f(32|64)", ptx)
 
 
+#: bytes of stack and spill a kernel may keep (mangled name part -> bytes): the forced fp16
+#: two-cell kernel at 72 registers (14 blocks) spills 8 bytes on its near-wall path
+#: (kernels/d3q19.cu, SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR; 80 registers at 12 blocks: none). The
+#: unforced one, the measured 64 x 16 build, must not spill
+SPILL_ALLOWED = {"d3q19_stream_collide_x2IfN3lbm6bits16ILi0EEELb0ELb1EjE": 8}
+
+
 @needs_nvcc
-@pytest.mark.parametrize("name, define", [*((n, None) for n in source.kernel_files()),
-                                          *VARIANTS])
-def test_registers_and_no_spills(tmp_path_factory, name: str, define: str | None,
-                                 capsys) -> None:
-    exprs = _build_expressions(name, define)
-    res, _ = _build(tmp_path_factory, name, define)
+@pytest.mark.parametrize("name", source.kernel_files())
+def test_registers_and_no_spills(tmp_path_factory, name: str, capsys) -> None:
+    exprs = _expressions(name)
+    res, _ = _build(tmp_path_factory, name)
     assert res.returncode == 0, res.stderr
     report, kernel = [], None
     for line in res.stderr.splitlines():
@@ -190,11 +175,13 @@ def test_registers_and_no_spills(tmp_path_factory, name: str, define: str | None
             report.append((kernel, int(m.group(1))))
         elif "stack frame" in line:
             # registers only: a local-memory array or spill would cost a memory round trip
-            assert re.search(r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
-                             line), f"{kernel}: {line.strip()}"
+            allowed = next((b for k, b in SPILL_ALLOWED.items() if k in (kernel or "")), 0)
+            m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes "
+                          r"spill loads", line)
+            assert m and max(int(v) for v in m.groups()) <= allowed, f"{kernel}: {line.strip()}"
     assert len(report) == len(exprs)
     with capsys.disabled():
-        print(f"\n{name} {define or ''} ({ARCH}, ptxas -v):")
+        print(f"\n{name} ({ARCH}, ptxas -v):")
         for kernel, regs in report:
             print(f"  {regs:4d} registers  {kernel}")
 
@@ -230,38 +217,6 @@ def test_compiles_with_nvrtc(name: str) -> None:
         err, lowered = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
         assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS and lowered, expr
     nvrtc.nvrtcDestroyProgram(prog)
-
-
-def _cupy_nvrtc():
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-    except Exception:  # CuPy or libnvrtc missing
-        return None
-    return nvrtc
-
-
-@pytest.mark.skipif(_cupy_nvrtc() is None, reason="NVRTC through CuPy not available")
-@pytest.mark.parametrize("cells_x", [1, 2])
-def test_d3q19_cells_x_compiles_with_cupy_nvrtc(cells_x: int) -> None:
-    """Both cells-per-thread builds of d3q19.cu through NVRTC as CuPy calls it (no GPU needed):
-    NVRTC refuses constructs nvcc takes (a generic lambda counts as host code in JIT mode).
-    The 32-bit-offset kernels (test_compiles_with_nvrtc builds them all)."""
-    nvrtc = _cupy_nvrtc()
-    prog = nvrtc.createProgram(source.kernel_source("d3q19.cu"), "d3q19.cu", [], [])
-    try:
-        for expr in _expressions("d3q19.cu", f"cells_x={cells_x}"):
-            nvrtc.addNameExpression(prog, expr)
-        opts = [*source.COMPILE_OPTIONS, "-arch=compute_90",
-                f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}"]
-        try:
-            nvrtc.compileProgram(prog, opts)
-        except Exception as exc:
-            pytest.fail(f"{exc}\n{nvrtc.getProgramLog(prog)}")
-        assert ".entry" in nvrtc.getPTX(prog).decode(errors="replace")
-    finally:
-        nvrtc.destroyProgram(prog)
 
 
 def test_name_expressions_cover_dtypes() -> None:
@@ -795,15 +750,22 @@ def test_emulated_halo_kernels_match_cpu(emulated, storage, padded) -> None:
 
 # --- D3Q19 (every arithmetic/storage pair, fp16 included) as host C++ against the CPU backend -----
 _EMULATION_LAUNCHERS_3D = _EMULATION_LAUNCH + """
+#ifndef SIMSPLIT_EMU_CELLS_X  // x-cells per thread of the pull steps: 1, or 2 (the _x2 kernel)
+#define SIMSPLIT_EMU_CELLS_X 1
+#endif
 template <typename T, typename S, bool STORE, bool FORCED, typename P>
 static void collide3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
                          int ny, int nz, long long pitch, long long layer, long long plane,
                          int k0, int k1, double op, double om, double lid, double fx, double fy,
                          double fz, int px, int py) {
-    const int cells = SIMSPLIT_BLOCK_X * SIMSPLIT_D3Q19_CELLS_X;  // x-cells per block
+    const int cells = SIMSPLIT_BLOCK_X * SIMSPLIT_EMU_CELLS_X;  // x-cells per block
     launch((nx + cells - 1) / cells, ny, k1 - k0, [&] {
-        d3q19_stream_collide<T, S, STORE, FORCED, P>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
-            layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
+        if constexpr (SIMSPLIT_EMU_CELLS_X == 2)
+            d3q19_stream_collide_x2<T, S, STORE, FORCED, P>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
+                pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
+        else
+            d3q19_stream_collide<T, S, STORE, FORCED, P>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
+                pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py);
     });
 }
 template <typename T, typename S, bool FORCED, typename P>
@@ -1057,8 +1019,8 @@ extern "C" void neq3(const void* fs, void* fd, const flag* fl, void* r, void* u,
 
 def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
     """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE); the
-    pull kernel built for ``cells_x`` cells per thread (SIMSPLIT_D3Q19_CELLS_X), with
-    ``defines`` (tuning builds)."""
+    pull steps launch d3q19_stream_collide (``cells_x`` 1) or d3q19_stream_collide_x2 (2),
+    with ``defines`` (tuning builds)."""
     import ctypes
 
     if CXX is None:
@@ -1069,7 +1031,7 @@ def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
                                   + _EMULATION_LAUNCHER_NEQ)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             *(f"-D{d}" for d in defines),
-                            f"-DSIMSPLIT_D3Q19_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
+                            f"-DSIMSPLIT_EMU_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
                             str(tmp / "emu3.cpp")], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     return ctypes.CDLL(str(tmp / "emu3.so"))
@@ -1215,7 +1177,7 @@ def test_emulated_d3q19_solid_cells_match_cpu(emulated_3d, precision, storage,
 @pytest.mark.parametrize("obstacles", [False, True])
 def test_emulated_d3q19_pairs_match_cpu(emulated_3d_pairs, precision, storage, nx, periodic,
                                         obstacles) -> None:
-    """Two x-cells per thread (SIMSPLIT_D3Q19_CELLS_X=2) on padded rows: the same bits as the
+    """Two x-cells per thread (d3q19_stream_collide_x2) on padded rows: the same bits as the
     CPU, odd nx (a lone last cell) and even, periodic x (scalar pairs at the row ends), walls
     and lid (near-wall cells beside plain ones in a pair), solid cells inside pairs; every
     vector load aligned; with obstacles, no body force."""

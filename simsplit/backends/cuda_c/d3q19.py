@@ -7,12 +7,11 @@ xy-planes. The
 kernel is chosen by the arithmetic type (that of rho/u) and the population storage type (that
 of f: float16 and e4m11 (int16) arrays hold the shifted 16-bit encodings, see ``lbm_common.cuh``).
 
-The two-lattice kernel takes ``source.D3Q19_CELLS_X`` adjacent x-cells per thread (the one place
-that choice is made). With 2 it moves every population as 2-element vectors, which needs both
-population arrays aligned for them (:func:`pair_alignment_problem`); arrays that are not (packed
-rows: blocks allocate padded ones, ``simsplit.backends.layout``) are refused with a
-``ValueError`` rather than run by a second, one-cell build: a fallback would have to be loaded
-up front (no module loads during graph capture) and would hide a layout that costs bandwidth.
+The two-lattice step of float32 arithmetic on fp16 storage takes two adjacent x-cells per
+thread (``d3q19_stream_collide_x2``, :func:`source.d3q19_takes_x2`): every population
+moves as a 2-element vector, which needs both population arrays aligned for them
+(:func:`pair_alignment_problem`; blocks allocate padded rows, ``simsplit.backends.layout``).
+Arrays that are not take the one-cell kernel of the same module (the same bits).
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ _NAME = "D3Q19"
 _N_CROSS = len(D3Q19.up)
 
 
-def grid_x(nx: int, cells_x: int = source.D3Q19_CELLS_X, block_x: int = source.BLOCK_X) -> int:
+def grid_x(nx: int, cells_x: int = 1, block_x: int = source.BLOCK_X) -> int:
     """Blocks along x of the two-lattice kernel: ``cells_x`` cells per thread."""
     return _grid_x(nx, block_x * cells_x)
 
@@ -60,14 +59,10 @@ def pair_alignment_problem(ptr: int, itemsize: int, strides: tuple[int, ...]) ->
     return None
 
 
-def check_pair_alignment(*arrays: Any) -> None:
-    """ValueError unless every array suits the pair kernel (``source.D3Q19_CELLS_X == 2``)."""
-    for a in arrays:
-        problem = pair_alignment_problem(int(a.data.ptr), a.itemsize, element_strides(a))
-        if problem:
-            raise ValueError(f"D3Q19 kernel with {source.D3Q19_CELLS_X} cells per thread needs "
-                             f"populations aligned for 2-element vectors (padded rows, "
-                             f"simsplit.backends.layout.padded_empty): {problem}")
+def pairs_aligned(*arrays: Any) -> bool:
+    """Whether every array suits the two-cell kernel's 2-element vector accesses."""
+    return all(pair_alignment_problem(int(a.data.ptr), a.itemsize, element_strides(a)) is None
+               for a in arrays)
 
 
 #: the kernels address a cell within one population's array by a 32-bit offset
@@ -146,6 +141,11 @@ class D3Q19Kernels:
         self._dev = cupy.cuda.Device(device)
         self._collide: dict[tuple, Any] = {}
         self._collide_aa: dict[tuple, Any] = {}
+        #: the two-cell kernels of the storages that take them (source.d3q19_takes_x2)
+        self._collide_x2: dict[tuple, Any] = {}
+        #: (f_src, f_dst) data pointers, shape and strides -> whether they suit the two-cell
+        #: kernel
+        self._aligned: dict[tuple, bool] = {}
         self._bodies: dict[tuple, Any] = {}
         self._two_steps: dict[tuple, Any] = {}
         self._pack: dict[np.dtype, Any] = {}
@@ -211,6 +211,8 @@ class D3Q19Kernels:
                 v = (dt, st, s, forced, wide)
                 self._collide[v] = kern[source.d3q19_stream_collide_name(*v)]
                 self._collide_aa[v] = kern[source.d3q19_aa_name(*v)]
+                if source.d3q19_takes_x2(dt, st):
+                    self._collide_x2[v] = kern[source.d3q19_x2_name(*v)]
             for s, forced in itertools.product((False, True), repeat=2):
                 for o in source.D3Q19_BODIES_OPEN:
                     self._bodies[(dt, st, s, forced, o)] = kern[
@@ -284,14 +286,30 @@ class D3Q19Kernels:
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         dt, st = rho.dtype, f_src.dtype
         check_launch_device(self.device)
-        if source.D3Q19_CELLS_X == 2:
-            check_pair_alignment(f_src, f_dst)
         variant = (dt, st, bool(store_macro), p.forced, wide_offsets(f_src))
-        kern, block_x = self._tuned.get((*variant, f_src.shape),
-                                        (self._collide[variant], default_block(st)))
+        kern, block_x, cells_x = self._pull_launch(variant, f_src, f_dst)
         with self._dev:
-            kern((grid_x(nx, block_x=block_x), ny, k1 - k0), (block_x,),
+            kern((grid_x(nx, cells_x, block_x), ny, k1 - k0), (block_x,),
                  self._collide_args(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p))
+
+    def _pull_launch(self, variant: tuple, f_src: Any, f_dst: Any) -> tuple[Any, int, int]:
+        """(kernel, threads per block, x-cells per thread) of a two-lattice step: a tuned
+        launch, else the two-cell kernel where the storage takes it and the arrays suit it,
+        else the one-cell kernel at the storage's default block."""
+        tuned = self._tuned.get((*variant, f_src.shape))
+        if tuned is not None:
+            return (*tuned, 1)
+        x2 = self._collide_x2.get(variant)
+        if x2 is not None:
+            key = (int(f_src.data.ptr), int(f_dst.data.ptr), f_src.shape, f_src.strides,
+                   f_dst.strides)
+            if key not in self._aligned:
+                if len(self._aligned) > 64:
+                    self._aligned.clear()
+                self._aligned[key] = pairs_aligned(f_src, f_dst)
+            if self._aligned[key]:
+                return x2, source.D3Q19_X2_16BIT[0], 2  # type: ignore[index]
+        return self._collide[variant], default_block(variant[1]), 1
 
     def _stream_collide_records(self, f_src, f_dst, flags, macro, layers, p: D3Q19Params,
                                 store_macro: bool, inlet=None, links=None, outlet_slots=None,
@@ -425,12 +443,15 @@ class D3Q19Kernels:
         """Pick the fastest block size for the two-lattice kernels on arrays of this shape
         (``dtype``: the arithmetic type, by default the storage's). Timing launches write
         ``f_dst`` (overwritten by the next step anyway) and scratch macroscopic fields; the
-        in-place (AA) kernel and the neq16 records' kernel are not tuned."""
+        in-place (AA) kernel, the neq16 records' kernel and fp16 storage's two-cell
+        kernel (source.D3Q19_X2_16BIT) are not tuned."""
         if f_dst is None or f_src.dtype == NEQ16_DTYPE:
             return
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         st = f_src.dtype
         dt = np.dtype(dtype) if dtype is not None else np.dtype(np.promote_types(st, np.float32))
+        if source.d3q19_takes_x2(dt, st):
+            return  # the two-cell kernel runs at its measured launch (source.D3Q19_X2_16BIT)
         with self._dev:
             scratch = [cupy.empty((nz, ny, nx), dt) for _ in range(4)]
         src_hash = autotune.source_hash(source.kernel_source("d3q19.cu"))

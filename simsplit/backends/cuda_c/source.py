@@ -49,13 +49,15 @@ GENERATED_HEADER = "simsplit_generated.cuh"
 #: threads per block along i (the contiguous axis); every kernel's ``__launch_bounds__``.
 #: 256 measured fastest for D2Q9 on an H200 (benchmarks/logs/tune_d2q9_h200_2026-12-02.log)
 BLOCK_X = 256
-#: cells along x per thread of the D3Q19 two-lattice pull kernel (kernels/d3q19.cu): 1, or 2
-#: (two adjacent cells, populations moved as 2-element vectors; needs rows aligned as
-#: simsplit.backends.layout pads them). The production choice, in this one place: it becomes
-#: the generated header's SIMSPLIT_D3Q19_CELLS_X (a -D option overrides it) and the launcher's
-#: grid. 1: two cells ran 14-19 % slower on an H200
-#: (benchmarks/logs/tune_d3q19_pairs_h200_2026-12-03.log)
-D3Q19_CELLS_X = 1
+#: (threads per block, resident blocks per SM) of d3q19_stream_collide_x2, the two-lattice
+#: pull kernel with two adjacent x-cells per thread (populations moved as 2-element vectors;
+#: needs rows aligned as simsplit.backends.layout pads them), which float32 arithmetic on fp16
+#: storage takes (the others: one cell per thread). 64 x 16 ran 42,933 MLUPS with
+#: fp16 storage at 512^3 on an H200 against 41,451 for the one-cell kernel
+#: (benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log); float32 storage ran 14-19 % slower
+#: with two cells (tune_d3q19_pairs_h200_2026-12-03.log).
+#: None: every storage one cell per thread
+D3Q19_X2_16BIT: tuple[int, int] | None = (64, 16)
 #: threads per block of the D3Q19 two-lattice kernel with fp16 storage, launched from the same
 #: build as the others (__launch_bounds__ caps blocks, it does not fix them; 48 registers, so
 #: the same resident warps): 64 and 128 ran 1.5-4 % faster than 256 on an H200, where float32
@@ -178,8 +180,11 @@ def generated_header() -> str:
         f"#define SIMSPLIT_E4M11_MANT_BITS {E4M11_MANT_BITS}",
         f"#define SIMSPLIT_E4M11_BIAS {E4M11_BIAS}",
         "#define SIMSPLIT_NEIGHBOUR_FLAGS 1  // measured faster than the own-flag test alone",
-        "#ifndef SIMSPLIT_D3Q19_CELLS_X  // cells per thread of d3q19_stream_collide",
-        f"#define SIMSPLIT_D3Q19_CELLS_X {D3Q19_CELLS_X}",
+        "#ifndef SIMSPLIT_D3Q19_X2_BLOCK_X  // d3q19_stream_collide_x2's launch bounds",
+        f"#define SIMSPLIT_D3Q19_X2_BLOCK_X {(D3Q19_X2_16BIT or (64, 16))[0]}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_X2_MIN_BLOCKS",
+        f"#define SIMSPLIT_D3Q19_X2_MIN_BLOCKS {(D3Q19_X2_16BIT or (64, 16))[1]}",
         "#endif",
         "#ifndef SIMSPLIT_D3Q19_FUSED_TX",
         f"#define SIMSPLIT_D3Q19_FUSED_TX {D3Q19_FUSED_TILE[0]}",
@@ -351,6 +356,22 @@ def d3q19_aa_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro:
         "d3q19_stream_collide<", "d3q19_stream_collide_aa<")
 
 
+def d3q19_x2_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
+                  forced: bool, wide: bool = False) -> str:
+    """D3Q19 stream-collide with two x-cells per thread, as :func:`d3q19_stream_collide_name`."""
+    return d3q19_stream_collide_name(dtype, storage, store_macro, forced, wide).replace(
+        "d3q19_stream_collide<", "d3q19_stream_collide_x2<")
+
+
+def d3q19_takes_x2(dtype: np.dtype | type, storage: np.dtype | type) -> bool:
+    """Whether arithmetic ``dtype`` on populations stored as ``storage`` takes
+    :func:`d3q19_x2_name`'s kernel (on rows aligned for it) instead of one cell per thread:
+    float32 arithmetic on fp16 storage (:data:`D3Q19_X2_16BIT`; the pair measured faster;
+    e4m11's longer decode not yet measured with it)."""
+    return (D3Q19_X2_16BIT is not None and np.dtype(dtype) == np.float32
+            and np.dtype(storage) == np.float16)
+
+
 def d3q19_two_steps_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
                          forced: bool) -> str:
     """Two-step (temporally blocked) D3Q19 stream-collide, as
@@ -483,6 +504,8 @@ def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
     for forced, wide in itertools.product((False, True), repeat=2):
         out += [d3q19_stream_collide_name(dt, st, s, forced, wide) for s in (False, True)]
         out += [d3q19_aa_name(dt, st, s, forced, wide) for s in (False, True)]
+        if d3q19_takes_x2(dt, st):
+            out += [d3q19_x2_name(dt, st, s, forced, wide) for s in (False, True)]
     out += [d3q19_bodies_name(dt, st, s, forced, o)
             for forced, s in itertools.product((False, True), repeat=2)
             for o in D3Q19_BODIES_OPEN]

@@ -362,13 +362,19 @@ class RankSlab(RankRounds):
     def _device(self, name: str, shape: tuple[int, ...], dtype: Any, exact: bool = False
                 ) -> Any:
         """A reused device buffer: at least ``shape[0]`` rows (a view of exactly that many
-        rows with ``exact``), grown with room to spare."""
+        rows with ``exact``, cut once while the buffer and row count stay), grown with room to
+        spare."""
         have = self._buffers.get(name)
         if have is None or have.dtype != np.dtype(dtype) or have.shape[1:] != shape[1:] or \
                 have.shape[0] < shape[0]:
             have = self._buffers[name] = self.kernels.zeros((room_for(shape[0]), *shape[1:]),
                                                             dtype)
-        return have[: shape[0]] if exact else have
+        if not exact:
+            return have
+        cut = self._views.get(("exact", name))
+        if cut is None or cut[0] is not have or cut[1] != shape[0]:
+            cut = self._views[("exact", name)] = (have, shape[0], have[: shape[0]])
+        return cut[2]
 
     def _host(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A reused pinned host buffer of at least ``shape[0]`` rows."""

@@ -225,9 +225,37 @@ __device__ __forceinline__ pull_deltas<P> make_pull_deltas(P plane, lbm::offset_
     return out;
 }
 
-// The 19 pulled populations of cell (i, j, k) by scalar loads, all in flight first; returns the
-// cell's NEAR_WALL bit (or, tuning variant, every cell ORs its sources' solid bits in, as the
-// D2Q9 kernel does).
+// The 19 stored elements pulled into cell (i, j, k) by scalar loads, all in flight at once,
+// each handed to take(q, element). Cells whose sources do not wrap (all but the periodic rows'
+// ends) address population q as cell + deltas.d[q], the delta the same for every thread
+// (uniform registers): 0.6 fewer warp instructions per cell than the general path, fp16 1.5 %
+// faster (H200, benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log; deltas as a kernel
+// parameter, 0.3 fewer again, were no faster). Not with 64-bit offsets: their 19 deltas spill
+// at 48 registers.
+template <typename S, typename P, typename Take>
+__device__ __forceinline__ void pull_each_3d(const S* __restrict__ f_src, int i, int j, int k,
+                                             int nx, int ny, lbm::offset_t pitch,
+                                             lbm::offset_t layer, P plane, bool per_x,
+                                             bool per_y, const pull_deltas<P>& deltas,
+                                             Take take)
+{
+    using L = D3Q19;
+    const bool wraps = (per_x && (i == 1 || i == nx)) || (per_y && (j == 1 || j == ny));
+    if (sizeof(P) == sizeof(lbm::offset_t) && !wraps) {
+        const P cell = P(cell_offset_3d(i, j, k, pitch, layer));
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) take(q, lbm::load_population(f_src + (cell + deltas.d[q])));
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q)
+        take(q, lbm::load_population(population_at(
+                    f_src, q, plane, source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x,
+                                                    per_y))));
+}
+
+// The 19 pulled populations of cell (i, j, k), decoded; returns the cell's NEAR_WALL bit (or,
+// tuning variant, every cell ORs its sources' solid bits in, as the D2Q9 kernel does).
 template <typename T, typename S, typename P>
 __device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_src,
                                                const lbm::flag_t* __restrict__ flags,
@@ -239,29 +267,16 @@ __device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_sr
     using L = D3Q19;
     lbm::flag_t near_wall = own & FLAG_NEAR_WALL;
 #ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
-    // cells whose sources do not wrap (all but the periodic rows' ends) address population q
-    // as cell + deltas.d[q], the delta the same for every thread (uniform registers): 0.6
-    // fewer warp instructions per cell than the general path below, fp16 1.5 % faster (H200,
-    // benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log; deltas as a kernel parameter,
-    // 0.3 fewer again, were no faster). Not with 64-bit offsets: their 19 deltas spill at 48
-    // registers.
-    const bool wraps = (per_x && (i == 1 || i == nx)) || (per_y && (j == 1 || j == ny));
-    if (sizeof(P) == sizeof(lbm::offset_t) && !wraps) {
-        const P cell = P(cell_offset_3d(i, j, k, pitch, layer));
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q)
-            fl[q] = lbm::load_population<L, T>(f_src + (cell + deltas.d[q]), q);
-        return near_wall;
-    }
-#endif
+    pull_each_3d(f_src, i, j, k, nx, ny, pitch, layer, plane, per_x, per_y, deltas,
+                 [&](int q, S raw) { fl[q] = lbm::decode<L, T>(raw, q); });
+#else
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) {
         const lbm::offset_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
         fl[q] = lbm::load_population<L, T>(population_at(f_src, q, plane, src), q);
-#ifdef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
         near_wall |= __ldg(flags + src) & FLAG_SOLID;
-#endif
     }
+#endif
     return near_wall;
 }
 
@@ -405,13 +420,12 @@ __device__ __forceinline__ void update_pair_3d(
     using L = D3Q19;
     using Pair = lbm::pair_of<S>;
     const bool live[2] = {!(own0 & FLAG_SOLID), !(own1 & FLAG_SOLID)};
-    if (!live[0] && !live[1]) return;
-    const bool vector = live[0] && live[1] && !(per_x && (i == 1 || i + 1 == nx));
+    const bool wraps_x = per_x && (i == 1 || i + 1 == nx);
     const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);
     lbm::pair_t<S> raw[L::Q];  // stored elements, still encoded: one register per fp16 pair
     lbm::flag_t near_wall[2] = {lbm::flag_t(own0 & FLAG_NEAR_WALL),
                                 lbm::flag_t(own1 & FLAG_NEAR_WALL)};
-    if (vector) {
+    auto load_vectors = [&]() {
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
@@ -422,6 +436,19 @@ __device__ __forceinline__ void update_pair_3d(
             near_wall[1] |= __ldg(flags + src + 1) & FLAG_SOLID;
 #endif
         }
+    };
+    // speculative (speculative_pull): the vector loads go out before the own flags are known,
+    // as the one-cell kernel's; a pair that turns out not to take them loads again below
+#ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+    const bool early = speculative_pull<S>() && !wraps_x;
+#else
+    const bool early = false;
+#endif
+    if (early) load_vectors();
+    if (!live[0] && !live[1]) return;
+    const bool vector = live[0] && live[1] && !wraps_x;
+    if (vector) {
+        if (!early) load_vectors();
     } else {  // a dead cell's loads are wasted, not wrong: its sources are in the array
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
@@ -640,6 +667,11 @@ struct gpu_team {
         f(int(threadIdx.x));
     }
     __device__ __forceinline__ void sync() const { __syncthreads(); }
+    // a value each thread keeps from one phase to a later one (registers)
+    template <typename X> struct local {
+        X v;
+        __device__ __forceinline__ X& operator()(int) { return v; }
+    };
 };
 
 // What every thread of a sweep needs: the arrays, the grid, the parameters.
@@ -658,6 +690,39 @@ template <typename T, typename S, typename P> struct sweep_args {
     bool per_x, per_y;
 };
 
+// Footprint cell t (thread index) of a block whose column starts at (i0, j0): its position
+// (lx, ly) in the footprint and the cell (i, j) it stands for.
+struct footprint_pos {
+    int lx, ly, i, j;
+};
+template <typename T, typename S, typename P>
+__device__ __forceinline__ footprint_pos footprint_of(const sweep_args<T, S, P>& a, int t, int i0,
+                                                      int j0)
+{
+    const int lx = t % RX, ly = t / RX;
+    return {lx, ly, footprint_cell(i0 - 1 + lx, a.nx, a.per_x),
+            footprint_cell(j0 - 1 + ly, a.ny, a.per_y)};
+}
+
+// Step t + 1 of fluid footprint cell c of plane kk from its pulled populations fl into ring
+// slot kk.
+template <typename T, typename S, bool FORCED, typename P>
+__device__ __forceinline__ void first_collide(const sweep_args<T, S, P>& a, S* ring,
+                                              const footprint_pos& c, int kk,
+                                              lbm::offset_t cell, lbm::flag_t near_wall, T* fl)
+{
+    using L = D3Q19;
+    if (near_wall)
+        bounce_back_3d(fl, a.f_src, a.flags, cell, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer,
+                       a.plane, a.per_x, a.per_y, a.lid_u);
+    const int s = slot_of(kk);
+    auto out = [&](int q, T v) {
+        ring[slot_index(s, q, c.lx, c.ly)] = lbm::encode<L, T, S>(v, q);
+    };
+    collide_3d<T, false, FORCED>(fl, c.i, c.j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
+                                 a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
+}
+
 // Step t + 1 of footprint cell t (thread index) of plane kk into ring slot kk, columns from
 // i0 - 1 and rows from j0 - 1; solid cells and cells past the array are left alone (a pull
 // from a solid cell becomes a bounce-back in the second step, without reading it).
@@ -666,23 +731,74 @@ __device__ __forceinline__ void first_step(const sweep_args<T, S, P>& a, S* ring
                                            int i0, int j0, const pull_deltas<P>& deltas)
 {
     using L = D3Q19;
-    const int lx = t % RX, ly = t / RX;
-    const int i = footprint_cell(i0 - 1 + lx, a.nx, a.per_x);
-    const int j = footprint_cell(j0 - 1 + ly, a.ny, a.per_y);
-    if (i > a.nx + 1 || j > a.ny + 1) return;
-    const lbm::offset_t cell = cell_offset_3d(i, j, kk, a.pitch, a.layer);
+    const footprint_pos c = footprint_of(a, t, i0, j0);
+    if (c.i > a.nx + 1 || c.j > a.ny + 1) return;
+    const lbm::offset_t cell = cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer);
     const lbm::flag_t own = a.flags[cell];
     if (own & FLAG_SOLID) return;  // ghost cells of walls included: only interior cells pass
     T fl[L::Q];
-    const lbm::flag_t near_wall = pull_3d(fl, a.f_src, a.flags, own, i, j, kk, a.nx, a.ny,
+    const lbm::flag_t near_wall = pull_3d(fl, a.f_src, a.flags, own, c.i, c.j, kk, a.nx, a.ny,
                                           a.pitch, a.layer, a.plane, a.per_x, a.per_y, deltas);
-    if (near_wall)
-        bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch, a.layer,
-                       a.plane, a.per_x, a.per_y, a.lid_u);
-    const int s = slot_of(kk);
-    auto out = [&](int q, T v) { ring[slot_index(s, q, lx, ly)] = lbm::encode<L, T, S>(v, q); };
-    collide_3d<T, false, FORCED>(fl, i, j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
-                                 a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
+    first_collide<T, S, FORCED>(a, ring, c, kk, cell, near_wall, fl);
+}
+
+// Prefetch (SIMSPLIT_D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_PREFETCH: 0 off, 1 for every
+// storage, 2 for 16-bit storage only): each thread issues the loads of its footprint cell's
+// next plane (own flag and 19 stored elements, not waiting for the flag) before it collides
+// the current one, so that they are in flight through the collision, the barrier and the
+// second step instead of starting after the barrier; the elements wait in registers, still
+// encoded (19 more live values). A footprint position that stands for no interior cell (a
+// ghost cell of a wall, past the array) loads its flag only; one that turns out fluid pulls
+// when it is used, as first_step does. The same bits either way: only when the loads are
+// issued changes.
+#if SIMSPLIT_D3Q19_FUSED_PREFETCH && defined(SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS)
+#error "SIMSPLIT_D3Q19_FUSED_PREFETCH takes each cell's own NEAR_WALL bit (no neighbour flags)"
+#endif
+template <typename S> __device__ __forceinline__ constexpr bool prefetch_planes()
+{
+    return SIMSPLIT_D3Q19_FUSED_PREFETCH == 1
+           || (SIMSPLIT_D3Q19_FUSED_PREFETCH == 2 && sizeof(S) == 2);
+}
+template <typename S> struct pending_cell {
+    S raw[D3Q19::Q];
+    lbm::flag_t own;  // FLAG_SOLID past the array: nothing to do
+    bool pulled;
+};
+
+template <typename T, typename S, typename P>
+__device__ __forceinline__ void first_load(const sweep_args<T, S, P>& a, pending_cell<S>& pend,
+                                           int t, int kk, int i0, int j0,
+                                           const pull_deltas<P>& deltas)
+{
+    const footprint_pos c = footprint_of(a, t, i0, j0);
+    pend.own = FLAG_SOLID;
+    pend.pulled = false;
+    if (c.i > a.nx + 1 || c.j > a.ny + 1) return;
+    pend.own = a.flags[cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer)];
+    if (c.i < 1 || c.i > a.nx || c.j < 1 || c.j > a.ny) return;
+    pull_each_3d(a.f_src, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer, a.plane, a.per_x, a.per_y,
+                 deltas, [&](int q, S raw) { pend.raw[q] = raw; });
+    pend.pulled = true;
+}
+
+template <typename T, typename S, bool FORCED, typename P>
+__device__ __forceinline__ void first_finish(const sweep_args<T, S, P>& a, S* ring,
+                                             const pending_cell<S>& pend, int t, int kk, int i0,
+                                             int j0, const pull_deltas<P>& deltas)
+{
+    using L = D3Q19;
+    if (pend.own & FLAG_SOLID) return;
+    const footprint_pos c = footprint_of(a, t, i0, j0);
+    T fl[L::Q];
+    if (pend.pulled) {
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) fl[q] = lbm::decode<L, T>(pend.raw[q], q);
+    } else {
+        pull_3d(fl, a.f_src, a.flags, pend.own, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer,
+                a.plane, a.per_x, a.per_y, deltas);
+    }
+    first_collide<T, S, FORCED>(a, ring, c, kk, cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer),
+                                pend.own & FLAG_NEAR_WALL, fl);
 }
 
 // Step t + 2 of column cell t (thread index, t < TX * TY) of plane kb from the ring, into f_dst.
@@ -723,9 +839,23 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
 {
     const int i0 = bx * TX + 1, j0 = by * TY + 1;
     const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
+    // prefetch: the first step's planes are za - 1 .. zb, those that exist (kk below)
+    const int fa = za - 1 < 1 ? 1 : za - 1, fb = zb < a.nz ? zb : a.nz;
+    typename Team::template local<pending_cell<S>> pend;
+    if (prefetch_planes<S>() && fa <= fb)
+        team.each([&](int t) { first_load(a, pend(t), t, fa, i0, j0, deltas); });
     for (int kk = za - 1; kk <= zb; ++kk) {
-        if (kk >= 1 && kk <= a.nz)
-            team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
+        if (kk >= 1 && kk <= a.nz) {
+            if (prefetch_planes<S>()) {
+                team.each([&](int t) {
+                    const pending_cell<S> cur = pend(t);
+                    if (kk < fb) first_load(a, pend(t), t, kk + 1, i0, j0, deltas);
+                    first_finish<T, S, FORCED>(a, ring, cur, t, kk, i0, j0, deltas);
+                });
+            } else {
+                team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
+            }
+        }
         team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
         if (kk - 1 >= za)
             team.each([&](int t) {

@@ -454,13 +454,29 @@ template <typename S> using pair_t = typename pair_of<S>::type;
 // unrolling) or one element past an aligned word (the pair straddles two words). The unused
 // outer halves may lie past a row's ghost columns (p[-1], p[2]); an aligned word holding one
 // element of the array cannot leave its allocation, and those halves are never used.
+// One aligned pair word: 16-bit formats ask the L2 for the fetch size of their scalar loads
+// (load_population above), the others take the read-only path as their elements do.
+template <typename S>
+__device__ __forceinline__ pair_t<S> load_pair_word(const S* p)
+{
+    return load_population(reinterpret_cast<const pair_t<S>*>(p));
+}
+#if !defined(SIMSPLIT_STREAMING_LOADS) && SIMSPLIT_FP16_L2_FETCH_BYTES != 0
+template <int F>
+__device__ __forceinline__ unsigned int load_pair_word(const bits16<F>* p)
+{
+    const unsigned int* word = reinterpret_cast<const unsigned int*>(p);
+    unsigned int v;
+    SIMSPLIT_LD_L2(SIMSPLIT_FP16_L2_FETCH_BYTES, "u32", "r", v, word);
+    return v;
+}
+#endif
+
 template <typename S>
 __device__ __forceinline__ pair_t<S> load_pair(const S* p, bool aligned)
 {
-    using P = pair_t<S>;
-    if (aligned) return load_population(reinterpret_cast<const P*>(p));
-    return pair_of<S>::middle(load_population(reinterpret_cast<const P*>(p - 1)),
-                              load_population(reinterpret_cast<const P*>(p + 1)));
+    if (aligned) return load_pair_word(p);
+    return pair_of<S>::middle(load_pair_word(p - 1), load_pair_word(p + 1));
 }
 
 // Elements a, b stored at p[0], p[1], p aligned to the pair. Through the store intrinsics: a

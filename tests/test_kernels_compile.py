@@ -843,6 +843,10 @@ struct host_team {
         }
     }
     void sync() const {}
+    template <typename X> struct local {  // a thread's registers kept between phases
+        std::vector<X> v = std::vector<X>(fused::THREADS);
+        X& operator()(int t) { return v[t]; }
+    };
 };
 template <typename T, typename S, bool STORE, bool FORCED>
 static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
@@ -1500,6 +1504,27 @@ def test_emulated_d3q19_two_steps_match_cpu(emulated_3d_small_tiles, precision, 
     through the ring cells, fp16 storage rounding the step t + 1 values as DRAM would."""
     _check_two_steps_against_cpu(emulated_3d_small_tiles, precision, storage, periodic,
                                  obstacles, forced=not obstacles, runs=2)
+
+
+@pytest.fixture(scope="module")
+def emulated_3d_prefetch(tmp_path_factory):
+    """The two-step kernel whose threads load their next plane before colliding the current
+    one (SIMSPLIT_D3Q19_FUSED_PREFETCH, a tuning variant), with 4 x 3 columns."""
+    return _emulation_3d(tmp_path_factory, 1, "SIMSPLIT_D3Q19_FUSED_TX=4",
+                         "SIMSPLIT_D3Q19_FUSED_TY=3", "SIMSPLIT_D3Q19_FUSED_PREFETCH=1")
+
+
+@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float32", "float32"),
+                                                ("float64", "float16"), ("float32", "e4m11")])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("obstacles, runs", [(False, 2), (True, 2), (True, 64)])
+def test_emulated_d3q19_two_steps_prefetch_match_cpu(emulated_3d_prefetch, precision, storage,
+                                                     periodic, obstacles, runs) -> None:
+    """The prefetching two-step sweep gives the same bits as two CPU steps: loads issued
+    before the flag is known (solid obstacles, wall ghost cells, periodic ring cells), runs
+    of 2 planes and one run over the whole range (the last plane prefetches nothing)."""
+    _check_two_steps_against_cpu(emulated_3d_prefetch, precision, storage, periodic,
+                                 obstacles, forced=not obstacles, runs=runs)
 
 
 @pytest.mark.parametrize("periodic", [False, True])

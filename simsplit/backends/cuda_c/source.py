@@ -89,6 +89,10 @@ D3Q19_FUSED_TILE = (32, 8)
 D3Q19_FUSED_RING = 3
 D3Q19_FUSED_MIN_BLOCKS = 2
 D3Q19_FUSED_RUN_PLANES = 32
+#: whether the two-step kernel's threads load their next plane before colliding the current
+#: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for
+#: 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)
+D3Q19_FUSED_PREFETCH = 0
 #: (arithmetic, storage) pairs the solver takes two steps per sweep for: where it measured
 #: faster than one-step sweeps. float32: 29,722 against 24,531 MLUPS at 512^3 on an H200; fp16
 #: storage ran slower (33,424 against 41,203: its one-step kernel moves half the bytes and is
@@ -186,6 +190,9 @@ def generated_header() -> str:
         "#endif",
         "#ifndef SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS",
         f"#define SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS {D3Q19_FUSED_MIN_BLOCKS}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_FUSED_PREFETCH",
+        f"#define SIMSPLIT_D3Q19_FUSED_PREFETCH {D3Q19_FUSED_PREFETCH}",
         "#endif",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",

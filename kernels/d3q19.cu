@@ -415,7 +415,7 @@ __device__ __forceinline__ void update_pair_3d(
     T* __restrict__ rho_out, T* __restrict__ ux_out, T* __restrict__ uy_out,
     T* __restrict__ uz_out, lbm::flag_t own0, lbm::flag_t own1, int i, int j, int k, int nx,
     int ny, lbm::offset_t pitch, lbm::offset_t layer, P plane, T om_p, T om_m,
-    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y)
+    T lid_u, T fx, T fy, T fz, bool per_x, bool per_y, const pull_deltas<P>& deltas)
 {
     using L = D3Q19;
     using Pair = lbm::pair_of<S>;
@@ -426,6 +426,15 @@ __device__ __forceinline__ void update_pair_3d(
     lbm::flag_t near_wall[2] = {lbm::flag_t(own0 & FLAG_NEAR_WALL),
                                 lbm::flag_t(own1 & FLAG_NEAR_WALL)};
     auto load_vectors = [&]() {
+#ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
+        // rows that do not wrap periodic y: the uniform deltas of the one-cell kernel
+        if (sizeof(P) == sizeof(lbm::offset_t) && !(per_y && (j == 1 || j == ny))) {
+#pragma unroll
+            for (int q = 0; q < L::Q; ++q)
+                raw[q] = lbm::load_pair(f_src + (P(cell) + deltas.d[q]), L::cx(q) == 0);
+            return;
+        }
+#endif
 #pragma unroll
         for (int q = 0; q < L::Q; ++q) {
             const lbm::offset_t src =
@@ -510,10 +519,11 @@ d3q19_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
     const lbm::flag_t own = flags[cell];
     if constexpr (CELLS_X == 2) {
         const lbm::flag_t own1 = i < nx ? flags[cell + 1] : FLAG_SOLID;  // odd nx: a lone cell
+        const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);
         update_pair_3d<T, S, STORE_MACRO, FORCED, P>(f_src, f_dst, flags, rho_out, ux_out, uy_out,
                                                   uz_out, own, own1, i, j, k, nx, ny, pitch,
                                                   layer, plane, om_p, om_m, lid_u, fx, fy, fz,
-                                                  periodic_x != 0, periodic_y != 0);
+                                                  periodic_x != 0, periodic_y != 0, deltas);
     } else {
         if (!speculative_pull<S>() && (own & FLAG_SOLID)) return;
         const pull_deltas<P> deltas = make_pull_deltas(plane, pitch, layer);

@@ -50,13 +50,18 @@ from simsplit.backends.layout import field_strides  # noqa: E402
 #: bytes per one-step update: 19 populations read and written, the flag byte
 BYTES_PER_UPDATE = {"float16": 77, "float32": 153}
 #: one-step candidates: (label, threads per block, defines); the production build is the
-#: first (its header's SIMSPLIT_BLOCK_X and resident blocks, launched at D3Q19_FP16_BLOCK_X)
+#: first (its header's SIMSPLIT_BLOCK_X and resident blocks, launched at D3Q19_FP16_BLOCK_X);
+#: the others are built for their block (SIMSPLIT_BLOCK_X; the one-cell kernel then asks for
+#: 1280 / block resident blocks, 48 registers, as in production)
 ONE_STEP = [
     ("production", source.D3Q19_FP16_BLOCK_X, ()),
     ("pairs 128 x 6", 128, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=6")),
     ("pairs 128 x 8", 128, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=8")),
     ("pairs 64 x 16", 64, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=16")),
     ("pairs 256 x 4", 256, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=4")),
+    ("stcs (evict-first stores)", 128, ("SIMSPLIT_STREAMING_STORES",)),
+    ("pairs 128 x 8, stcs", 128,
+     ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=8", "SIMSPLIT_STREAMING_STORES")),
 ]
 #: two-step candidates: (storage, label, TX, TY, resident blocks asked for, prefetch), a ring
 #: of 3 planes; float32 storage's production kernel and its prefetching build as well, for
@@ -172,7 +177,7 @@ def check_two_step(storage: str, kern, threads: int, shared: int, tx: int, ty: i
 
 def report(label: str, regs, bits: str, mlups: float, bw: float, extra: str = "",
            storage: str = "float16") -> None:
-    print(f"{label:>40} {regs!s:>4} {bits:>7} {extra:>12} {mlups:>8.0f} "
+    print(f"{label:>44} {regs!s:>4} {bits:>7} {extra:>12} {mlups:>8.0f} "
           f"{100 * mlups * 1e6 * BYTES_PER_UPDATE[storage] / bw:>6.1f}%", flush=True)
 
 
@@ -264,7 +269,7 @@ def main() -> None:
     print(f"copy bandwidth {bw / 1e12:.3f} TB/s; grid {n}^3, float32 arithmetic; %copy: MLUPS "
           "x the one-step kernel's bytes per update (fp16 77 B, float32 153 B) / copy "
           "bandwidth")
-    print(f"{'kernel':>40} {'regs':>4} {'bitwise':>7} {'launch':>12} {'MLUPS':>8} {'%copy':>7}")
+    print(f"{'kernel':>44} {'regs':>4} {'bitwise':>7} {'launch':>12} {'MLUPS':>8} {'%copy':>7}")
     f, flags = time_one_steps(n, steps, bw)
     time_two_steps("float16", f, flags, n, steps, bw)
     if not args.skip_copies:

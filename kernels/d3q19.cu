@@ -637,28 +637,38 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
 // plane kk - 1 does not read).
 //
 // TX, TY, RING and the resident blocks per SM asked of the register allocator come from the
-// generated header (simsplit.backends.cuda_c.source.D3Q19_FUSED_*: the launcher's grid and
-// shared memory follow the same values); -D options override them for tuning.
-static_assert(SIMSPLIT_D3Q19_FUSED_RING == 3 || SIMSPLIT_D3Q19_FUSED_RING == 4,
-              "SIMSPLIT_D3Q19_FUSED_RING must be 3 or 4");
+// generated header (simsplit.backends.cuda_c.source.D3Q19_FUSED_*, and D3Q19_FUSED16 for 16-bit
+// storage: the launcher's grid and shared memory follow the same values); -D options override
+// them for tuning.
 
 namespace {
 namespace fused {
 
-constexpr int TX = SIMSPLIT_D3Q19_FUSED_TX, TY = SIMSPLIT_D3Q19_FUSED_TY;
-constexpr int RX = TX + 2, RY = TY + 2;  // the footprint: the column and a ring of one cell
-constexpr int THREADS = RX * RY;
-constexpr int RING = SIMSPLIT_D3Q19_FUSED_RING;
+// The shape of a block's sweep for populations stored as S: 16-bit storage has its own
+// (SIMSPLIT_D3Q19_FUSED16_*, source.D3Q19_FUSED16), the others share SIMSPLIT_D3Q19_FUSED_*.
+template <typename S> struct shape {
+    static constexpr bool narrow = sizeof(S) == 2;
+    static constexpr int TX = narrow ? SIMSPLIT_D3Q19_FUSED16_TX : SIMSPLIT_D3Q19_FUSED_TX;
+    static constexpr int TY = narrow ? SIMSPLIT_D3Q19_FUSED16_TY : SIMSPLIT_D3Q19_FUSED_TY;
+    static constexpr int RX = TX + 2, RY = TY + 2;  // the footprint: column and ring of one cell
+    static constexpr int THREADS = RX * RY;
+    static constexpr int RING = narrow ? SIMSPLIT_D3Q19_FUSED16_RING : SIMSPLIT_D3Q19_FUSED_RING;
+    static constexpr int MIN_BLOCKS =
+        narrow ? SIMSPLIT_D3Q19_FUSED16_MIN_BLOCKS : SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS;
+    static_assert(RING == 3 || RING == 4, "the ring holds 3 or 4 planes");
+};
 
 // Element of shared memory holding population q of footprint cell (lx, ly) of ring slot s.
+template <typename S>
 __device__ __forceinline__ int slot_index(int s, int q, int lx, int ly)
 {
-    return ((s * D3Q19::Q + q) * RY + ly) * RX + lx;
+    return ((s * D3Q19::Q + q) * shape<S>::RY + ly) * shape<S>::RX + lx;
 }
 
+template <typename S>
 __device__ __forceinline__ int slot_of(int k)
 {
-    return k % RING;  // k >= 0
+    return k % shape<S>::RING;  // k >= 0
 }
 
 // Interior cell a footprint position g (0 .. n + 1 and beyond) stands for: periodic axes wrap
@@ -709,6 +719,7 @@ template <typename T, typename S, typename P>
 __device__ __forceinline__ footprint_pos footprint_of(const sweep_args<T, S, P>& a, int t, int i0,
                                                       int j0)
 {
+    constexpr int RX = shape<S>::RX;
     const int lx = t % RX, ly = t / RX;
     return {lx, ly, footprint_cell(i0 - 1 + lx, a.nx, a.per_x),
             footprint_cell(j0 - 1 + ly, a.ny, a.per_y)};
@@ -725,9 +736,9 @@ __device__ __forceinline__ void first_collide(const sweep_args<T, S, P>& a, S* r
     if (near_wall)
         bounce_back_3d(fl, a.f_src, a.flags, cell, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer,
                        a.plane, a.per_x, a.per_y, a.lid_u);
-    const int s = slot_of(kk);
+    const int s = slot_of<S>(kk);
     auto out = [&](int q, T v) {
-        ring[slot_index(s, q, c.lx, c.ly)] = lbm::encode<L, T, S>(v, q);
+        ring[slot_index<S>(s, q, c.lx, c.ly)] = lbm::encode<L, T, S>(v, q);
     };
     collide_3d<T, false, FORCED>(fl, c.i, c.j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
                                  a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
@@ -817,6 +828,7 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
                                             int kb, int i0, int j0)
 {
     using L = D3Q19;
+    constexpr int TX = shape<S>::TX;
     const int lx = t % TX + 1, ly = t / TX + 1;
     const int i = i0 + lx - 1, j = j0 + ly - 1;
     if (i > a.nx || j > a.ny) return;
@@ -827,12 +839,14 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
 #pragma unroll
     for (int q = 0; q < L::Q; ++q)
         fl[q] = lbm::decode<L, T>(
-            ring[slot_index(slot_of(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))], q);
+            ring[slot_index<S>(slot_of<S>(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))],
+            q);
     if (own & FLAG_NEAR_WALL)  // the own opp q of step t + 1 is in the ring
         bounce_back_solid_sources(fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer, a.per_x,
                                   a.per_y, a.lid_u, [&](int q, lbm::offset_t) {
                                       return lbm::decode<L, T>(
-                                          ring[slot_index(slot_of(kb), L::opp(q), lx, ly)],
+                                          ring[slot_index<S>(slot_of<S>(kb), L::opp(q), lx,
+                                                             ly)],
                                           L::opp(q));
                                   });
     auto out = [&](int q, T v) {
@@ -847,6 +861,7 @@ template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typ
 __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
                                       int bx, int by, int za, int zb)
 {
+    constexpr int TX = shape<S>::TX, TY = shape<S>::TY;
     const int i0 = bx * TX + 1, j0 = by * TY + 1;
     const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
     // prefetch: the first step's planes are za - 1 .. zb, those that exist (kk below)
@@ -871,7 +886,7 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
             team.each([&](int t) {
                 if (t < TX * TY) second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
             });
-        if (RING == 3) team.sync();  // the next first step overwrites the slot just read
+        if (shape<S>::RING == 3) team.sync();  // the next first step overwrites the slot read
     }
 }
 
@@ -879,13 +894,13 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
 }  // namespace
 
 // Steps t + 1 and t + 2 of planes [k0, k1): f_src (step t) -> f_dst (step t + 2). Grid: x-y
-// columns of fused::TX x fused::TY cells (blockIdx.x, blockIdx.y) times runs of `run_planes`
-// planes (blockIdx.z); fused::THREADS threads; RING * 19 * THREADS stored elements of dynamic
+// columns of TX x TY cells (fused::shape<S>; blockIdx.x, blockIdx.y) times runs of `run_planes`
+// planes (blockIdx.z); THREADS threads; RING * 19 * THREADS stored elements of dynamic
 // shared memory. rho/u (if STORE_MACRO) are those of step t + 2.
 // (double arithmetic asks for one resident block: at two it spilled with float storage)
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
-__global__ void __launch_bounds__(fused::THREADS,
-                                  sizeof(T) == 4 ? SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS : 1)
+__global__ void __launch_bounds__(fused::shape<S>::THREADS,
+                                  sizeof(T) == 4 ? fused::shape<S>::MIN_BLOCKS : 1)
 d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_dst,
                                const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                                T* __restrict__ ux_out, T* __restrict__ uy_out,

@@ -41,6 +41,7 @@ from tune_d3q19_two_steps import (  # noqa: E402
     device_copy,
     launch_one,
     launch_two,
+    shape_defines,
     small_case,
 )
 
@@ -64,14 +65,13 @@ ONE_STEP = [
      ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=8", "SIMSPLIT_STREAMING_STORES")),
 ]
 #: two-step candidates: (storage, label, TX, TY, resident blocks asked for, prefetch, ring
-#: planes); float32 storage's production kernel and its prefetching build as well, for the
-#: choice of SIMSPLIT_D3Q19_FUSED_PREFETCH 1 (every storage) or 2 (16-bit only). A ring of 4
-#: (one barrier per plane instead of two) took 101 KB per float32 block and ran 23 % slower;
-#: in fp16 it is half that
-PRODUCTION_TWO = (*source.D3Q19_FUSED_TILE, source.D3Q19_FUSED_MIN_BLOCKS,
-                  source.D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_RING)
+#: planes; production: source.D3Q19_FUSED16 for 16-bit storage); float32 storage's production
+#: kernel and its prefetching build as well, for the choice of SIMSPLIT_D3Q19_FUSED_PREFETCH 1
+#: (every storage) or 2 (16-bit only). A ring of 4 (one barrier per plane instead of two) took
+#: 101 KB per float32 block and ran 23 % slower; in fp16 it is half that
+TX16, TY16, RING16, MIN_BLOCKS16 = source.D3Q19_FUSED16
 TWO_STEP = [
-    ("float16", "production", *PRODUCTION_TWO),
+    ("float16", "production", TX16, TY16, MIN_BLOCKS16, source.D3Q19_FUSED_PREFETCH, RING16),
     ("float16", "16 x 16", 16, 16, 3, 0, 3),
     ("float16", "32 x 8, ring 4", 32, 8, 2, 0, 4),
     ("float16", "prefetch 32 x 8", 32, 8, 2, 1, 3),
@@ -82,7 +82,8 @@ TWO_STEP = [
     ("float16", "prefetch 16 x 16, ring 4", 16, 16, 2, 1, 4),
     ("float16", "prefetch 32 x 16", 32, 16, 1, 1, 3),
     ("float16", "prefetch 64 x 4", 64, 4, 2, 1, 3),
-    ("float32", "production", *PRODUCTION_TWO),
+    ("float32", "production", *source.D3Q19_FUSED_TILE, source.D3Q19_FUSED_MIN_BLOCKS,
+     source.D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_RING),
     ("float32", "prefetch 32 x 8", 32, 8, 2, 1, 3),
 ]
 RUNS = (32, 64)
@@ -129,9 +130,8 @@ def production_one_step(storage: str):
 
 def two_step_build(storage: str, tx: int, ty: int, min_blocks: int, prefetch: int, ring: int):
     """(kernel, threads, shared bytes) of a two-step candidate."""
-    defines = (f"SIMSPLIT_D3Q19_FUSED_TX={tx}", f"SIMSPLIT_D3Q19_FUSED_TY={ty}",
-               f"SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS={min_blocks}",
-               f"SIMSPLIT_D3Q19_FUSED_RING={ring}", f"SIMSPLIT_D3Q19_FUSED_PREFETCH={prefetch}")
+    defines = (*shape_defines(tx, ty, ring, min_blocks),
+               f"SIMSPLIT_D3Q19_FUSED_PREFETCH={prefetch}")
     name = two_step_name(storage)
     kern = build([name], None, defines).get_function(name)
     threads = (tx + 2) * (ty + 2)

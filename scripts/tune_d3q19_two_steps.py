@@ -50,6 +50,14 @@ VARIANTS = [(32, 8, 4, 2, -1), (32, 8, 3, 2, -1), (32, 4, 4, 3, -1), (16, 16, 4,
             (32, 16, 3, 1, 72), (64, 8, 3, 1, -1), (32, 12, 3, 2, -1), (16, 8, 3, 4, -1)]
 
 
+def shape_defines(tx: int, ty: int, ring: int, min_blocks: int) -> tuple[str, ...]:
+    """The two-step kernel's shape for every storage type (16-bit storage has its own
+    SIMSPLIT_D3Q19_FUSED16_* values, the others SIMSPLIT_D3Q19_FUSED_*)."""
+    values = {"TX": tx, "TY": ty, "RING": ring, "MIN_BLOCKS": min_blocks}
+    return tuple(f"SIMSPLIT_D3Q19_{kind}_{key}={v}" for kind in ("FUSED", "FUSED16")
+                 for key, v in values.items())
+
+
 @functools.cache
 def build(tx: int, ty: int, ring: int, min_blocks: int, storage: str, carveout: int = -1):
     """(two-step kernel, one-step kernel, threads, shared bytes) of one variant, unforced,
@@ -59,9 +67,7 @@ def build(tx: int, ty: int, ring: int, min_blocks: int, storage: str, carveout: 
     two = one.replace("d3q19_stream_collide<", "d3q19_stream_collide_two_steps<")
     cc = cupy.cuda.Device().compute_capability
     opts = ("--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
-            f"-DSIMSPLIT_D3Q19_FUSED_TX={tx}", f"-DSIMSPLIT_D3Q19_FUSED_TY={ty}",
-            f"-DSIMSPLIT_D3Q19_FUSED_RING={ring}",
-            f"-DSIMSPLIT_D3Q19_FUSED_MIN_BLOCKS={min_blocks}")
+            *(f"-D{d}" for d in shape_defines(tx, ty, ring, min_blocks)))
     mod = cupy.RawModule(code=source.kernel_source("d3q19.cu"), options=opts,
                          name_expressions=[one, two])
     k1, k2 = mod.get_function(one), mod.get_function(two)

@@ -26,6 +26,7 @@ Usage: python scripts/tune_d3q19_fp16.py [--n 512] [--steps 40] [--skip-copies]
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -121,6 +122,7 @@ def two_step_name(storage: str) -> str:
                                           "d3q19_stream_collide_two_steps<")
 
 
+@functools.cache
 def production_one_step(storage: str):
     """(kernel, threads per block) as the solver launches it."""
     name = one_step_name(storage)

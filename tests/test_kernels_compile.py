@@ -840,14 +840,18 @@ static void halo3(const void* src, void* dst, int pack, long long plane, long lo
 #include <vector>
 // d3q19_stream_collide_two_steps: each block's sweep run by a team whose threads take each
 // phase in turn; the ring starts as NaN bits, so a slot read before it is written shows
-struct host_team {
+template <typename S> struct host_team {
     template <typename F> void each(F&& f) const {
-        for (int t = 0; t < fused::THREADS; ++t) {
+        for (int t = 0; t < fused::shape<S>::THREADS; ++t) {
             threadIdx = {unsigned(t), 0, 0};
             f(t);
         }
     }
     void sync() const {}
+    template <typename X> struct local {  // a thread's registers kept between phases
+        std::vector<X> v = std::vector<X>(fused::shape<S>::THREADS);
+        X& operator()(int t) { return v[t]; }
+    };
 };
 template <typename T, typename S, bool STORE, bool FORCED>
 static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
@@ -858,13 +862,14 @@ static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv,
     const fused::sweep_args<T, S, P> a{s, d, fl, rr, uu, vv, ww, nx, ny, nz, P(pitch),
                                        P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
                                        T(fz), px != 0, py != 0};
-    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
-    blockDim = {unsigned(fused::THREADS), 1, 1};
+    using shape = fused::shape<S>;
+    std::vector<S> ring(shape::RING * D3Q19::Q * shape::THREADS);
+    blockDim = {unsigned(shape::THREADS), 1, 1};
     for (int za = k0; za < k1; za += run)
-        for (int by = 0; by * fused::TY < ny; ++by)
-            for (int bx = 0; bx * fused::TX < nx; ++bx) {
+        for (int by = 0; by * shape::TY < ny; ++by)
+            for (int bx = 0; bx * shape::TX < nx; ++bx) {
                 std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
-                fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring.data(), bx, by, za,
+                fused::sweep<T, S, STORE, FORCED, P>(host_team<S>{}, a, ring.data(), bx, by, za,
                                                      za + run < k1 ? za + run : k1);
             }
 }
@@ -1514,11 +1519,15 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
             np.testing.assert_array_equal(got, want)
 
 
+#: 4 x 3 columns for every storage type (16-bit storage has a shape of its own)
+_SMALL_TILES = ("SIMSPLIT_D3Q19_FUSED_TX=4", "SIMSPLIT_D3Q19_FUSED_TY=3",
+                "SIMSPLIT_D3Q19_FUSED16_TX=4", "SIMSPLIT_D3Q19_FUSED16_TY=3")
+
+
 @pytest.fixture(scope="module")
 def emulated_3d_small_tiles(tmp_path_factory):
     """The two-step kernel with 4 x 3 columns, so that small grids span several in x and y."""
-    return _emulation_3d(tmp_path_factory, 1, "SIMSPLIT_D3Q19_FUSED_TX=4",
-                         "SIMSPLIT_D3Q19_FUSED_TY=3")
+    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES)
 
 
 def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, forced,
@@ -1583,6 +1592,26 @@ def test_emulated_d3q19_two_steps_match_cpu(emulated_3d_small_tiles, precision, 
     through the ring cells, fp16 storage rounding the step t + 1 values as DRAM would."""
     _check_two_steps_against_cpu(emulated_3d_small_tiles, precision, storage, periodic,
                                  obstacles, forced=not obstacles, runs=2)
+
+
+@pytest.fixture(scope="module")
+def emulated_3d_prefetch(tmp_path_factory):
+    """The two-step kernel whose threads load their next plane before colliding the current
+    one (SIMSPLIT_D3Q19_FUSED_PREFETCH, a tuning variant), with 4 x 3 columns."""
+    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, "SIMSPLIT_D3Q19_FUSED_PREFETCH=1")
+
+
+@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float32", "float32"),
+                                                ("float64", "float16"), ("float32", "e4m11")])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("obstacles, runs", [(False, 2), (True, 2), (True, 64)])
+def test_emulated_d3q19_two_steps_prefetch_match_cpu(emulated_3d_prefetch, precision, storage,
+                                                     periodic, obstacles, runs) -> None:
+    """The prefetching two-step sweep gives the same bits as two CPU steps: loads issued
+    before the flag is known (solid obstacles, wall ghost cells, periodic ring cells), runs
+    of 2 planes and one run over the whole range (the last plane prefetches nothing)."""
+    _check_two_steps_against_cpu(emulated_3d_prefetch, precision, storage, periodic,
+                                 obstacles, forced=not obstacles, runs=runs)
 
 
 @pytest.mark.parametrize("periodic", [False, True])

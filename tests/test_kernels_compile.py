@@ -186,6 +186,34 @@ def test_registers_and_no_spills(tmp_path_factory, name: str, capsys) -> None:
             print(f"  {regs:4d} registers  {kernel}")
 
 
+#: spill bytes the fp16 two-step kernel (not in D3Q19_FUSED_PAIRS: tuning builds only) may
+#: keep at its production shape (source.D3Q19_FUSED16, 16 x 16 with three blocks: 56
+#: registers). The build the tuner timed (unforced, no rho/u) spilled 8 bytes with NVRTC and
+#: nvcc 13.0; at two blocks none spill (80 registers, not timed)
+FP16_TWO_STEP_SPILL = 24
+
+
+@needs_nvcc
+def test_fp16_two_steps_registers(tmp_path: Path, capsys) -> None:
+    """ptxas of the fp16 two-step kernel at its production shape: within the register cap of
+    its resident blocks and at most FP16_TWO_STEP_SPILL bytes of spill."""
+    exprs = [source.d3q19_two_steps_name(np.float32, np.float16, s, f)
+             for s in (False, True) for f in (False, True)]
+    res = _nvcc(tmp_path, "d3q19.cu", "-cubin", "-Xptxas", "-v", "-o", "out.cubin", exprs=exprs)
+    assert res.returncode == 0, res.stderr
+    tx, ty, _, blocks = source.D3Q19_FUSED16
+    cap = 65536 // (blocks * -(-(tx + 2) * (ty + 2) // 32) * 32)
+    regs = [int(v) for v in re.findall(r"Used (\d+) registers", res.stderr)]
+    spills = [max(map(int, m)) for m in re.findall(
+        r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+        res.stderr)]
+    assert len(regs) == len(spills) == len(exprs)
+    assert max(regs) <= cap and max(spills) <= FP16_TWO_STEP_SPILL, res.stderr
+    with capsys.disabled():
+        print(f"\nfp16 two-step {tx} x {ty}, {blocks} blocks ({ARCH}): registers {regs}, "
+              f"stack/spill bytes {spills}")
+
+
 def _nvrtc():
     try:
         from cuda.bindings import nvrtc
@@ -1619,6 +1647,36 @@ def test_emulated_d3q19_two_steps_production_tiles(emulated_3d, periodic) -> Non
     """The production column size (one column covers the small grid) and whole-range runs."""
     _check_two_steps_against_cpu(emulated_3d, "float32", "float32", periodic, True, True,
                                  runs=64)
+
+
+@pytest.mark.parametrize("storage", ["float16", "e4m11"])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("runs", [5, 64])
+def test_emulated_d3q19_two_steps_production_tiles_16bit(emulated_3d, storage, periodic,
+                                                         runs) -> None:
+    """16-bit storage's own production column (source.D3Q19_FUSED16) on a grid of three
+    columns in x and two in y, the last ones partial, with obstacles: the same bits as two CPU
+    steps (a column shape changes only which thread computes which cell)."""
+    tx, ty = source.D3Q19_FUSED16[:2]
+    _check_two_steps_against_cpu(emulated_3d, "float32", storage, periodic, True, True,
+                                 runs=runs, nx=2 * tx + 5, ny=ty + 3)
+
+
+def test_two_steps_launch_follows_the_shapes() -> None:
+    """The launcher's threads and shared memory are those of the header's shape for the
+    storage's width: SIMSPLIT_D3Q19_FUSED16_* for 16-bit storage, SIMSPLIT_D3Q19_FUSED_*
+    for the others."""
+    header = source.generated_header()
+
+    def define(name: str) -> int:
+        return int(re.search(rf"#define {name} (\d+)", header).group(1))
+
+    for itemsize, kind in ((2, "FUSED16"), (4, "FUSED"), (8, "FUSED")):
+        tx, ty, ring = (define(f"SIMSPLIT_D3Q19_{kind}_{k}") for k in ("TX", "TY", "RING"))
+        grid, threads, shared = source.d3q19_two_steps_launch(100, 50, 64, itemsize)
+        assert threads == (tx + 2) * (ty + 2)
+        assert grid == (-(-100 // tx), -(-50 // ty), -(-64 // source.D3Q19_FUSED_RUN_PLANES))
+        assert shared == ring * 19 * threads * itemsize
 
 
 @pytest.mark.parametrize("periodic, forced", [(False, True), (True, False)])

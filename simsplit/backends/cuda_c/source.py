@@ -95,9 +95,12 @@ D3Q19_FUSED_RING = 3
 D3Q19_FUSED_MIN_BLOCKS = 2
 D3Q19_FUSED_RUN_PLANES = 32
 #: the same for 16-bit population storage (fp16, e4m11): (TX, TY, ring planes, resident blocks
-#: per SM); float's values until fp16's are measured (scripts/tune_d3q19_fp16.py; fp16 is not
-#: in D3Q19_FUSED_PAIRS yet)
-D3Q19_FUSED16 = (*D3Q19_FUSED_TILE, D3Q19_FUSED_RING, D3Q19_FUSED_MIN_BLOCKS)
+#: per SM). 16 x 16, a ring of 3, three blocks: 38,900 MLUPS at 512^3 with fp16 storage on an
+#: H200 against 33,998 for float's 32 x 8 shape (56 against 79 registers), runs of 32, checked
+#: bit for bit (scripts/tune_d3q19_fp16.py, benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log;
+#: the tuner's figure, not yet a solver measurement; e4m11 not timed). Still below one-step
+#: sweeps (two cells per thread: 42,933), so fp16 is not in D3Q19_FUSED_PAIRS
+D3Q19_FUSED16 = (16, 16, 3, 3)
 #: whether the two-step kernel's threads load their next plane before colliding the current
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for
 #: 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)

@@ -2,12 +2,14 @@
 
 At 512^3 (float32 arithmetic, fp16 storage, the cavity of scripts/tune_d3q19.py) this times:
 
-- the production one-step kernel (launched as the solver launches it: source.D3Q19_FP16_BLOCK_X
-  threads) and the production two-step kernel (source.D3Q19_FUSED_*), MLUPS and the fraction
-  of the device-to-device copy bandwidth that 77 B per update (the one-step kernel's bytes)
-  would need: above 100 % for a two-step sweep means it beats what one-step sweeps can reach;
-- the one-step kernel with two x-cells per thread (SIMSPLIT_D3Q19_CELLS_X=2: populations moved
-  as 32-bit fp16 pairs, speculative loads with the L2 fetch hint) at several launch shapes;
+- the production one-step kernels, launched as the solver launches them: two x-cells per
+  thread (d3q19_stream_collide_x2, source.D3Q19_X2_16BIT, what fp16 rows aligned for it take)
+  and one cell (source.D3Q19_FP16_BLOCK_X threads), and the production two-step kernel
+  (source.D3Q19_FUSED16), MLUPS and the fraction of the device-to-device copy bandwidth that
+  77 B per update (the one-step kernel's bytes) would need: above 100 % for a two-step sweep
+  means it beats what one-step sweeps can reach;
+- the two-cell kernel (populations moved as 32-bit fp16 pairs) at other launch shapes
+  (SIMSPLIT_D3Q19_X2_BLOCK_X, SIMSPLIT_D3Q19_X2_MIN_BLOCKS);
 - the two-step kernel at other column shapes, and with SIMSPLIT_D3Q19_FUSED_PREFETCH (each
   thread's next-plane loads in flight through the collision, the barrier and the second step);
   float32 storage's production two-step kernel and its prefetching build too;
@@ -20,7 +22,8 @@ Every candidate is first checked bit for bit against the production kernels on s
 fields (obstacles, walls, the lid, periodic x and y off and on, an even and an odd nx): a
 one-step candidate against one production launch, a two-step one against two.
 Usage: python scripts/tune_d3q19_fp16.py [--n 512] [--steps 40] [--skip-copies]
-                                        [--skip-float32]
+                                        [--skip-float32] [--production]
+(--production: the production rows only, fp16: its one-step kernels and its two-step kernel)
 """
 
 from __future__ import annotations
@@ -51,19 +54,22 @@ from simsplit.backends.layout import field_strides  # noqa: E402
 
 #: bytes per one-step update: 19 populations read and written, the flag byte
 BYTES_PER_UPDATE = {"float16": 77, "float32": 153}
-#: one-step candidates: (label, threads per block, defines); the production build is the
-#: first (its header's SIMSPLIT_BLOCK_X and resident blocks, launched at D3Q19_FP16_BLOCK_X);
-#: the others are built for their block (SIMSPLIT_BLOCK_X; the one-cell kernel then asks for
-#: 1280 / block resident blocks, 48 registers, as in production)
+#: one-step candidates: (label, threads per block, x-cells per thread, defines); the first
+#: two are the production builds (one module, launched as the solver launches them); the
+#: others are built with ``defines`` (two-cell launch bounds: SIMSPLIT_D3Q19_X2_BLOCK_X and
+#: SIMSPLIT_D3Q19_X2_MIN_BLOCKS)
+X2_BLOCK, X2_MIN_BLOCKS = source.D3Q19_X2_16BIT or (64, 16)
+PRODUCTION = ("production two cells", "production one cell")
 ONE_STEP = [
-    ("production", source.D3Q19_FP16_BLOCK_X, ()),
-    ("pairs 128 x 6", 128, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=6")),
-    ("pairs 128 x 8", 128, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=8")),
-    ("pairs 64 x 16", 64, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=16")),
-    ("pairs 256 x 4", 256, ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=4")),
-    ("stcs (evict-first stores)", 128, ("SIMSPLIT_STREAMING_STORES",)),
-    ("pairs 128 x 8, stcs", 128,
-     ("SIMSPLIT_D3Q19_CELLS_X=2", "SIMSPLIT_D3Q19_MIN_BLOCKS=8", "SIMSPLIT_STREAMING_STORES")),
+    ("production two cells", X2_BLOCK, 2, ()),
+    ("production one cell", source.D3Q19_FP16_BLOCK_X, 1, ()),
+    *((f"pairs {b} x {m}", b, 2, (f"SIMSPLIT_D3Q19_X2_BLOCK_X={b}",
+                                   f"SIMSPLIT_D3Q19_X2_MIN_BLOCKS={m}"))
+      for b, m in ((128, 6), (128, 8), (64, 16), (256, 4)) if (b, m) != (X2_BLOCK, X2_MIN_BLOCKS)),
+    ("stcs (evict-first stores)", source.D3Q19_FP16_BLOCK_X, 1, ("SIMSPLIT_STREAMING_STORES",)),
+    ("pairs 128 x 8, stcs", 128, 2, ("SIMSPLIT_D3Q19_X2_BLOCK_X=128",
+                                     "SIMSPLIT_D3Q19_X2_MIN_BLOCKS=8",
+                                     "SIMSPLIT_STREAMING_STORES")),
 ]
 #: two-step candidates: (storage, label, TX, TY, resident blocks asked for, prefetch, ring
 #: planes; production: source.D3Q19_FUSED16 for 16-bit storage); float32 storage's production
@@ -73,7 +79,8 @@ ONE_STEP = [
 TX16, TY16, RING16, MIN_BLOCKS16 = source.D3Q19_FUSED16
 TWO_STEP = [
     ("float16", "production", TX16, TY16, MIN_BLOCKS16, source.D3Q19_FUSED_PREFETCH, RING16),
-    ("float16", "16 x 16", 16, 16, 3, 0, 3),
+    ("float16", "32 x 8 (float's shape)", 32, 8, 2, 0, 3),
+    ("float16", "16 x 16 b2 (no spill)", 16, 16, 2, 0, 3),
     ("float16", "32 x 8, ring 4", 32, 8, 2, 0, 4),
     ("float16", "prefetch 32 x 8", 32, 8, 2, 1, 3),
     ("float16", "prefetch 32 x 8, ring 4", 32, 8, 2, 1, 4),
@@ -113,8 +120,10 @@ def build(names: list[str], block_x: int | None, defines: tuple[str, ...]) -> cu
     return cupy.RawModule(code=code, options=compile_options(*defines), name_expressions=names)
 
 
-def one_step_name(storage: str) -> str:
-    return source.d3q19_stream_collide_name(np.float32, np.dtype(storage), False, False, False)
+def one_step_name(storage: str, cells_x: int = 1) -> str:
+    name = source.d3q19_stream_collide_name(np.float32, np.dtype(storage), False, False, False)
+    return name if cells_x == 1 else name.replace("d3q19_stream_collide<",
+                                                  "d3q19_stream_collide_x2<")
 
 
 def two_step_name(storage: str) -> str:
@@ -123,11 +132,18 @@ def two_step_name(storage: str) -> str:
 
 
 @functools.cache
+def production_module(storage: str) -> cupy.RawModule:
+    """The one-step kernels of ``storage`` as production builds them (one cell, and two cells
+    for 16-bit storage)."""
+    names = [one_step_name(storage)] + ([one_step_name(storage, 2)] if storage == "float16"
+                                        else [])
+    return build(names, None, ())
+
+
 def production_one_step(storage: str):
-    """(kernel, threads per block) as the solver launches it."""
-    name = one_step_name(storage)
+    """(one-cell kernel, threads per block) as the solver launches it."""
     block = source.D3Q19_FP16_BLOCK_X if storage == "float16" else source.BLOCK_X
-    return build([name], None, ()).get_function(name), block
+    return production_module(storage).get_function(one_step_name(storage)), block
 
 
 def two_step_build(storage: str, tx: int, ty: int, min_blocks: int, prefetch: int, ring: int):
@@ -188,20 +204,23 @@ def report(label: str, regs, bits: str, mlups: float, bw: float, extra: str = ""
           f"{100 * mlups * 1e6 * BYTES_PER_UPDATE[storage] / bw:>6.1f}%", flush=True)
 
 
-def time_one_steps(n: int, steps: int, bw: float) -> tuple[list, cupy.ndarray]:
-    """The fp16 one-step production kernel and candidates at n^3; returns the fields."""
+def time_one_steps(n: int, steps: int, bw: float,
+                   production_only: bool = False) -> tuple[list, cupy.ndarray]:
+    """The fp16 one-step production kernels and candidates at n^3; returns the fields."""
     f, flags = fields(n, "float16")
     macro = [cupy.zeros((1, 1, 1), cupy.float32) for _ in range(4)]
     prod, _ = production_one_step("float16")
-    for label, block, defines in ONE_STEP:
+    for label, block, cells_x, defines in ONE_STEP:
+        if production_only and label not in PRODUCTION:
+            continue
         try:
-            cells_x = 2 if "SIMSPLIT_D3Q19_CELLS_X=2" in defines else 1
-            if label == "production":
-                kern, bits = prod, "-"
+            name = one_step_name("float16", cells_x)
+            if label in PRODUCTION:
+                kern = production_module("float16").get_function(name)
             else:
-                name = one_step_name("float16")
-                kern = build([name], block, defines).get_function(name)
-                bits = "yes" if check_one_step(prod, kern, block, cells_x) else "NO"
+                kern = build([name], block if cells_x == 1 else None, defines).get_function(name)
+            bits = "-" if label == "production one cell" else (
+                "yes" if check_one_step(prod, kern, block, cells_x) else "NO")
 
             def step(k: int, kern=kern, block=block, cells_x=cells_x) -> None:
                 launch_one(kern, f[k % 2], f[(k + 1) % 2], flags, macro, (n, n, n), False,
@@ -215,11 +234,12 @@ def time_one_steps(n: int, steps: int, bw: float) -> tuple[list, cupy.ndarray]:
     return f, flags
 
 
-def time_two_steps(storage: str, f, flags, n: int, steps: int, bw: float) -> None:
+def time_two_steps(storage: str, f, flags, n: int, steps: int, bw: float,
+                   production_only: bool = False) -> None:
     """The two-step candidates of ``storage`` at n^3, runs of RUNS planes."""
     macro = [cupy.zeros((1, 1, 1), cupy.float32) for _ in range(4)]
     for st, label, tx, ty, min_blocks, prefetch, ring in TWO_STEP:
-        if st != storage:
+        if st != storage or (production_only and label != "production"):
             continue
         try:
             kern, threads, shared = two_step_build(storage, tx, ty, min_blocks, prefetch, ring)
@@ -269,6 +289,9 @@ def main() -> None:
                     "(two-step: half as many sweeps)")
     ap.add_argument("--skip-copies", action="store_true")
     ap.add_argument("--skip-float32", action="store_true")
+    ap.add_argument("--production", action="store_true",
+                    help="fp16 production kernels only: one-step (two cells, one cell) and "
+                         "two-step; no candidates, copies or float32")
     args = ap.parse_args()
     n, steps = args.n, args.steps
     t_start = time.time()
@@ -277,12 +300,12 @@ def main() -> None:
           "x the one-step kernel's bytes per update (fp16 77 B, float32 153 B) / copy "
           "bandwidth")
     print(f"{'kernel':>44} {'regs':>4} {'bitwise':>7} {'launch':>12} {'MLUPS':>8} {'%copy':>7}")
-    f, flags = time_one_steps(n, steps, bw)
-    time_two_steps("float16", f, flags, n, steps, bw)
-    if not args.skip_copies:
+    f, flags = time_one_steps(n, steps, bw, args.production)
+    time_two_steps("float16", f, flags, n, steps, bw, args.production)
+    if not (args.skip_copies or args.production):
         time_copies(f, flags, n, steps, bw)
     f = flags = None
-    if not args.skip_float32:
+    if not (args.skip_float32 or args.production):
         f, flags = fields(n, "float32")
         time_two_steps("float32", f, flags, n, steps, bw)
         f = flags = None

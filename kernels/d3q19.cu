@@ -226,9 +226,37 @@ __device__ __forceinline__ pull_deltas<P> make_pull_deltas(P plane, lbm::offset_
     return out;
 }
 
-// The 19 pulled populations of cell (i, j, k) by scalar loads, all in flight first; returns the
-// cell's NEAR_WALL bit (or, tuning variant, every cell ORs its sources' solid bits in, as the
-// D2Q9 kernel does).
+// The 19 stored elements pulled into cell (i, j, k) by scalar loads, all in flight at once,
+// each handed to take(q, element). Cells whose sources do not wrap (all but the periodic rows'
+// ends) address population q as cell + deltas.d[q], the delta the same for every thread
+// (uniform registers): 0.6 fewer warp instructions per cell than the general path, fp16 1.5 %
+// faster (H200, benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log; deltas as a kernel
+// parameter, 0.3 fewer again, were no faster). Not with 64-bit offsets: their 19 deltas spill
+// at 48 registers.
+template <typename S, typename P, typename Take>
+__device__ __forceinline__ void pull_each_3d(const S* __restrict__ f_src, int i, int j, int k,
+                                             int nx, int ny, lbm::offset_t pitch,
+                                             lbm::offset_t layer, P plane, bool per_x,
+                                             bool per_y, const pull_deltas<P>& deltas,
+                                             Take take)
+{
+    using L = D3Q19;
+    const bool wraps = (per_x && (i == 1 || i == nx)) || (per_y && (j == 1 || j == ny));
+    if (sizeof(P) == sizeof(lbm::offset_t) && !wraps) {
+        const P cell = P(cell_offset_3d(i, j, k, pitch, layer));
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) take(q, lbm::load_population(f_src + (cell + deltas.d[q])));
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q)
+        take(q, lbm::load_population(population_at(
+                    f_src, q, plane, source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x,
+                                                    per_y))));
+}
+
+// The 19 pulled populations of cell (i, j, k), decoded; returns the cell's NEAR_WALL bit (or,
+// tuning variant, every cell ORs its sources' solid bits in, as the D2Q9 kernel does).
 template <typename T, typename S, typename P>
 __device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_src,
                                                const lbm::flag_t* __restrict__ flags,
@@ -240,29 +268,16 @@ __device__ __forceinline__ lbm::flag_t pull_3d(T* fl, const S* __restrict__ f_sr
     using L = D3Q19;
     lbm::flag_t near_wall = own & FLAG_NEAR_WALL;
 #ifndef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
-    // cells whose sources do not wrap (all but the periodic rows' ends) address population q
-    // as cell + deltas.d[q], the delta the same for every thread (uniform registers): 0.6
-    // fewer warp instructions per cell than the general path below, fp16 1.5 % faster (H200,
-    // benchmarks/logs/tune_d3q19_h200_2026-12-03_offsets.log; deltas as a kernel parameter,
-    // 0.3 fewer again, were no faster). Not with 64-bit offsets: their 19 deltas spill at 48
-    // registers.
-    const bool wraps = (per_x && (i == 1 || i == nx)) || (per_y && (j == 1 || j == ny));
-    if (sizeof(P) == sizeof(lbm::offset_t) && !wraps) {
-        const P cell = P(cell_offset_3d(i, j, k, pitch, layer));
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q)
-            fl[q] = lbm::load_population<L, T>(f_src + (cell + deltas.d[q]), q);
-        return near_wall;
-    }
-#endif
+    pull_each_3d(f_src, i, j, k, nx, ny, pitch, layer, plane, per_x, per_y, deltas,
+                 [&](int q, S raw) { fl[q] = lbm::decode<L, T>(raw, q); });
+#else
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) {
         const lbm::offset_t src = source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y);
         fl[q] = lbm::load_population<L, T>(population_at(f_src, q, plane, src), q);
-#ifdef SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS
         near_wall |= __ldg(flags + src) & FLAG_SOLID;
-#endif
     }
+#endif
     return near_wall;
 }
 
@@ -653,28 +668,38 @@ d3q19_stream_collide_aa(S* __restrict__ f, const lbm::flag_t* __restrict__ flags
 // plane kk - 1 does not read).
 //
 // TX, TY, RING and the resident blocks per SM asked of the register allocator come from the
-// generated header (simsplit.backends.cuda_c.source.D3Q19_FUSED_*: the launcher's grid and
-// shared memory follow the same values); -D options override them for tuning.
-static_assert(SIMSPLIT_D3Q19_FUSED_RING == 3 || SIMSPLIT_D3Q19_FUSED_RING == 4,
-              "SIMSPLIT_D3Q19_FUSED_RING must be 3 or 4");
+// generated header (simsplit.backends.cuda_c.source.D3Q19_FUSED_*, and D3Q19_FUSED16 for 16-bit
+// storage: the launcher's grid and shared memory follow the same values); -D options override
+// them for tuning.
 
 namespace {
 namespace fused {
 
-constexpr int TX = SIMSPLIT_D3Q19_FUSED_TX, TY = SIMSPLIT_D3Q19_FUSED_TY;
-constexpr int RX = TX + 2, RY = TY + 2;  // the footprint: the column and a ring of one cell
-constexpr int THREADS = RX * RY;
-constexpr int RING = SIMSPLIT_D3Q19_FUSED_RING;
+// The shape of a block's sweep for populations stored as S: 16-bit storage has its own
+// (SIMSPLIT_D3Q19_FUSED16_*, source.D3Q19_FUSED16), the others share SIMSPLIT_D3Q19_FUSED_*.
+template <typename S> struct shape {
+    static constexpr bool narrow = sizeof(S) == 2;
+    static constexpr int TX = narrow ? SIMSPLIT_D3Q19_FUSED16_TX : SIMSPLIT_D3Q19_FUSED_TX;
+    static constexpr int TY = narrow ? SIMSPLIT_D3Q19_FUSED16_TY : SIMSPLIT_D3Q19_FUSED_TY;
+    static constexpr int RX = TX + 2, RY = TY + 2;  // the footprint: column and ring of one cell
+    static constexpr int THREADS = RX * RY;
+    static constexpr int RING = narrow ? SIMSPLIT_D3Q19_FUSED16_RING : SIMSPLIT_D3Q19_FUSED_RING;
+    static constexpr int MIN_BLOCKS =
+        narrow ? SIMSPLIT_D3Q19_FUSED16_MIN_BLOCKS : SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS;
+    static_assert(RING == 3 || RING == 4, "the ring holds 3 or 4 planes");
+};
 
 // Element of shared memory holding population q of footprint cell (lx, ly) of ring slot s.
+template <typename S>
 __device__ __forceinline__ int slot_index(int s, int q, int lx, int ly)
 {
-    return ((s * D3Q19::Q + q) * RY + ly) * RX + lx;
+    return ((s * D3Q19::Q + q) * shape<S>::RY + ly) * shape<S>::RX + lx;
 }
 
+template <typename S>
 __device__ __forceinline__ int slot_of(int k)
 {
-    return k % RING;  // k >= 0
+    return k % shape<S>::RING;  // k >= 0
 }
 
 // Interior cell a footprint position g (0 .. n + 1 and beyond) stands for: periodic axes wrap
@@ -693,6 +718,11 @@ struct gpu_team {
         f(int(threadIdx.x));
     }
     __device__ __forceinline__ void sync() const { __syncthreads(); }
+    // a value each thread keeps from one phase to a later one (registers)
+    template <typename X> struct local {
+        X v;
+        __device__ __forceinline__ X& operator()(int) { return v; }
+    };
 };
 
 // What every thread of a sweep needs: the arrays, the grid, the parameters.
@@ -711,6 +741,40 @@ template <typename T, typename S, typename P> struct sweep_args {
     bool per_x, per_y;
 };
 
+// Footprint cell t (thread index) of a block whose column starts at (i0, j0): its position
+// (lx, ly) in the footprint and the cell (i, j) it stands for.
+struct footprint_pos {
+    int lx, ly, i, j;
+};
+template <typename T, typename S, typename P>
+__device__ __forceinline__ footprint_pos footprint_of(const sweep_args<T, S, P>& a, int t, int i0,
+                                                      int j0)
+{
+    constexpr int RX = shape<S>::RX;
+    const int lx = t % RX, ly = t / RX;
+    return {lx, ly, footprint_cell(i0 - 1 + lx, a.nx, a.per_x),
+            footprint_cell(j0 - 1 + ly, a.ny, a.per_y)};
+}
+
+// Step t + 1 of fluid footprint cell c of plane kk from its pulled populations fl into ring
+// slot kk.
+template <typename T, typename S, bool FORCED, typename P>
+__device__ __forceinline__ void first_collide(const sweep_args<T, S, P>& a, S* ring,
+                                              const footprint_pos& c, int kk,
+                                              lbm::offset_t cell, lbm::flag_t near_wall, T* fl)
+{
+    using L = D3Q19;
+    if (near_wall)
+        bounce_back_3d(fl, a.f_src, a.flags, cell, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer,
+                       a.plane, a.per_x, a.per_y, a.lid_u);
+    const int s = slot_of<S>(kk);
+    auto out = [&](int q, T v) {
+        ring[slot_index<S>(s, q, c.lx, c.ly)] = lbm::encode<L, T, S>(v, q);
+    };
+    collide_3d<T, false, FORCED>(fl, c.i, c.j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
+                                 a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
+}
+
 // Step t + 1 of footprint cell t (thread index) of plane kk into ring slot kk, columns from
 // i0 - 1 and rows from j0 - 1; solid cells and cells past the array are left alone (a pull
 // from a solid cell becomes a bounce-back in the second step, without reading it).
@@ -719,23 +783,74 @@ __device__ __forceinline__ void first_step(const sweep_args<T, S, P>& a, S* ring
                                            int i0, int j0, const pull_deltas<P>& deltas)
 {
     using L = D3Q19;
-    const int lx = t % RX, ly = t / RX;
-    const int i = footprint_cell(i0 - 1 + lx, a.nx, a.per_x);
-    const int j = footprint_cell(j0 - 1 + ly, a.ny, a.per_y);
-    if (i > a.nx + 1 || j > a.ny + 1) return;
-    const lbm::offset_t cell = cell_offset_3d(i, j, kk, a.pitch, a.layer);
+    const footprint_pos c = footprint_of(a, t, i0, j0);
+    if (c.i > a.nx + 1 || c.j > a.ny + 1) return;
+    const lbm::offset_t cell = cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer);
     const lbm::flag_t own = a.flags[cell];
     if (own & FLAG_SOLID) return;  // ghost cells of walls included: only interior cells pass
     T fl[L::Q];
-    const lbm::flag_t near_wall = pull_3d(fl, a.f_src, a.flags, own, i, j, kk, a.nx, a.ny,
+    const lbm::flag_t near_wall = pull_3d(fl, a.f_src, a.flags, own, c.i, c.j, kk, a.nx, a.ny,
                                           a.pitch, a.layer, a.plane, a.per_x, a.per_y, deltas);
-    if (near_wall)
-        bounce_back_3d(fl, a.f_src, a.flags, cell, i, j, kk, a.nx, a.ny, a.pitch, a.layer,
-                       a.plane, a.per_x, a.per_y, a.lid_u);
-    const int s = slot_of(kk);
-    auto out = [&](int q, T v) { ring[slot_index(s, q, lx, ly)] = lbm::encode<L, T, S>(v, q); };
-    collide_3d<T, false, FORCED>(fl, i, j, kk, a.nx, a.ny, a.rho_out, a.ux_out, a.uy_out,
-                                 a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
+    first_collide<T, S, FORCED>(a, ring, c, kk, cell, near_wall, fl);
+}
+
+// Prefetch (SIMSPLIT_D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_PREFETCH: 0 off, 1 for every
+// storage, 2 for 16-bit storage only): each thread issues the loads of its footprint cell's
+// next plane (own flag and 19 stored elements, not waiting for the flag) before it collides
+// the current one, so that they are in flight through the collision, the barrier and the
+// second step instead of starting after the barrier; the elements wait in registers, still
+// encoded (19 more live values). A footprint position that stands for no interior cell (a
+// ghost cell of a wall, past the array) loads its flag only; one that turns out fluid pulls
+// when it is used, as first_step does. The same bits either way: only when the loads are
+// issued changes.
+#if SIMSPLIT_D3Q19_FUSED_PREFETCH && defined(SIMSPLIT_D3Q19_NEIGHBOUR_FLAGS)
+#error "SIMSPLIT_D3Q19_FUSED_PREFETCH takes each cell's own NEAR_WALL bit (no neighbour flags)"
+#endif
+template <typename S> __device__ __forceinline__ constexpr bool prefetch_planes()
+{
+    return SIMSPLIT_D3Q19_FUSED_PREFETCH == 1
+           || (SIMSPLIT_D3Q19_FUSED_PREFETCH == 2 && sizeof(S) == 2);
+}
+template <typename S> struct pending_cell {
+    S raw[D3Q19::Q];
+    lbm::flag_t own;  // FLAG_SOLID past the array: nothing to do
+    bool pulled;
+};
+
+template <typename T, typename S, typename P>
+__device__ __forceinline__ void first_load(const sweep_args<T, S, P>& a, pending_cell<S>& pend,
+                                           int t, int kk, int i0, int j0,
+                                           const pull_deltas<P>& deltas)
+{
+    const footprint_pos c = footprint_of(a, t, i0, j0);
+    pend.own = FLAG_SOLID;
+    pend.pulled = false;
+    if (c.i > a.nx + 1 || c.j > a.ny + 1) return;
+    pend.own = a.flags[cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer)];
+    if (c.i < 1 || c.i > a.nx || c.j < 1 || c.j > a.ny) return;
+    pull_each_3d(a.f_src, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer, a.plane, a.per_x, a.per_y,
+                 deltas, [&](int q, S raw) { pend.raw[q] = raw; });
+    pend.pulled = true;
+}
+
+template <typename T, typename S, bool FORCED, typename P>
+__device__ __forceinline__ void first_finish(const sweep_args<T, S, P>& a, S* ring,
+                                             const pending_cell<S>& pend, int t, int kk, int i0,
+                                             int j0, const pull_deltas<P>& deltas)
+{
+    using L = D3Q19;
+    if (pend.own & FLAG_SOLID) return;
+    const footprint_pos c = footprint_of(a, t, i0, j0);
+    T fl[L::Q];
+    if (pend.pulled) {
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) fl[q] = lbm::decode<L, T>(pend.raw[q], q);
+    } else {
+        pull_3d(fl, a.f_src, a.flags, pend.own, c.i, c.j, kk, a.nx, a.ny, a.pitch, a.layer,
+                a.plane, a.per_x, a.per_y, deltas);
+    }
+    first_collide<T, S, FORCED>(a, ring, c, kk, cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer),
+                                pend.own & FLAG_NEAR_WALL, fl);
 }
 
 // Step t + 2 of column cell t (thread index, t < TX * TY) of plane kb from the ring, into f_dst.
@@ -744,6 +859,7 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
                                             int kb, int i0, int j0)
 {
     using L = D3Q19;
+    constexpr int TX = shape<S>::TX;
     const int lx = t % TX + 1, ly = t / TX + 1;
     const int i = i0 + lx - 1, j = j0 + ly - 1;
     if (i > a.nx || j > a.ny) return;
@@ -754,12 +870,14 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
 #pragma unroll
     for (int q = 0; q < L::Q; ++q)
         fl[q] = lbm::decode<L, T>(
-            ring[slot_index(slot_of(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))], q);
+            ring[slot_index<S>(slot_of<S>(kb - L::cz(q)), q, lx - L::cx(q), ly - L::cy(q))],
+            q);
     if (own & FLAG_NEAR_WALL)  // the own opp q of step t + 1 is in the ring
         bounce_back_solid_sources(fl, a.flags, i, j, kb, a.nx, a.ny, a.pitch, a.layer, a.per_x,
                                   a.per_y, a.lid_u, [&](int q, lbm::offset_t) {
                                       return lbm::decode<L, T>(
-                                          ring[slot_index(slot_of(kb), L::opp(q), lx, ly)],
+                                          ring[slot_index<S>(slot_of<S>(kb), L::opp(q), lx,
+                                                             ly)],
                                           L::opp(q));
                                   });
     auto out = [&](int q, T v) {
@@ -774,17 +892,32 @@ template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typ
 __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
                                       int bx, int by, int za, int zb)
 {
+    constexpr int TX = shape<S>::TX, TY = shape<S>::TY;
     const int i0 = bx * TX + 1, j0 = by * TY + 1;
     const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
+    // prefetch: the first step's planes are za - 1 .. zb, those that exist (kk below)
+    const int fa = za - 1 < 1 ? 1 : za - 1, fb = zb < a.nz ? zb : a.nz;
+    typename Team::template local<pending_cell<S>> pend;
+    if (prefetch_planes<S>() && fa <= fb)
+        team.each([&](int t) { first_load(a, pend(t), t, fa, i0, j0, deltas); });
     for (int kk = za - 1; kk <= zb; ++kk) {
-        if (kk >= 1 && kk <= a.nz)
-            team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
+        if (kk >= 1 && kk <= a.nz) {
+            if (prefetch_planes<S>()) {
+                team.each([&](int t) {
+                    const pending_cell<S> cur = pend(t);
+                    if (kk < fb) first_load(a, pend(t), t, kk + 1, i0, j0, deltas);
+                    first_finish<T, S, FORCED>(a, ring, cur, t, kk, i0, j0, deltas);
+                });
+            } else {
+                team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
+            }
+        }
         team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
         if (kk - 1 >= za)
             team.each([&](int t) {
                 if (t < TX * TY) second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
             });
-        if (RING == 3) team.sync();  // the next first step overwrites the slot just read
+        if (shape<S>::RING == 3) team.sync();  // the next first step overwrites the slot read
     }
 }
 
@@ -792,13 +925,13 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
 }  // namespace
 
 // Steps t + 1 and t + 2 of planes [k0, k1): f_src (step t) -> f_dst (step t + 2). Grid: x-y
-// columns of fused::TX x fused::TY cells (blockIdx.x, blockIdx.y) times runs of `run_planes`
-// planes (blockIdx.z); fused::THREADS threads; RING * 19 * THREADS stored elements of dynamic
+// columns of TX x TY cells (fused::shape<S>; blockIdx.x, blockIdx.y) times runs of `run_planes`
+// planes (blockIdx.z); THREADS threads; RING * 19 * THREADS stored elements of dynamic
 // shared memory. rho/u (if STORE_MACRO) are those of step t + 2.
 // (double arithmetic asks for one resident block: at two it spilled with float storage)
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
-__global__ void __launch_bounds__(fused::THREADS,
-                                  sizeof(T) == 4 ? SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS : 1)
+__global__ void __launch_bounds__(fused::shape<S>::THREADS,
+                                  sizeof(T) == 4 ? fused::shape<S>::MIN_BLOCKS : 1)
 d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_dst,
                                const lbm::flag_t* __restrict__ flags, T* __restrict__ rho_out,
                                T* __restrict__ ux_out, T* __restrict__ uy_out,

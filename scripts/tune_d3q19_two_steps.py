@@ -50,6 +50,14 @@ VARIANTS = [(32, 8, 4, 2, -1), (32, 8, 3, 2, -1), (32, 4, 4, 3, -1), (16, 16, 4,
             (32, 16, 3, 1, 72), (64, 8, 3, 1, -1), (32, 12, 3, 2, -1), (16, 8, 3, 4, -1)]
 
 
+def shape_defines(tx: int, ty: int, ring: int, min_blocks: int) -> tuple[str, ...]:
+    """The two-step kernel's shape for every storage type (16-bit storage has its own
+    SIMSPLIT_D3Q19_FUSED16_* values, the others SIMSPLIT_D3Q19_FUSED_*)."""
+    values = {"TX": tx, "TY": ty, "RING": ring, "MIN_BLOCKS": min_blocks}
+    return tuple(f"SIMSPLIT_D3Q19_{kind}_{key}={v}" for kind in ("FUSED", "FUSED16")
+                 for key, v in values.items())
+
+
 @functools.cache
 def build(tx: int, ty: int, ring: int, min_blocks: int, storage: str, carveout: int = -1):
     """(two-step kernel, one-step kernel, threads, shared bytes) of one variant, unforced,
@@ -59,9 +67,7 @@ def build(tx: int, ty: int, ring: int, min_blocks: int, storage: str, carveout: 
     two = one.replace("d3q19_stream_collide<", "d3q19_stream_collide_two_steps<")
     cc = cupy.cuda.Device().compute_capability
     opts = ("--std=c++17", "--fmad=false", f"-arch=sm_{cc}",
-            f"-DSIMSPLIT_D3Q19_FUSED_TX={tx}", f"-DSIMSPLIT_D3Q19_FUSED_TY={ty}",
-            f"-DSIMSPLIT_D3Q19_FUSED_RING={ring}",
-            f"-DSIMSPLIT_D3Q19_FUSED_MIN_BLOCKS={min_blocks}")
+            *(f"-D{d}" for d in shape_defines(tx, ty, ring, min_blocks)))
     mod = cupy.RawModule(code=source.kernel_source("d3q19.cu"), options=opts,
                          name_expressions=[one, two])
     k1, k2 = mod.get_function(one), mod.get_function(two)
@@ -89,19 +95,27 @@ def launch_two(kern, threads, shared, tx, ty, run, f_src, f_dst, flags, macro, n
          shared_mem=shared)
 
 
-def launch_one(kern, f_src, f_dst, flags, macro, nxyz, periodic) -> None:
+def launch_one(kern, f_src, f_dst, flags, macro, nxyz, periodic, block: int = 256,
+               cells_x: int = 1) -> None:
+    """One launch of the one-step kernel, ``block`` threads of ``cells_x`` x-cells each."""
     nx, ny, nz = nxyz
     strides = tuple(np.int64(v) for v in field_strides(f_src, flags, f_dst))
-    kern((-(-nx // 256), ny, nz), (256,), (f_src, f_dst, flags, *macro, *map(np.int32, nxyz),
-                                           *strides, np.int32(1), np.int32(nz + 1),
-                                           *scalars(periodic)))
+    kern((-(-nx // (block * cells_x)), ny, nz), (block,),
+         (f_src, f_dst, flags, *macro, *map(np.int32, nxyz), *strides, np.int32(1),
+          np.int32(nz + 1), *scalars(periodic)))
 
 
-def check(variant, storage: str, periodic: bool) -> bool:
-    """Two-step sweep == two one-step launches, bit for bit, on a small random field."""
-    tx, ty, ring, mb, carve = variant
-    k2, k1, threads, shared = build(tx, ty, ring, mb, storage, carve)
-    nx, ny, nz = 70, 45, 37
+def small_case(storage: str, periodic: bool, nx: int = 70, ny: int = 45,
+               nz: int = 37) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """Random populations (step t) and flags of a small cavity with 3 % solid interior cells,
+    walls and the lid, on the device in the padded layout: (f, flags)."""
+    f, flags = _small_case_host(storage, periodic, nx, ny, nz)
+    return device_copy(f), device_copy(flags)
+
+
+@functools.cache
+def _small_case_host(storage: str, periodic: bool, nx: int, ny: int,
+                     nz: int) -> tuple[np.ndarray, np.ndarray]:
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, 0.0, 0.0, 0.0, periodic, periodic)
     block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, np.float32,
                        storage)
@@ -113,14 +127,23 @@ def check(variant, storage: str, periodic: bool) -> bool:
     inner = (slice(1, -1),) * 3
     flags[inner][solid] = fl.WALL
     flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
+    return block.f_src, flags
 
-    def dev(a):
-        out = padded_empty(cupy, a.shape, a.dtype)
-        out[...] = cupy.asarray(a)
-        return out
 
-    f0, g_flags = dev(block.f_src), dev(flags)
-    f1, f2, fz = dev(block.f_src), dev(block.f_src), dev(block.f_src)
+def device_copy(a) -> cupy.ndarray:
+    """``a`` (host or device) as a new padded device array."""
+    out = padded_empty(cupy, a.shape, a.dtype)
+    out[...] = cupy.asarray(a)
+    return out
+
+
+def check(variant, storage: str, periodic: bool) -> bool:
+    """Two-step sweep == two one-step launches, bit for bit, on a small random field."""
+    tx, ty, ring, mb, carve = variant
+    k2, k1, threads, shared = build(tx, ty, ring, mb, storage, carve)
+    f0, g_flags = small_case(storage, periodic)
+    nz, ny, nx = (n - 2 for n in g_flags.shape)
+    f1, f2, fz = device_copy(f0), device_copy(f0), device_copy(f0)
     macro = [cupy.zeros((nz, ny, nx), cupy.float32) for _ in range(4)]
     launch_one(k1, f0, f1, g_flags, macro, (nx, ny, nz), periodic)
     launch_one(k1, f1, f2, g_flags, macro, (nx, ny, nz), periodic)

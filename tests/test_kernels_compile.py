@@ -186,6 +186,34 @@ def test_registers_and_no_spills(tmp_path_factory, name: str, capsys) -> None:
             print(f"  {regs:4d} registers  {kernel}")
 
 
+#: spill bytes the fp16 two-step kernel (not in D3Q19_FUSED_PAIRS: tuning builds only) may
+#: keep at its production shape (source.D3Q19_FUSED16, 16 x 16 with three blocks: 56
+#: registers). The build the tuner timed (unforced, no rho/u) spilled 8 bytes with NVRTC and
+#: nvcc 13.0; at two blocks none spill (80 registers, not timed)
+FP16_TWO_STEP_SPILL = 24
+
+
+@needs_nvcc
+def test_fp16_two_steps_registers(tmp_path: Path, capsys) -> None:
+    """ptxas of the fp16 two-step kernel at its production shape: within the register cap of
+    its resident blocks and at most FP16_TWO_STEP_SPILL bytes of spill."""
+    exprs = [source.d3q19_two_steps_name(np.float32, np.float16, s, f)
+             for s in (False, True) for f in (False, True)]
+    res = _nvcc(tmp_path, "d3q19.cu", "-cubin", "-Xptxas", "-v", "-o", "out.cubin", exprs=exprs)
+    assert res.returncode == 0, res.stderr
+    tx, ty, _, blocks = source.D3Q19_FUSED16
+    cap = 65536 // (blocks * -(-(tx + 2) * (ty + 2) // 32) * 32)
+    regs = [int(v) for v in re.findall(r"Used (\d+) registers", res.stderr)]
+    spills = [max(map(int, m)) for m in re.findall(
+        r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+        res.stderr)]
+    assert len(regs) == len(spills) == len(exprs)
+    assert max(regs) <= cap and max(spills) <= FP16_TWO_STEP_SPILL, res.stderr
+    with capsys.disabled():
+        print(f"\nfp16 two-step {tx} x {ty}, {blocks} blocks ({ARCH}): registers {regs}, "
+              f"stack/spill bytes {spills}")
+
+
 def _nvrtc():
     try:
         from cuda.bindings import nvrtc
@@ -840,14 +868,18 @@ static void halo3(const void* src, void* dst, int pack, long long plane, long lo
 #include <vector>
 // d3q19_stream_collide_two_steps: each block's sweep run by a team whose threads take each
 // phase in turn; the ring starts as NaN bits, so a slot read before it is written shows
-struct host_team {
+template <typename S> struct host_team {
     template <typename F> void each(F&& f) const {
-        for (int t = 0; t < fused::THREADS; ++t) {
+        for (int t = 0; t < fused::shape<S>::THREADS; ++t) {
             threadIdx = {unsigned(t), 0, 0};
             f(t);
         }
     }
     void sync() const {}
+    template <typename X> struct local {  // a thread's registers kept between phases
+        std::vector<X> v = std::vector<X>(fused::shape<S>::THREADS);
+        X& operator()(int t) { return v[t]; }
+    };
 };
 template <typename T, typename S, bool STORE, bool FORCED>
 static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
@@ -858,13 +890,14 @@ static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv,
     const fused::sweep_args<T, S, P> a{s, d, fl, rr, uu, vv, ww, nx, ny, nz, P(pitch),
                                        P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
                                        T(fz), px != 0, py != 0};
-    std::vector<S> ring(fused::RING * D3Q19::Q * fused::THREADS);
-    blockDim = {unsigned(fused::THREADS), 1, 1};
+    using shape = fused::shape<S>;
+    std::vector<S> ring(shape::RING * D3Q19::Q * shape::THREADS);
+    blockDim = {unsigned(shape::THREADS), 1, 1};
     for (int za = k0; za < k1; za += run)
-        for (int by = 0; by * fused::TY < ny; ++by)
-            for (int bx = 0; bx * fused::TX < nx; ++bx) {
+        for (int by = 0; by * shape::TY < ny; ++by)
+            for (int bx = 0; bx * shape::TX < nx; ++bx) {
                 std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
-                fused::sweep<T, S, STORE, FORCED, P>(host_team{}, a, ring.data(), bx, by, za,
+                fused::sweep<T, S, STORE, FORCED, P>(host_team<S>{}, a, ring.data(), bx, by, za,
                                                      za + run < k1 ? za + run : k1);
             }
 }
@@ -1514,11 +1547,15 @@ def test_emulated_d3q19_aa_matches_cpu(emulated_3d, precision, storage, periodic
             np.testing.assert_array_equal(got, want)
 
 
+#: 4 x 3 columns for every storage type (16-bit storage has a shape of its own)
+_SMALL_TILES = ("SIMSPLIT_D3Q19_FUSED_TX=4", "SIMSPLIT_D3Q19_FUSED_TY=3",
+                "SIMSPLIT_D3Q19_FUSED16_TX=4", "SIMSPLIT_D3Q19_FUSED16_TY=3")
+
+
 @pytest.fixture(scope="module")
 def emulated_3d_small_tiles(tmp_path_factory):
     """The two-step kernel with 4 x 3 columns, so that small grids span several in x and y."""
-    return _emulation_3d(tmp_path_factory, 1, "SIMSPLIT_D3Q19_FUSED_TX=4",
-                         "SIMSPLIT_D3Q19_FUSED_TY=3")
+    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES)
 
 
 def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, forced,
@@ -1585,11 +1622,61 @@ def test_emulated_d3q19_two_steps_match_cpu(emulated_3d_small_tiles, precision, 
                                  obstacles, forced=not obstacles, runs=2)
 
 
+@pytest.fixture(scope="module")
+def emulated_3d_prefetch(tmp_path_factory):
+    """The two-step kernel whose threads load their next plane before colliding the current
+    one (SIMSPLIT_D3Q19_FUSED_PREFETCH, a tuning variant), with 4 x 3 columns."""
+    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, "SIMSPLIT_D3Q19_FUSED_PREFETCH=1")
+
+
+@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float32", "float32"),
+                                                ("float64", "float16"), ("float32", "e4m11")])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("obstacles, runs", [(False, 2), (True, 2), (True, 64)])
+def test_emulated_d3q19_two_steps_prefetch_match_cpu(emulated_3d_prefetch, precision, storage,
+                                                     periodic, obstacles, runs) -> None:
+    """The prefetching two-step sweep gives the same bits as two CPU steps: loads issued
+    before the flag is known (solid obstacles, wall ghost cells, periodic ring cells), runs
+    of 2 planes and one run over the whole range (the last plane prefetches nothing)."""
+    _check_two_steps_against_cpu(emulated_3d_prefetch, precision, storage, periodic,
+                                 obstacles, forced=not obstacles, runs=runs)
+
+
 @pytest.mark.parametrize("periodic", [False, True])
 def test_emulated_d3q19_two_steps_production_tiles(emulated_3d, periodic) -> None:
     """The production column size (one column covers the small grid) and whole-range runs."""
     _check_two_steps_against_cpu(emulated_3d, "float32", "float32", periodic, True, True,
                                  runs=64)
+
+
+@pytest.mark.parametrize("storage", ["float16", "e4m11"])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("runs", [5, 64])
+def test_emulated_d3q19_two_steps_production_tiles_16bit(emulated_3d, storage, periodic,
+                                                         runs) -> None:
+    """16-bit storage's own production column (source.D3Q19_FUSED16) on a grid of three
+    columns in x and two in y, the last ones partial, with obstacles: the same bits as two CPU
+    steps (a column shape changes only which thread computes which cell)."""
+    tx, ty = source.D3Q19_FUSED16[:2]
+    _check_two_steps_against_cpu(emulated_3d, "float32", storage, periodic, True, True,
+                                 runs=runs, nx=2 * tx + 5, ny=ty + 3)
+
+
+def test_two_steps_launch_follows_the_shapes() -> None:
+    """The launcher's threads and shared memory are those of the header's shape for the
+    storage's width: SIMSPLIT_D3Q19_FUSED16_* for 16-bit storage, SIMSPLIT_D3Q19_FUSED_*
+    for the others."""
+    header = source.generated_header()
+
+    def define(name: str) -> int:
+        return int(re.search(rf"#define {name} (\d+)", header).group(1))
+
+    for itemsize, kind in ((2, "FUSED16"), (4, "FUSED"), (8, "FUSED")):
+        tx, ty, ring = (define(f"SIMSPLIT_D3Q19_{kind}_{k}") for k in ("TX", "TY", "RING"))
+        grid, threads, shared = source.d3q19_two_steps_launch(100, 50, 64, itemsize)
+        assert threads == (tx + 2) * (ty + 2)
+        assert grid == (-(-100 // tx), -(-50 // ty), -(-64 // source.D3Q19_FUSED_RUN_PLANES))
+        assert shared == ring * 19 * threads * itemsize
 
 
 @pytest.mark.parametrize("periodic, forced", [(False, True), (True, False)])

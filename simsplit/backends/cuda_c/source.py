@@ -94,6 +94,17 @@ D3Q19_FUSED_TILE = (32, 8)
 D3Q19_FUSED_RING = 3
 D3Q19_FUSED_MIN_BLOCKS = 2
 D3Q19_FUSED_RUN_PLANES = 32
+#: the same for 16-bit population storage (fp16, e4m11): (TX, TY, ring planes, resident blocks
+#: per SM). 16 x 16, a ring of 3, three blocks: 38,900 MLUPS at 512^3 with fp16 storage on an
+#: H200 against 33,998 for float's 32 x 8 shape (56 against 79 registers), runs of 32, checked
+#: bit for bit (scripts/tune_d3q19_fp16.py, benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log;
+#: the tuner's figure, not yet a solver measurement; e4m11 not timed). Still below one-step
+#: sweeps (two cells per thread: 42,933), so fp16 is not in D3Q19_FUSED_PAIRS
+D3Q19_FUSED16 = (16, 16, 3, 3)
+#: whether the two-step kernel's threads load their next plane before colliding the current
+#: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for
+#: 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)
+D3Q19_FUSED_PREFETCH = 0
 #: (arithmetic, storage) pairs the solver takes two steps per sweep for: where it measured
 #: faster than one-step sweeps. float32: 29,722 against 24,531 MLUPS at 512^3 on an H200; fp16
 #: storage ran slower (33,424 against 41,203: its one-step kernel moves half the bytes and is
@@ -197,6 +208,13 @@ def generated_header() -> str:
         "#endif",
         "#ifndef SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS",
         f"#define SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS {D3Q19_FUSED_MIN_BLOCKS}",
+        "#endif",
+        *(line for key, value in zip(("TX", "TY", "RING", "MIN_BLOCKS"), D3Q19_FUSED16,
+                                     strict=True)
+          for line in (f"#ifndef SIMSPLIT_D3Q19_FUSED16_{key}",
+                       f"#define SIMSPLIT_D3Q19_FUSED16_{key} {value}", "#endif")),
+        "#ifndef SIMSPLIT_D3Q19_FUSED_PREFETCH",
+        f"#define SIMSPLIT_D3Q19_FUSED_PREFETCH {D3Q19_FUSED_PREFETCH}",
         "#endif",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
@@ -410,10 +428,10 @@ def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
                            itemsize: int) -> tuple[tuple[int, int, int], int, int]:
     """(grid, threads per block, dynamic shared bytes) of the two-step kernel for ``planes``
     planes of an ``nx`` x ``ny`` grid with populations of ``itemsize`` bytes."""
-    tx, ty = D3Q19_FUSED_TILE
+    tx, ty, ring = (*D3Q19_FUSED_TILE, D3Q19_FUSED_RING) if itemsize != 2 else D3Q19_FUSED16[:3]
     threads = (tx + 2) * (ty + 2)
     grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_FUSED_RUN_PLANES))
-    return grid, threads, D3Q19_FUSED_RING * D3Q19.q * threads * itemsize
+    return grid, threads, ring * D3Q19.q * threads * itemsize
 
 
 def _halo_args(lattice: str, dtype: np.dtype | type) -> str:

@@ -99,7 +99,8 @@ D3Q19_FUSED_RUN_PLANES = 32
 #: H200 against 33,998 for float's 32 x 8 shape (56 against 79 registers), runs of 32, checked
 #: bit for bit (scripts/tune_d3q19_fp16.py, benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log;
 #: the tuner's figure, not yet a solver measurement; e4m11 not timed). Still below one-step
-#: sweeps (two cells per thread: 42,933), so fp16 is not in D3Q19_FUSED_PAIRS
+#: sweeps there (two cells per thread: 42,933), so fp16 is not in D3Q19_FUSED_PAIRS; on an
+#: H100 it is above them (36,510 against 34,029; docs/d3q19.md)
 D3Q19_FUSED16 = (16, 16, 3, 3)
 #: whether the two-step kernel's threads load their next plane before colliding the current
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for

@@ -154,11 +154,18 @@ def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str) -> None:
     assert not re.search(r"\bfma\.rn\.f(32|64)", ptx)
 
 
+#: spill bytes the fp16 two-step kernel may keep at its production shape
+#: (source.D3Q19_FUSED16, 16 x 16 with three blocks: 56 registers). The build the tuner timed
+#: (unforced, no rho/u; 36,510 MLUPS on an H100, the GPU that takes it) spilled 8 bytes with
+#: NVRTC and nvcc 13.0; at two blocks none spill (80 registers, not timed)
+FP16_TWO_STEP_SPILL = 24
 #: bytes of stack and spill a kernel may keep (mangled name part -> bytes): the forced fp16
 #: two-cell kernel at 72 registers (14 blocks) spills 8 bytes on its near-wall path
-#: (kernels/d3q19.cu, SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR; 80 registers at 12 blocks: none). The
-#: unforced one, the measured 64 x 16 build, must not spill
-SPILL_ALLOWED = {"d3q19_stream_collide_x2IfN3lbm6bits16ILi0EEELb0ELb1EjE": 8}
+#: (kernels/d3q19.cu, SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR; 80 registers at 12 blocks: none), and
+#: the fp16 two-step kernel as above. The unforced two-cell one, the measured 64 x 16 build,
+#: must not spill
+SPILL_ALLOWED = {"d3q19_stream_collide_x2IfN3lbm6bits16ILi0EEELb0ELb1EjE": 8,
+                 "d3q19_stream_collide_two_stepsIfN3lbm6bits16ILi0EEE": FP16_TWO_STEP_SPILL}
 
 
 @needs_nvcc
@@ -184,13 +191,6 @@ def test_registers_and_no_spills(tmp_path_factory, name: str, capsys) -> None:
         print(f"\n{name} ({ARCH}, ptxas -v):")
         for kernel, regs in report:
             print(f"  {regs:4d} registers  {kernel}")
-
-
-#: spill bytes the fp16 two-step kernel (not in D3Q19_FUSED_PAIRS: tuning builds only) may
-#: keep at its production shape (source.D3Q19_FUSED16, 16 x 16 with three blocks: 56
-#: registers). The build the tuner timed (unforced, no rho/u) spilled 8 bytes with NVRTC and
-#: nvcc 13.0; at two blocks none spill (80 registers, not timed)
-FP16_TWO_STEP_SPILL = 24
 
 
 @needs_nvcc

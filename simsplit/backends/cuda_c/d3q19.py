@@ -170,6 +170,8 @@ class D3Q19Kernels:
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
+        #: (arithmetic, storage) pairs stepped two per sweep on this GPU
+        self.fused_pairs = source.d3q19_fused_pairs(self.gpu_name)
 
     @property
     def tile(self) -> str | None:
@@ -217,7 +219,7 @@ class D3Q19Kernels:
                 for o in source.D3Q19_BODIES_OPEN:
                     self._bodies[(dt, st, s, forced, o)] = kern[
                         source.d3q19_bodies_name(dt, st, s, forced, o)]
-                if (dt, st) in source.D3Q19_FUSED_PAIRS:
+                if (dt, st) in self.fused_pairs:
                     two = kern[source.d3q19_two_steps_name(dt, st, s, forced)]
                     # beyond the default 48 KB
                     two.max_dynamic_shared_size_bytes = source.d3q19_two_steps_launch(
@@ -387,15 +389,14 @@ class D3Q19Kernels:
     def two_steps_fit(self, f: Any, dtype: Any) -> bool:
         """Whether two steps per sweep suit population arrays like ``f`` with arithmetic in
         ``dtype``: the kernel takes them (32-bit element offsets: at most 2^32 elements) and
-        ran faster than one-step sweeps for that storage (``source.D3Q19_FUSED_PAIRS``)."""
-        return ((np.dtype(dtype), f.dtype) in source.D3Q19_FUSED_PAIRS
-                and not wide_offsets(f))
+        ran faster than one-step sweeps for that storage on this GPU (:attr:`fused_pairs`)."""
+        return (np.dtype(dtype), f.dtype) in self.fused_pairs and not wide_offsets(f)
 
     def two_steps_fit_shape(self, shape: tuple[int, ...], storage: Any, dtype: Any) -> bool:
         """:meth:`two_steps_fit` for padded population arrays of ``shape`` (populations first)
         in ``storage`` that are not allocated yet: a block decides its ghost depth with it."""
         plane = math.prod(shape[1:-1]) * padded_pitch(shape[-1])
-        return ((np.dtype(dtype), np.dtype(storage)) in source.D3Q19_FUSED_PAIRS
+        return ((np.dtype(dtype), np.dtype(storage)) in self.fused_pairs
                 and plane <= MAX_PLANE and not source.d3q19_wide_offsets(D3Q19.q * plane))
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
@@ -415,9 +416,9 @@ class D3Q19Kernels:
                              f"{source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape})")
         if k0 == k1:
             return
-        if (rho.dtype, f_src.dtype) not in source.D3Q19_FUSED_PAIRS:
-            raise TypeError(f"the two-step D3Q19 kernel is built for "
-                            f"{source.D3Q19_FUSED_PAIRS} (arithmetic, storage), not "
+        if (rho.dtype, f_src.dtype) not in self.fused_pairs:
+            raise TypeError(f"the two-step D3Q19 kernel is taken for "
+                            f"{self.fused_pairs} (arithmetic, storage) on {self.gpu_name}, not "
                             f"{(rho.dtype, f_src.dtype)}")
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         check_launch_device(self.device)

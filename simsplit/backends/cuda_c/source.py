@@ -99,18 +99,39 @@ D3Q19_FUSED_RUN_PLANES = 32
 #: H200 against 33,998 for float's 32 x 8 shape (56 against 79 registers), runs of 32, checked
 #: bit for bit (scripts/tune_d3q19_fp16.py, benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log;
 #: the tuner's figure, not yet a solver measurement; e4m11 not timed). Still below one-step
-#: sweeps there (two cells per thread: 42,933), so fp16 is not in D3Q19_FUSED_PAIRS; on an
-#: H100 it is above them (36,510 against 34,029; docs/d3q19.md)
+#: sweeps there (two cells per thread: 42,933); on an H100 above them (36,510 against 34,029;
+#: docs/d3q19.md), so fp16 is in D3Q19_FUSED_PAIRS_BY_GPU for the H100 only
 D3Q19_FUSED16 = (16, 16, 3, 3)
 #: whether the two-step kernel's threads load their next plane before colliding the current
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for
 #: 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)
 D3Q19_FUSED_PREFETCH = 0
-#: (arithmetic, storage) pairs the solver takes two steps per sweep for: where it measured
-#: faster than one-step sweeps. float32: 29,722 against 24,531 MLUPS at 512^3 on an H200; fp16
-#: storage ran slower (33,424 against 41,203: its one-step kernel moves half the bytes and is
-#: not bandwidth-bound), double was not measured (docs/d3q19.md)
+#: (arithmetic, storage) pairs the solver takes two steps per sweep for on every GPU: where it
+#: measured faster than one-step sweeps. float32: 29,722 against 24,531 MLUPS at 512^3 on an
+#: H200; fp16 storage ran slower there (38,900 at its own shape against 42,933: its one-step
+#: kernel moves half the bytes and is not bandwidth-bound), double was not measured
+#: (docs/d3q19.md)
 D3Q19_FUSED_PAIRS = ((np.dtype(np.float32), np.dtype(np.float32)),)
+#: more pairs on the GPUs whose name holds the key, where they measured faster there: fp16 on
+#: an H100 (62 % of the H200's bandwidth), 36,510 against 34,029 MLUPS at 512^3
+#: (benchmarks/logs/md_fp16_h100_2026-12-05_1620.log)
+D3Q19_FUSED_PAIRS_BY_GPU = {"H100": ((np.dtype(np.float32), np.dtype(np.float16)),)}
+
+
+def d3q19_fused_pairs(gpu_name: str) -> tuple[tuple[np.dtype, np.dtype], ...]:
+    """The (arithmetic, storage) pairs the solver takes two steps per sweep for on the GPU
+    named ``gpu_name``: :data:`D3Q19_FUSED_PAIRS` and those of :data:`D3Q19_FUSED_PAIRS_BY_GPU`
+    whose key the name holds."""
+    more = tuple(pair for key, pairs in D3Q19_FUSED_PAIRS_BY_GPU.items() if key in gpu_name
+                 for pair in pairs)
+    return D3Q19_FUSED_PAIRS + more
+
+
+def d3q19_fused_built(dtype: np.dtype | type, storage: np.dtype | type) -> bool:
+    """Whether a pair's module holds the two-step kernel: the solver takes it on some GPU."""
+    pair = (np.dtype(dtype), np.dtype(storage))
+    return pair in D3Q19_FUSED_PAIRS or any(
+        pair in pairs for pairs in D3Q19_FUSED_PAIRS_BY_GPU.values())
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels
@@ -528,9 +549,9 @@ def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
     out += [d3q19_bodies_name(dt, st, s, forced, o)
             for forced, s in itertools.product((False, True), repeat=2)
             for o in D3Q19_BODIES_OPEN]
-    # the two-step kernel only where the solver takes it: every instantiation lengthens
-    # the first run's NVRTC compile (the host emulation tests all storage pairs)
-    if (dt, st) in D3Q19_FUSED_PAIRS:
+    # the two-step kernel only where the solver takes it on some GPU: every instantiation
+    # lengthens the first run's NVRTC compile (the host emulation tests all storage pairs)
+    if d3q19_fused_built(dt, st):
         out += [d3q19_two_steps_name(dt, st, s, forced)
                 for forced, s in itertools.product((False, True), repeat=2)]
     if halos:

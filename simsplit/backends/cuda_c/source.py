@@ -339,9 +339,9 @@ def d3q19_wide_offsets(elements: int) -> bool:
 
 
 def d3q19_takes_x2(dtype: np.dtype | type, storage: np.dtype | type) -> bool:
-    """Whether arithmetic ``dtype`` on populations stored as ``storage`` takes
-    :func:`d3q19_x2_name`'s kernel (on rows aligned for it) instead of one cell per thread:
-    float32 arithmetic on fp16 storage (:data:`D3Q19_X2_16BIT`; the pair measured faster;
+    """Whether arithmetic ``dtype`` on populations stored as ``storage`` takes the two-cell
+    kernel (``kernel_names.d3q19_x2_name``; on rows aligned for it) instead of one cell per
+    thread: float32 arithmetic on fp16 storage (:data:`D3Q19_X2_16BIT`; the pair measured faster;
     e4m11's longer decode not yet measured with it)."""
     return (D3Q19_X2_16BIT is not None and np.dtype(dtype) == np.float32
             and np.dtype(storage) == np.float16)

@@ -33,7 +33,7 @@ from tune_d2q9 import timed_launches  # noqa: E402
 from tune_d3q19 import fields  # noqa: E402
 
 from simsplit.backends.cuda_c import d3q19 as launcher  # noqa: E402
-from simsplit.backends.cuda_c import source  # noqa: E402
+from simsplit.backends.cuda_c import kernel_names, source  # noqa: E402
 from simsplit.backends.cuda_c.d2q9 import compile_options  # noqa: E402
 from simsplit.backends.layout import field_strides  # noqa: E402
 from simsplit.case import validate_case  # noqa: E402
@@ -84,11 +84,11 @@ def count_launch_kinds(one_cell: list[bool]) -> dict[int, int]:
 
 
 def x2_name() -> str:
-    return source.d3q19_x2_name(np.float32, np.float16, False, False, False)
+    return kernel_names.d3q19_x2_name(np.float32, np.float16, False, False, False)
 
 
 def one_cell_name() -> str:
-    return source.d3q19_stream_collide_name(np.float32, np.float16, False, False, False)
+    return kernel_names.d3q19_stream_collide_name(np.float32, np.float16, False, False, False)
 
 
 def tuner_build():

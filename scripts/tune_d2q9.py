@@ -15,7 +15,7 @@ from typing import Callable
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import kernel_names, source
 from simsplit.numerics.lattice import D2Q9_W
 
 
@@ -62,7 +62,7 @@ def build(block: int, fmad: bool, loads: bool, stores: bool, nbflags: bool) -> c
     cc = cupy.cuda.Device().compute_capability
     opts = ["--std=c++17", f"--fmad={'true' if fmad else 'false'}", f"-arch=sm_{cc}"]
     opts += ["-DSIMSPLIT_STREAMING_LOADS"] * loads + ["-DSIMSPLIT_STREAMING_STORES"] * stores
-    name = source.stream_collide_name(np.float32, np.float32, False)
+    name = kernel_names.stream_collide_name(np.float32, np.float32, False)
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])
     return mod.get_function(name)
 

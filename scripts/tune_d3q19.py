@@ -26,7 +26,7 @@ from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 
 from simsplit.backends import layout  # noqa: E402
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
-from simsplit.backends.cuda_c import source  # noqa: E402
+from simsplit.backends.cuda_c import kernel_names, source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
 from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
 from simsplit.numerics.lbm_params import D3Q19Params  # noqa: E402
@@ -98,8 +98,8 @@ def build(block: int, min_blocks: int, extras: str, storage: str,
     if baseline is not None and "typename P>" not in (baseline / "d3q19.cu").read_text():
         name = f"d3q19_stream_collide<float, {CTYPE[storage]}, false>"  # before 2026-12-03
     else:
-        kernel = (source.d3q19_x2_name if cells_x == 2 and not old_sources
-                  else source.d3q19_stream_collide_name)
+        kernel = (kernel_names.d3q19_x2_name if cells_x == 2 and not old_sources
+                  else kernel_names.d3q19_stream_collide_name)
         name = kernel(np.float32, STORAGE_DTYPE[storage], False, False,
                       "wide" in extras.split(","))
     mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=[name])

@@ -49,7 +49,7 @@ from tune_d3q19_two_steps import (  # noqa: E402
     small_case,
 )
 
-from simsplit.backends.cuda_c import source  # noqa: E402
+from simsplit.backends.cuda_c import kernel_names, source  # noqa: E402
 from simsplit.backends.layout import field_strides  # noqa: E402
 
 #: bytes per one-step update: 19 populations read and written, the flag byte
@@ -121,7 +121,8 @@ def build(names: list[str], block_x: int | None, defines: tuple[str, ...]) -> cu
 
 
 def one_step_name(storage: str, cells_x: int = 1) -> str:
-    name = source.d3q19_stream_collide_name(np.float32, np.dtype(storage), False, False, False)
+    name = kernel_names.d3q19_stream_collide_name(np.float32, np.dtype(storage), False, False,
+                                                  False)
     return name if cells_x == 1 else name.replace("d3q19_stream_collide<",
                                                   "d3q19_stream_collide_x2<")
 

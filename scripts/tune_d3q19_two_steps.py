@@ -26,7 +26,7 @@ from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 from tune_d3q19 import fields  # noqa: E402
 
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
-from simsplit.backends.cuda_c import source  # noqa: E402
+from simsplit.backends.cuda_c import kernel_names, source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
 from simsplit.fluid.block import D3Q19Block, Face  # noqa: E402
 from simsplit.numerics import flags as fl  # noqa: E402
@@ -63,7 +63,7 @@ def build(tx: int, ty: int, ring: int, min_blocks: int, storage: str, carveout: 
     """(two-step kernel, one-step kernel, threads, shared bytes) of one variant, unforced,
     float arithmetic, 32-bit offsets, rho/u not stored."""
     st = STORAGE_DTYPE[storage]
-    one = source.d3q19_stream_collide_name(np.float32, st, False, False, False)
+    one = kernel_names.d3q19_stream_collide_name(np.float32, st, False, False, False)
     two = one.replace("d3q19_stream_collide<", "d3q19_stream_collide_two_steps<")
     cc = cupy.cuda.Device().compute_capability
     opts = ("--std=c++17", "--fmad=false", f"-arch=sm_{cc}",

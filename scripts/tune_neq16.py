@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 
 from simsplit.backends.cpu import CPUBackend  # noqa: E402
-from simsplit.backends.cuda_c import neq_tiles, source  # noqa: E402
+from simsplit.backends.cuda_c import kernel_names, neq_tiles, source  # noqa: E402
 from simsplit.backends.layout import field_strides, padded_empty  # noqa: E402
 from simsplit.fluid.block import D2Q9Block, D3Q19Block, Face  # noqa: E402
 from simsplit.numerics import flags as fl  # noqa: E402
@@ -94,7 +94,7 @@ class Lattice3D:
     @staticmethod
     def names(store: bool) -> dict[str, str]:
         """Label -> kernel (forced with rho/u when checking, neither when timing)."""
-        out = {"production": source.d3q19_neq_name(store, store, False)}
+        out = {"production": kernel_names.d3q19_neq_name(store, store, False)}
         out.update({t: neq_tiles.d3q19_neq_tile_name(t, store, store) for t in Lattice3D.tiles})
         return out
 
@@ -157,7 +157,7 @@ class Lattice2D:
 
     @staticmethod
     def names(store: bool) -> dict[str, str]:
-        out = {"production": source.d2q9_neq_name(store)}
+        out = {"production": kernel_names.d2q9_neq_name(store)}
         out.update({t: neq_tiles.d2q9_neq_tile_name(t, store) for t in Lattice2D.tiles})
         return out
 

@@ -82,27 +82,27 @@ def cuda_c_d3q19(monkeypatch):
 
 def test_one_module_per_storage_pair_compiled_when_prepared(cuda_c_d3q19) -> None:
     mod, compiled, _ = cuda_c_d3q19
-    from simsplit.backends.cuda_c import source
+    from simsplit.backends.cuda_c import kernel_names, source
 
     kernels = mod.D3Q19Kernels(0)
     assert compiled == []  # nothing before a block says what it stores
     kernels.prepare(population_storage("float16", "float32"))
     assert len(compiled) == 1
     names = compiled[0]
-    assert names == source.d3q19_pair_expressions(np.float32, np.float16)
+    assert names == kernel_names.d3q19_pair_expressions(np.float32, np.float16)
     assert all("<float, lbm::half16" in n or n.endswith("lbm::half16>") for n in names), names
     assert len(kernels.registers) == len(names)
     kernels.prepare(population_storage("float16", "float32"))
     assert len(compiled) == 1  # once per pair
     kernels.prepare(population_storage("float64", "float64"))
     assert len(compiled) == 2
-    assert set(compiled[1]) == set(source.d3q19_pair_expressions(np.float64, np.float64))
+    assert set(compiled[1]) == set(kernel_names.d3q19_pair_expressions(np.float64, np.float64))
     # every pair's modules together hold every instantiation a backend may launch, once
     every = [n for dt, st in source.STORAGE_PAIRS
-             for n in source.d3q19_pair_expressions(dt, st, halos=False)]
-    assert sorted(every) == sorted(n for n in source.name_expressions("d3q19.cu")
+             for n in kernel_names.d3q19_pair_expressions(dt, st, halos=False)]
+    assert sorted(every) == sorted(n for n in kernel_names.name_expressions("d3q19.cu")
                                    if not n.startswith("lbm_")
-                                   and n not in source.d3q19_neq_expressions()
+                                   and n not in kernel_names.d3q19_neq_expressions()
                                    and not n.startswith("d3q19_stream_collide_neq_tile<"))
     assert len(set(every)) == len(every)
 
@@ -137,7 +137,7 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     """run.storage neq16: prepare compiles the records' module (pull kernels and record
     halos) once, no population pair; a step and a halo on uint16 records launch its kernels."""
     mod, compiled, launches = cuda_c_d3q19
-    from simsplit.backends.cuda_c import source
+    from simsplit.backends.cuda_c import kernel_names
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D3Q19Params
 
@@ -145,7 +145,7 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     assert kernels.records
     kernels.prepare(population_storage("neq16", "float32"))
     kernels.prepare(population_storage("neq16", "float32"))
-    assert compiled == [source.d3q19_neq_expressions()]
+    assert compiled == [kernel_names.d3q19_neq_expressions()]
     nx, ny, nz = 8, 5, 4
     f = padded_empty(np, (27, nz + 2, ny + 2, nx + 2), np.uint16)
     g = padded_empty(np, f.shape, np.uint16)
@@ -181,7 +181,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     records' module and takes the box steps with 32-bit offsets: its grid, threads, shared
     memory and run length; unset, the module and launches are production's."""
     mod, compiled, launches = cuda_c_d3q19
-    from simsplit.backends.cuda_c import neq_tiles, source
+    from simsplit.backends.cuda_c import kernel_names, neq_tiles
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D3Q19Params
 
@@ -189,7 +189,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     kernels = mod.D3Q19Kernels(0)
     assert kernels.tile == "tile32x4"
     kernels.prepare(population_storage("neq16", "float32"))
-    assert compiled == [source.d3q19_neq_expressions()
+    assert compiled == [kernel_names.d3q19_neq_expressions()
                         + neq_tiles.d3q19_neq_tile_expressions("tile32x4")]
     nx, ny, nz = 40, 9, 70
     f = padded_empty(np, (27, nz + 2, ny + 2, nx + 2), np.uint16)
@@ -206,7 +206,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     kernels = mod.D3Q19Kernels(0)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
     assert launches[-1] == "d3q19_stream_collide_neq<false, false, lbm::offset_t>"
-    assert compiled[-1] == source.d3q19_neq_expressions()
+    assert compiled[-1] == kernel_names.d3q19_neq_expressions()
 
 
 def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
@@ -257,7 +257,7 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     every run compiles keeps its kernels) and takes the box steps: its grid, threads, shared
     memory and run length; a D3Q19 candidate's name leaves D2Q9 on its production kernel."""
     _, compiled, launches = cuda_c_d3q19
-    from simsplit.backends.cuda_c import neq_tiles, source
+    from simsplit.backends.cuda_c import kernel_names, neq_tiles
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D2Q9Params
 
@@ -280,7 +280,7 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "strip128f")
     kernels = mod.D2Q9Kernels(0)
     assert compiled[-1] == neq_tiles.d2q9_neq_tile_expressions("strip128f")
-    assert source.name_expressions("d2q9.cu") == compiled[-2]
+    assert kernel_names.name_expressions("d2q9.cu") == compiled[-2]
     kernels.stream_collide(f, g, flags, *macro, (3, 190), params, False, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq_tile<128, 0, 8, true, false>"
     assert _Kernel.last_launch == ((3, 3), (128,), 18 * 130 * 4)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import kernel_names, source
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 from simsplit.numerics.storage import storage_dtype
 from tests.conftest import CXX, OUTLETS, find_nvcc, outlet_params
@@ -29,7 +29,7 @@ def _expressions(name: str) -> list[str]:
     with 64-bit ones (which differ only in the index type), the one with rho/u stores and the
     body force per kernel, arithmetic and storage type (the heaviest: the other 42 cost CI
     20 s)."""
-    return [e for e in source.name_expressions(name)
+    return [e for e in kernel_names.name_expressions(name)
             if "lbm::index_t>" not in e or ", true, true, lbm::index_t>" in e]
 
 
@@ -38,7 +38,7 @@ def _representatives(name: str) -> list[str]:
     could refuse is a construct of the template, whatever its boolean and index arguments
     (nvcc builds every instantiation in test_compiles_to_ptx)."""
     chosen: dict[tuple[str, ...], str] = {}
-    for expr in source.name_expressions(name):
+    for expr in kernel_names.name_expressions(name):
         head, _, args = expr.partition("<")
         chosen.setdefault((head, *args.split(", ")[:2]), expr)
     return list(chosen.values())
@@ -46,7 +46,7 @@ def _representatives(name: str) -> list[str]:
 
 def _translation_unit(name: str, exprs: list[str] | None = None) -> str:
     """Source as NVRTC sees it, plus host code naming each instantiation so nvcc emits it."""
-    exprs = source.name_expressions(name) if exprs is None else exprs
+    exprs = kernel_names.name_expressions(name) if exprs is None else exprs
     refs = "".join(f"    (void)&{expr};\n" for expr in exprs)
     return source.kernel_source(name) + f"\nvoid simsplit_instantiate()\n{{\n{refs}}}\n"
 
@@ -61,7 +61,7 @@ def _nvcc(tmp_path: Path, name: str, *args: str,
 
 def test_kernel_files_found() -> None:
     assert "d2q9.cu" in source.kernel_files()
-    assert source.name_expressions("d2q9.cu")
+    assert kernel_names.name_expressions("d2q9.cu")
 
 
 def test_generated_header_carries_exact_weights() -> None:
@@ -197,7 +197,7 @@ def test_registers_and_no_spills(tmp_path_factory, name: str, capsys) -> None:
 def test_fp16_two_steps_registers(tmp_path: Path, capsys) -> None:
     """ptxas of the fp16 two-step kernel at its production shape: within the register cap of
     its resident blocks and at most FP16_TWO_STEP_SPILL bytes of spill."""
-    exprs = [source.d3q19_two_steps_name(np.float32, np.float16, s, f)
+    exprs = [kernel_names.d3q19_two_steps_name(np.float32, np.float16, s, f)
              for s in (False, True) for f in (False, True)]
     res = _nvcc(tmp_path, "d3q19.cu", "-cubin", "-Xptxas", "-v", "-o", "out.cubin", exprs=exprs)
     assert res.returncode == 0, res.stderr
@@ -252,7 +252,7 @@ def test_name_expressions_cover_dtypes() -> None:
     grids only)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
-    names = source.name_expressions("d2q9.cu")
+    names = kernel_names.name_expressions("d2q9.cu")
     ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
              "float64": "double"}
     for precision, storages in STORAGE_CHOICES.items():
@@ -262,9 +262,9 @@ def test_name_expressions_cover_dtypes() -> None:
                         f"{rules}>" in names)
             assert f"lbm_pack<D2Q9, {ctype[st]}>" in names
     with pytest.raises(TypeError):
-        source.stream_collide_name(np.int32, np.int32, True)
+        kernel_names.stream_collide_name(np.int32, np.int32, True)
     with pytest.raises(TypeError):  # wider than the arithmetic
-        source.stream_collide_name(np.float32, np.float64, True)
+        kernel_names.stream_collide_name(np.float32, np.float64, True)
 
 
 def test_d3q19_bodies_variants_named_and_picked() -> None:
@@ -283,15 +283,15 @@ def test_d3q19_bodies_variants_named_and_picked() -> None:
     for slab in (fl.SLIP, fl.SLIP | fl.INLET | fl.OUTLET):  # both rules: the variant of both
         assert source.d3q19_bodies_open(slab, 2, quadratic=True) == "slip_quadratic"
     assert source.D3Q19_BODIES_OPEN[-1] == "slip_quadratic"  # appended: the others' codes stay
-    names = source.name_expressions("d3q19.cu")
+    names = kernel_names.name_expressions("d3q19.cu")
     header = source.generated_header()
     for code, variant in enumerate(source.D3Q19_BODIES_OPEN):
         assert f"constexpr int BODIES_{variant.upper()} = {code};" in header
-        name = source.d3q19_bodies_name(np.float64, np.float64, False, True, variant)
+        name = kernel_names.d3q19_bodies_name(np.float64, np.float64, False, True, variant)
         assert name == ("d3q19_stream_collide_bodies<double, double, false, true, "
                         f"BODIES_{variant.upper()}>") and name in names
     with pytest.raises(ValueError, match="open_faces"):
-        source.d3q19_bodies_name(np.float64, np.float64, False, True, "inlet")
+        kernel_names.d3q19_bodies_name(np.float64, np.float64, False, True, "inlet")
 
 
 # --- the CUDA C kernels run as host C++ (CUDA built-ins emulated), against the CPU backend -------
@@ -1087,10 +1087,10 @@ def test_d3q19_instantiations_cover_storage() -> None:
     neq16 records their own (float32 arithmetic)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
-    names = source.name_expressions("d3q19.cu")
+    names = kernel_names.name_expressions("d3q19.cu")
     ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
              "float64": "double"}
-    assert set(source.d3q19_neq_expressions()) <= set(names)
+    assert set(kernel_names.d3q19_neq_expressions()) <= set(names)
     assert "lbm_pack<D3Q19Records, unsigned short>" in names
     for precision, storages in STORAGE_CHOICES.items():
         for st in (s for s in storages if s != "neq16"):
@@ -1100,7 +1100,7 @@ def test_d3q19_instantiations_cover_storage() -> None:
                         f"{forced}, {offset}>" in names)
             assert f"lbm_pack<D3Q19, {ctype[st]}>" in names
     with pytest.raises(TypeError):  # wider than arithmetic
-        source.d3q19_stream_collide_name(np.float32, np.float64, True, False)
+        kernel_names.d3q19_stream_collide_name(np.float32, np.float64, True, False)
 
 
 def _emulated_collide_3d(lib, block, f_src, f_dst, flags, macro, planes, store=True,

@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from simsplit.backends.cuda_c import neq_tiles, source
+from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
 from tests.conftest import CXX
 from tests.test_kernels_compile import _EMULATION_PRELUDE, _data, _nvrtc, _padded_copy, _ptr
 
@@ -234,10 +234,10 @@ def test_candidates_named_and_launched() -> None:
     """Every candidate has its four instantiations in the D3Q19 file's expressions (so the
     compile tests build them: registers, no spills), a launch shape within the device's
     limits, and the environment picks one or none."""
-    names = source.name_expressions("d3q19.cu")
+    names = kernel_names.name_expressions("d3q19.cu")
     for tile, (tx, ty, extra, _, _) in neq_tiles.D3Q19_NEQ_TILES.items():
         assert set(neq_tiles.d3q19_neq_tile_expressions(tile)) <= set(names)
-        assert tile not in "".join(source.d3q19_neq_expressions())
+        assert tile not in "".join(kernel_names.d3q19_neq_expressions())
         grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(tile, 512, 512, 512)
         assert grid == (-(-512 // tx), -(-512 // ty), -(-512 // neq_tiles.D3Q19_NEQ_TILE_RUN))
         assert threads == tx * ty <= 1024

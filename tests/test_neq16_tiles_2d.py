@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from simsplit.backends.cuda_c import neq_tiles, source
+from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
 from tests.conftest import CXX
 from tests.test_kernels_compile import (
     _EMULATION_PRELUDE,
@@ -194,7 +194,7 @@ def test_strip_slabs_and_steps_match_cpu(strips, shape, slabs, periodic) -> None
 def test_strip_candidates_named() -> None:
     """Each D2Q9 candidate: its two instantiations, outside the module every run compiles, a
     launch shape within the device's limits."""
-    every = source.name_expressions("d2q9.cu")
+    every = kernel_names.name_expressions("d2q9.cu")
     for tile, (tx, extra, _, _) in neq_tiles.D2Q9_NEQ_TILES.items():
         names = neq_tiles.d2q9_neq_tile_expressions(tile)
         assert len(names) == 2 and not set(names) & set(every)

@@ -246,14 +246,14 @@ def test_d3q19_steps_per_sweep_by_gpu(gpu: str, fp16_pairs: bool) -> None:
     """The cupy kernels take two steps per sweep for float32 storage on every GPU and for fp16
     storage only where that measured faster (an H100, not an H200); the fp16 module holds the
     two-step kernel for those GPUs, double's holds none."""
-    from simsplit.backends.cuda_c import source
+    from simsplit.backends.cuda_c import kernel_names, source
 
     f32, f16, f64 = (np.dtype(t) for t in (np.float32, np.float16, np.float64))
     pairs = source.d3q19_fused_pairs(gpu)
     assert (f32, f32) in pairs
     assert ((f32, f16) in pairs) == fp16_pairs
     assert (f64, f64) not in pairs
-    two_step = {source.d3q19_two_steps_name(f32, f16, s, forced)
+    two_step = {kernel_names.d3q19_two_steps_name(f32, f16, s, forced)
                 for s in (False, True) for forced in (False, True)}
-    assert two_step <= set(source.d3q19_pair_expressions(f32, f16))
-    assert not any("two_steps" in n for n in source.d3q19_pair_expressions(f64, f64))
+    assert two_step <= set(kernel_names.d3q19_pair_expressions(f32, f16))
+    assert not any("two_steps" in n for n in kernel_names.d3q19_pair_expressions(f64, f64))

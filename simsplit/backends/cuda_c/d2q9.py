@@ -15,7 +15,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import neq_tiles, source
+from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
 from simsplit.backends.cuda_c.graph import _capturing, check_launch_device
 from simsplit.backends.layout import element_strides, field_strides
 from simsplit.gpu import autotune
@@ -53,7 +53,7 @@ def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
             else source.variant_source("d2q9.cu", block_x))
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
-                              name_expressions=source.name_expressions("d2q9.cu"))
+                              name_expressions=kernel_names.name_expressions("d2q9.cu"))
 
 
 @functools.cache
@@ -107,15 +107,16 @@ class D2Q9Kernels:
         module = _module(device)
         with self._dev:
             self._collide = {(dt, st, s, o): module.get_function(
-                source.stream_collide_name(dt, st, s, o))
+                kernel_names.stream_collide_name(dt, st, s, o))
                 for dt, st in source.STORAGE_PAIRS for s in (False, True) for o in (False, True)}
             stored = (*source.STORAGE_CTYPES, NEQ16_DTYPE)
-            self._pack = {st: module.get_function(source.pack_name("D2Q9", st)) for st in stored}
-            self._unpack = {st: module.get_function(source.unpack_name("D2Q9", st))
+            self._pack = {st: module.get_function(kernel_names.pack_name("D2Q9", st))
+                          for st in stored}
+            self._unpack = {st: module.get_function(kernel_names.unpack_name("D2Q9", st))
                             for st in stored}
-            self._records = {s: module.get_function(source.d2q9_neq_name(s))
+            self._records = {s: module.get_function(kernel_names.d2q9_neq_name(s))
                              for s in (False, True)}
-            self._records_open = {s: module.get_function(source.d2q9_neq_open_name(s))
+            self._records_open = {s: module.get_function(kernel_names.d2q9_neq_open_name(s))
                                   for s in (False, True)}
             #: the tiled candidate the neq16 box steps take (None: d2q9_stream_collide_neq)
             self.tile = neq_tiles.neq_tile_from_env(
@@ -153,11 +154,11 @@ class D2Q9Kernels:
         return args
 
     def _named(self) -> dict[str, Any]:
-        out = {source.stream_collide_name(*v): k for v, k in self._collide.items()}
-        out.update({source.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
-        out.update({source.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
-        out.update({source.d2q9_neq_name(s): k for s, k in self._records.items()})
-        out.update({source.d2q9_neq_open_name(s): k for s, k in self._records_open.items()})
+        out = {kernel_names.stream_collide_name(*v): k for v, k in self._collide.items()}
+        out.update({kernel_names.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
+        out.update({kernel_names.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
+        out.update({kernel_names.d2q9_neq_name(s): k for s, k in self._records.items()})
+        out.update({kernel_names.d2q9_neq_open_name(s): k for s, k in self._records_open.items()})
         if self.tile:
             out.update({neq_tiles.d2q9_neq_tile_name(self.tile, s): k
                         for s, k in self._records_tile.items()})
@@ -244,12 +245,12 @@ class D2Q9Kernels:
         check_launch_device(self.device)
         if records:  # one kernel with every rule (not tuned)
             kern, block_x = self._records_open[bool(store_macro)], source.BLOCK_X
-            name = source.d2q9_neq_open_name(bool(store_macro))
+            name = kernel_names.d2q9_neq_open_name(bool(store_macro))
         else:
             variant = (dt, st, bool(store_macro), bool(open_rules))
             kern, block_x = self._tuned.get((*variant, f_src.shape),
                                             (self._collide[variant], source.BLOCK_X))
-            name = source.stream_collide_name(*variant)
+            name = kernel_names.stream_collide_name(*variant)
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(i1 - i0, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         t = dt.type
@@ -277,7 +278,7 @@ class D2Q9Kernels:
         if j0 == j1:
             return
         check_launch_device(self.device)
-        name = source.d2q9_neq_name(bool(store_macro))
+        name = kernel_names.d2q9_neq_name(bool(store_macro))
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(nx), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         om_p, om_m, lid_u, fx, fy, per_x = self._params(p, np.dtype(np.float32))[:6]
@@ -319,7 +320,7 @@ class D2Q9Kernels:
             slots = cupy.zeros((Q, h), dt)  # timing launches keep off the block's outlet values
         src_hash = autotune.source_hash(source.kernel_source("d2q9.cu"))
         for store in (False, True):
-            name = source.stream_collide_name(dt, st, store, open_rules)
+            name = kernel_names.stream_collide_name(dt, st, store, open_rules)
 
             def time_block(block_x: int, name: str = name) -> float:
                 kern = _module(self.device, block_x).get_function(name)
@@ -353,8 +354,8 @@ class D2Q9Kernels:
             raise ValueError(f"row {row} / direction {direction} out of range")
         check_launch_device(self.device)
         kern = kernels[f.dtype]
-        name = (source.pack_name if kernels is self._pack
-                else source.unpack_name)("D2Q9", f.dtype)
+        name = (kernel_names.pack_name if kernels is self._pack
+                else kernel_names.unpack_name)("D2Q9", f.dtype)
         plane, pitch = (np.int64(v) for v in element_strides(f)[:2])
         # a layer is one row: row length and layer size w, rows (= layers) pitch apart
         args = self._args(name, (src, dst, plane, pitch, pitch, np.int32(w), np.int32(w),

@@ -24,7 +24,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import kernel_names, source
 from simsplit.backends.cuda_c.d2q9 import _grid_x, compile_options, quadratic_args
 from simsplit.backends.cuda_c.d3q19_neq import HALO_SLOTS, D3Q19NeqKernels
 from simsplit.backends.cuda_c.graph import check_launch_device
@@ -94,14 +94,14 @@ def _module(device: int, block_x: int, names: tuple[str, ...]) -> Any:
 def _pair_module(device: int, dtype: np.dtype, storage: np.dtype) -> Any:
     """The module of one (arithmetic, storage) pair's kernels at the default block size."""
     return _module(device, source.BLOCK_X,
-                   tuple(source.d3q19_pair_expressions(dtype, storage)))
+                   tuple(kernel_names.d3q19_pair_expressions(dtype, storage)))
 
 
 @functools.cache
 def _pair_of(name: str) -> tuple[np.dtype, np.dtype]:
     """The (arithmetic, storage) pair whose module holds kernel ``name``."""
     for dt, st in source.STORAGE_PAIRS:
-        if name in source.d3q19_pair_expressions(dt, st, halos=False):
+        if name in kernel_names.d3q19_pair_expressions(dt, st, halos=False):
             return dt, st
     raise KeyError(f"no D3Q19 kernel {name}")
 
@@ -193,10 +193,11 @@ class D3Q19Kernels:
         self.registers += self._records.prepare()
         for s, forced in itertools.product((False, True), repeat=2):
             self._bodies[(np.dtype(np.float32), NEQ16_DTYPE, s, forced,
-                          source.D3Q19_NEQ_BODIES_OPEN)] = self._records.kernel(
-                source.d3q19_neq_bodies_name(s, forced))
-        self._pack[NEQ16_DTYPE] = self._records.kernel(source.pack_name(_NAME, NEQ16_DTYPE))
-        self._unpack[NEQ16_DTYPE] = self._records.kernel(source.unpack_name(_NAME, NEQ16_DTYPE))
+                          kernel_names.D3Q19_NEQ_BODIES_OPEN)] = self._records.kernel(
+                kernel_names.d3q19_neq_bodies_name(s, forced))
+        self._pack[NEQ16_DTYPE] = self._records.kernel(kernel_names.pack_name(_NAME, NEQ16_DTYPE))
+        self._unpack[NEQ16_DTYPE] = self._records.kernel(
+            kernel_names.unpack_name(_NAME, NEQ16_DTYPE))
 
     def _load(self, dtype: Any, storage: Any) -> None:
         """The kernels of (arithmetic ``dtype``, ``storage``) populations: one module per pair
@@ -208,25 +209,25 @@ class D3Q19Kernels:
             raise TypeError(f"no D3Q19 kernel for {dt} arithmetic on {st} storage")
         module = _pair_module(self.device, dt, st)
         with self._dev:
-            kern = {n: module.get_function(n) for n in source.d3q19_pair_expressions(dt, st)}
+            kern = {n: module.get_function(n) for n in kernel_names.d3q19_pair_expressions(dt, st)}
             for s, forced, wide in itertools.product((False, True), repeat=3):
                 v = (dt, st, s, forced, wide)
-                self._collide[v] = kern[source.d3q19_stream_collide_name(*v)]
-                self._collide_aa[v] = kern[source.d3q19_aa_name(*v)]
+                self._collide[v] = kern[kernel_names.d3q19_stream_collide_name(*v)]
+                self._collide_aa[v] = kern[kernel_names.d3q19_aa_name(*v)]
                 if source.d3q19_takes_x2(dt, st):
-                    self._collide_x2[v] = kern[source.d3q19_x2_name(*v)]
+                    self._collide_x2[v] = kern[kernel_names.d3q19_x2_name(*v)]
             for s, forced in itertools.product((False, True), repeat=2):
                 for o in source.D3Q19_BODIES_OPEN:
                     self._bodies[(dt, st, s, forced, o)] = kern[
-                        source.d3q19_bodies_name(dt, st, s, forced, o)]
+                        kernel_names.d3q19_bodies_name(dt, st, s, forced, o)]
                 if (dt, st) in self.fused_pairs:
-                    two = kern[source.d3q19_two_steps_name(dt, st, s, forced)]
+                    two = kern[kernel_names.d3q19_two_steps_name(dt, st, s, forced)]
                     # beyond the default 48 KB
                     two.max_dynamic_shared_size_bytes = source.d3q19_two_steps_launch(
                         1, 1, 1, st.itemsize)[2]
                     self._two_steps[(dt, st, s, forced)] = two
-            self._pack[st] = kern[source.pack_name(_NAME, st)]
-            self._unpack[st] = kern[source.unpack_name(_NAME, st)]
+            self._pack[st] = kern[kernel_names.pack_name(_NAME, st)]
+            self._unpack[st] = kern[kernel_names.unpack_name(_NAME, st)]
             # load every kernel now (num_regs loads the module)
             self.registers += [k.num_regs for k in kern.values()]
         self._prepared.add((dt, st))
@@ -318,7 +319,7 @@ class D3Q19Kernels:
                                 open_faces: int = OPEN_FACES, far=None) -> None:
         """neq16 records: walls, the lid, forcing, periodic x and y (the records' pull
         kernel), or with a geometry (``inlet`` given) the bodies kernel on records with every
-        rule (source.D3Q19_NEQ_BODIES_OPEN)."""
+        rule (kernel_names.D3Q19_NEQ_BODIES_OPEN)."""
         k0, k1 = int(layers[0]), int(layers[1])
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         box = inlet is None
@@ -373,7 +374,7 @@ class D3Q19Kernels:
             raise ValueError(f"outlet slots {outlet_slots.shape} {outlet_slots.dtype} do not "
                              f"fit ({D3Q19.q}, {nz + 2}, {ny + 2}) {dt}, packed")
         check_launch_device(self.device)
-        variant = (source.D3Q19_NEQ_BODIES_OPEN if f_src.dtype == NEQ16_DTYPE
+        variant = (kernel_names.D3Q19_NEQ_BODIES_OPEN if f_src.dtype == NEQ16_DTYPE
                    else source.d3q19_bodies_open(open_faces, p.outlet_kind, True) if quadratic[0]
                    else self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind))
         kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
@@ -458,7 +459,7 @@ class D3Q19Kernels:
         src_hash = autotune.source_hash(source.kernel_source("d3q19.cu"))
         for store in (False, True):
             variant = (dt, st, store, p.forced, wide_offsets(f_src))
-            name = source.d3q19_stream_collide_name(*variant)
+            name = kernel_names.d3q19_stream_collide_name(*variant)
             args = self._collide_args(f_src, f_dst, flags, scratch, 1, nz + 1, p)
 
             def time_block(block_x: int, name: str = name, args: tuple = args) -> float:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import neq_tiles, source
+from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
@@ -44,9 +44,9 @@ class D3Q19NeqKernels:
                          neq_tiles.D3Q19_NEQ_TILES, default=neq_tiles.D3Q19_NEQ_TILE_DEFAULT))
 
     def names(self) -> list[str]:
-        """The module's kernels: :func:`source.d3q19_neq_expressions`, and the candidate's."""
+        """The module's kernels: :func:`kernel_names.d3q19_neq_expressions`, and the candidate's."""
         extra = neq_tiles.d3q19_neq_tile_expressions(self.tile) if self.tile else []
-        return [*source.d3q19_neq_expressions(), *extra]
+        return [*kernel_names.d3q19_neq_expressions(), *extra]
 
     def prepare(self) -> list[int]:
         """Load the module (before any graph capture); the registers of its kernels."""
@@ -84,6 +84,6 @@ class D3Q19NeqKernels:
                 kern(grid, (threads,), (*args, np.int32(neq_tiles.D3Q19_NEQ_TILE_RUN)),
                      shared_mem=shared)
             return
-        kern = self._kernels[source.d3q19_neq_name(store_macro, forced, wide)]
+        kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide)]
         with self._dev:
             kern(blocks, (source.BLOCK_X,), args)

@@ -10,7 +10,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from simsplit.backends.cuda_c import source
+from simsplit.backends.cuda_c import kernel_names, source
 from simsplit.backends.cuda_c.d2q9 import compile_options
 from simsplit.backends.layout import element_strides
 from simsplit.numerics.exact import EXACT_LIMBS
@@ -24,7 +24,7 @@ def _module(device: int) -> Any:
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=source.kernel_source(KERNEL_FILE),
                               options=compile_options(device),
-                              name_expressions=source.name_expressions(KERNEL_FILE))
+                              name_expressions=kernel_names.name_expressions(KERNEL_FILE))
 
 
 @dataclass
@@ -76,10 +76,10 @@ class LinkForceKernels:
             if t.n:
                 threads = source.BLOCK_X
                 if t.records:  # the plane between record slots locates a cell's record
-                    name = source.link_force_sums_neq_name(t.dim)
+                    name = kernel_names.link_force_sums_neq_name(t.dim)
                     scalars: tuple = (np.int64(t.strides[0]),)
                 else:
-                    name = source.link_force_sums_name(t.arith, f.dtype)
+                    name = kernel_names.link_force_sums_name(t.arith, f.dtype)
                     scalars = (t.arith.type(t.inv_scale), np.int32(t.shifted))
                 kern = self._module.get_function(name)
                 kern(((t.n + threads - 1) // threads,), (threads,),

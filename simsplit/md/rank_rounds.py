@@ -17,8 +17,9 @@ outboxes before the host reads the counts: one host wait per round.
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -244,11 +245,9 @@ class RankRounds:
             words = rank_message.layout(dtype, rooms)[1]
             name = f"message_{tag}_{nb}"
             buf = self._device(name, (words, 1), np.int64)
-            views = self._views.get(name)
-            if views is None or views[0] is not buf or views[1] != (dtype, rooms):
-                views = self._views[name] = (buf, (dtype, rooms), rank_message.sections(
-                    buf, dtype, rooms, rooms))
-            k.rank_gather_message((lists[0][0], lists[1][0]), rooms, src, views[2])
+            views = self._cut_once(name, buf, (dtype, rooms), functools.partial(
+                rank_message.sections, buf, dtype, rooms, rooms))
+            k.rank_gather_message((lists[0][0], lists[1][0]), rooms, src, views)
             host = self.endpoint.outbox(nb, tag, (words, 1), np.int64)
             queued.append((nb, tag, k.download_async(buf, words, host), rooms))
         return queued
@@ -294,11 +293,20 @@ class RankRounds:
         lo, to hi, own ghosts (``room`` each), near lo, near hi (``near_room`` each); views
         cut once while the buffer and rooms stay."""
         buf = self._device("route", (3 * room + 2 * near_room,), np.int32)
-        views = self._views.get("route")
-        if views is None or views[0] is not buf or views[1] != (room, near_room):
+
+        def cut() -> tuple[Any, list[Any]]:
             lists = buf[: 3 * room + 2 * near_room]
-            part = [lists[j * room: (j + 1) * room] for j in range(3)] + \
+            return lists, [lists[j * room: (j + 1) * room] for j in range(3)] + \
                 [lists[3 * room + j * near_room: 3 * room + (j + 1) * near_room]
                  for j in range(2)]
-            views = self._views["route"] = (buf, (room, near_room), (lists, part))
-        return views[2]
+
+        return self._cut_once("route", buf, (room, near_room), cut)
+
+    def _cut_once(self, key: Any, buf: Any, spec: Any, cut: Callable[[], Any]) -> Any:
+        """The views ``cut()`` of the reused buffer ``buf`` for ``spec``, cut once while the
+        buffer and ``spec`` stay (a rebuild asks for the same views every time, and each
+        device slice costs the host a few microseconds)."""
+        got = self._views.get(key)
+        if got is None or got[0] is not buf or got[1] != spec:
+            got = self._views[key] = (buf, spec, cut())
+        return got[2]

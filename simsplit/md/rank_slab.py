@@ -371,10 +371,7 @@ class RankSlab(RankRounds):
                                                             dtype)
         if not exact:
             return have
-        cut = self._views.get(("exact", name))
-        if cut is None or cut[0] is not have or cut[1] != shape[0]:
-            cut = self._views[("exact", name)] = (have, shape[0], have[: shape[0]])
-        return cut[2]
+        return self._cut_once(("exact", name), have, shape[0], lambda: have[: shape[0]])
 
     def _host(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A reused pinned host buffer of at least ``shape[0]`` rows."""

@@ -130,6 +130,8 @@ def d3q19_fused_built(dtype: np.dtype | type, storage: np.dtype | type) -> bool:
     pair = (np.dtype(dtype), np.dtype(storage))
     return pair in D3Q19_FUSED_PAIRS or any(
         pair in pairs for pairs in D3Q19_FUSED_PAIRS_BY_GPU.values())
+
+
 #: CUDA's limit on gridDim.y; kernels loop over rows beyond it
 MAX_GRID_Y = 65535
 #: fmad off: contracted multiply-adds would round differently from the CPU kernels

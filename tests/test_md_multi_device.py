@@ -23,6 +23,7 @@ from simsplit.md import MDSolver, host_kernels
 from simsplit.md.reference import lj_case
 from simsplit.parallel import context as parallel
 from tests.conftest import mpirun, needs_mpiexec
+from tests.test_gpu import _needs
 from tests.test_md_kernels_compile import EmulatedMDKernels, emulated_lib  # noqa: F401
 
 CELLS = (6, 6, 9)  # 1296 atoms, three slabs of 5.0 > cutoff + skin
@@ -289,10 +290,22 @@ def test_failing_rank_ends_the_device_job(tmp_path, emulated_lib, ranks,  # noqa
 NUMBA_DRIVER = textwrap.dedent("""
     import json, sys
     import numpy as np
+    from simsplit.backends.numba_cuda.md import NumbaMDKernels
     from simsplit.parallel import context as parallel
     from simsplit.md import MDSolver
     from simsplit.md.reference import lj_case
 
+    # each kernel's distinct argument kinds: (ndim, dtype) of an array, (None, dtype) of a scalar
+    launched = {}
+    plain = NumbaMDKernels._launch
+
+    def spy(self, name, dtype, threads, *args):
+        kinds = tuple((None, np.asarray(a).dtype.str) if np.isscalar(a) else
+                      (int(a.ndim), np.dtype(a.dtype).str) for a in args)
+        launched.setdefault(name, set()).add(kinds)
+        return plain(self, name, dtype, threads, *args)
+
+    NumbaMDKernels._launch = spy
     ctx = parallel.MPIContext("numba-cuda")
     case = lj_case(cells=json.loads(sys.argv[1]), subdomains=ctx.size, temperature=3.0)
     case["run"]["backend"] = "numba-cuda"
@@ -301,8 +314,33 @@ NUMBA_DRIVER = textwrap.dedent("""
     x, v, st, stats = md.positions(), md.velocities(), md.state(), md.stats()
     if ctx.rank == 0:
         np.savez(sys.argv[3], positions=x, velocities=v, forces=st["forces"],
-                 images=st["images"], stats=json.dumps(stats))
+                 images=st["images"], stats=json.dumps(stats),
+                 launched=json.dumps({k: sorted(v) for k, v in launched.items()}))
 """)
+
+
+def _launches_fit_signatures(launched: dict[str, list[list[list[Any]]]]) -> None:
+    """Every recorded launch passes arrays of the ranks and dtypes, and scalars of the
+    dtypes, that the Numba kernels are compiled for on a GPU (the simulator checks neither: a
+    stand-in array of another rank only fails to type on a real GPU)."""
+    from numba import types as nt
+    from numba.np.numpy_support import as_dtype
+
+    from tests.test_md_kernels_compile import numba_signatures
+
+    for name, variants in launched.items():
+        base = name.split("<")[0]
+        for kinds in variants:
+            real = [np.dtype(dt) for nd, dt in kinds if nd == 2 and np.dtype(dt).kind == "f"]
+            t = nt.float32 if real and real[0] == np.float32 else nt.float64
+            sig = numba_signatures(t)[base]
+            assert len(sig) == len(kinds), (name, kinds)
+            for k, ((nd, dt), want) in enumerate(zip(kinds, sig, strict=True)):
+                if isinstance(want, nt.Array):
+                    got = (nd, np.dtype(dt))
+                    assert got == (want.ndim, as_dtype(want.dtype)), (name, k, got, want)
+                else:
+                    assert nd is None and np.dtype(dt) == as_dtype(want), (name, k, dt, want)
 
 
 @needs_mpiexec
@@ -318,6 +356,35 @@ def test_numba_cuda_rank_kernels_under_mpi_match_one_process(tmp_path) -> None:
     out = tmp_path / "md.npz"
     proc = mpirun(2, [str(script), json.dumps(list(cells)), str(steps), str(out)],
                   timeout=300, NUMBA_ENABLE_CUDASIM="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(out)
+    for name in ("positions", "velocities", "forces", "images"):
+        want = ref.state()[name] if name in ("forces", "images") else getattr(ref, name)()
+        assert np.array_equal(got[name], want), name
+    stats = json.loads(str(got["stats"]))
+    assert stats["ghost_transfer"] == ["remote-device"]
+    assert stats["migrations"] > 0 and stats["rebuilds"] == ref.stats()["rebuilds"] > 1
+    launched = json.loads(str(got["launched"]))
+    assert {"md_rank_gather", "md_rank_place_message"} <= {n.split("<")[0] for n in launched}
+    _launches_fit_signatures(launched)
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+@pytest.mark.gpu
+@_needs("numba-cuda")
+def test_numba_cuda_rank_kernels_under_mpi_on_a_gpu(tmp_path) -> None:
+    """The same Numba twins compiled for the GPU (two ranks sharing it): a hot melt of 3,072
+    atoms over 40 steps migrates, picks ghosts and builds lists on the device, and equals one
+    CPU process bit for bit."""
+    cells, steps = (8, 8, 12), 40
+    ref = MDSolver(lj_case(cells=cells, temperature=3.0))
+    ref.step(steps)
+    script = tmp_path / "driver.py"
+    script.write_text(NUMBA_DRIVER)
+    out = tmp_path / "md.npz"
+    proc = mpirun(2, [str(script), json.dumps(list(cells)), str(steps), str(out)],
+                  timeout=600, NUMBA_ENABLE_CUDASIM="0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = np.load(out)
     for name in ("positions", "velocities", "forces", "images"):

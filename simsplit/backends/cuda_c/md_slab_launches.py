@@ -203,12 +203,13 @@ class SlabLaunches:
     def rank_gather(self, idx, m: int, src: dict[str, Any], out: dict[str, Any],
                     motion: bool) -> None:
         """Queue ``out[name][r] = src[name][idx[r]]`` for r < ``m``: x and gid, and with
-        ``motion`` v and img too."""
+        ``motion`` v and img too (``src`` holds all four)."""
         if not m:
             return
-        x, gid = src["x"], src["gid"]
-        v, img = (src["v"], src["img"]) if motion else (x, gid)
-        v_out, img_out = (out["v"], out["img"]) if motion else (out["x"], out["gid"])
+        x, v, img, gid = src["x"], src["v"], src["img"], src["gid"]
+        # without motion the kernel writes no v or img: the source's stand in for the outputs
+        # (arrays of the parameters' types and ranks, which a typed twin compiles against)
+        v_out, img_out = (out["v"], out["img"]) if motion else (v, img)
         self._launch("md_rank_gather", x.dtype, m, idx, np.int32(m), x, v, img, gid,
                      np.int32(motion), out["x"], v_out, img_out, out["gid"])
 

@@ -135,6 +135,44 @@ def test_d3q19_cupy_under_mpiexec_pairs_bitwise(tmp_path, ranks):
     assert np.abs(ref["velocity"]).max() > 0
 
 
+SHARE_DRIVER = textwrap.dedent("""
+    import json, sys, warnings
+    import simsplit.parallel.context as context
+    from simsplit.backends import BackendUnavailable
+
+    warnings.simplefilter("ignore")
+    context.resolve_backend_name = lambda name: "cupy"  # GPU ranks without a GPU
+    out = {}
+    for devices in ([0], [0, 0], [0, 1]):
+        ctx = context.MPIContext("cupy", devices, "auto")
+        out[str(devices)] = {"shares": ctx.shares_gpus}
+        if ctx.shares_gpus:
+            out[str(devices)]["auto"] = ctx.resolved_transport()
+            try:
+                context.MPIContext("cupy", devices, "nccl").resolved_transport()
+            except BackendUnavailable as exc:
+                out[str(devices)]["nccl"] = str(exc)
+    if ctx.rank == 0:
+        print(json.dumps(out))
+""")
+
+
+@needs_mpiexec
+def test_ranks_sharing_a_gpu_take_mpi_not_nccl(tmp_path):
+    """Two ranks on one GPU: run.transport auto stages halos through MPI (NCCL links one GPU
+    per rank and fails with 'invalid usage' otherwise), and an explicit nccl is refused with
+    the reason; on two GPUs the ranks share none."""
+    script = tmp_path / "driver.py"
+    script.write_text(SHARE_DRIVER)
+    proc = mpirun(2, [str(script)])
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    for devices in ("[0]", "[0, 0]"):
+        assert got[devices]["shares"] and got[devices]["auto"] == "mpi"
+        assert "ranks of this job share a GPU" in got[devices]["nccl"]
+    assert got["[0, 1]"] == {"shares": False}
+
+
 def _h5_fields(path: Path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     with h5py.File(path) as fh:

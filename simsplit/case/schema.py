@@ -67,7 +67,8 @@ RUN_SCHEMA = {
         "transport": {
             "enum": list(TRANSPORT_CHOICES), "default": "auto",
             "description": "How halos travel. auto: local (cpu) or peer (GPUs) in one process, "
-                           "nccl between GPU ranks, mpi between cpu ranks. peer: device to "
+                           "nccl between GPU ranks (mpi where ranks share a GPU), mpi between "
+                           "cpu ranks. peer: device to "
                            "device copies in one process; nccl: NCCL send/recv; mpi: MPI with "
                            "host staging for GPU buffers; mpi-cuda-aware: MPI on device "
                            "buffers (needs a CUDA-aware MPI).",

@@ -215,9 +215,12 @@ class MPIContext(ParallelContext):
         node.Free()
         super().__init__(backend, devices, transport)
         self.device = self.devices[self.local_rank % len(self.devices)]
-        if self.on_gpu and self.local_size > len(self.devices) and self.rank == 0:
-            warnings.warn(f"{self.local_size} ranks share {len(self.devices)} GPU(s) per node; "
-                          "one rank per GPU is fastest", stacklevel=2)
+        shares = self.on_gpu and self.local_size > len(set(self.devices))
+        #: whether two ranks of some node drive one GPU (NCCL cannot link them; agreed by all)
+        self.shares_gpus = bool(self.comm.allreduce(int(shares), op=MPI.MAX))
+        if shares and self.rank == 0:
+            warnings.warn(f"{self.local_size} ranks share {len(set(self.devices))} GPU(s) per "
+                          "node; one rank per GPU is fastest", stacklevel=2)
 
     @property
     def rank(self) -> int:
@@ -255,6 +258,8 @@ class MPIContext(ParallelContext):
         if kind == "auto":
             if not self.on_gpu:
                 return "mpi"
+            if self.shares_gpus:
+                return "mpi"
             from simsplit.gpu.devices import cupy_module, nccl_module
 
             cupy_module()
@@ -267,6 +272,10 @@ class MPIContext(ParallelContext):
         if kind in ("local", "peer") and self.size > 1:
             raise BackendUnavailable(f"run.transport: {kind} works within one process; under "
                                      "mpiexec use auto, nccl, mpi or mpi-cuda-aware")
+        if kind == "nccl" and self.shares_gpus:
+            raise BackendUnavailable("run.transport: nccl links one GPU per rank, but ranks of "
+                                     "this job share a GPU; use auto or mpi, or start one "
+                                     "rank per GPU")
         return super().resolved_transport()
 
     def transport(self, links: Sequence[Link], n_slabs: int) -> Transport:

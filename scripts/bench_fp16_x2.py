@@ -33,7 +33,7 @@ from tune_d2q9 import timed_launches  # noqa: E402
 from tune_d3q19 import fields  # noqa: E402
 
 from simsplit.backends.cuda_c import d3q19 as launcher  # noqa: E402
-from simsplit.backends.cuda_c import kernel_names, source  # noqa: E402
+from simsplit.backends.cuda_c import d3q19_modules, kernel_names, source  # noqa: E402
 from simsplit.backends.cuda_c.d2q9 import compile_options  # noqa: E402
 from simsplit.backends.layout import field_strides  # noqa: E402
 from simsplit.case import validate_case  # noqa: E402
@@ -75,7 +75,7 @@ def count_launch_kinds(one_cell: list[bool]) -> dict[int, int]:
     def spy(self, variant, f_src, f_dst):
         got = pick(self, variant, f_src, f_dst)
         if one_cell[0] and got[2] == 2:
-            got = (self._collide[variant], launcher.default_block(variant[1]), 1)
+            got = (self._collide[variant], d3q19_modules.default_block(variant[1]), 1)
         taken[got[2]] = taken.get(got[2], 0) + 1
         return got
 
@@ -105,7 +105,7 @@ def tuner_build():
 
 def production_kernels():
     """(two-cell, one-cell) kernels of the module the solver loads for float32 on fp16."""
-    mod = launcher._pair_module(0, np.dtype(np.float32), np.dtype(np.float16))
+    mod = d3q19_modules._pair_module(0, np.dtype(np.float32), np.dtype(np.float16))
     return mod.get_function(x2_name()), mod.get_function(one_cell_name())
 
 

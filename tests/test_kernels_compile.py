@@ -1435,7 +1435,7 @@ def test_pair_launcher_grid_and_alignment() -> None:
     """The launcher's side of the pair kernel, without a GPU: the grid covers every cell with
     no block to spare, padded arrays pass the alignment check, packed ones fail it."""
     pytest.importorskip("cupy")
-    from simsplit.backends.cuda_c.d3q19 import grid_x, pair_alignment_problem
+    from simsplit.backends.cuda_c.d3q19_modules import grid_x, pair_alignment_problem
     from simsplit.backends.layout import element_strides
 
     for nx in (1, 2, 511, 512, 513, 1024):

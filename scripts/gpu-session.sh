@@ -41,6 +41,10 @@
 #   mpi3d    D3Q19 512^3 under mpiexec, one slab per rank on the GPU(s): two steps per sweep
 #            (halo planes through MPI, host-staged) and one, against one slab (issue 20;
 #            MPI3D_ARGS), then the mpiexec and two-step GPU tests
+#   open     what issues 20 and 25 still ask of an H200, in about 4 minutes: MD under mpiexec -n 2
+#            (MPS, 1,000,188 atoms) three times against one slab, the fp16 two-cell kernel
+#            (scripts/bench_fp16_x2.py --kernels), the fp16 tuner's production rows (one and two
+#            steps per sweep), the solver's fp16 512^3 rate at one and two steps per sweep
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
 #            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
 #            3D bodies kernel at several block sizes and the general bodies kernel (BODY_ONLY=2D
@@ -306,6 +310,23 @@ if has mpimd; then
     note "MD under mpiexec on the GPU, 1 slab per rank, against 1 slab in 1 process (issue 20)"
     timeout ${MPIMD_TIMEOUT:-300} python3 scripts/bench_mpi_md.py ${MPIMD_ARGS:-} 2>&1 \
         | tee "$OUT/bench-mpi-md.log" | quiet
+fi
+if has open; then
+    note "issue 20: MD under mpiexec -n 2 on the GPU (MPS), three runs"
+    for r in 1 2 3; do
+        SIMSPLIT_NODE_NOTICES=1 timeout 120 python3 scripts/bench_mpi_md.py --ranks 2 --seconds 3 \
+            --mps 2>&1 | quiet | tail -4 | tee -a "$OUT/open-mpi-md.log"
+    done
+    note "issue 25: fp16 two cells against one, fp16 one and two steps per sweep"
+    timeout 150 python3 scripts/bench_fp16_x2.py --kernels --rounds 2 2>&1 | quiet \
+        | tee "$OUT/open-fp16-x2.log" | tail -14
+    timeout 120 python3 scripts/tune_d3q19_fp16.py --production 2>&1 | quiet \
+        | tee "$OUT/open-fp16-tuner.log" | tail -8
+    for tb in off on; do
+        timeout 60 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+            --repeats 3 --no-graph --storage float16 --temporal-blocking $tb 2>&1 | quiet \
+            | grep -E "^cupy" | sed "s/^/temporal blocking $tb: /" | tee -a "$OUT/open-fp16-bench.log"
+    done
 fi
 if has split3d; then
     note "D3Q19 512^3 on 1, 2, 4 slabs of one GPU: pairs by copies, pairs through the transport, one step (issue 20)"

@@ -116,14 +116,16 @@ def run_bodies(raw: dict[str, Any], steps: int) -> tuple[Any, ...]:
             DeviceForces(links).measure(solver))
 
 
-def run_in_cuda_simulator(test_file: str, timeout: float = 900) -> None:
-    """Run ``test_file`` again in a child with NUMBA_ENABLE_CUDASIM=1 and require it to pass.
+def run_in_cuda_simulator(test_file: str, timeout: float = 900, **extra: str) -> None:
+    """Run ``test_file`` again in a child with NUMBA_ENABLE_CUDASIM=1 (and the environment
+    variables ``extra``) and require it to pass.
 
     The simulator has to be chosen before numba.cuda is first imported, which this process
     (running CPU tests) has already done.
     """
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               **extra)
     res = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=-ra", "-q", "-p",
                           "no:cacheprovider",
                           str(test_file)], cwd=ROOT, env=env, capture_output=True, text=True,

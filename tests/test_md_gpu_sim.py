@@ -8,13 +8,16 @@ per CUDA thread.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
 
 from tests.conftest import IN_SIMULATOR, run_in_cuda_simulator
+from tests.numba_launches import as_json, fits_signatures, record_launches
 
 ROOT = Path(__file__).resolve().parents[1]
 in_child = pytest.mark.skipif(not IN_SIMULATOR,
@@ -31,9 +34,35 @@ STEPS_SLOW = 6
 CROSS_PAIR = [{"types": [1, 2], "epsilon": 1.5, "sigma": 0.9, "cutoff": 2.0}]
 
 
+#: where the child writes the Numba MD launches it made (tests/numba_launches.py)
+LAUNCH_LOG = "SIMSPLIT_TEST_LAUNCH_LOG"
+
+
 @pytest.mark.skipif(IN_SIMULATOR, reason="this is the child process")
-def test_md_simulator_suite() -> None:
-    run_in_cuda_simulator(__file__, timeout=900)
+def test_md_simulator_suite(tmp_path) -> None:
+    """The child's tests pass, and every launch they made passes the arguments the kernels
+    compile for on a GPU (the simulator itself types nothing)."""
+    log = tmp_path / "launches.json"
+    run_in_cuda_simulator(__file__, timeout=900, **{LAUNCH_LOG: str(log)})
+    launched = json.loads(log.read_text())
+    assert len(launched) >= 20, sorted(launched)
+    fits_signatures(launched)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _record_launches() -> Iterator[None]:
+    """In the child: record the Numba MD launches of this module's tests for the parent."""
+    path = os.environ.get(LAUNCH_LOG)
+    if not (IN_SIMULATOR and path):
+        yield
+        return
+    from simsplit.backends.numba_cuda.md import NumbaMDKernels
+
+    plain = NumbaMDKernels._launch
+    launched = record_launches(NumbaMDKernels)
+    yield
+    NumbaMDKernels._launch = plain
+    Path(path).write_text(as_json(launched))
 
 
 # --- everything below runs in the child -----------------------------------------------------

@@ -23,6 +23,7 @@ from simsplit.md import MDSolver, host_kernels
 from simsplit.md.reference import lj_case
 from simsplit.parallel import context as parallel
 from tests.conftest import mpirun, needs_mpiexec
+from tests.numba_launches import fits_signatures
 from tests.test_gpu import _needs
 from tests.test_md_kernels_compile import EmulatedMDKernels, emulated_lib  # noqa: F401
 
@@ -292,20 +293,11 @@ NUMBA_DRIVER = textwrap.dedent("""
     import numpy as np
     from simsplit.backends.numba_cuda.md import NumbaMDKernels
     from simsplit.parallel import context as parallel
+    from tests.numba_launches import as_json, record_launches
     from simsplit.md import MDSolver
     from simsplit.md.reference import lj_case
 
-    # each kernel's distinct argument kinds: (ndim, dtype) of an array, (None, dtype) of a scalar
-    launched = {}
-    plain = NumbaMDKernels._launch
-
-    def spy(self, name, dtype, threads, *args):
-        kinds = tuple((None, np.asarray(a).dtype.str) if np.isscalar(a) else
-                      (int(a.ndim), np.dtype(a.dtype).str) for a in args)
-        launched.setdefault(name, set()).add(kinds)
-        return plain(self, name, dtype, threads, *args)
-
-    NumbaMDKernels._launch = spy
+    launched = record_launches(NumbaMDKernels)
     ctx = parallel.MPIContext("numba-cuda")
     case = lj_case(cells=json.loads(sys.argv[1]), subdomains=ctx.size, temperature=3.0)
     case["run"]["backend"] = "numba-cuda"
@@ -315,32 +307,8 @@ NUMBA_DRIVER = textwrap.dedent("""
     if ctx.rank == 0:
         np.savez(sys.argv[3], positions=x, velocities=v, forces=st["forces"],
                  images=st["images"], stats=json.dumps(stats),
-                 launched=json.dumps({k: sorted(v) for k, v in launched.items()}))
+                 launched=as_json(launched))
 """)
-
-
-def _launches_fit_signatures(launched: dict[str, list[list[list[Any]]]]) -> None:
-    """Every recorded launch passes arrays of the ranks and dtypes, and scalars of the
-    dtypes, that the Numba kernels are compiled for on a GPU (the simulator checks neither: a
-    stand-in array of another rank only fails to type on a real GPU)."""
-    from numba import types as nt
-    from numba.np.numpy_support import as_dtype
-
-    from tests.test_md_kernels_compile import numba_signatures
-
-    for name, variants in launched.items():
-        base = name.split("<")[0]
-        for kinds in variants:
-            real = [np.dtype(dt) for nd, dt in kinds if nd == 2 and np.dtype(dt).kind == "f"]
-            t = nt.float32 if real and real[0] == np.float32 else nt.float64
-            sig = numba_signatures(t)[base]
-            assert len(sig) == len(kinds), (name, kinds)
-            for k, ((nd, dt), want) in enumerate(zip(kinds, sig, strict=True)):
-                if isinstance(want, nt.Array):
-                    got = (nd, np.dtype(dt))
-                    assert got == (want.ndim, as_dtype(want.dtype)), (name, k, got, want)
-                else:
-                    assert nd is None and np.dtype(dt) == as_dtype(want), (name, k, dt, want)
 
 
 @needs_mpiexec
@@ -366,7 +334,7 @@ def test_numba_cuda_rank_kernels_under_mpi_match_one_process(tmp_path) -> None:
     assert stats["migrations"] > 0 and stats["rebuilds"] == ref.stats()["rebuilds"] > 1
     launched = json.loads(str(got["launched"]))
     assert {"md_rank_gather", "md_rank_place_message"} <= {n.split("<")[0] for n in launched}
-    _launches_fit_signatures(launched)
+    fits_signatures(launched)
 
 
 @needs_mpiexec

@@ -110,6 +110,29 @@ def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, p
 
 @needs_mpiexec
 @pytest.mark.gpu
+@pytest.mark.parametrize(("ranks", "overlap", "periodic"), [(2, True, False), (3, False, True)])
+def test_d2q9_cupy_under_mpiexec_bitwise(tmp_path, ranks, overlap, periodic):
+    """D2Q9 float32 on cupy, one slab per rank (all on one GPU here, so halos go through MPI,
+    host-staged): bit for bit as one process on the same GPU, with and without overlap, a
+    periodic split axis included."""
+    base = [o.replace("run.backend=cpu", "run.backend=cupy") for o in
+            (PERIODIC if periodic else SMALL)] + ["run.precision=float32"]
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.replace("import numpy as np\n", "import numpy as np\n" + INIT, 1))
+    out = tmp_path / "fields.npz"
+    proc = mpirun(ranks, [str(script), json.dumps(base + [f"run.overlap={str(overlap).lower()}"]),
+                          "1" if periodic else "0", str(out), str(CASE)], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    assert int(got["size"]) == ranks
+    ref = run_in_process(base, periodic)
+    for name, arr in ref.items():
+        assert np.array_equal(got[name], arr), name
+    assert np.abs(ref["velocity"]).max() > 0
+
+
+@needs_mpiexec
+@pytest.mark.gpu
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_d3q19_cupy_under_mpiexec_pairs_bitwise(tmp_path, ranks):
     """D3Q19 float32 on cupy, one slab per rank (all on one GPU here): two steps per sweep with

@@ -44,7 +44,8 @@
 #   open     what issues 20 and 25 still ask of an H200, in about 4 minutes: MD under mpiexec -n 2
 #            (MPS, 1,000,188 atoms) three times against one slab, the fp16 two-cell kernel
 #            (scripts/bench_fp16_x2.py --kernels), the fp16 tuner's production rows (one and two
-#            steps per sweep), the solver's fp16 512^3 rate at one and two steps per sweep
+#            steps per sweep), the solver's fp16 512^3 rate at one and two steps per sweep, then
+#            the cupy tests under mpiexec (tests/test_mpi.py -k cupy)
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
 #            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
 #            3D bodies kernel at several block sizes and the general bodies kernel (BODY_ONLY=2D
@@ -327,6 +328,9 @@ if has open; then
             --repeats 3 --no-graph --storage float16 --temporal-blocking $tb 2>&1 | quiet \
             | grep -E "^cupy" | sed "s/^/temporal blocking $tb: /" | tee -a "$OUT/open-fp16-bench.log"
     done
+    note "GPU tests under mpiexec not yet run on a GPU (D2Q9 cupy ranks)"
+    timeout 150 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m "mpi or gpu" \
+        tests/test_mpi.py -k cupy 2>&1 | tail -4 | tee "$OUT/open-tests.log"
 fi
 if has split3d; then
     note "D3Q19 512^3 on 1, 2, 4 slabs of one GPU: pairs by copies, pairs through the transport, one step (issue 20)"

@@ -159,22 +159,26 @@ def test_d3q19_cupy_under_mpiexec_pairs_bitwise(tmp_path, ranks):
 
 
 SHARE_DRIVER = textwrap.dedent("""
-    import json, sys, warnings
+    import json, os, sys, warnings
+    from mpi4py import MPI
     import simsplit.parallel.context as context
     from simsplit.backends import BackendUnavailable
 
     warnings.simplefilter("ignore")
     context.resolve_backend_name = lambda name: "cupy"  # GPU ranks without a GPU
     out = {}
-    for devices in ([0], [0, 0], [0, 1]):
+    for key in ("[0]", "[0, 0]", "[0, 1]", "one visible each"):
+        devices = json.loads(key) if key.startswith("[") else [0]
+        if key == "one visible each":  # srun --gpus-per-task=1: every rank's GPU is 0
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(3 + MPI.COMM_WORLD.Get_rank())
         ctx = context.MPIContext("cupy", devices, "auto")
-        out[str(devices)] = {"shares": ctx.shares_gpus}
+        out[key] = {"shares": ctx.shares_gpus}
         if ctx.shares_gpus:
-            out[str(devices)]["auto"] = ctx.resolved_transport()
+            out[key]["auto"] = ctx.resolved_transport()
             try:
                 context.MPIContext("cupy", devices, "nccl").resolved_transport()
             except BackendUnavailable as exc:
-                out[str(devices)]["nccl"] = str(exc)
+                out[key]["nccl"] = str(exc)
     if ctx.rank == 0:
         print(json.dumps(out))
 """)
@@ -184,16 +188,18 @@ SHARE_DRIVER = textwrap.dedent("""
 def test_ranks_sharing_a_gpu_take_mpi_not_nccl(tmp_path):
     """Two ranks on one GPU: run.transport auto stages halos through MPI (NCCL links one GPU
     per rank and fails with 'invalid usage' otherwise), and an explicit nccl is refused with
-    the reason; on two GPUs the ranks share none."""
+    the reason; on two GPUs the ranks share none, also where each rank sees only its own GPU
+    as GPU 0 (told apart by bus id, here by CUDA_VISIBLE_DEVICES: no GPU in this test)."""
     script = tmp_path / "driver.py"
     script.write_text(SHARE_DRIVER)
-    proc = mpirun(2, [str(script)])
+    proc = mpirun(2, [str(script)], CUDA_VISIBLE_DEVICES="")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     for devices in ("[0]", "[0, 0]"):
         assert got[devices]["shares"] and got[devices]["auto"] == "mpi"
         assert "ranks of this job share a GPU" in got[devices]["nccl"]
     assert got["[0, 1]"] == {"shares": False}
+    assert got["one visible each"] == {"shares": False}
 
 
 def _h5_fields(path: Path) -> dict[str, np.ndarray]:

@@ -110,6 +110,28 @@ class DeviceStreams:
         return ev
 
 
+def pci_bus_id(device: int) -> str | None:
+    """The PCI bus id of this process's CUDA device ``device`` (the same physical GPU under any
+    ``CUDA_VISIBLE_DEVICES``), or None without CuPy or a usable GPU."""
+    try:
+        import cupy
+
+        return str(cupy.cuda.runtime.deviceGetPCIBusId(device))
+    except Exception:  # no CuPy, no driver or no such device
+        return None
+
+
+def gpu_identity(device: int) -> str:
+    """What tells the node's physical GPUs apart, for this process's device ``device``: its
+    PCI bus id, else the ``CUDA_VISIBLE_DEVICES`` entry it maps to (the index where unset)."""
+    bus = pci_bus_id(device)
+    if bus is not None:
+        return bus
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if v.strip()]
+    return f"visible {visible[device]}" if device < len(visible) else f"index {device}"
+
+
 # --- inventory ------------------------------------------------------------------------------------
 def _gpus() -> tuple[list[dict[str, Any]], list[list[bool]], str]:
     """(GPU list, peer-access matrix, reason when empty)."""

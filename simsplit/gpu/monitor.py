@@ -18,6 +18,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from simsplit.gpu import devices
+
 #: sampled quantities: (name, unit)
 QUANTITIES: tuple[tuple[str, str], ...] = (
     ("utilization", "%"), ("memory_used", "GiB"), ("temperature", "C"), ("power", "W"),
@@ -56,15 +58,6 @@ def nvml_handle(nvml: Any, device: int, env: Mapping[str, str] | None = None,
     return nvml.nvmlDeviceGetHandleByIndex(device)
 
 
-def _cuda_pci_bus_id(device: int) -> str | None:
-    try:
-        import cupy
-
-        return str(cupy.cuda.runtime.deviceGetPCIBusId(device))
-    except Exception:  # no CuPy or no GPU: fall back to CUDA_VISIBLE_DEVICES
-        return None
-
-
 class NvmlSampler:
     """:class:`Sampler` on NVML (``pynvml``, or an object with the same functions for tests)."""
 
@@ -77,7 +70,7 @@ class NvmlSampler:
                 raise RuntimeError("--monitor needs NVML bindings: pip install nvidia-ml-py "
                                    f"(part of simsplit[gpu]): {exc}") from None
         self.nvml = nvml
-        self._bus_id = pci_bus_id or _cuda_pci_bus_id
+        self._bus_id = pci_bus_id or devices.pci_bus_id
         nvml.nvmlInit()
         self._handles: dict[int, Any] = {}
 

@@ -25,6 +25,7 @@ from simsplit.backends import (
 )
 from simsplit.errors import CaseError
 from simsplit.gpu.cuda_errors import EXIT_CUDA, CudaKernelError, as_cuda_error
+from simsplit.gpu.devices import cupy_module, gpu_identity, nccl_module
 from simsplit.transport.base import Link, Transport
 from simsplit.transport.local import LocalTransport
 
@@ -215,12 +216,14 @@ class MPIContext(ParallelContext):
         node.Free()
         super().__init__(backend, devices, transport)
         self.device = self.devices[self.local_rank % len(self.devices)]
-        shares = self.on_gpu and self.local_size > len(set(self.devices))
+        # the physical GPU of each rank (a bus id: under --gpus-per-task every rank's GPU is 0)
+        gpu = (MPI.Get_processor_name(), gpu_identity(self.device)) if self.on_gpu else None
+        gpus = self.comm.allgather(gpu)
         #: whether two ranks of some node drive one GPU (NCCL cannot link them; agreed by all)
-        self.shares_gpus = bool(self.comm.allreduce(int(shares), op=MPI.MAX))
-        if shares and self.rank == 0:
-            warnings.warn(f"{self.local_size} ranks share {len(set(self.devices))} GPU(s) per "
-                          "node; one rank per GPU is fastest", stacklevel=2)
+        self.shares_gpus = self.on_gpu and len(set(gpus)) < len(gpus)
+        if self.shares_gpus and self.rank == 0:
+            warnings.warn(f"{len(gpus)} ranks share {len(set(gpus))} GPU(s); one rank per GPU "
+                          "is fastest", stacklevel=2)
 
     @property
     def rank(self) -> int:
@@ -260,8 +263,6 @@ class MPIContext(ParallelContext):
                 return "mpi"
             if self.shares_gpus:
                 return "mpi"
-            from simsplit.gpu.devices import cupy_module, nccl_module
-
             cupy_module()
             if nccl_module() is not None:
                 return "nccl"

@@ -41,10 +41,11 @@
 #   mpi3d    D3Q19 512^3 under mpiexec, one slab per rank on the GPU(s): two steps per sweep
 #            (halo planes through MPI, host-staged) and one, against one slab (issue 20;
 #            MPI3D_ARGS), then the mpiexec and two-step GPU tests
-#   open     what issues 20 and 25 still ask of an H200, in about 4 minutes: MD under mpiexec -n 2
+#   open     what issues 20 and 25 still ask of an H200, in about 6 minutes: MD under mpiexec -n 2
 #            (MPS, 1,000,188 atoms) three times against one slab, the fp16 two-cell kernel
-#            (scripts/bench_fp16_x2.py --kernels), the fp16 tuner's production rows (one and two
-#            steps per sweep), the solver's fp16 512^3 rate at one and two steps per sweep, then
+#            (scripts/bench_fp16_x2.py --kernels), the fp16 tuner (production one and two steps
+#            per sweep, the candidates, the two-step shape at two blocks without spill, the copy
+#            bounds), the solver's fp16 512^3 rate at one and two steps per sweep, then
 #            the cupy tests under mpiexec (tests/test_mpi.py -k cupy)
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
 #            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
@@ -321,8 +322,8 @@ if has open; then
     note "issue 25: fp16 two cells against one, fp16 one and two steps per sweep"
     timeout 150 python3 scripts/bench_fp16_x2.py --kernels --rounds 2 2>&1 | quiet \
         | tee "$OUT/open-fp16-x2.log" | tail -14
-    timeout 120 python3 scripts/tune_d3q19_fp16.py --production 2>&1 | quiet \
-        | tee "$OUT/open-fp16-tuner.log" | tail -8
+    timeout 200 python3 scripts/tune_d3q19_fp16.py 2>&1 | quiet \
+        | tee "$OUT/open-fp16-tuner.log" | tail -45
     for tb in off on; do
         timeout 60 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
             --repeats 3 --no-graph --storage float16 --temporal-blocking $tb 2>&1 | quiet \

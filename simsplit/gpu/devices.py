@@ -11,7 +11,7 @@ import ctypes
 import os
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -121,15 +121,24 @@ def pci_bus_id(device: int) -> str | None:
         return None
 
 
+def visible_entry(device: int, env: Mapping[str, str] | None = None) -> str | None:
+    """The ``CUDA_VISIBLE_DEVICES`` entry (a machine-wide index or a UUID) that this process's
+    CUDA device ``device`` is, or None where the variable is unset or lists fewer devices."""
+    env = os.environ if env is None else env
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        return None
+    visible = [v.strip() for v in env["CUDA_VISIBLE_DEVICES"].split(",") if v.strip()]
+    return visible[device] if device < len(visible) else None
+
+
 def gpu_identity(device: int) -> str:
     """What tells the node's physical GPUs apart, for this process's device ``device``: its
     PCI bus id, else the ``CUDA_VISIBLE_DEVICES`` entry it maps to (the index where unset)."""
     bus = pci_bus_id(device)
     if bus is not None:
         return bus
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-               if v.strip()]
-    return f"visible {visible[device]}" if device < len(visible) else f"index {device}"
+    entry = visible_entry(device)
+    return f"visible {entry}" if entry is not None else f"index {device}"
 
 
 # --- inventory ------------------------------------------------------------------------------------

@@ -48,14 +48,12 @@ def nvml_handle(nvml: Any, device: int, env: Mapping[str, str] | None = None,
     """
     if pci_bus_id:
         return nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-    env = os.environ if env is None else env
-    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if "CUDA_VISIBLE_DEVICES" in env and device < len(visible):
-        entry = visible[device]
-        if entry.isdigit():
-            return nvml.nvmlDeviceGetHandleByIndex(int(entry))
-        return nvml.nvmlDeviceGetHandleByUUID(entry)
-    return nvml.nvmlDeviceGetHandleByIndex(device)
+    entry = devices.visible_entry(device, env)
+    if entry is None:
+        return nvml.nvmlDeviceGetHandleByIndex(device)
+    if entry.isdigit():
+        return nvml.nvmlDeviceGetHandleByIndex(int(entry))
+    return nvml.nvmlDeviceGetHandleByUUID(entry)
 
 
 class NvmlSampler:

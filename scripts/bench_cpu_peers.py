@@ -3,8 +3,8 @@
     python scripts/bench_cpu_peers.py [--grid 512x512 --grid 2048x2048 --grid 128x128x128]
         [--threads 2] [--precision float32] [--repeats 7] [--seconds 1.0]
         [--temporal-blocking on|off] [--peer-python /tmp/vlbm/bin/python] [--install]
-    python scripts/bench_cpu_peers.py --md [--cores 1 --cores 2] [--md-steps 100]
-        [--repeats 5] [--lmp /tmp/vlmp/bin/lmp]
+    python scripts/bench_cpu_peers.py --md [--md-system lj|ka] [--cores 1 --cores 2]
+        [--md-steps 100] [--repeats 5] [--lmp /tmp/vlmp/bin/lmp]
 
 Each grid is a lid-driven cavity, single relaxation time (simsplit ``collision: bgk``, lbmpy
 ``Method.SRT``), at the same precision and thread count (Numba threads; OpenMP threads of
@@ -15,7 +15,11 @@ table gives the median MLUPS of each and the median of the per-repeat ratios, so
 other processes falls on both alike.
 
 ``--md``: Lennard-Jones MD, LAMMPS ``bench/in.lj`` (32,000 atoms, fcc 0.8442, T 1.44, rc 2.5,
-skin 0.3, NVE, float64) against ``cases/lj_liquid.yaml``, the same system, on 1 and 2 cores:
+skin 0.3, NVE, float64) against ``cases/lj_liquid.yaml``, the same system, or with
+``--md-system ka`` the Kob-Andersen 80:20 mixture of ``cases/kob_andersen.yaml`` on the same
+32,000 fcc sites (density 1.2, T 1.0, three pair types, cutoffs 2.5 / 2.0 / 2.2 sigma_ij,
+energies shifted, NVE; LAMMPS draws its 20 % of type 2 with ``set type/fraction`` and rebuilds
+its lists as simsplit does, when an atom has moved half the skin), on 1 and 2 cores:
 simsplit with that many Numba threads on one slab, LAMMPS (its plain ``lj/cut``, no
 accelerator package) under ``mpiexec -n cores``. Each repeat times ``--md-steps`` steps after
 one untimed step (set-up, the first neighbour list and forces) in both: a fresh simsplit solver,
@@ -149,14 +153,41 @@ run 1
 run {steps}
 """
 
+#: Kob-Andersen 80:20 on fcc sites at density 1.2 (cases/kob_andersen.yaml, NVE)
+_IN_KA = """units lj
+atom_style atomic
+lattice fcc 1.2
+region box block 0 {n} 0 {n} 0 {n}
+create_box 2 box
+create_atoms 1 box
+set type 1 type/fraction 2 0.2 1995
+mass * 1.0
+velocity all create 1.0 87287 loop geom
+pair_style lj/cut 2.5
+pair_coeff 1 1 1.0 1.0 2.5
+pair_coeff 1 2 1.5 0.8 2.0
+pair_coeff 2 2 0.5 0.88 2.2
+pair_modify shift yes
+neighbor 0.3 bin
+neigh_modify delay 0 every 1 check yes
+fix 1 all nve
+run 1
+run {steps}
+"""
 
-def lammps_seconds(lmp: str, cores: int, cells: int, steps: int) -> tuple[float, float]:
-    """LAMMPS's "Loop time" of ``steps`` steps of bench/in.lj on ``cores`` MPI ranks, and the
-    CPU seconds its ranks used in it (loop time x its "CPU use" x ranks)."""
+#: --md-system: (LAMMPS input, simsplit case file, label)
+MD_SYSTEMS = {"lj": (_IN_LJ, "lj_liquid.yaml", "bench/in.lj"),
+              "ka": (_IN_KA, "kob_andersen.yaml", "Kob-Andersen 80:20")}
+
+
+def lammps_seconds(lmp: str, cores: int, cells: int, steps: int, system: str = "lj"
+                   ) -> tuple[float, float]:
+    """LAMMPS's "Loop time" of ``steps`` steps of ``system`` (:data:`MD_SYSTEMS`) on ``cores``
+    MPI ranks, and the CPU seconds its ranks used in it (loop time x its "CPU use" x ranks)."""
     mpiexec = str(Path(lmp).parent / "mpiexec")
     with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "in.lj"
-        script.write_text(_IN_LJ.format(n=cells, steps=steps))
+        script = Path(tmp) / "in.md"
+        script.write_text(MD_SYSTEMS[system][0].format(n=cells, steps=steps))
         out = subprocess.run([mpiexec, "-n", str(cores), lmp, "-log", "none", "-in", str(script)],
                              text=True, capture_output=True, check=True, cwd=tmp).stdout
     loops = re.findall(r"Loop time of ([0-9.eE+-]+) on \d+ procs for (\d+) steps", out)
@@ -168,15 +199,20 @@ def lammps_seconds(lmp: str, cores: int, cells: int, steps: int) -> tuple[float,
 
 
 def md_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """simsplit's CPU MD against LAMMPS bench/in.lj, alternating, for each core count."""
+    """simsplit's CPU MD against LAMMPS on ``args.md_system``, alternating, for each core
+    count."""
     import numba
     import yaml
 
     from simsplit.md import MDSolver
 
-    case = yaml.safe_load((ROOT / "cases" / "lj_liquid.yaml").read_text())
+    _, case_file, label = MD_SYSTEMS[args.md_system]
+    case = yaml.safe_load((ROOT / "cases" / case_file).read_text())
+    case["md"]["lattice"]["cells"] = [20, 20, 20]
+    case["md"]["ensemble"] = "nve"
+    case["decomposition"] = {"subdomains": 1}
+    case["output"] = {"dir": None}
     cells = case["md"]["lattice"]["cells"][0]
-    case["md"]["steps"] = args.md_steps + 1
     rows = []
     for cores in args.cores or [1, 2]:
         numba.set_num_threads(cores)
@@ -189,13 +225,14 @@ def md_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             t0, c0 = time.perf_counter(), time.process_time()
             solver.step(args.md_steps)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            peer_wall, peer_cpu = lammps_seconds(args.lmp, cores, cells, args.md_steps)
+            peer_wall, peer_cpu = lammps_seconds(args.lmp, cores, cells, args.md_steps,
+                                                 args.md_system)
             runs["ours"].append(work / wall)
             runs["theirs"].append(work / peer_wall)
             runs["ratio"].append(peer_wall / wall)
             runs["cpu_ratio"].append(peer_cpu / cpu)
         med = {k: statistics.median(v) for k, v in runs.items()}
-        row = {"system": f"bench/in.lj {solver.n_atoms} atoms", "cores": cores,
+        row = {"system": f"{label} {solver.n_atoms} atoms", "cores": cores,
                "steps": args.md_steps, "simsplit_atom_steps_per_s": med["ours"],
                "lammps_atom_steps_per_s": med["theirs"], "ratio": med["ratio"],
                "ratio_min": min(runs["ratio"]), "ratio_max": max(runs["ratio"]),
@@ -205,8 +242,9 @@ def md_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
               f"{med['theirs'] / 1e6:6.3f}e6 atom-steps/s  ratio {med['ratio']:.2f} "
               f"({row['ratio_min']:.2f}-{row['ratio_max']:.2f}; CPU seconds "
               f"{med['cpu_ratio']:.2f}; {args.repeats} x {args.md_steps} steps each)", flush=True)
-    print("float64, LAMMPS plain lj/cut under mpiexec -n cores, simsplit Numba threads on one "
-          "slab; ratio: median of simsplit/LAMMPS speed over alternating repeats (wall clock); "
+    print(f"{label}, float64, LAMMPS plain lj/cut under mpiexec -n cores, simsplit Numba "
+          "threads on one slab; ratio: median of simsplit/LAMMPS speed over alternating "
+          "repeats (wall clock); "
           "CPU seconds: the same from the CPU time each used (LAMMPS's CPU use x ranks)")
     return rows
 
@@ -242,6 +280,8 @@ def main() -> None:
     ap.add_argument("--temporal-blocking", choices=("on", "off"), default="on",
                     help="simsplit's run.temporal_blocking (off: one step per sweep)")
     ap.add_argument("--md", action="store_true", help="LJ MD against LAMMPS bench/in.lj")
+    ap.add_argument("--md-system", choices=sorted(MD_SYSTEMS), default="lj",
+                    help="--md: bench/in.lj (lj) or the Kob-Andersen mixture (ka)")
     ap.add_argument("--cores", action="append", type=int, help="--md: cores (1 and 2)")
     ap.add_argument("--md-steps", type=int, default=100)
     ap.add_argument("--lmp", default="/tmp/vlmp/bin/lmp")

@@ -63,6 +63,36 @@ def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
 _SCRATCH = 5
 
 
+@njit(cache=True, inline="always")
+def _wrap(d, length, half):
+    """:func:`_min_image` as selects (the same value)."""
+    return d - length if d > half else (d + length if d < -half else d)
+
+
+@njit(cache=True, inline="always")
+def _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir):
+    """Row ``i``'s force, half energy and half virial: the ``m`` pair terms of the thread's
+    scratch rows ``t`` summed in list order."""
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    e = 0.0
+    w = 0.0
+    k = np.uint64(0)
+    while k < m:
+        fx += sdx[t, k]
+        fy += sdy[t, k]
+        fz += sdz[t, k]
+        e += se[t, k]
+        w += sw[t, k]
+        k += np.uint64(1)
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = 0.5 * e
+    vir[i] = 0.5 * w
+
+
 @njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
 def lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir,
                        sdx, sdy, sdz, se, sw):
@@ -99,12 +129,9 @@ def lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift,
                 k += np.uint64(1)
             k = np.uint64(0)
             while k < m:  # _min_image and _lj_pair, as selects
-                dx = sdx[t, k]
-                dx = dx - lx if dx > hx else (dx + lx if dx < -hx else dx)
-                dy = sdy[t, k]
-                dy = dy - ly if dy > hy else (dy + ly if dy < -hy else dy)
-                dz = sdz[t, k]
-                dz = dz - lz if dz > hz else (dz + lz if dz < -hz else dz)
+                dx = _wrap(sdx[t, k], lx, hx)
+                dy = _wrap(sdy[t, k], ly, hy)
+                dz = _wrap(sdz[t, k], lz, hz)
                 rsq = dx * dx + dy * dy + dz * dz
                 inside = rsq < rcsq
                 r2inv = 1.0 / rsq
@@ -117,24 +144,7 @@ def lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift,
                 sdy[t, k] = dy * fpair
                 sdz[t, k] = dz * fpair
                 k += np.uint64(1)
-            fx = 0.0
-            fy = 0.0
-            fz = 0.0
-            e = 0.0
-            w = 0.0
-            k = np.uint64(0)
-            while k < m:
-                fx += sdx[t, k]
-                fy += sdy[t, k]
-                fz += sdz[t, k]
-                e += se[t, k]
-                w += sw[t, k]
-                k += np.uint64(1)
-            f[i, 0] = fx
-            f[i, 1] = fy
-            f[i, 2] = fz
-            pe[i] = 0.5 * e
-            vir[i] = 0.5 * w
+            _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
             i += 1
 
 
@@ -190,10 +200,77 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
     vir[i] = 0.5 * w
 
 
-@njit(parallel=True, cache=True)
-def _lj_typed_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
-    for i in prange(n_own):
-        _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
+@njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
+def lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
+                             sdx, sdy, sdz, se, sw, pair):
+    """:func:`_lj_row_typed` for every owned atom, staged as :func:`lj_forces_parallel`: the
+    gather also writes each pair's table row into the thread's ``pair`` row, so that the pair
+    terms (:func:`_lj_pair`, or :func:`_lj_pair_fshift` where ``shifted``, written out as
+    selects) read their coefficients by index and vectorise (LLVM gathers them). Same
+    operations in the same order: the bits of :func:`_lj_row_typed`."""
+    lx, ly, lz = box[0], box[1], box[2]
+    hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
+    for b in prange((n_own + _ROWS - 1) // _ROWS):
+        t = get_thread_id()
+        i = b * _ROWS
+        hi = min(i + _ROWS, n_own)
+        while i < hi:
+            xi = np.float64(x[i, 0])
+            yi = np.float64(x[i, 1])
+            zi = np.float64(x[i, 2])
+            row = typ[i] * ntypes
+            m = np.uint64(cnt[i])
+            k = np.uint64(0)
+            while k < m:
+                j = nl[i, k]
+                sdx[t, k] = xi - x[j, 0]
+                sdy[t, k] = yi - x[j, 1]
+                sdz[t, k] = zi - x[j, 2]
+                pair[t, k] = row + typ[j]
+                k += np.uint64(1)
+            k = np.uint64(0)
+            if shifted:  # one loop per kind: a branch inside would stop the vectoriser
+                while k < m:
+                    p = pair[t, k]
+                    dx = _wrap(sdx[t, k], lx, hx)
+                    dy = _wrap(sdy[t, k], ly, hy)
+                    dz = _wrap(sdz[t, k], lz, hz)
+                    rsq = dx * dx + dy * dy + dz * dz
+                    inside = rsq < table[p, 0]
+                    r2inv = 1.0 / rsq
+                    sr2 = table[p, 3] * r2inv
+                    sr6 = sr2 * sr2 * sr2
+                    r = np.sqrt(rsq)
+                    fshift = table[p, 5]
+                    fpair = (table[p, 2] * sr6 * (2.0 * sr6 - 1.0) * r2inv - fshift / r) \
+                        if inside else 0.0
+                    se[t, k] = (table[p, 1] * sr6 * (sr6 - 1.0) - table[p, 4]
+                                + (r - table[p, 6]) * fshift) if inside else 0.0
+                    sw[t, k] = rsq * fpair
+                    sdx[t, k] = dx * fpair
+                    sdy[t, k] = dy * fpair
+                    sdz[t, k] = dz * fpair
+                    k += np.uint64(1)
+            else:
+                while k < m:
+                    p = pair[t, k]
+                    dx = _wrap(sdx[t, k], lx, hx)
+                    dy = _wrap(sdy[t, k], ly, hy)
+                    dz = _wrap(sdz[t, k], lz, hz)
+                    rsq = dx * dx + dy * dy + dz * dz
+                    inside = rsq < table[p, 0]
+                    r2inv = 1.0 / rsq
+                    sr2 = table[p, 3] * r2inv
+                    sr6 = sr2 * sr2 * sr2
+                    fpair = table[p, 2] * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+                    se[t, k] = table[p, 1] * sr6 * (sr6 - 1.0) - table[p, 4] if inside else 0.0
+                    sw[t, k] = rsq * fpair
+                    sdx[t, k] = dx * fpair
+                    sdy[t, k] = dy * fpair
+                    sdz[t, k] = dz * fpair
+                    k += np.uint64(1)
+            _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
+            i += 1
 
 
 @njit(cache=True)
@@ -203,8 +280,12 @@ def _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe,
 
 
 def _typed_forces(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir) -> None:
-    fn = _lj_typed_parallel if n_own >= md.PARALLEL_MIN_ATOMS else _lj_typed_serial
-    fn(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
+    if n_own < md.PARALLEL_MIN_ATOMS:
+        _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
+        return
+    pair = np.empty((numba.config.NUMBA_NUM_THREADS, nl.shape[1]), np.int64)
+    lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
+                             *pair_scratch(nl.shape[1]), pair)
 
 
 def lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:

@@ -65,21 +65,34 @@ def test_kob_andersen_lattice_split_and_device_bitwise(emulated) -> None:  # noq
         assert s.thermo() == one.thermo(), (backend, n)
 
 
+#: a third type for the kernels' general path (coefficients gathered by index)
+THIRD_TYPE = [{"types": [1, 3], "epsilon": 1.2, "sigma": 0.9, "cutoff": 2.3},
+              {"types": [2, 3], "epsilon": 0.7, "sigma": 0.85, "cutoff": 2.1},
+              {"types": [3, 3], "epsilon": 0.9, "sigma": 0.95, "cutoff": 2.4}]
+
+
 @pytest.mark.parametrize("precision", ["float64", "float32"])
-@pytest.mark.parametrize("shift", [True, "force"])
-def test_typed_parallel_forces_match_serial(monkeypatch, precision, shift) -> None:
-    """The staged, vectorised typed force kernel (energy- and force-shifted, Langevin so the
-    atoms move far) on 2 slabs gives the one-loop serial kernel's bits."""
+@pytest.mark.parametrize(("shift", "ntypes"), [(True, 2), ("force", 2), (True, 3),
+                                               ("force", 3), ("force", 1)])
+def test_typed_parallel_forces_match_serial(monkeypatch, precision, shift, ntypes) -> None:
+    """The staged, vectorised typed force kernel (energy- and force-shifted; two types by
+    selects, one and three by gathers; Langevin so the atoms move far) on 2 slabs gives the
+    one-loop serial kernel's bits."""
     from simsplit.backends.cpu import md as kernels
     from simsplit.backends.cpu import md_forces
 
     def run():
         case = _ka_case(2)
         case["md"]["potential"]["shift"] = shift
+        if ntypes == 1:
+            del case["md"]["pair_coeffs"], case["md"]["lattice"]["fractions"]
+        if ntypes == 3:
+            case["md"]["pair_coeffs"] = KOB_ANDERSEN + THIRD_TYPE
+            case["md"]["lattice"]["fractions"] = [0.6, 0.2, 0.2]
         case["md"].update(ensemble="langevin", langevin={"temperature": 1.5, "damping": 0.5})
         case.setdefault("run", {})["precision"] = precision
         s = MDSolver(case)
-        assert s.typed
+        assert s.typed and s.pairs.ntypes == ntypes
         s.step(150)
         return s
 

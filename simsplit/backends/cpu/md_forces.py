@@ -70,6 +70,22 @@ def _wrap(d, length, half):
 
 
 @njit(cache=True, inline="always")
+def _wrap3(dx, dy, dz, lx, ly, lz, hx, hy, hz):
+    """:func:`_wrap` of a difference vector."""
+    return _wrap(dx, lx, hx), _wrap(dy, ly, hy), _wrap(dz, lz, hz)
+
+
+@njit(cache=True, inline="always")
+def _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw):
+    """A pair's terms into slot ``k`` of the thread's scratch rows ``t``."""
+    se[t, k] = e
+    sw[t, k] = rsq * fpair
+    sdx[t, k] = dx * fpair
+    sdy[t, k] = dy * fpair
+    sdz[t, k] = dz * fpair
+
+
+@njit(cache=True, inline="always")
 def _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir):
     """Row ``i``'s force, half energy and half virial: the ``m`` pair terms of the thread's
     scratch rows ``t`` summed in list order."""
@@ -204,10 +220,11 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
 def lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
                              sdx, sdy, sdz, se, sw, pair):
     """:func:`_lj_row_typed` for every owned atom, staged as :func:`lj_forces_parallel`: the
-    gather also writes each pair's table row into the thread's ``pair`` row, so that the pair
-    terms (:func:`_lj_pair`, or :func:`_lj_pair_fshift` where ``shifted``, written out as
-    selects) read their coefficients by index and vectorise (LLVM gathers them). Same
-    operations in the same order: the bits of :func:`_lj_row_typed`."""
+    gather also writes each pair's table row into the thread's ``pair`` row; the pair terms
+    (:func:`_lj_pair`, or :func:`_lj_pair_fshift` where ``shifted``) then vectorise, with
+    their coefficients chosen by a select between the atom's two table rows where there are
+    two types, else gathered by index. Same operations in the same order: the bits of
+    :func:`_lj_row_typed`."""
     lx, ly, lz = box[0], box[1], box[2]
     hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
     for b in prange((n_own + _ROWS - 1) // _ROWS):
@@ -228,46 +245,52 @@ def lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted
                 sdz[t, k] = zi - x[j, 2]
                 pair[t, k] = row + typ[j]
                 k += np.uint64(1)
+            # one loop per kind: a branch inside stops the vectoriser; two types select their
+            # coefficients (a gather per coefficient and pair costs a third of the time)
             k = np.uint64(0)
-            if shifted:  # one loop per kind: a branch inside would stop the vectoriser
+            if ntypes == 2:
+                o = row + 1
+                a0, a1, a2, a3, a4 = table[row, 0], table[row, 1], table[row, 2], \
+                    table[row, 3], table[row, 4]
+                b0, b1, b2, b3, b4 = table[o, 0], table[o, 1], table[o, 2], table[o, 3], \
+                    table[o, 4]
+                if shifted:
+                    a5, a6, b5, b6 = table[row, 5], table[row, 6], table[o, 5], table[o, 6]
+                    while k < m:
+                        u = pair[t, k] == row
+                        dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx,
+                                            hy, hz)
+                        rsq, fpair, e = _lj_pair_fshift(
+                            dx, dy, dz, a0 if u else b0, a1 if u else b1, a2 if u else b2,
+                            a3 if u else b3, a4 if u else b4, a5 if u else b5, a6 if u else b6)
+                        _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
+                        k += np.uint64(1)
+                else:
+                    while k < m:
+                        u = pair[t, k] == row
+                        dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx,
+                                            hy, hz)
+                        rsq, fpair, e = _lj_pair(dx, dy, dz, a0 if u else b0, a1 if u else b1,
+                                                 a2 if u else b2, a3 if u else b3,
+                                                 a4 if u else b4)
+                        _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
+                        k += np.uint64(1)
+            elif shifted:
                 while k < m:
                     p = pair[t, k]
-                    dx = _wrap(sdx[t, k], lx, hx)
-                    dy = _wrap(sdy[t, k], ly, hy)
-                    dz = _wrap(sdz[t, k], lz, hz)
-                    rsq = dx * dx + dy * dy + dz * dz
-                    inside = rsq < table[p, 0]
-                    r2inv = 1.0 / rsq
-                    sr2 = table[p, 3] * r2inv
-                    sr6 = sr2 * sr2 * sr2
-                    r = np.sqrt(rsq)
-                    fshift = table[p, 5]
-                    fpair = (table[p, 2] * sr6 * (2.0 * sr6 - 1.0) * r2inv - fshift / r) \
-                        if inside else 0.0
-                    se[t, k] = (table[p, 1] * sr6 * (sr6 - 1.0) - table[p, 4]
-                                + (r - table[p, 6]) * fshift) if inside else 0.0
-                    sw[t, k] = rsq * fpair
-                    sdx[t, k] = dx * fpair
-                    sdy[t, k] = dy * fpair
-                    sdz[t, k] = dz * fpair
+                    dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
+                    rsq, fpair, e = _lj_pair_fshift(dx, dy, dz, table[p, 0], table[p, 1],
+                                                    table[p, 2], table[p, 3], table[p, 4],
+                                                    table[p, 5], table[p, 6])
+                    _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
                     k += np.uint64(1)
             else:
                 while k < m:
                     p = pair[t, k]
-                    dx = _wrap(sdx[t, k], lx, hx)
-                    dy = _wrap(sdy[t, k], ly, hy)
-                    dz = _wrap(sdz[t, k], lz, hz)
-                    rsq = dx * dx + dy * dy + dz * dz
-                    inside = rsq < table[p, 0]
-                    r2inv = 1.0 / rsq
-                    sr2 = table[p, 3] * r2inv
-                    sr6 = sr2 * sr2 * sr2
-                    fpair = table[p, 2] * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
-                    se[t, k] = table[p, 1] * sr6 * (sr6 - 1.0) - table[p, 4] if inside else 0.0
-                    sw[t, k] = rsq * fpair
-                    sdx[t, k] = dx * fpair
-                    sdy[t, k] = dy * fpair
-                    sdz[t, k] = dz * fpair
+                    dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
+                    rsq, fpair, e = _lj_pair(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
+                                             table[p, 3], table[p, 4])
+                    _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
                     k += np.uint64(1)
             _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
             i += 1

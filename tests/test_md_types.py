@@ -113,16 +113,29 @@ def test_typed_parallel_forces_match_serial(monkeypatch, precision, shift, ntype
     assert parallel.thermo() == serial.thermo()
 
 
-def test_device_lists_keep_each_pair_within_its_own_cutoff(emulated) -> None:  # noqa: F811
-    """A typed device list holds exactly the pairs within (rc_ij + skin), as LAMMPS'
-    per-type-pair list cutoffs: Kob-Andersen's A-B pairs reach 2.3, not 2.8."""
-    s = MDSolver(_ka_case(), "emulated")
+@pytest.mark.parametrize("backend", ["emulated", "cpu", "cpu-threads"])
+def test_typed_lists_keep_each_pair_within_its_own_cutoff(request, monkeypatch,
+                                                          backend) -> None:
+    """A typed list (device, CPU serial and CPU threaded build) holds exactly the pairs
+    within (rc_ij + skin), as LAMMPS' per-type-pair list cutoffs: Kob-Andersen's A-B pairs
+    reach 2.3, not 2.8."""
+    from simsplit.backends.cpu import md as kernels
+
+    if backend == "emulated":
+        request.getfixturevalue("emulated")
+    if backend == "cpu-threads":
+        monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
+    s = MDSolver(_ka_case(), "emulated" if backend == "emulated" else "cpu")
     g, k = s.slabs[0], s.kernels
     nl, cnt = k.to_host(g.nl), k.to_host(g.cnt)
     ids, x = s.slab_ids(g), s.positions()
     typ = s.atom_type
     cut = s.pairs.list_cutsq(s.skin).reshape(2, 2)
-    mask = (1 << g.type_shift) - 1
+    if backend == "emulated":  # nl[k, i], each entry's type above the row's bits
+        mask = (1 << g.type_shift) - 1
+        rows = [nl[: cnt[r], r] & mask for r in range(g.n_own)]
+    else:
+        rows = [nl[r, : cnt[r]] for r in range(g.n_own)]
     fewer = 0
     for r in range(g.n_own):
         i = int(ids[r])
@@ -132,7 +145,7 @@ def test_device_lists_keep_each_pair_within_its_own_cutoff(emulated) -> None:  #
         near = r2 < s.reach * s.reach
         want = near & (r2 < cut[typ[i], typ])
         want[i] = False
-        got = ids[nl[: cnt[r], r] & mask]
+        got = ids[rows[r]]
         assert sorted(got.tolist()) == np.flatnonzero(want).tolist(), i
         fewer += int(near.sum()) - 1 - int(want.sum())
     assert fewer > 0.1 * cnt.sum()  # the A-B pairs between 2.3 and 2.8 are left out

@@ -148,7 +148,8 @@ class HostMDKernels:
                         cells: tuple[np.ndarray, ...], offsets: list[np.ndarray], cutsq: float,
                         nl: np.ndarray, cnt: np.ndarray, typ: Any = None,
                         type_shift: int = 0, list_cutsq: Any = None) -> int:
-        return md_neighbors.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt)
+        return md_neighbors.build_neighbors(x, n_own, box, ncell, *cells, *offsets, cutsq, nl, cnt,
+                                            typ, list_cutsq)
 
 
 def md_kernels(backend_name: str, context: Any = None, slab: int = 0) -> Any:

@@ -189,7 +189,9 @@ class NeighbourRebuilds:
         """One list build of slab ``s`` into its current list arrays (typed lists, ``shift`` >
         0: each pair within its own list cutoff); the longest row if one overflowed, else 0."""
         k = s.kernels
-        cut = self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin)) if shift else None
+        typed = shift or (self.typed and not self._on_device)  # CPU lists hold plain rows
+        cut = self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin)) if typed \
+            else None
         return k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells, self._offsets,
                                  self.reach * self.reach, s.nl, s.cnt, s.typ, shift, cut)
 

@@ -216,6 +216,12 @@ def _min_image(dx, length):
     return dx
 
 
+@njit(cache=True, inline="always")
+def _wrap(d, length, half):
+    """:func:`_min_image` as selects, with ``half`` given (the same value; vectorises)."""
+    return d - length if d > half else (d + length if d < -half else d)
+
+
 @njit(cache=True)
 def _disp_block(lo, hi, x, x0, box):
     m = 0.0

@@ -13,7 +13,7 @@ import numpy as np
 from numba import get_thread_id, njit, prange
 
 from simsplit.backends.cpu import md
-from simsplit.backends.cpu.md import _ROWS, _min_image
+from simsplit.backends.cpu.md import _ROWS, _min_image, _wrap
 
 
 @njit(cache=True, inline="always")
@@ -61,12 +61,6 @@ def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
 
 #: pair-term scratch rows per thread: the list's differences, then each pair's terms
 _SCRATCH = 5
-
-
-@njit(cache=True, inline="always")
-def _wrap(d, length, half):
-    """:func:`_min_image` as selects (the same value)."""
-    return d - length if d > half else (d + length if d < -half else d)
 
 
 @njit(cache=True, inline="always")

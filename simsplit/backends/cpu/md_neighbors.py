@@ -11,7 +11,7 @@ import numpy as np
 from numba import get_thread_id, njit, prange
 
 from simsplit.backends.cpu import md
-from simsplit.backends.cpu.md import _min_image
+from simsplit.backends.cpu.md import _min_image, _wrap
 
 
 @njit(cache=True)
@@ -83,8 +83,12 @@ def _face_dist2(xi, c, off, h):
 
 @njit(cache=True)
 def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq,
-                  nl, cnt):
+                  nl, cnt, typ, pair_cutsq):
     """List of atom ``i`` into ``nl[i]`` in canonical order (see :func:`build_neighbors`)."""
+    if pair_cutsq is None:  # pruned at compile time
+        lim0 = lim1 = cutsq
+    else:
+        lim0, lim1 = pair_cutsq[2 * typ[i]], pair_cutsq[2 * typ[i] + 1]
     cap = nl.shape[1]
     nx, ny, nz = ncell[0], ncell[1], ncell[2]
     c = cell_of[i]
@@ -124,7 +128,10 @@ def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy,
                     dx = _min_image(xi - x[j, 0], box[0])
                     dy = _min_image(yi - x[j, 1], box[1])
                     dz = _min_image(zi - x[j, 2], box[2])
-                    if dx * dx + dy * dy + dz * dz < cutsq:
+                    lim = lim0
+                    if pair_cutsq is not None and typ[j] != 0:
+                        lim = lim1
+                    if dx * dx + dy * dy + dz * dz < lim:
                         if k < cap:
                             nl[i, k] = j
                         k += 1
@@ -134,13 +141,44 @@ def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy,
 
 @njit(cache=True)
 def _neighbor_block(lo, hi, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
-                    cutsq, nl, cnt):
+                    cutsq, nl, cnt, typ, pair_cutsq):
     worst = 0
     for i in range(lo, hi):
         k = _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
-                          cutsq, nl, cnt)
+                          cutsq, nl, cnt, typ, pair_cutsq)
         worst = max(worst, k)
     return worst
+
+
+@njit(cache=True, inline="always")
+def _near(t, i, p0, m, xi, yi, zi, sx, sy, sz, cell_atoms, lx, ly, lz, gx, gy, gz, cutsq, near):
+    """``near[t, u]``: candidate ``p0 + u`` (``u < m``) is within ``cutsq`` of atom ``i``
+    (minimum image) and not ``i`` itself. Vectorises."""
+    u = np.uint64(0)
+    while u < m:
+        p = p0 + u
+        dx = _wrap(xi - sx[p], lx, gx)
+        dy = _wrap(yi - sy[p], ly, gy)
+        dz = _wrap(zi - sz[p], lz, gz)
+        near[t, u] = (dx * dx + dy * dy + dz * dz < cutsq) & (cell_atoms[p] != i)
+        u += np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def _near_typed(t, i, p0, m, xi, yi, zi, sx, sy, sz, st, cell_atoms, lx, ly, lz, gx, gy, gz,
+                lim0, lim1, near):
+    """:func:`_near` against ``lim0`` for type 0 candidates (``st``), ``lim1`` for type 1.
+    Plain lists compile without it (``st`` None): the type's load and select cost them 17 %
+    where they ran it (measured)."""
+    u = np.uint64(0)
+    while u < m:
+        p = p0 + u
+        dx = _wrap(xi - sx[p], lx, gx)
+        dy = _wrap(yi - sy[p], ly, gy)
+        dz = _wrap(zi - sz[p], lz, gz)
+        lim = lim1 if st[p] != 0 else lim0
+        near[t, u] = (dx * dx + dy * dy + dz * dz < lim) & (cell_atoms[p] != i)
+        u += np.uint64(1)
 
 
 #: rows per work item of the parallel list build
@@ -153,14 +191,17 @@ _CHUNK = 256
 
 @njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
 def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-                             offx, offy, offz, cutsq, nl, cnt, sx, sy, sz, near, row):
+                             offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq, sx, sy, sz, st,
+                             near, row):
     """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``), canonical order.
 
     ``nl`` has a fixed capacity per atom; rows that overflow are counted but not stored.
     Returns the largest count, so the caller can grow the capacity and rebuild.
 
     :func:`_neighbor_row`'s list, found without a branch per candidate: ``sx, sy, sz`` are the
-    coordinates in ``cell_atoms`` order (float64), so the atoms of the stencil cells of one
+    coordinates in ``cell_atoms`` order (float64) and ``st`` their types (None, as ``typ`` and
+    ``pair_cutsq``, for lists within ``cutsq``: a variant compiled without the types),
+    so the atoms of the stencil cells of one
     (z, y) row that follow each other in memory are tested as one run, ``_CHUNK`` at a time
     (the test vectorises into the thread's ``near`` row), then appended in order into its
     ``row`` (one slot over the capacity: the write needs no test). Same stencil, pruning,
@@ -190,6 +231,9 @@ def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_ato
             xi = np.float64(x[i, 0])
             yi = np.float64(x[i, 1])
             zi = np.float64(x[i, 2])
+            lim0 = lim1 = cutsq
+            if pair_cutsq is not None:
+                lim0, lim1 = pair_cutsq[2 * typ[i]], pair_cutsq[2 * typ[i] + 1]
             k = 0
             a = 0
             while a < offz.shape[0]:
@@ -220,21 +264,13 @@ def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_ato
                                 p1 = np.uint64(cell_start[last + 1])
                                 while p0 < p1:
                                     m = min(p1 - p0, np.uint64(_CHUNK))
-                                    u = np.uint64(0)
-                                    while u < m:  # vectorised: _min_image, r^2 < cutsq
-                                        p = p0 + u
-                                        dx = xi - sx[p]
-                                        dx = dx - lx if dx > gx else (dx + lx if dx < -gx
-                                                                      else dx)
-                                        dy = yi - sy[p]
-                                        dy = dy - ly if dy > gy else (dy + ly if dy < -gy
-                                                                      else dy)
-                                        dz = zi - sz[p]
-                                        dz = dz - lz if dz > gz else (dz + lz if dz < -gz
-                                                                      else dz)
-                                        near[t, u] = (dx * dx + dy * dy + dz * dz < cutsq) & (
-                                            cell_atoms[p] != i)
-                                        u += np.uint64(1)
+                                    if st is not None:
+                                        _near_typed(t, i, p0, m, xi, yi, zi, sx, sy, sz, st,
+                                                    cell_atoms, lx, ly, lz, gx, gy, gz, lim0,
+                                                    lim1, near)
+                                    else:
+                                        _near(t, i, p0, m, xi, yi, zi, sx, sy, sz, cell_atoms,
+                                              lx, ly, lz, gx, gy, gz, cutsq, near)
                                     u = np.uint64(0)
                                     while u < m:  # in order, branch-free
                                         row[t, min(k, cap)] = cell_atoms[p0 + u]
@@ -255,14 +291,14 @@ def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_ato
 
 @njit(cache=True)
 def build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-                           offx, offy, offz, cutsq, nl, cnt):
+                           offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq):
     """Single-threaded :func:`build_neighbors_parallel` (same result, no thread wake-up)."""
     return _neighbor_block(0, n_own, x, box, ncell, cell_of, cell_start, cell_atoms,
-                           offx, offy, offz, cutsq, nl, cnt)
+                           offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq)
 
 
 def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-                    offx, offy, offz, cutsq, nl, cnt) -> int:
+                    offx, offy, offz, cutsq, nl, cnt, typ=None, pair_cutsq=None) -> int:
     """Full Verlet lists of the owned atoms in canonical order; returns the largest row count.
 
     Canonical order: the stencil cells in loop order (z outer, x inner, offsets ascending)
@@ -270,13 +306,24 @@ def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
     :func:`bin_atoms` leaves them). A row holds exactly the atoms within the list cutoff, every
     one of which is local on every split, and a cell is a pure function of a coordinate, so
     the order does not depend on the split or on the row order in memory.
+
+    Two atom types (``typ`` per local row, ``pair_cutsq`` the 4 squared list cutoffs
+    (rc_ij + skin)^2): each pair within its own, as LAMMPS' per-type-pair lists and the device
+    lists; a pair left out is beyond its cutoff until the next build, where its force and
+    energy are +0.0, which leaves every sum's bits unchanged. Otherwise every pair within
+    ``cutsq``.
     """
+    if typ is None or pair_cutsq is None or len(pair_cutsq) != 4:
+        typ = pair_cutsq = None
+    else:
+        pair_cutsq = np.asarray(pair_cutsq, np.float64)
+    args = (x, n_own, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq, nl,
+            cnt, typ, pair_cutsq)
     if n_own < md.PARALLEL_MIN_ATOMS:
-        return build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-                                      offx, offy, offz, cutsq, nl, cnt)
+        return build_neighbors_serial(*args)
     sorted_x = [np.ascontiguousarray(x[cell_atoms, d], dtype=np.float64) for d in range(3)]
     threads = numba.config.NUMBA_NUM_THREADS
-    return build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-                                    offx, offy, offz, cutsq, nl, cnt, *sorted_x,
+    st = None if typ is None else typ[cell_atoms].astype(np.int8)
+    return build_neighbors_parallel(*args, *sorted_x, st,
                                     np.empty((threads, _CHUNK), np.int64),
                                     np.empty((threads, nl.shape[1] + 1), nl.dtype))

@@ -114,11 +114,26 @@ def test_forces_split_independent_any_weights(parts, weights, jitter):
     assert s.thermo()[-1] == ref.thermo()[-1]
 
 
+def use_reference_kernels(monkeypatch) -> None:
+    """Make the CPU force and list calls below the thread threshold run the one-loop reference
+    kernels (:func:`~simsplit.backends.cpu.md_forces.lj_forces_reference`, the typed one and
+    :func:`~simsplit.backends.cpu.md_neighbors.build_neighbors_reference`) instead of the
+    staged ones."""
+    from simsplit.backends.cpu import md_forces, md_neighbors
+
+    monkeypatch.setattr(md_neighbors, "build_neighbors_staged",
+                        lambda *a: md_neighbors.build_neighbors_reference(*a[:15]))
+    monkeypatch.setattr(md_forces, "lj_forces_staged",
+                        lambda *a: md_forces.lj_forces_reference(*a[:13]))
+    monkeypatch.setattr(md_forces, "lj_typed_forces_staged",
+                        lambda *a: md_forces.lj_typed_forces_reference(*a[:12]))
+
+
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_parallel_kernels_match_serial(monkeypatch, precision):
-    """Force the prange drivers on a small system (the force loop's staged, vectorised form
-    among them): same bits as the serial ones, float32 storage too. The one threshold in
-    ``md`` reaches the list build and the forces in their own modules."""
+    """Force the prange drivers on a small system, and run the staged force and list kernels
+    on one thread: same bits as the one-loop reference kernels, float32 storage too. The one
+    threshold in ``md`` reaches the list build and the forces in their own modules."""
     from simsplit.backends.cpu import md as kernels
     from simsplit.backends.cpu import md_forces, md_neighbors
 
@@ -130,8 +145,6 @@ def test_parallel_kernels_match_serial(monkeypatch, precision):
         s.step(200)
         return s
 
-    serial = run()
-    monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
     calls = []
 
     def counted(kernel):
@@ -140,10 +153,21 @@ def test_parallel_kernels_match_serial(monkeypatch, precision):
             return kernel(*args)
         return call
 
+    monkeypatch.setattr(md_forces, "lj_forces_staged", counted(md_forces.lj_forces_staged))
+    monkeypatch.setattr(md_neighbors, "build_neighbors_staged",
+                        counted(md_neighbors.build_neighbors_staged))
+    staged = run()
+    assert set(calls) == {"lj_forces_staged", "build_neighbors_staged"}
+    with monkeypatch.context() as m:
+        use_reference_kernels(m)
+        serial = run()
+    monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
+    calls.clear()
     for module, name in ((kernels, "_disp_parallel"), (md_neighbors, "build_neighbors_parallel"),
                          (md_forces, "lj_forces_parallel")):
         monkeypatch.setattr(module, name, counted(getattr(module, name)))
     parallel = run()
     assert set(calls) == {"_disp_parallel", "build_neighbors_parallel", "lj_forces_parallel"}
-    assert np.array_equal(parallel.positions(), serial.positions())
-    assert np.array_equal(parallel.velocities(), serial.velocities())
+    for s in (staged, parallel):
+        assert np.array_equal(s.positions(), serial.positions())
+        assert np.array_equal(s.velocities(), serial.velocities())

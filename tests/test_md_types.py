@@ -76,10 +76,11 @@ THIRD_TYPE = [{"types": [1, 3], "epsilon": 1.2, "sigma": 0.9, "cutoff": 2.3},
                                                ("force", 3), ("force", 1)])
 def test_typed_parallel_forces_match_serial(monkeypatch, precision, shift, ntypes) -> None:
     """The staged, vectorised typed force kernel (energy- and force-shifted; two types by
-    selects, one and three by gathers; Langevin so the atoms move far) on 2 slabs gives the
-    one-loop serial kernel's bits."""
+    selects, one and three by gathers; Langevin so the atoms move far) on 2 slabs, threaded
+    and on one thread, gives the one-loop reference kernel's bits."""
     from simsplit.backends.cpu import md as kernels
     from simsplit.backends.cpu import md_forces
+    from tests.test_md_split import use_reference_kernels
 
     def run():
         case = _ka_case(2)
@@ -96,35 +97,47 @@ def test_typed_parallel_forces_match_serial(monkeypatch, precision, shift, ntype
         s.step(150)
         return s
 
-    serial = run()
-    monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
-    staged = md_forces.lj_typed_forces_parallel
     calls = []
 
-    def counted(*args):
-        calls.append(args[8])
-        return staged(*args)
+    def counted(kernel):
+        def call(*args):
+            calls.append((kernel.__name__, args[8]))
+            return kernel(*args)
+        return call
 
-    monkeypatch.setattr(md_forces, "lj_typed_forces_parallel", counted)
+    with monkeypatch.context() as m:
+        use_reference_kernels(m)
+        serial = run()
+    monkeypatch.setattr(md_forces, "lj_typed_forces_staged",
+                        counted(md_forces.lj_typed_forces_staged))
+    staged = run()
+    monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
+    monkeypatch.setattr(md_forces, "lj_typed_forces_parallel",
+                        counted(md_forces.lj_typed_forces_parallel))
     parallel = run()
-    assert calls and set(calls) == {shift == "force"}
-    assert np.array_equal(parallel.positions(), serial.positions())
-    assert np.array_equal(parallel.velocities(), serial.velocities())
-    assert parallel.thermo() == serial.thermo()
+    assert set(calls) == {("lj_typed_forces_staged", shift == "force"),
+                          ("lj_typed_forces_parallel", shift == "force")}
+    for s in (staged, parallel):
+        assert np.array_equal(s.positions(), serial.positions())
+        assert np.array_equal(s.velocities(), serial.velocities())
+        assert s.thermo() == serial.thermo()
 
 
-@pytest.mark.parametrize("backend", ["emulated", "cpu", "cpu-threads"])
+@pytest.mark.parametrize("backend", ["emulated", "cpu", "cpu-threads", "cpu-reference"])
 def test_typed_lists_keep_each_pair_within_its_own_cutoff(request, monkeypatch,
                                                           backend) -> None:
-    """A typed list (device, CPU serial and CPU threaded build) holds exactly the pairs
-    within (rc_ij + skin), as LAMMPS' per-type-pair list cutoffs: Kob-Andersen's A-B pairs
-    reach 2.3, not 2.8."""
+    """A typed list (device; CPU staged on one thread, threaded, and the one-loop reference
+    build) holds exactly the pairs within (rc_ij + skin), as LAMMPS' per-type-pair list
+    cutoffs: Kob-Andersen's A-B pairs reach 2.3, not 2.8."""
     from simsplit.backends.cpu import md as kernels
+    from tests.test_md_split import use_reference_kernels
 
     if backend == "emulated":
         request.getfixturevalue("emulated")
     if backend == "cpu-threads":
         monkeypatch.setattr(kernels, "PARALLEL_MIN_ATOMS", 0)
+    if backend == "cpu-reference":
+        use_reference_kernels(monkeypatch)
     s = MDSolver(_ka_case(), "emulated" if backend == "emulated" else "cpu")
     g, k = s.slabs[0], s.kernels
     nl, cnt = k.to_host(g.nl), k.to_host(g.cnt)

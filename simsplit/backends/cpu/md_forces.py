@@ -103,6 +103,45 @@ def _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir):
     vir[i] = 0.5 * w
 
 
+@njit(cache=True, inline="always")
+def _lj_rows(i, hi, t, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir, sdx, sdy,
+             sdz, se, sw):
+    """:func:`lj_forces_parallel`'s work on rows ``[i, hi)`` with the scratch rows ``t``."""
+    lx, ly, lz = box[0], box[1], box[2]
+    hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
+    while i < hi:
+        xi = np.float64(x[i, 0])
+        yi = np.float64(x[i, 1])
+        zi = np.float64(x[i, 2])
+        m = np.uint64(cnt[i])
+        k = np.uint64(0)
+        while k < m:
+            j = nl[i, k]
+            sdx[t, k] = xi - x[j, 0]
+            sdy[t, k] = yi - x[j, 1]
+            sdz[t, k] = zi - x[j, 2]
+            k += np.uint64(1)
+        k = np.uint64(0)
+        while k < m:  # _min_image and _lj_pair, as selects
+            dx = _wrap(sdx[t, k], lx, hx)
+            dy = _wrap(sdy[t, k], ly, hy)
+            dz = _wrap(sdz[t, k], lz, hz)
+            rsq = dx * dx + dy * dy + dz * dz
+            inside = rsq < rcsq
+            r2inv = 1.0 / rsq
+            sr2 = sigsq * r2inv
+            sr6 = sr2 * sr2 * sr2
+            fpair = eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
+            se[t, k] = eps4 * sr6 * (sr6 - 1.0) - eshift if inside else 0.0
+            sw[t, k] = rsq * fpair
+            sdx[t, k] = dx * fpair
+            sdy[t, k] = dy * fpair
+            sdz[t, k] = dz * fpair
+            k += np.uint64(1)
+        _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
+        i += 1
+
+
 @njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
 def lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir,
                        sdx, sdy, sdz, se, sw):
@@ -114,59 +153,45 @@ def lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift,
     Each atom in three loops over its list, on the thread's scratch rows ``s*[thread]``: the
     coordinate differences (the gather), every pair's terms (no dependence between pairs:
     LLVM vectorises it), then the five sums in list order. Every operation is
-    :func:`_lj_row`'s, in its order, so the bits are its bits. The loops are written out in
-    the prange body with unsigned ``while`` counters stepped by a literal: an array passed to
-    a call, a ``for`` iterator, or a step variable set outside the prange (3x slower, measured)
-    keep LLVM from vectorising, and negative-index wrapping would put a select on every load.
+    :func:`_lj_row`'s, in its order, so the bits are its bits (:func:`lj_forces_reference`).
+    The loops are written out in one inlined function (:func:`_lj_rows`, also
+    :func:`lj_forces_staged`'s) with unsigned ``while`` counters stepped by a literal: an
+    array passed to a call that is not inlined, a ``for`` iterator, or a step variable set
+    outside the prange (3x slower, measured) keep LLVM from vectorising, and negative-index
+    wrapping would put a select on every load.
     """
-    lx, ly, lz = box[0], box[1], box[2]
-    hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
     for b in prange((n_own + _ROWS - 1) // _ROWS):
-        t = get_thread_id()
-        i = b * _ROWS
-        hi = min(i + _ROWS, n_own)
-        while i < hi:
-            xi = np.float64(x[i, 0])
-            yi = np.float64(x[i, 1])
-            zi = np.float64(x[i, 2])
-            m = np.uint64(cnt[i])
-            k = np.uint64(0)
-            while k < m:
-                j = nl[i, k]
-                sdx[t, k] = xi - x[j, 0]
-                sdy[t, k] = yi - x[j, 1]
-                sdz[t, k] = zi - x[j, 2]
-                k += np.uint64(1)
-            k = np.uint64(0)
-            while k < m:  # _min_image and _lj_pair, as selects
-                dx = _wrap(sdx[t, k], lx, hx)
-                dy = _wrap(sdy[t, k], ly, hy)
-                dz = _wrap(sdz[t, k], lz, hz)
-                rsq = dx * dx + dy * dy + dz * dz
-                inside = rsq < rcsq
-                r2inv = 1.0 / rsq
-                sr2 = sigsq * r2inv
-                sr6 = sr2 * sr2 * sr2
-                fpair = eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
-                se[t, k] = eps4 * sr6 * (sr6 - 1.0) - eshift if inside else 0.0
-                sw[t, k] = rsq * fpair
-                sdx[t, k] = dx * fpair
-                sdy[t, k] = dy * fpair
-                sdz[t, k] = dz * fpair
-                k += np.uint64(1)
-            _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
-            i += 1
+        _lj_rows(b * _ROWS, min((b + 1) * _ROWS, n_own), get_thread_id(), x, nl, cnt, box, rcsq,
+                 eps4, eps24, sigsq, eshift, f, pe, vir, sdx, sdy, sdz, se, sw)
 
 
-def pair_scratch(capacity: int) -> tuple[np.ndarray, ...]:
-    """Scratch rows for :func:`lj_forces_parallel`: one per thread and term, a list long."""
-    rows = numba.config.NUMBA_NUM_THREADS
-    return tuple(np.empty((rows, capacity)) for _ in range(_SCRATCH))
+@njit(cache=True, error_model="numpy", boundscheck=False)
+def lj_forces_staged(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir,
+                     sdx, sdy, sdz, se, sw):
+    """:func:`lj_forces_parallel` on one thread (scratch rows 0; no thread wake-up)."""
+    _lj_rows(0, n_own, 0, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir, sdx,
+             sdy, sdz, se, sw)
+
+
+def pair_scratch(capacity: int, threads: int) -> tuple[np.ndarray, ...]:
+    """Scratch rows for the staged kernels: one per thread and term, a list long."""
+    return tuple(np.empty((threads, capacity)) for _ in range(_SCRATCH))
+
+
+def _threaded(n_own: int) -> tuple[bool, int]:
+    """Whether a force call takes the prange kernel (from :data:`.md.PARALLEL_MIN_ATOMS`
+    owned atoms; else the staged kernel without a thread wake-up), and its scratch rows. The
+    prange kernel stays the choice on a pool of one thread: it ran 9 % faster than the staged
+    kernel there (32,000 atoms, measured)."""
+    if n_own >= md.PARALLEL_MIN_ATOMS:
+        return True, numba.config.NUMBA_NUM_THREADS
+    return False, 1
 
 
 @njit(cache=True)
-def lj_forces_serial(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
-    """One atom at a time (same result as :func:`lj_forces_parallel`, no thread wake-up)."""
+def lj_forces_reference(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
+    """One atom at a time in one loop: the reference whose bits the staged kernels give
+    (tests compare them)."""
     for i in range(n_own):
         _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
 
@@ -210,6 +235,78 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
     vir[i] = 0.5 * w
 
 
+@njit(cache=True, inline="always")
+def _lj_typed_rows(i, hi, t, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir, sdx, sdy,
+                   sdz, se, sw, pair):
+    """:func:`lj_typed_forces_parallel`'s work on rows ``[i, hi)`` with the scratch rows
+    ``t``."""
+    lx, ly, lz = box[0], box[1], box[2]
+    hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
+    while i < hi:
+        xi = np.float64(x[i, 0])
+        yi = np.float64(x[i, 1])
+        zi = np.float64(x[i, 2])
+        row = typ[i] * ntypes
+        m = np.uint64(cnt[i])
+        k = np.uint64(0)
+        while k < m:
+            j = nl[i, k]
+            sdx[t, k] = xi - x[j, 0]
+            sdy[t, k] = yi - x[j, 1]
+            sdz[t, k] = zi - x[j, 2]
+            pair[t, k] = row + typ[j]
+            k += np.uint64(1)
+        # one loop per kind: a branch inside stops the vectoriser; two types select their
+        # coefficients (a gather per coefficient and pair costs a third of the time)
+        k = np.uint64(0)
+        if ntypes == 2:
+            o = row + 1
+            a0, a1, a2, a3, a4 = table[row, 0], table[row, 1], table[row, 2], \
+                table[row, 3], table[row, 4]
+            b0, b1, b2, b3, b4 = table[o, 0], table[o, 1], table[o, 2], table[o, 3], \
+                table[o, 4]
+            if shifted:
+                a5, a6, b5, b6 = table[row, 5], table[row, 6], table[o, 5], table[o, 6]
+                while k < m:
+                    u = pair[t, k] == row
+                    dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx,
+                                        hy, hz)
+                    rsq, fpair, e = _lj_pair_fshift(
+                        dx, dy, dz, a0 if u else b0, a1 if u else b1, a2 if u else b2,
+                        a3 if u else b3, a4 if u else b4, a5 if u else b5, a6 if u else b6)
+                    _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
+                    k += np.uint64(1)
+            else:
+                while k < m:
+                    u = pair[t, k] == row
+                    dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx,
+                                        hy, hz)
+                    rsq, fpair, e = _lj_pair(dx, dy, dz, a0 if u else b0, a1 if u else b1,
+                                             a2 if u else b2, a3 if u else b3,
+                                             a4 if u else b4)
+                    _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
+                    k += np.uint64(1)
+        elif shifted:
+            while k < m:
+                p = pair[t, k]
+                dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
+                rsq, fpair, e = _lj_pair_fshift(dx, dy, dz, table[p, 0], table[p, 1],
+                                                table[p, 2], table[p, 3], table[p, 4],
+                                                table[p, 5], table[p, 6])
+                _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
+                k += np.uint64(1)
+        else:
+            while k < m:
+                p = pair[t, k]
+                dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
+                rsq, fpair, e = _lj_pair(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
+                                         table[p, 3], table[p, 4])
+                _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
+                k += np.uint64(1)
+        _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
+        i += 1
+
+
 @njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
 def lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
                              sdx, sdy, sdz, se, sw, pair):
@@ -219,90 +316,31 @@ def lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted
     their coefficients chosen by a select between the atom's two table rows where there are
     two types, else gathered by index. Same operations in the same order: the bits of
     :func:`_lj_row_typed`."""
-    lx, ly, lz = box[0], box[1], box[2]
-    hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
     for b in prange((n_own + _ROWS - 1) // _ROWS):
-        t = get_thread_id()
-        i = b * _ROWS
-        hi = min(i + _ROWS, n_own)
-        while i < hi:
-            xi = np.float64(x[i, 0])
-            yi = np.float64(x[i, 1])
-            zi = np.float64(x[i, 2])
-            row = typ[i] * ntypes
-            m = np.uint64(cnt[i])
-            k = np.uint64(0)
-            while k < m:
-                j = nl[i, k]
-                sdx[t, k] = xi - x[j, 0]
-                sdy[t, k] = yi - x[j, 1]
-                sdz[t, k] = zi - x[j, 2]
-                pair[t, k] = row + typ[j]
-                k += np.uint64(1)
-            # one loop per kind: a branch inside stops the vectoriser; two types select their
-            # coefficients (a gather per coefficient and pair costs a third of the time)
-            k = np.uint64(0)
-            if ntypes == 2:
-                o = row + 1
-                a0, a1, a2, a3, a4 = table[row, 0], table[row, 1], table[row, 2], \
-                    table[row, 3], table[row, 4]
-                b0, b1, b2, b3, b4 = table[o, 0], table[o, 1], table[o, 2], table[o, 3], \
-                    table[o, 4]
-                if shifted:
-                    a5, a6, b5, b6 = table[row, 5], table[row, 6], table[o, 5], table[o, 6]
-                    while k < m:
-                        u = pair[t, k] == row
-                        dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx,
-                                            hy, hz)
-                        rsq, fpair, e = _lj_pair_fshift(
-                            dx, dy, dz, a0 if u else b0, a1 if u else b1, a2 if u else b2,
-                            a3 if u else b3, a4 if u else b4, a5 if u else b5, a6 if u else b6)
-                        _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
-                        k += np.uint64(1)
-                else:
-                    while k < m:
-                        u = pair[t, k] == row
-                        dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx,
-                                            hy, hz)
-                        rsq, fpair, e = _lj_pair(dx, dy, dz, a0 if u else b0, a1 if u else b1,
-                                                 a2 if u else b2, a3 if u else b3,
-                                                 a4 if u else b4)
-                        _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
-                        k += np.uint64(1)
-            elif shifted:
-                while k < m:
-                    p = pair[t, k]
-                    dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
-                    rsq, fpair, e = _lj_pair_fshift(dx, dy, dz, table[p, 0], table[p, 1],
-                                                    table[p, 2], table[p, 3], table[p, 4],
-                                                    table[p, 5], table[p, 6])
-                    _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
-                    k += np.uint64(1)
-            else:
-                while k < m:
-                    p = pair[t, k]
-                    dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
-                    rsq, fpair, e = _lj_pair(dx, dy, dz, table[p, 0], table[p, 1], table[p, 2],
-                                             table[p, 3], table[p, 4])
-                    _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
-                    k += np.uint64(1)
-            _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
-            i += 1
+        _lj_typed_rows(b * _ROWS, min((b + 1) * _ROWS, n_own), get_thread_id(), x, typ, nl, cnt,
+                       box, table, ntypes, shifted, f, pe, vir, sdx, sdy, sdz, se, sw, pair)
+
+
+@njit(cache=True, error_model="numpy", boundscheck=False)
+def lj_typed_forces_staged(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
+                           sdx, sdy, sdz, se, sw, pair):
+    """:func:`lj_typed_forces_parallel` on one thread (scratch rows 0; no thread wake-up)."""
+    _lj_typed_rows(0, n_own, 0, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir, sdx,
+                   sdy, sdz, se, sw, pair)
 
 
 @njit(cache=True)
-def _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
+def lj_typed_forces_reference(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
+    """:func:`_lj_row_typed` one atom at a time: the reference of the staged typed kernels."""
     for i in range(n_own):
         _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
 
 
 def _typed_forces(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir) -> None:
-    if n_own < md.PARALLEL_MIN_ATOMS:
-        _lj_typed_serial(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir)
-        return
-    pair = np.empty((numba.config.NUMBA_NUM_THREADS, nl.shape[1]), np.int64)
-    lj_typed_forces_parallel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
-                             *pair_scratch(nl.shape[1]), pair)
+    threaded, threads = _threaded(n_own)
+    kernel = lj_typed_forces_parallel if threaded else lj_typed_forces_staged
+    kernel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
+           *pair_scratch(nl.shape[1], threads), np.empty((threads, nl.shape[1]), np.int64))
 
 
 def lj_forces_typed(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> None:
@@ -333,8 +371,7 @@ def lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> 
 
 def lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir) -> None:
     """Lennard-Jones forces, per-atom energy and virial of the owned atoms."""
-    if n_own >= md.PARALLEL_MIN_ATOMS:
-        lj_forces_parallel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir,
-                           *pair_scratch(nl.shape[1]))
-    else:
-        lj_forces_serial(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir)
+    threaded, threads = _threaded(n_own)
+    kernel = lj_forces_parallel if threaded else lj_forces_staged
+    kernel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir,
+           *pair_scratch(nl.shape[1], threads))

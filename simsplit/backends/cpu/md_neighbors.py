@@ -189,6 +189,87 @@ _BLOCK = 256
 _CHUNK = 256
 
 
+@njit(cache=True, inline="always")
+def _list_rows(i, hi, t, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz,
+               cutsq, nl, cnt, typ, pair_cutsq, sx, sy, sz, st, near, row):
+    """:func:`build_neighbors_parallel`'s work on rows ``[i, hi)`` with the thread rows ``t``;
+    returns the longest row."""
+    cap = nl.shape[1]
+    nx, ny, nz = ncell[0], ncell[1], ncell[2]
+    lx, ly, lz = box[0], box[1], box[2]
+    gx, gy, gz = 0.5 * lx, 0.5 * ly, 0.5 * lz
+    hx, hy, hz = lx / nx, ly / ny, lz / nz
+    prune = cutsq * (1.0 + 1e-9) + 1e-12
+    full_x = offx[0] == 0
+    full_y = offy[0] == 0
+    full_z = offz[0] == 0
+    worst = 0
+    while i < hi:
+        c = cell_of[i]
+        cx = c % nx
+        cy = (c // nx) % ny
+        cz = c // (nx * ny)
+        xi = np.float64(x[i, 0])
+        yi = np.float64(x[i, 1])
+        zi = np.float64(x[i, 2])
+        lim0 = lim1 = cutsq
+        if pair_cutsq is not None:
+            lim0, lim1 = pair_cutsq[2 * typ[i]], pair_cutsq[2 * typ[i] + 1]
+        k = 0
+        a = 0
+        while a < offz.shape[0]:
+            dz2 = 0.0 if full_z else _face_dist2(zi, cz, offz[a], hz)
+            if dz2 <= prune:
+                qz = _wrap_cell(cz + offz[a], nz)
+                b = 0
+                while b < offy.shape[0]:
+                    dyz2 = dz2 + (0.0 if full_y else _face_dist2(yi, cy, offy[b], hy))
+                    if dyz2 <= prune:
+                        base = (qz * ny + _wrap_cell(cy + offy[b], ny)) * nx
+                        e = 0
+                        while e < offx.shape[0]:
+                            # the next run: stencil cells kept, adjacent in memory
+                            if dyz2 + (0.0 if full_x else _face_dist2(xi, cx, offx[e],
+                                                                      hx)) > prune:
+                                e += 1
+                                continue
+                            q = base + _wrap_cell(cx + offx[e], nx)
+                            last = q
+                            e += 1
+                            while e < offx.shape[0] and base + _wrap_cell(
+                                    cx + offx[e], nx) == last + 1 and (full_x or dyz2 + (
+                                    _face_dist2(xi, cx, offx[e], hx)) <= prune):
+                                last += 1
+                                e += 1
+                            p0 = np.uint64(cell_start[q])
+                            p1 = np.uint64(cell_start[last + 1])
+                            while p0 < p1:
+                                m = min(p1 - p0, np.uint64(_CHUNK))
+                                if st is not None:
+                                    _near_typed(t, i, p0, m, xi, yi, zi, sx, sy, sz, st,
+                                                cell_atoms, lx, ly, lz, gx, gy, gz, lim0,
+                                                lim1, near)
+                                else:
+                                    _near(t, i, p0, m, xi, yi, zi, sx, sy, sz, cell_atoms,
+                                          lx, ly, lz, gx, gy, gz, cutsq, near)
+                                u = np.uint64(0)
+                                while u < m:  # in order, branch-free
+                                    row[t, min(k, cap)] = cell_atoms[p0 + u]
+                                    k += near[t, u]
+                                    u += np.uint64(1)
+                                p0 += m
+                    b += 1
+            a += 1
+        cnt[i] = k
+        n = 0
+        while n < min(k, cap):
+            nl[i, n] = row[t, n]
+            n += 1
+        worst = max(worst, k)
+        i += 1
+    return worst
+
+
 @njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
 def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
                              offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq, sx, sy, sz, st,
@@ -206,93 +287,32 @@ def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_ato
     (the test vectorises into the thread's ``near`` row), then appended in order into its
     ``row`` (one slot over the capacity: the write needs no test). Same stencil, pruning,
     order and arithmetic as :func:`_neighbor_row`, so the same lists. Loops are unsigned
-    ``while`` loops written out in the prange body (see :func:`.md_forces.lj_forces_parallel`).
+    ``while`` loops written out in one inlined function, :func:`_list_rows` (see
+    :func:`.md_forces.lj_forces_parallel`).
     """
-    cap = nl.shape[1]
-    nx, ny, nz = ncell[0], ncell[1], ncell[2]
-    lx, ly, lz = box[0], box[1], box[2]
-    gx, gy, gz = 0.5 * lx, 0.5 * ly, 0.5 * lz
-    hx, hy, hz = lx / nx, ly / ny, lz / nz
-    prune = cutsq * (1.0 + 1e-9) + 1e-12
-    full_x = offx[0] == 0
-    full_y = offy[0] == 0
-    full_z = offz[0] == 0
-    nblocks = (n_own + _BLOCK - 1) // _BLOCK
     worst = 0
-    for blk in prange(nblocks):
-        t = get_thread_id()
-        i = blk * _BLOCK
-        hi = min(i + _BLOCK, n_own)
-        while i < hi:
-            c = cell_of[i]
-            cx = c % nx
-            cy = (c // nx) % ny
-            cz = c // (nx * ny)
-            xi = np.float64(x[i, 0])
-            yi = np.float64(x[i, 1])
-            zi = np.float64(x[i, 2])
-            lim0 = lim1 = cutsq
-            if pair_cutsq is not None:
-                lim0, lim1 = pair_cutsq[2 * typ[i]], pair_cutsq[2 * typ[i] + 1]
-            k = 0
-            a = 0
-            while a < offz.shape[0]:
-                dz2 = 0.0 if full_z else _face_dist2(zi, cz, offz[a], hz)
-                if dz2 <= prune:
-                    qz = _wrap_cell(cz + offz[a], nz)
-                    b = 0
-                    while b < offy.shape[0]:
-                        dyz2 = dz2 + (0.0 if full_y else _face_dist2(yi, cy, offy[b], hy))
-                        if dyz2 <= prune:
-                            base = (qz * ny + _wrap_cell(cy + offy[b], ny)) * nx
-                            e = 0
-                            while e < offx.shape[0]:
-                                # the next run: stencil cells kept, adjacent in memory
-                                if dyz2 + (0.0 if full_x else _face_dist2(xi, cx, offx[e],
-                                                                          hx)) > prune:
-                                    e += 1
-                                    continue
-                                q = base + _wrap_cell(cx + offx[e], nx)
-                                last = q
-                                e += 1
-                                while e < offx.shape[0] and base + _wrap_cell(
-                                        cx + offx[e], nx) == last + 1 and (full_x or dyz2 + (
-                                        _face_dist2(xi, cx, offx[e], hx)) <= prune):
-                                    last += 1
-                                    e += 1
-                                p0 = np.uint64(cell_start[q])
-                                p1 = np.uint64(cell_start[last + 1])
-                                while p0 < p1:
-                                    m = min(p1 - p0, np.uint64(_CHUNK))
-                                    if st is not None:
-                                        _near_typed(t, i, p0, m, xi, yi, zi, sx, sy, sz, st,
-                                                    cell_atoms, lx, ly, lz, gx, gy, gz, lim0,
-                                                    lim1, near)
-                                    else:
-                                        _near(t, i, p0, m, xi, yi, zi, sx, sy, sz, cell_atoms,
-                                              lx, ly, lz, gx, gy, gz, cutsq, near)
-                                    u = np.uint64(0)
-                                    while u < m:  # in order, branch-free
-                                        row[t, min(k, cap)] = cell_atoms[p0 + u]
-                                        k += near[t, u]
-                                        u += np.uint64(1)
-                                    p0 += m
-                        b += 1
-                a += 1
-            cnt[i] = k
-            n = 0
-            while n < min(k, cap):
-                nl[i, n] = row[t, n]
-                n += 1
-            worst = max(worst, k)
-            i += 1
+    for blk in prange((n_own + _BLOCK - 1) // _BLOCK):
+        worst = max(worst, _list_rows(
+            blk * _BLOCK, min((blk + 1) * _BLOCK, n_own), get_thread_id(), x, box, ncell,
+            cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq,
+            sx, sy, sz, st, near, row))
     return worst
 
 
+@njit(cache=True, error_model="numpy", boundscheck=False)
+def build_neighbors_staged(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                           offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq, sx, sy, sz, st,
+                           near, row):
+    """:func:`build_neighbors_parallel` on one thread (thread rows 0; no thread wake-up)."""
+    return _list_rows(0, n_own, 0, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy,
+                      offz, cutsq, nl, cnt, typ, pair_cutsq, sx, sy, sz, st, near, row)
+
+
 @njit(cache=True)
-def build_neighbors_serial(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
-                           offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq):
-    """Single-threaded :func:`build_neighbors_parallel` (same result, no thread wake-up)."""
+def build_neighbors_reference(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
+                              offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq):
+    """:func:`_neighbor_row` one atom at a time: the reference whose lists the staged builds
+    give (tests compare them)."""
     return _neighbor_block(0, n_own, x, box, ncell, cell_of, cell_start, cell_atoms,
                            offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq)
 
@@ -319,11 +339,10 @@ def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
         pair_cutsq = np.asarray(pair_cutsq, np.float64)
     args = (x, n_own, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq, nl,
             cnt, typ, pair_cutsq)
-    if n_own < md.PARALLEL_MIN_ATOMS:
-        return build_neighbors_serial(*args)
     sorted_x = [np.ascontiguousarray(x[cell_atoms, d], dtype=np.float64) for d in range(3)]
-    threads = numba.config.NUMBA_NUM_THREADS
+    threaded = n_own >= md.PARALLEL_MIN_ATOMS
+    threads = numba.config.NUMBA_NUM_THREADS if threaded else 1
+    build = build_neighbors_parallel if threaded else build_neighbors_staged
     st = None if typ is None else typ[cell_atoms].astype(np.int8)
-    return build_neighbors_parallel(*args, *sorted_x, st,
-                                    np.empty((threads, _CHUNK), np.int64),
-                                    np.empty((threads, nl.shape[1] + 1), nl.dtype))
+    return build(*args, *sorted_x, st, np.empty((threads, _CHUNK), np.int64),
+                 np.empty((threads, nl.shape[1] + 1), nl.dtype))

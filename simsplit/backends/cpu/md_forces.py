@@ -31,6 +31,16 @@ def _lj_pair(dx, dy, dz, rcsq, eps4, eps24, sigsq, eshift):
     return rsq, fpair, e
 
 
+@njit(cache=True, inline="always")
+def _store_row(i, fx, fy, fz, e, w, f, pe, vir):
+    """Row ``i``'s force, half its pair energy and half its virial sum."""
+    f[i, 0] = fx
+    f[i, 1] = fy
+    f[i, 2] = fz
+    pe[i] = 0.5 * e
+    vir[i] = 0.5 * w
+
+
 @njit(cache=True)
 def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
     xi = np.float64(x[i, 0])
@@ -52,11 +62,7 @@ def _lj_row(i, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
         fz += dz * fpair
         e += ep
         w += rsq * fpair
-    f[i, 0] = fx
-    f[i, 1] = fy
-    f[i, 2] = fz
-    pe[i] = 0.5 * e
-    vir[i] = 0.5 * w
+    _store_row(i, fx, fy, fz, e, w, f, pe, vir)
 
 
 #: pair-term scratch rows per thread: the list's differences, then each pair's terms
@@ -96,11 +102,25 @@ def _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir):
         e += se[t, k]
         w += sw[t, k]
         k += np.uint64(1)
-    f[i, 0] = fx
-    f[i, 1] = fy
-    f[i, 2] = fz
-    pe[i] = 0.5 * e
-    vir[i] = 0.5 * w
+    _store_row(i, fx, fy, fz, e, w, f, pe, vir)
+
+
+@njit(cache=True, inline="always")
+def _gather(i, t, x, nl, cnt, sdx, sdy, sdz):
+    """Row ``i``'s coordinate differences to its ``cnt[i]`` listed neighbours (not yet
+    wrapped) into the thread's scratch rows ``t``; returns the count (unsigned)."""
+    xi = np.float64(x[i, 0])
+    yi = np.float64(x[i, 1])
+    zi = np.float64(x[i, 2])
+    m = np.uint64(cnt[i])
+    k = np.uint64(0)
+    while k < m:
+        j = nl[i, k]
+        sdx[t, k] = xi - x[j, 0]
+        sdy[t, k] = yi - x[j, 1]
+        sdz[t, k] = zi - x[j, 2]
+        k += np.uint64(1)
+    return m
 
 
 @njit(cache=True, inline="always")
@@ -110,33 +130,12 @@ def _lj_rows(i, hi, t, x, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe,
     lx, ly, lz = box[0], box[1], box[2]
     hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
     while i < hi:
-        xi = np.float64(x[i, 0])
-        yi = np.float64(x[i, 1])
-        zi = np.float64(x[i, 2])
-        m = np.uint64(cnt[i])
-        k = np.uint64(0)
-        while k < m:
-            j = nl[i, k]
-            sdx[t, k] = xi - x[j, 0]
-            sdy[t, k] = yi - x[j, 1]
-            sdz[t, k] = zi - x[j, 2]
-            k += np.uint64(1)
+        m = _gather(i, t, x, nl, cnt, sdx, sdy, sdz)
         k = np.uint64(0)
         while k < m:  # _min_image and _lj_pair, as selects
-            dx = _wrap(sdx[t, k], lx, hx)
-            dy = _wrap(sdy[t, k], ly, hy)
-            dz = _wrap(sdz[t, k], lz, hz)
-            rsq = dx * dx + dy * dy + dz * dz
-            inside = rsq < rcsq
-            r2inv = 1.0 / rsq
-            sr2 = sigsq * r2inv
-            sr6 = sr2 * sr2 * sr2
-            fpair = eps24 * sr6 * (2.0 * sr6 - 1.0) * r2inv if inside else 0.0
-            se[t, k] = eps4 * sr6 * (sr6 - 1.0) - eshift if inside else 0.0
-            sw[t, k] = rsq * fpair
-            sdx[t, k] = dx * fpair
-            sdy[t, k] = dy * fpair
-            sdz[t, k] = dz * fpair
+            dx, dy, dz = _wrap3(sdx[t, k], sdy[t, k], sdz[t, k], lx, ly, lz, hx, hy, hz)
+            rsq, fpair, e = _lj_pair(dx, dy, dz, rcsq, eps4, eps24, sigsq, eshift)
+            _stage(t, k, dx, dy, dz, rsq, fpair, e, sdx, sdy, sdz, se, sw)
             k += np.uint64(1)
         _sum_terms(i, t, m, sdx, sdy, sdz, se, sw, f, pe, vir)
         i += 1
@@ -228,11 +227,7 @@ def _lj_row_typed(i, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe, vir):
         fz += dz * fpair
         e += ep
         w += rsq * fpair
-    f[i, 0] = fx
-    f[i, 1] = fy
-    f[i, 2] = fz
-    pe[i] = 0.5 * e
-    vir[i] = 0.5 * w
+    _store_row(i, fx, fy, fz, e, w, f, pe, vir)
 
 
 @njit(cache=True, inline="always")
@@ -243,18 +238,11 @@ def _lj_typed_rows(i, hi, t, x, typ, nl, cnt, box, table, ntypes, shifted, f, pe
     lx, ly, lz = box[0], box[1], box[2]
     hx, hy, hz = 0.5 * lx, 0.5 * ly, 0.5 * lz
     while i < hi:
-        xi = np.float64(x[i, 0])
-        yi = np.float64(x[i, 1])
-        zi = np.float64(x[i, 2])
+        m = _gather(i, t, x, nl, cnt, sdx, sdy, sdz)
         row = typ[i] * ntypes
-        m = np.uint64(cnt[i])
         k = np.uint64(0)
         while k < m:
-            j = nl[i, k]
-            sdx[t, k] = xi - x[j, 0]
-            sdy[t, k] = yi - x[j, 1]
-            sdz[t, k] = zi - x[j, 2]
-            pair[t, k] = row + typ[j]
+            pair[t, k] = row + typ[nl[i, k]]
             k += np.uint64(1)
         # one loop per kind: a branch inside stops the vectoriser; two types select their
         # coefficients (a gather per coefficient and pair costs a third of the time)

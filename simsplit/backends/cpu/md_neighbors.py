@@ -81,6 +81,14 @@ def _face_dist2(xi, c, off, h):
     return d * d if d > 0.0 else 0.0
 
 
+@njit(cache=True, inline="always")
+def _row_origin(i, x, cell_of, nx, ny):
+    """Atom ``i``'s cell coordinates and its position in float64."""
+    c = cell_of[i]
+    return (c % nx, (c // nx) % ny, c // (nx * ny), np.float64(x[i, 0]), np.float64(x[i, 1]),
+            np.float64(x[i, 2]))
+
+
 @njit(cache=True)
 def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq,
                   nl, cnt, typ, pair_cutsq):
@@ -91,13 +99,7 @@ def _neighbor_row(i, x, box, ncell, cell_of, cell_start, cell_atoms, offx, offy,
         lim0, lim1 = pair_cutsq[2 * typ[i]], pair_cutsq[2 * typ[i] + 1]
     cap = nl.shape[1]
     nx, ny, nz = ncell[0], ncell[1], ncell[2]
-    c = cell_of[i]
-    cx = c % nx
-    cy = (c // nx) % ny
-    cz = c // (nx * ny)
-    xi = np.float64(x[i, 0])
-    yi = np.float64(x[i, 1])
-    zi = np.float64(x[i, 2])
+    cx, cy, cz, xi, yi, zi = _row_origin(i, x, cell_of, nx, ny)
     # skip stencil cells whose nearest face is beyond the cutoff (conservatively: the
     # margin keeps rounding in the face positions from ever dropping a pair)
     hx, hy, hz = box[0] / nx, box[1] / ny, box[2] / nz
@@ -151,16 +153,24 @@ def _neighbor_block(lo, hi, x, box, ncell, cell_of, cell_start, cell_atoms, offx
 
 
 @njit(cache=True, inline="always")
+def _dist2(p, xi, yi, zi, sx, sy, sz, lx, ly, lz, gx, gy, gz):
+    """Squared minimum-image distance from (xi, yi, zi) to candidate ``p`` of the sorted
+    coordinates."""
+    dx = _wrap(xi - sx[p], lx, gx)
+    dy = _wrap(yi - sy[p], ly, gy)
+    dz = _wrap(zi - sz[p], lz, gz)
+    return dx * dx + dy * dy + dz * dz
+
+
+@njit(cache=True, inline="always")
 def _near(t, i, p0, m, xi, yi, zi, sx, sy, sz, cell_atoms, lx, ly, lz, gx, gy, gz, cutsq, near):
     """``near[t, u]``: candidate ``p0 + u`` (``u < m``) is within ``cutsq`` of atom ``i``
     (minimum image) and not ``i`` itself. Vectorises."""
     u = np.uint64(0)
     while u < m:
         p = p0 + u
-        dx = _wrap(xi - sx[p], lx, gx)
-        dy = _wrap(yi - sy[p], ly, gy)
-        dz = _wrap(zi - sz[p], lz, gz)
-        near[t, u] = (dx * dx + dy * dy + dz * dz < cutsq) & (cell_atoms[p] != i)
+        near[t, u] = (_dist2(p, xi, yi, zi, sx, sy, sz, lx, ly, lz, gx, gy, gz) < cutsq) & (
+            cell_atoms[p] != i)
         u += np.uint64(1)
 
 
@@ -173,11 +183,9 @@ def _near_typed(t, i, p0, m, xi, yi, zi, sx, sy, sz, st, cell_atoms, lx, ly, lz,
     u = np.uint64(0)
     while u < m:
         p = p0 + u
-        dx = _wrap(xi - sx[p], lx, gx)
-        dy = _wrap(yi - sy[p], ly, gy)
-        dz = _wrap(zi - sz[p], lz, gz)
         lim = lim1 if st[p] != 0 else lim0
-        near[t, u] = (dx * dx + dy * dy + dz * dz < lim) & (cell_atoms[p] != i)
+        near[t, u] = (_dist2(p, xi, yi, zi, sx, sy, sz, lx, ly, lz, gx, gy, gz) < lim) & (
+            cell_atoms[p] != i)
         u += np.uint64(1)
 
 
@@ -205,13 +213,7 @@ def _list_rows(i, hi, t, x, box, ncell, cell_of, cell_start, cell_atoms, offx, o
     full_z = offz[0] == 0
     worst = 0
     while i < hi:
-        c = cell_of[i]
-        cx = c % nx
-        cy = (c // nx) % ny
-        cz = c // (nx * ny)
-        xi = np.float64(x[i, 0])
-        yi = np.float64(x[i, 1])
-        zi = np.float64(x[i, 2])
+        cx, cy, cz, xi, yi, zi = _row_origin(i, x, cell_of, nx, ny)
         lim0 = lim1 = cutsq
         if pair_cutsq is not None:
             lim0, lim1 = pair_cutsq[2 * typ[i]], pair_cutsq[2 * typ[i] + 1]

@@ -3,7 +3,9 @@ atoms from their full lists: one atom type, several types (a table per type pair
 force-shifted.
 
 Same conventions as :mod:`.md`: local rows, minimum image, no ``fastmath``; each atom's sums
-run in its list's order.
+run in its list's order. Runs take the staged kernels (gather, vectorised pair terms, sums:
+``*_parallel`` over threads, ``*_staged`` on one); the one-loop ``*_reference`` kernels are
+what the tests hold them to, bit for bit.
 """
 
 from __future__ import annotations

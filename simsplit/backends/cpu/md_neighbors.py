@@ -276,21 +276,21 @@ def _list_rows(i, hi, t, x, box, ncell, cell_of, cell_start, cell_atoms, offx, o
 def build_neighbors_parallel(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
                              offx, offy, offz, cutsq, nl, cnt, typ, pair_cutsq, sx, sy, sz, st,
                              near, row):
-    """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``), canonical order.
+    """Full Verlet list of each owned atom (pairs within ``sqrt(cutsq)``, or with two types
+    within their own list cutoff: :func:`build_neighbors`), canonical order.
 
     ``nl`` has a fixed capacity per atom; rows that overflow are counted but not stored.
     Returns the largest count, so the caller can grow the capacity and rebuild.
 
     :func:`_neighbor_row`'s list, found without a branch per candidate: ``sx, sy, sz`` are the
     coordinates in ``cell_atoms`` order (float64) and ``st`` their types (None, as ``typ`` and
-    ``pair_cutsq``, for lists within ``cutsq``: a variant compiled without the types),
-    so the atoms of the stencil cells of one
-    (z, y) row that follow each other in memory are tested as one run, ``_CHUNK`` at a time
-    (the test vectorises into the thread's ``near`` row), then appended in order into its
-    ``row`` (one slot over the capacity: the write needs no test). Same stencil, pruning,
-    order and arithmetic as :func:`_neighbor_row`, so the same lists. Loops are unsigned
-    ``while`` loops written out in one inlined function, :func:`_list_rows` (see
-    :func:`.md_forces.lj_forces_parallel`).
+    ``pair_cutsq``, for lists within ``cutsq``: a variant compiled without the types), so the
+    atoms of the stencil cells of one (z, y) row that follow each other in memory are tested
+    as one run, ``_CHUNK`` at a time (the test vectorises into the thread's ``near`` row),
+    then appended in order into its ``row`` (one slot over the capacity: the write needs no
+    test). Same stencil, pruning, order and arithmetic as :func:`_neighbor_row`, so the same
+    lists. Loops are unsigned ``while`` loops written out in one inlined function,
+    :func:`_list_rows` (see :func:`.md_forces.lj_forces_parallel`).
     """
     worst = 0
     for blk in prange((n_own + _BLOCK - 1) // _BLOCK):

@@ -10,7 +10,6 @@ what the tests hold them to, bit for bit.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import get_thread_id, njit, prange
 
@@ -179,16 +178,6 @@ def pair_scratch(capacity: int, threads: int) -> tuple[np.ndarray, ...]:
     return tuple(np.empty((threads, capacity)) for _ in range(_SCRATCH))
 
 
-def _threaded(n_own: int) -> tuple[bool, int]:
-    """Whether a force call takes the prange kernel (from :data:`.md.PARALLEL_MIN_ATOMS`
-    owned atoms; else the staged kernel without a thread wake-up), and its scratch rows. The
-    prange kernel stays the choice on a pool of one thread: it ran 9 % faster than the staged
-    kernel there (32,000 atoms, measured)."""
-    if n_own >= md.PARALLEL_MIN_ATOMS:
-        return True, numba.config.NUMBA_NUM_THREADS
-    return False, 1
-
-
 @njit(cache=True)
 def lj_forces_reference(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir):
     """One atom at a time in one loop: the reference whose bits the staged kernels give
@@ -327,7 +316,7 @@ def lj_typed_forces_reference(x, typ, n_own, nl, cnt, box, table, ntypes, shifte
 
 
 def _typed_forces(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir) -> None:
-    threaded, threads = _threaded(n_own)
+    threaded, threads = md.threading_for(n_own)
     kernel = lj_typed_forces_parallel if threaded else lj_typed_forces_staged
     kernel(x, typ, n_own, nl, cnt, box, table, ntypes, shifted, f, pe, vir,
            *pair_scratch(nl.shape[1], threads), np.empty((threads, nl.shape[1]), np.int64))
@@ -361,7 +350,7 @@ def lj_forces_fshift(x, typ, n_own, nl, cnt, box, table, ntypes, f, pe, vir) -> 
 
 def lj_forces(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir) -> None:
     """Lennard-Jones forces, per-atom energy and virial of the owned atoms."""
-    threaded, threads = _threaded(n_own)
+    threaded, threads = md.threading_for(n_own)
     kernel = lj_forces_parallel if threaded else lj_forces_staged
     kernel(x, n_own, nl, cnt, box, rcsq, eps4, eps24, sigsq, eshift, f, pe, vir,
            *pair_scratch(nl.shape[1], threads))

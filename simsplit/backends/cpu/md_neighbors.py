@@ -6,7 +6,6 @@ Same conventions as :mod:`.md`: local rows, minimum image, no ``fastmath``.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import get_thread_id, njit, prange
 
@@ -342,8 +341,7 @@ def build_neighbors(x, n_own, box, ncell, cell_of, cell_start, cell_atoms,
     args = (x, n_own, box, ncell, cell_of, cell_start, cell_atoms, offx, offy, offz, cutsq, nl,
             cnt, typ, pair_cutsq)
     sorted_x = [np.ascontiguousarray(x[cell_atoms, d], dtype=np.float64) for d in range(3)]
-    threaded = n_own >= md.PARALLEL_MIN_ATOMS
-    threads = numba.config.NUMBA_NUM_THREADS if threaded else 1
+    threaded, threads = md.threading_for(n_own)
     build = build_neighbors_parallel if threaded else build_neighbors_staged
     st = None if typ is None else typ[cell_atoms].astype(np.int8)
     return build(*args, *sorted_x, st, np.empty((threads, _CHUNK), np.int64),

@@ -186,12 +186,13 @@ class NeighbourRebuilds:
         s.x0 = k.snapshot(s.x, s.n_own, s.x0)
 
     def _build_neighbors(self, s: sl.SlabState, shift: int) -> int:
-        """One list build of slab ``s`` into its current list arrays (typed lists, ``shift`` >
-        0: each pair within its own list cutoff); the longest row if one overflowed, else 0."""
+        """One list build of slab ``s`` into its current list arrays; the longest row if one
+        overflowed, else 0. A typed run passes each type pair's list cutoff: the kernels keep
+        each pair within its own where they can (device lists with type bits, ``shift`` > 0;
+        the CPU's lists of two types) and ignore it otherwise."""
         k = s.kernels
-        typed = shift or (self.typed and not self._on_device)  # CPU lists hold plain rows
-        cut = self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin)) if typed \
-            else None
+        cut = self._on_kernels(k, "list_cutsq", self.pairs.list_cutsq(self.skin)) \
+            if self.typed else None
         return k.build_neighbors(s.x, s.n_own, self.box, self.ncell, s.cells, self._offsets,
                                  self.reach * self.reach, s.nl, s.cnt, s.typ, shift, cut)
 

@@ -55,6 +55,11 @@ class CupyMDKernels(DeviceMDKernels):
         #: event after the last scatter out of it
         self._copy_stream: Any = None
         self._scattered: dict[int, Any] = {}
+        #: events recorded and waited for at once (a stream wait takes the record it sees when
+        #: queued, so the next record may reuse them), and the download events the host has
+        #: seen complete: a step's copies create no events
+        self._handover: dict[str, Any] = {}
+        self._downloaded: list[Any] = []
         #: the high-priority stream of :meth:`side_queue` (a rank slab's rebuild)
         self._side_stream: Any = None
         self._shared_events: list[Any] = []
@@ -220,9 +225,16 @@ class CupyMDKernels(DeviceMDKernels):
                 self._copy_stream = self._cp.cuda.Stream(non_blocking=True)
         return self._copy_stream
 
+    def _handover_event(self, which: str) -> Any:
+        """A reused event that is recorded and at once waited for (``which`` names its use)."""
+        event = self._handover.get(which)
+        if event is None:
+            event = self._handover[which] = self._cp.cuda.Event(disable_timing=True)
+        return event
+
     def _after_main(self, copies: Any) -> None:
         """Make ``copies`` wait for the work queued so far on the main stream."""
-        ready = self._cp.cuda.Event(disable_timing=True)
+        ready = self._handover_event("ready")
         ready.record(self._stream())
         copies.wait_event(ready)
 
@@ -237,9 +249,10 @@ class CupyMDKernels(DeviceMDKernels):
             if nbytes:
                 rt.memcpyAsync(out.ctypes.data, src.data.ptr, nbytes, rt.memcpyDeviceToHost,
                                copies.ptr)
-            done = self._cp.cuda.Event(block=False, disable_timing=True)
+            done = self._downloaded.pop() if self._downloaded else \
+                self._cp.cuda.Event(block=False, disable_timing=True)
             done.record(copies)
-        return done, out[:m]
+        return [done, out[:m]]
 
     def land_rows(self, host: np.ndarray, buf, idx, dst) -> None:
         # the upload on the copy stream, after the last scatter out of ``buf`` (callers make
@@ -256,18 +269,24 @@ class CupyMDKernels(DeviceMDKernels):
             if host.nbytes:
                 rt.memcpyAsync(buf.data.ptr, host.ctypes.data, host.nbytes,
                                rt.memcpyHostToDevice, copies.ptr)
-            landed = self._cp.cuda.Event(disable_timing=True)
+            landed = self._handover_event("landed")
             landed.record(copies)
             main.wait_event(landed)
         self.scatter_rows(buf, idx, dst)
         with self._dev:
-            done = self._scattered[buf.data.ptr] = self._cp.cuda.Event(disable_timing=True)
-            done.record(main)
+            # re-recorded: the copy stream's wait for its last record is already queued
+            if last is None:
+                last = self._scattered[buf.data.ptr] = self._cp.cuda.Event(disable_timing=True)
+            last.record(main)
 
     def wait_download(self, handle: Any) -> np.ndarray:
-        if not handle[0].done:  # counted only where the host waits
-            handle[0].synchronize()
-            self.host_waits += 1
+        done = handle[0]
+        if done is not None:
+            if not done.done:  # counted only where the host waits
+                done.synchronize()
+                self.host_waits += 1
+            handle[0] = None  # seen complete: the next download may record it again
+            self._downloaded.append(done)
         return handle[1]
 
     def upload_rows(self, host: np.ndarray, dst, row0: int, staging: Any = None) -> None:

@@ -47,8 +47,8 @@
 #            per sweep, the candidates, the two-step shape at two blocks without spill, the copy
 #            bounds), the solver's fp16 512^3 rate at one and two steps per sweep, then
 #            the cupy tests under mpiexec (tests/test_mpi.py -k cupy)
-#   mpimd5   MD under mpiexec -n 2 (MPS, 1,000,188 atoms), five runs against one slab each, then
-#            one with rank 0's host profile (issue 20)
+#   mpimd5   MD under mpiexec -n 2 (MPS, 1,000,188 atoms), five runs (MPIMD5_RUNS) against one
+#            slab each, then one with rank 0's host profile (MPIMD5_PROFILE=0: none) (issue 20)
 #   neq2d    run.storage neq16 in 2D with the default tiled kernel: its GPU tests (== CPU, 1-3
 #            slabs; each candidate == production), 8192^2 MLUPS default against production
 #            (issue 25)
@@ -340,11 +340,11 @@ if has open; then
 fi
 if has mpimd5; then
     note "issue 20: MD under mpiexec -n 2 on the GPU (MPS), five runs, then one profiled"
-    for r in 1 2 3 4 5; do
+    for r in $(seq ${MPIMD5_RUNS:-5}); do
         SIMSPLIT_NODE_NOTICES=1 timeout 120 python3 scripts/bench_mpi_md.py --ranks 2 --seconds 4 \
             --mps 2>&1 | quiet | tail -4 | tee -a "$OUT/mpimd5.log"
     done
-    timeout 120 python3 scripts/bench_mpi_md.py --ranks 2 --seconds 4 --mps \
+    [[ ${MPIMD5_PROFILE:-1} = 1 ]] && timeout 120 python3 scripts/bench_mpi_md.py --ranks 2 --seconds 4 --mps \
         --profile "$OUT/mpimd5-profile.txt" 2>&1 | quiet | tail -4 | tee -a "$OUT/mpimd5.log"
 fi
 if has neq2d; then

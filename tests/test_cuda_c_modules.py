@@ -211,8 +211,8 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
 
 def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     """The D2Q9 set (one module for everything) takes neq16 records: a box step launches the
-    default tiled records kernel (the production one where the environment says so), halos the records' halo kernels (9 of 15 slots a row), populations
-    still their own."""
+    default tiled records kernel (the production one where the environment says so), halos
+    the records' halo kernels (9 of 15 slots a row), populations still their own."""
     _, _, launches = cuda_c_d3q19
     from simsplit.backends.cuda_c import neq_tiles
     from simsplit.backends.layout import padded_empty

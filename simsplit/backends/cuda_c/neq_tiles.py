@@ -41,7 +41,8 @@ D3Q19_NEQ_TILE_RUN = 32
 #: D2Q9_NEQ_TILE_DEFAULT)
 NEQ_TILE_ENV = "SIMSPLIT_NEQ16_TILE"
 #: the candidates the box steps take by default (None: the production kernels), from
-#: scripts/tune_neq16.py on an H200 (2026-12-05, raw benchmarks/logs/tune_neq16_h200_2026-12-05.log).
+#: scripts/tune_neq16.py on an H200 (2026-12-05, raw
+#: benchmarks/logs/tune_neq16_h200_2026-12-05.log).
 #: D3Q19 keeps production: tile32x8f, the fastest candidate, gains 7 % at 512^3 (9,571 against
 #: 8,957 MLUPS) but loses 9 % at 256^3 (8,193 against 8,976). D2Q9 takes strip128f, ahead at
 #: both sizes timed: 21,940 against 18,993 MLUPS at 8192^2, 19,321 against 18,628 at 4096^2

@@ -49,8 +49,8 @@
 #            the cupy tests under mpiexec (tests/test_mpi.py -k cupy)
 #   mpimd5   MD under mpiexec -n 2 (MPS, 1,000,188 atoms), five runs (MPIMD5_RUNS) against one
 #            slab each, then one with rank 0's host profile (MPIMD5_PROFILE=0: none) (issue 20)
-#   neq2d    run.storage neq16 in 2D with the default tiled kernel: its GPU tests (== CPU, 1-3
-#            slabs; each candidate == production), 8192^2 MLUPS default against production
+#   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
+#            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
 #   bodyspeed  cylinders (2D-1 geometry 8800x1640 float32, 3D-1Z 250x41x41 float64) against the
 #            plain box on the same grid: kernel-only and whole-run MLUPS, device vs host forces,
@@ -348,12 +348,12 @@ if has mpimd5; then
         --profile "$OUT/mpimd5-profile.txt" 2>&1 | quiet | tail -4 | tee -a "$OUT/mpimd5.log"
 fi
 if has neq2d; then
-    note "issue 25: neq16 in 2D on its default tiled kernel"
+    note "issue 25: neq16 in 2D, the tiled candidates against production"
     timeout 240 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m gpu \
         tests/test_d2q9_storage_gpu.py -k neq16 2>&1 | tail -4 | tee "$OUT/neq2d-tests.log"
     for r in 1 2; do
-        for tile in default production; do
-            env $([ $tile = production ] && echo SIMSPLIT_NEQ16_TILE=production) timeout 60 \
+        for tile in ${NEQ2D_TILE:-strip128f} production; do
+            SIMSPLIT_NEQ16_TILE=$tile timeout 60 \
                 python3 -m simsplit bench --backend cupy --grid 8192x8192 --precision float32 \
                 --storage neq16 --steps 100 --repeats 3 2>&1 | quiet | grep -E "^cupy" \
                 | sed "s/^/neq16 $tile: /" | tee -a "$OUT/neq2d-bench.log"

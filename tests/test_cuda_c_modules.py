@@ -210,15 +210,17 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
 
 
 def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
-    """The D2Q9 set (one module for everything) takes neq16 records: a step launches the
-    records' pull kernel, halos the records' halo kernels (9 of 15 slots a row), populations
-    still their own."""
+    """The D2Q9 set (one module for everything) takes neq16 records: a box step launches the
+    default tiled records kernel (the production one where the environment says so), halos
+    the records' halo kernels (9 of 15 slots a row), populations still their own."""
     _, _, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import neq_tiles
     from simsplit.backends.layout import padded_empty
     from simsplit.numerics.lbm_params import D2Q9Params
 
     mod = importlib.import_module("simsplit.backends.cuda_c.d2q9")
     monkeypatch.setattr(mod, "check_launch_device", lambda device: None)
+    monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV, raising=False)
     # the kernel set names its device in the process-wide error tracker: not past this test
     monkeypatch.setattr(mod.errors.TRACKER, "device_names",
                         dict(mod.errors.TRACKER.device_names))
@@ -230,6 +232,10 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     macro = [np.zeros((8, 10), np.float32) for _ in range(3)]
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
+    assert launches[-1] == neq_tiles.d2q9_neq_tile_name(neq_tiles.D2Q9_NEQ_TILE_DEFAULT, True)
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
+    mod.D2Q9Kernels(0).stream_collide(f, g, flags, *macro, (1, 9), params, True,
+                                      open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq<true>"
     # a slab with open rules (here an inlet's speeds): the kernel with every rule, on records
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
@@ -253,9 +259,10 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
 
 
 def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
-    """A D2Q9 candidate the environment names is compiled into a module of its own (the one
-    every run compiles keeps its kernels) and takes the box steps: its grid, threads, shared
-    memory and run length; a D3Q19 candidate's name leaves D2Q9 on its production kernel."""
+    """The default D2Q9 candidate comes from the module every run compiles; another one the
+    environment names is compiled into a module of its own; either takes the box steps (its
+    grid, threads, shared memory and run length); "production" takes the production kernel,
+    and a D3Q19 candidate's name leaves D2Q9 on its default."""
     _, compiled, launches = cuda_c_d3q19
     from simsplit.backends.cuda_c import kernel_names, neq_tiles
     from simsplit.backends.layout import padded_empty
@@ -277,12 +284,19 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     assert kernels.tile is None and len(compiled) == 1
     kernels.stream_collide(f, g, flags, *macro, (1, 201), params, True, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq<true>"
-    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "strip128f")
+    monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV)
     kernels = mod.D2Q9Kernels(0)
-    assert compiled[-1] == neq_tiles.d2q9_neq_tile_expressions("strip128f")
-    assert kernel_names.name_expressions("d2q9.cu") == compiled[-2]
+    assert kernels.tile == "strip128f" == neq_tiles.D2Q9_NEQ_TILE_DEFAULT and len(compiled) == 1
+    assert set(neq_tiles.d2q9_neq_tile_expressions("strip128f")) <= set(compiled[0])
     kernels.stream_collide(f, g, flags, *macro, (3, 190), params, False, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq_tile<128, 0, 8, true, false>"
     assert _Kernel.last_launch == ((3, 3), (128,), 18 * 130 * 4)
     assert int(_Kernel.last_args[-1]) == neq_tiles.D2Q9_NEQ_TILE_RUN
     assert [int(_Kernel.last_args[n]) for n in (10, 11)] == [3, 190]
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "strip256f")
+    kernels = mod.D2Q9Kernels(0)
+    assert compiled[-1] == neq_tiles.d2q9_neq_tile_expressions("strip256f")
+    assert kernel_names.name_expressions("d2q9.cu") == compiled[-2]
+    kernels.stream_collide(f, g, flags, *macro, (3, 190), params, True, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq_tile<256, 0, 4, true, true>"
+    assert _Kernel.last_launch == ((2, 3), (256,), 18 * 258 * 4)

@@ -123,7 +123,8 @@ class D2Q9Kernels:
                 neq_tiles.D2Q9_NEQ_TILES, default=neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
             self._records_tile: dict[bool, Any] = {}
             if self.tile:
-                tiles = _tile_module(device, self.tile)
+                tiles = module if self.tile == neq_tiles.D2Q9_NEQ_TILE_DEFAULT else \
+                    _tile_module(device, self.tile)
                 shared = neq_tiles.d2q9_neq_tile_launch(self.tile, 1, 1)[2]
                 for s in (False, True):
                     kern = tiles.get_function(neq_tiles.d2q9_neq_tile_name(self.tile, s))

@@ -228,6 +228,8 @@ def name_expressions(name: str) -> list[str]:
             out += [stream_collide_name(dt, st, s, o)
                     for s, o in itertools.product((False, True), repeat=2)]
         out += d2q9_neq_expressions()
+        if neq_tiles.D2Q9_NEQ_TILE_DEFAULT:
+            out += neq_tiles.d2q9_neq_tile_expressions(neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
     for st in STORAGE_CTYPES:
         out += [pack_name(lattice, st), unpack_name(lattice, st)]
     return out

@@ -1,7 +1,7 @@
 """Tiled candidates of the neq16 box kernels (``kernels/d3q19_neq_tile.cuh``,
-``kernels/d2q9_neq_tile.cuh``): their shapes, kernel names, launch shapes, and the environment
-variable that makes a launcher take one. Not the default until its GPU tests pass
-(``scripts/tune_neq16.py`` times them). Imports neither CuPy nor a GPU library.
+``kernels/d2q9_neq_tile.cuh``): their shapes, kernel names, launch shapes, the defaults the
+tuner's timings chose (``scripts/tune_neq16.py``) and the environment variable that makes a
+launcher take another. Imports neither CuPy nor a GPU library.
 """
 
 from __future__ import annotations
@@ -40,14 +40,16 @@ D3Q19_NEQ_TILE_RUN = 32
 #: (or the other lattice's candidate): the lattice's default (D3Q19_NEQ_TILE_DEFAULT,
 #: D2Q9_NEQ_TILE_DEFAULT)
 NEQ_TILE_ENV = "SIMSPLIT_NEQ16_TILE"
-#: the candidates the box steps take by default (None: the production kernels). Timed by
+#: the candidates the box steps take by default (None: the production kernels), from
 #: scripts/tune_neq16.py on an H200 (2026-12-05, raw
-#: benchmarks/logs/tune_neq16_h200_2026-12-05.log): D3Q19 stays on production (tile32x8f, the
-#: fastest candidate, gains 7 % at 512^3 but loses 9 % at 256^3); D2Q9's strip128f led at both
-#: sizes (21,940 against 18,993 MLUPS at 8192^2, 19,321 against 18,628 at 4096^2) and becomes
-#: the default once its solver-level GPU tests pass (STAGES=neq2d scripts/gpu-session.sh)
+#: benchmarks/logs/tune_neq16_h200_2026-12-05.log).
+#: D3Q19 keeps production: tile32x8f, the fastest candidate, gains 7 % at 512^3 (9,571 against
+#: 8,957 MLUPS) but loses 9 % at 256^3 (8,193 against 8,976). D2Q9 takes strip128f, ahead at
+#: both sizes timed: 21,940 against 18,993 MLUPS at 8192^2, 19,321 against 18,628 at 4096^2;
+#: the solver at 8192^2 on an H200 (2026-12-06) ran 22,508 against production's 19,731, its
+#: GPU tests (== CPU on 1-3 slabs, each candidate == production) passing
 D3Q19_NEQ_TILE_DEFAULT: str | None = None
-D2Q9_NEQ_TILE_DEFAULT: str | None = None
+D2Q9_NEQ_TILE_DEFAULT: str | None = "strip128f"
 
 
 def neq_tile_from_env(tiles: Mapping[str, tuple], env: Mapping[str, str] | None = None, *,
@@ -90,8 +92,9 @@ def d3q19_neq_tile_expressions(tile: str) -> list[str]:
 #: tiled candidates for the D2Q9 neq16 box kernel (kernels/d2q9_neq_tile.cuh): name -> (TX,
 #: EXTRA, resident blocks per SM asked of the register allocator, FAST), as
 #: :data:`D3Q19_NEQ_TILES` (TX threads a block, a strip of TX columns; 18 or 27 floats a strip
-#: cell). Not in the D2Q9 module every run compiles: D2Q9Kernels compiles a module of its own
-#: for the one NEQ_TILE_ENV names (the names of both lattices' candidates differ)
+#: cell). The default (D2Q9_NEQ_TILE_DEFAULT) is in the D2Q9 module every run compiles; for
+#: another that NEQ_TILE_ENV names, D2Q9Kernels compiles a module of its own (the names of both
+#: lattices' candidates differ)
 D2Q9_NEQ_TILES = {"strip256": (256, 0, 4, False), "strip256f": (256, 0, 4, True),
                   "strip128f": (128, 0, 8, True), "strip256rf": (256, 1, 4, True)}
 #: rows per block's run along y of the D2Q9 candidates

@@ -361,6 +361,8 @@ NEQ_RUNS: list[NeqStorage] = []
 
 #: the backend the runs take (--backend); emulated formats round on the device on cupy
 BACKEND = ["cpu"]
+#: --set overrides for the cases read from a case file (the cylinder), ``key=value`` each
+CASE_SETS: list[str] = []
 
 
 def _solver(case: dict[str, Any]) -> FluidSolver:
@@ -527,7 +529,7 @@ def cylinder2d(storage: Storage, d: int) -> tuple[np.ndarray, dict[str, float]]:
                          f"ones ({', '.join(NATIVE)})")
     sets = [f"domain.shape=[{22 * d},{round(4.1 * d)}]", "domain.bounce_back=linear",
             "decomposition.subdomains=1", "output.dir=", f"run.precision={storage.arith}",
-            f"run.storage={native}", f"run.backend={BACKEND[0]}"]
+            f"run.storage={native}", f"run.backend={BACKEND[0]}", *CASE_SETS]
     if key in STEPS:
         sets += ["run.tolerance=0", f"run.steps={STEPS[key]}"]
     sim = Simulation(load_case(ROOT / "cases" / "cylinder2d.yaml", sets))
@@ -696,24 +698,74 @@ def main() -> None:
     ap.add_argument("--storages", default="f64,f32,f32/fp16,f64/fp16,f32/e4m11-1")
     ap.add_argument("--check", action="store_true", help="emulation against native fp16 first")
     ap.add_argument("--backend", default="cpu", help="cpu, cupy or numba-cuda (native formats)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="case-file override for the cylinder cases (repeatable)")
+    ap.add_argument("--inflow-jitter", type=int, default=0, metavar="N",
+                    help="cylinder cases: N runs, the inflow raised by 0, 1, ... N-1 parts in a "
+                         "million, then each storage's rms difference from the first over them")
     args = ap.parse_args()
     BACKEND[0] = args.backend
+    CASE_SETS.extend(args.set)
     if args.check:
         check_emulation()
     for name in args.cases.split(","):
-        runs: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
-        for st in args.storages.split(","):
-            t0 = time.perf_counter()
-            runs[st] = CASES[name](Storage(st))
-            u, errs = runs[st]
-            ref = runs[next(iter(runs))][0]
-            vs64 = float(np.abs(u - ref).max())
-            info = " ".join(f"{k} {v:.7g}" if k in VALUES else f"{k} {v:.4g}"
-                            if isinstance(v, float) else f"{k} {v}" for k, v in errs.items())
-            neq = f"  {NEQ_RUNS.pop().stats()}" if NEQ_RUNS else ""
-            print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
-                  f"({time.perf_counter() - t0:.0f} s){neq}", flush=True)
-        print_ratios(name, runs)
+        sweep: list[dict[str, tuple[np.ndarray, dict[str, float]]]] = []
+        for k in range(args.inflow_jitter or 1):
+            if args.inflow_jitter:
+                print(f"# domain.inlet.velocity={inflow(k):.9g}", flush=True)
+                CASE_SETS[:] = [*args.set, f"domain.inlet.velocity={inflow(k):.9g}"]
+            sweep.append(run_storages(name, args.storages.split(",")))
+        if args.inflow_jitter:
+            print_spread(name, sweep)
+
+
+#: the cylinder case's inflow peak (cases/cylinder2d.yaml), which --inflow-jitter scales
+CYLINDER_INFLOW = 0.1
+
+
+def inflow(k: int) -> float:
+    """Run ``k`` of an inflow sweep: the case's peak inflow raised by k parts in a million
+    (the case's Reynolds number, and so its flow, stay; only the roundings change)."""
+    return CYLINDER_INFLOW * (1 + k * 1e-6)
+
+
+def run_storages(name: str, storages: list[str]) -> dict[str, tuple[np.ndarray, dict[str, float]]]:
+    """One case on each storage, a line each, then each storage's errors against f32's."""
+    runs: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
+    for st in storages:
+        t0 = time.perf_counter()
+        runs[st] = CASES[name](Storage(st))
+        u, errs = runs[st]
+        ref = runs[next(iter(runs))][0]
+        vs64 = float(np.abs(u - ref).max())
+        info = " ".join(f"{k} {v:.7g}" if k in VALUES else f"{k} {v:.4g}"
+                        if isinstance(v, float) else f"{k} {v}" for k, v in errs.items())
+        neq = f"  {NEQ_RUNS.pop().stats()}" if NEQ_RUNS else ""
+        print(f"{name:20s} {st:14s} vs-first-max {vs64:.3e}  {info}  "
+              f"({time.perf_counter() - t0:.0f} s){neq}", flush=True)
+    print_ratios(name, runs)
+    return runs
+
+
+def print_spread(name: str, sweep: list[dict[str, tuple[np.ndarray, dict[str, float]]]]) -> None:
+    """Over an inflow sweep: each storage's root-mean-square difference from the first storage
+    (f64) in the field's largest deviation and in each value (Cd, Cl), and as a multiple of
+    f32's."""
+    storages = list(sweep[0])
+    rms: dict[str, dict[str, float]] = {}
+    for st in storages:
+        devs: dict[str, list[float]] = {"field": []}
+        for runs in sweep:
+            (u0, v0), (u, v) = runs[storages[0]], runs[st]
+            devs["field"].append(float(np.abs(u - u0).max()))
+            for k in (k for k in VALUES if k in v):
+                devs.setdefault(k, []).append(v[k] - v0[k])
+        rms[st] = {k: float(np.sqrt(np.mean(np.square(d)))) for k, d in devs.items()}
+    for st in storages:
+        parts = [f"{k} rms {r:.3g}" + (f" ({r / rms['f32'][k]:.3g}x f32)"
+                                       if "f32" in rms and rms["f32"][k] > 0 else "")
+                 for k, r in rms[st].items()]
+        print(f"{name:20s} {st:14s} over {len(sweep)} inflows: {', '.join(parts)}", flush=True)
 
 
 def print_ratios(name: str, runs: dict[str, tuple[np.ndarray, dict[str, float]]]) -> None:

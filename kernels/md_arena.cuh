@@ -269,6 +269,8 @@ md_arena_build_neighbors(const T* __restrict__ x, int n_own, int rows, double bx
             }
         }
     }
-    cnt[i] = k;
+    // a row that overflowed keeps the entries it holds: work queued on the lists before the
+    // host reads ``worst`` (a rank slab's forces) stays inside them, and is redone
+    cnt[i] = min(k, cap);
     if (k > cap) atomicMax(worst, k);
 }

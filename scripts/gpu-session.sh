@@ -49,6 +49,11 @@
 #            the cupy tests under mpiexec (tests/test_mpi.py -k cupy)
 #   mpimd5   MD under mpiexec -n 2 (MPS, 1,000,188 atoms), five runs (MPIMD5_RUNS) against one
 #            slab each, then one with rank 0's host profile (MPIMD5_PROFILE=0: none) (issue 20)
+#   mpimdab  MD under mpiexec -n 2 (MPS, 1,000,188 atoms), A/B: the tree in MPIMDAB_BASE (a copy
+#            of another commit, say `git archive REV simsplit kernels scripts | tar -x -C ab_base`)
+#            against this one with SIMSPLIT_RAW_LAUNCH=1 and =0, alternating, MPIMDAB_ROUNDS
+#            rounds (default 3); first this tree's mpiexec GPU tests and the launch probe
+#            (scripts/probe_launch_overhead.py) (issue 20)
 #   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
 #            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
@@ -346,6 +351,20 @@ if has mpimd5; then
     done
     [[ ${MPIMD5_PROFILE:-1} = 1 ]] && timeout 120 python3 scripts/bench_mpi_md.py --ranks 2 --seconds 4 --mps \
         --profile "$OUT/mpimd5-profile.txt" 2>&1 | quiet | tail -4 | tee -a "$OUT/mpimd5.log"
+fi
+if has mpimdab; then
+    note "issue 20: MD under mpiexec, A/B against ${MPIMDAB_BASE:-ab_base}"
+    timeout 240 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m gpu \
+        tests/test_md_multi_gpu.py -k mpiexec 2>&1 | tail -4 | tee "$OUT/mpimdab-tests.log"
+    python3 scripts/probe_launch_overhead.py 2>&1 | tee "$OUT/launch-probe.log"
+    for r in $(seq ${MPIMDAB_ROUNDS:-3}); do
+        for arm in base raw1 raw0; do
+            if [[ $arm = base ]]; then dir=${MPIMDAB_BASE:-ab_base}; raw=1; else dir=.; raw=${arm#raw}; fi
+            (cd "$dir" && PYTHONPATH=/tmp/site SIMSPLIT_RAW_LAUNCH=$raw SIMSPLIT_NODE_NOTICES=1 \
+                timeout 120 python3 scripts/bench_mpi_md.py --ranks 2 --seconds 4 --mps 2>&1 \
+                | quiet | tail -3 | sed "s/^/$arm: /" | tee -a "$OUT/mpimdab.log")
+        done
+    done
 fi
 if has neq2d; then
     note "issue 25: neq16 in 2D, the tiled candidates against production"

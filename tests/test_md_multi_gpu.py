@@ -134,6 +134,46 @@ def test_cupy_under_mpiexec_bitwise_identical_to_one_process(tmp_path, ranks, ce
     assert stats["device_links"] == (ranks <= 3) and (stats["batches"] > 0) == (ranks <= 3)
 
 
+SHRINKING_DRIVER = DRIVER.replace(
+    'md.step(sim.case["run"]["steps"])',
+    'half = sim.case["run"]["steps"] // 2\n'
+    'md.step(half)\n'
+    '# lists of 4 entries a row at the next rebuild: it overflows mid-run and regrows\n'
+    'md.capacity = 4\n'
+    'md.step(sim.case["run"]["steps"] - half)')
+
+
+@needs_mpiexec
+@pytest.mark.mpi
+def test_cupy_under_mpiexec_list_overflow_mid_run(tmp_path) -> None:
+    """A rank slab's rebuild queues the step's forces behind the new lists before the host
+    reads whether a row overflowed; when one did (capacity cut to 4 mid-run), the lists are
+    built again and the forces queued again: positions, velocities, forces and thermo still
+    equal one slab's bit for bit."""
+    from simsplit.case import load_case
+    from simsplit.run.simulation import Simulation
+
+    if _unavailable("cupy"):
+        pytest.skip(_unavailable("cupy") or "")
+    assert SHRINKING_DRIVER != DRIVER
+    script = tmp_path / "driver.py"
+    script.write_text(SHRINKING_DRIVER)
+    out = tmp_path / "md.npz"
+    overrides = _gpu_overrides("[6,6,24]")
+    proc = mpirun(2, [str(script), str(CASE), json.dumps(overrides), str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    ref = Simulation(load_case(CASE, overrides + ["decomposition.subdomains=1"]))
+    ref.solver.step(ref.case["run"]["steps"])
+    md = ref.solver
+    for name in ("positions", "velocities", "forces", "images"):
+        assert np.array_equal(got[name], getattr(md, name)()), name
+    assert json.loads(str(got["thermo"])) == md.thermo()
+    stats = json.loads(str(got["stats"]))
+    assert stats["ghost_transfer"] == ["remote-device"]
+    assert stats["capacity_growths"] > md.stats()["capacity_growths"]
+
+
 @needs_mpiexec
 @pytest.mark.mpi
 def test_cupy_cli_under_mpiexec(tmp_path) -> None:

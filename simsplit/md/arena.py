@@ -20,7 +20,7 @@ It knows nothing of forces; slabs on several devices or ranks take the host path
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -86,11 +86,13 @@ class SlabArena:
         self._spare = {}
 
     # --- rebuild ----------------------------------------------------------------------------
-    def rebuild(self, capacity: int, cutsq: float) -> tuple[int, int, int]:
+    def rebuild(self, capacity: int, cutsq: float, then: Callable[[], None] | None = None
+                ) -> tuple[int, int, int]:
         """Migrate, pick ghosts, sort the arena by (slab, cell, id) and build every owned row's
-        Verlet list (and x0), growing the row ``capacity`` until every row fits.
-        Returns the capacity, how many times it grew and how many atoms changed slab.
-        Raises RuntimeError for an atom that crossed a whole slab since the last rebuild.
+        Verlet list (and x0), growing the row ``capacity`` until every row fits; then queue
+        ``then`` (the caller's work on the new lists). Returns the capacity, how many times it
+        grew and how many atoms changed slab. Raises RuntimeError for an atom that crossed a
+        whole slab since the last rebuild.
 
         The host waits once: the ghost count is not known when the ghost rows are copied and
         the lists built, so they get the room of the last rebuild (1/8 spare); the one read
@@ -136,6 +138,8 @@ class SlabArena:
         s.n_ghosts = g
         s.ids_stale = True
         self.bounds = bounds
+        if then is not None:
+            then()
         return capacity, growths, moved
 
     def _ghost_room(self, n: int) -> int:

@@ -30,7 +30,7 @@ owners afterwards as every step). What must follow the box:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -100,9 +100,9 @@ class BoxScaling:
         jump = 1.5 * self.skin + slack
         return (limit * limit if limit > 0.0 else -1.0), jump * jump
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, then: Callable[[], None] | None = None) -> None:
         if self.barostat is None:
-            super()._rebuild()  # type: ignore[misc]
+            super()._rebuild(then)  # type: ignore[misc]
             return
         box = self.box
         if self._restart_build_box is not None:  # lists of the interrupted run's build box
@@ -114,6 +114,8 @@ class BoxScaling:
             self._build_box = self.box.copy()
         finally:
             self.box = box
+        if then is not None:  # on the current box, which the build swapped out
+            then()
 
     def _fit_to_box(self) -> None:
         """Slab edges and cell grid of the current box (at a rebuild)."""

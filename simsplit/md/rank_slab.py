@@ -126,11 +126,16 @@ class RankSlab(RankRounds):
         self._size_owned(s.n_own, x.dtype)
 
     # --- rebuild ----------------------------------------------------------------------------
-    def rebuild(self, capacity: int, cutsq: float) -> tuple[int, int, int]:
+    def rebuild(self, capacity: int, cutsq: float, then: Callable[[], None] | None = None
+                ) -> tuple[int, int, int]:
         """Migrate, exchange ghosts, sort and build every owned row's list (and x0), growing
-        ``capacity`` until every row fits. Returns the capacity, how many times it grew and
-        how many atoms left this slab. Raises RuntimeError for an atom that crossed a whole
-        slab since the last rebuild."""
+        ``capacity`` until every row fits. ``then`` (the caller's work on the new lists, such
+        as every row's forces) is queued behind the build before the host waits for it, so
+        the device goes on from the build without waiting for the host; after a list outgrew
+        ``capacity`` it is queued again behind the new build (the first run's results, from
+        rows cut at the old capacity, are overwritten). Returns the capacity, how many times it
+        grew and how many atoms left this slab. Raises RuntimeError for an atom that crossed a
+        whole slab since the last rebuild."""
         k, s = self.kernels, self.state
         dtype = s.x.dtype
         self._reserve()
@@ -149,9 +154,12 @@ class RankSlab(RankRounds):
                                   self._two_rounds)(dtype)
             t1 = time.perf_counter()
             k.wait_mark(interior)
-            capacity, growths = self._sort_and_build(n, g, old, capacity, cutsq)
+            queued = self._sort_and_build(n, g, old, capacity, cutsq)
             built = k.mark()
         k.wait_mark(built)
+        if then is not None:
+            then()
+        capacity, growths = self._finish_build(queued, capacity, cutsq, then)
         self.phase_seconds["rounds"] += t1 - t0 - (self.phase_seconds["messages"] - messages)
         self.phase_seconds["build"] += time.perf_counter() - t1
         self._needs = self._outbox_needs(leavers)
@@ -195,9 +203,10 @@ class RankSlab(RankRounds):
             self.endpoint.reserve(needs)
 
     def _sort_and_build(self, n: int, g: int, old: dict[str, Any], capacity: int,
-                        cutsq: float) -> tuple[int, int]:
-        """Sort the rows as a one-slab arena, plan the ghost refresh, build the lists (one
-        wait, and more only when a row outgrew ``capacity``)."""
+                        cutsq: float) -> tuple[Any, Any, Any]:
+        """Sort the rows as a one-slab arena (they become this slab's rows), plan the ghost
+        refresh and queue the list build; returns the queued reads :meth:`_finish_build`
+        takes (the host does not wait here)."""
         k, s = self.kernels, self.state
         self._sort = k.rank_sort(old["x"], n, n + g, self.layout.box, self.ncell, old["gid"],
                                  self._sort)
@@ -206,23 +215,41 @@ class RankSlab(RankRounds):
         planned = self._plan_refresh(n, g, new["x"])
         self._size_owned(n, old["x"].dtype)
         bounds = self._queue_interior_bounds()
+        s.x, s.v, s.img, s.gid, s.key = (new["x"], new["v"], new["img"], new["gid"],
+                                         new["key"])
+        s.n_own, s.n_ghosts = n, g
+        s.ids_stale = True
+        return self._queue_build(capacity, cutsq), bounds, planned
+
+    def _queue_build(self, capacity: int, cutsq: float) -> Any:
+        """Queue the lists of the sorted rows at ``capacity`` entries a row, and the read of
+        the longest row if one overflowed (its rows then stop at ``capacity``)."""
+        k, s = self.kernels, self.state
+        s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, s.n_own, capacity)
+        k.arena_build_neighbors(s.x, s.n_own, s.n_own + s.n_ghosts, self.layout.box,
+                                self.ncell, self.offsets, self._sort, s.key, s.gid, cutsq,
+                                s.nl, s.cnt, s.x0)
+        return k.queue_arena_counts(self._sort)
+
+    def _finish_build(self, queued: tuple[Any, Any, Any], capacity: int, cutsq: float,
+                      then: Callable[[], None] | None) -> tuple[int, int]:
+        """Wait for the build :meth:`_sort_and_build` queued (one wait, and more only when a
+        row outgrew ``capacity``: the lists again, and ``then``); take the interior rows and
+        the refresh lists."""
+        k = self.kernels
+        counts, bounds, planned = queued
         growths = 0
         while True:
-            s.nl, s.cnt = k.neighbor_list(s.nl, s.cnt, n, capacity)
-            k.arena_build_neighbors(new["x"], n, n + g, self.layout.box, self.ncell,
-                                    self.offsets, self._sort, new["key"], new["gid"], cutsq,
-                                    s.nl, s.cnt, s.x0)
             t0 = time.perf_counter()
-            worst = int(k.arena_counts(self._sort)[-1])
+            worst = int(k.queued_read(counts)[-1])
             self.phase_seconds["build_waits"] += time.perf_counter() - t0
             if worst <= capacity:
                 break
             capacity = int(worst * 1.2) + 8
             growths += 1
-        s.x, s.v, s.img, s.gid, s.key = (new["x"], new["v"], new["img"], new["gid"],
-                                         new["key"])
-        s.n_own, s.n_ghosts = n, g
-        s.ids_stale = True
+            counts = self._queue_build(capacity, cutsq)
+            if then is not None:
+                then()
         self.interior = (0, 0) if bounds is None else \
             tuple(int(k.queued_read(b)[0]) for b in bounds)  # type: ignore[assignment]
         self._refresh_lists(k.queued_read(planned))

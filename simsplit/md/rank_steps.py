@@ -7,6 +7,7 @@ solver's slab, its rank slab, timers and force launches.
 
 from __future__ import annotations
 
+import functools
 import time
 
 from simsplit.md.rank_slab import RankSlab
@@ -38,11 +39,11 @@ class RankSteps:
         if moved or self.skin <= 0.0:
             if jumped:
                 self._raise_jump()  # the failing rank aborts the job
-            self._rebuild()
+            # every row's forces queued behind the new lists before the host waits for them
+            self._rebuild(then=functools.partial(self._pair_forces, s))
             self._build_interval, self._built_at = step - self._built_at, step
             t3 = time.perf_counter()
             self._timers["neighbor"] += t3 - t2
-            self._pair_forces(s)
         else:
             rs.land_ghosts()
             t3 = time.perf_counter()

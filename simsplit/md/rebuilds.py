@@ -8,6 +8,8 @@ solver's slabs, layout, kernel sets and exchange.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from simsplit.backends.cpu import md as cpu_md
@@ -110,14 +112,22 @@ class NeighbourRebuilds:
                                       f"atom id {gid} has a non-finite position or velocity "
                                       f"(time step {self.dt:g} too large?)")
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, then: Callable[[], None] | None = None) -> None:
+        """Migrate, pick ghosts and build the lists; ``then`` (work on the new lists, such as
+        a step's forces) is queued once they are built (on a rank slab before the host waits
+        for the build, so the device goes straight on)."""
         if self.arena is not None:  # every slab on one GPU: nothing leaves the device
+            def on_new_lists() -> None:
+                self._update_row_types()
+                if then is not None:
+                    then()
+
             self.capacity, grew, moved = self.arena.rebuild(self.capacity,
-                                                            self.reach * self.reach)
+                                                            self.reach * self.reach,
+                                                            on_new_lists)
             self._stats["capacity_growths"] += grew
             self._stats["migrations"] += moved
             self._stats["rebuilds"] += 1
-            self._update_row_types()
             return
         # On a GPU, migration and ghost selection run on the host (download, NumPy, upload).
         # One slab on a GPU has neither (and row order never matters): its rebuild stays on
@@ -132,6 +142,8 @@ class NeighbourRebuilds:
         for s in self.slabs:
             self._build_list(s)
         self._stats["rebuilds"] += 1
+        if then is not None:
+            then()
 
     def _pull(self) -> None:
         """Bring the arrays migration needs back to the host (device kernel sets only)."""

@@ -14,6 +14,7 @@ import numpy as np
 from simsplit.backends.cuda_c import source
 from simsplit.backends.cuda_c.md import DeviceMDKernels
 from simsplit.backends.cuda_c.md_names import KERNEL_FILE, kernel_name, name_expressions
+from simsplit.backends.cuda_c.raw_launch import RawLauncher
 
 
 @functools.cache
@@ -44,6 +45,7 @@ class CupyMDKernels(DeviceMDKernels):
             self.registers = {expr: k.num_regs for expr, k in self._kernels.items()}
         self._pinned: dict[tuple[int, str], np.ndarray] = {}
         self._by_key: dict[tuple[str, Any], Any] = {}
+        self._raw_launch = RawLauncher(cupy)
         #: per send buffer (by id): ready event on this device, done event on the receiving
         #: device and that device, of its last copy (see :meth:`send_rows`)
         self._events: dict[int, tuple[Any, Any, int]] = {}
@@ -423,10 +425,13 @@ class CupyMDKernels(DeviceMDKernels):
         self._events[key] = (ready, done, dst_set.device)
 
     def _launch(self, name: str, dtype: Any, threads: int, *args: Any) -> None:
-        # a few microseconds of Python per launch matter at 64k atoms (~0.1 ms per step):
-        # the kernel lookup by (name, dtype) is cached
-        fn = self._by_key.get((name, dtype))
+        # a few microseconds of Python per launch matter at 64k atoms (~0.1 ms per step) and
+        # in a rank slab's rebuild: the kernel lookup by (name, dtype) is cached and the
+        # launch goes through the driver with a reused parameter block (raw_launch)
+        key = (name, dtype)
+        fn = self._by_key.get(key)
         if fn is None:
-            fn = self._by_key[(name, dtype)] = self._kernels[kernel_name(name, dtype)]
+            fn = self._by_key[key] = self._kernels[kernel_name(name, dtype)]
         with self._dev:
-            fn(((threads + self.block - 1) // self.block,), (self.block,), args)
+            self._raw_launch(key, fn, (threads + self.block - 1) // self.block, self.block,
+                             args)

@@ -126,11 +126,20 @@ class SlabLaunches:
         (owned rows of each slab, then ghost rows of each slab), the stray flag, a stray
         row, the migrant count and the longest list row if one overflowed (else 0); clears
         the flags for the next rebuild."""
+        return np.array(self._read_small(self._arena_bounds(scratch)), dtype=np.int64)
+
+    def queue_arena_counts(self, scratch: ArenaScratch) -> Any:
+        """:meth:`arena_counts` without the wait: :meth:`queued_read` of the handle returns
+        them once the queue has passed the read."""
+        return self.queue_read(self._arena_bounds(scratch))
+
+    def _arena_bounds(self, scratch: ArenaScratch) -> Any:
+        """Queue ``md_arena_bounds`` (the counts :meth:`arena_counts` returns) into
+        ``scratch.bounds``; returns that array."""
         nbounds = 2 * scratch.nslab + 1
         self._launch("md_arena_bounds", None, nbounds, scratch.cell_start, np.int32(nbounds),
                      np.int32(scratch.ncells), scratch.err, self._worst, scratch.bounds)
-        return np.array(self._read_small(scratch.bounds), dtype=np.int64)
-
+        return scratch.bounds
 
     # --- one slab per process (kernels/md_ranks.cuh, simsplit.md.rank_slab) ---------------
     #: whether this kernel set has the per-process slab kernels

@@ -180,7 +180,7 @@ def md_arena_build_neighbors(x, n_own, rows, bx, by, bz, nx, ny, nz, hx, hy, hz,
                         if k < cap:
                             nl[k, i] = j
                         k += 1
-    cnt[i] = k
+    cnt[i] = min(k, cap)  # as md_arena.cuh: an overflowed row keeps the entries it holds
     if k > cap:
         cuda.atomic.max(worst, 0, np.int32(k))
 

@@ -1,0 +1,83 @@
+"""Kernel launches through ``cuLaunchKernel`` with a reused parameter block per kernel.
+
+CuPy's call of a compiled function converts every argument anew: on the H200 machine's host
+that costs 9-12 us a launch, against about 3.5 us for the driver call with its parameters
+already in place (``scripts/probe_launch_overhead.py``, 2026-12-06). A rank slab's rebuild is
+a chain of short kernels each waiting on the host's launch, so those microseconds are GPU idle
+time. :class:`RawLauncher` packs the arguments of a kernel into one buffer laid out once for
+their types (CuPy arrays as their data pointers, NumPy scalars as their C types) and hands
+the driver pointers into it. Arguments of any other type, or types other than the ones a
+kernel's block was laid out for, take CuPy's call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from typing import Any
+
+import numpy as np
+
+#: struct codes of the NumPy scalar types a kernel argument may have
+_CODES = {np.int32: "i", np.uint32: "I", np.int64: "q", np.uint64: "Q", np.float64: "d",
+          np.float32: "f", np.int8: "b", np.uint8: "B", np.int16: "h", np.uint16: "H"}
+#: SIMSPLIT_RAW_LAUNCH=0 leaves every launch to CuPy (to compare)
+RAW_LAUNCH_ENV = "SIMSPLIT_RAW_LAUNCH"
+
+
+class _Block:
+    """The parameter block of one kernel for one tuple of argument types."""
+
+    __slots__ = ("types", "arrays", "packer", "buffer", "params", "_keep")
+
+    def __init__(self, types: tuple[type, ...], array_type: type) -> None:
+        codes = ["P" if t is array_type else _CODES[t] for t in types]
+        self.types = types
+        self.arrays = tuple(t is array_type for t in types)
+        self.packer = struct.Struct("@" + "".join(codes))
+        self.buffer = bytearray(max(self.packer.size, 1))
+        base = ctypes.addressof((ctypes.c_char * len(self.buffer)).from_buffer(self.buffer))
+        offsets = [struct.calcsize("@" + "".join(codes[: i + 1])) - struct.calcsize(code)
+                   for i, code in enumerate(codes)]
+        pointers = (ctypes.c_void_p * max(len(codes), 1))(*[base + o for o in offsets])
+        self.params = ctypes.addressof(pointers)
+        self._keep = pointers
+
+
+class RawLauncher:
+    """Launches of CuPy ``Function`` objects through the driver (see the module docstring)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._array = cupy.ndarray
+        self._driver_launch = cupy.cuda.driver.launchKernel
+        self._blocks: dict[Any, _Block | None] = {}
+        self.enabled = os.environ.get(RAW_LAUNCH_ENV, "1") != "0"
+        #: launches that took CuPy's call (argument types outside the table)
+        self.fallbacks = 0
+
+    def __call__(self, key: Any, fn: Any, blocks: int, threads: int, args: tuple) -> None:
+        """Launch ``fn`` on the current stream of the current device: ``blocks`` blocks of
+        ``threads`` threads, no dynamic shared memory. ``key`` names the kernel (its block
+        is reused across calls)."""
+        types = tuple(map(type, args))
+        block = self._blocks.get(key)
+        if block is None or block.types != types:
+            block = self._block(key, types)
+        if block is None:
+            self.fallbacks += 1
+            fn((blocks,), (threads,), args)
+            return
+        block.packer.pack_into(block.buffer, 0, *[
+            a.data.ptr if is_array else a for a, is_array in zip(args, block.arrays, strict=True)])
+        self._driver_launch(fn.ptr, blocks, 1, 1, threads, 1, 1, 0,
+                            self._cp.cuda.get_current_stream().ptr, block.params, 0)
+
+    def _block(self, key: Any, types: tuple[type, ...]) -> _Block | None:
+        if not self.enabled or any(t is not self._array and t not in _CODES for t in types):
+            block = None
+        else:
+            block = _Block(types, self._array)
+        self._blocks[key] = block
+        return block

@@ -52,8 +52,8 @@
 #   mpimdab  MD under mpiexec -n 2 (MPS, 1,000,188 atoms), A/B: the tree in MPIMDAB_BASE (a copy
 #            of another commit, say `git archive REV simsplit kernels scripts | tar -x -C ab_base`)
 #            against this one with SIMSPLIT_RAW_LAUNCH=1 and =0, alternating, MPIMDAB_ROUNDS
-#            rounds (default 3); first this tree's mpiexec GPU tests and the launch probe
-#            (scripts/probe_launch_overhead.py) (issue 20)
+#            rounds (default 3), after the launch probe (scripts/probe_launch_overhead.py);
+#            then this tree's GPU MD tests (mpiexec, and cupy in one process) (issue 20)
 #   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
 #            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
@@ -354,8 +354,6 @@ if has mpimd5; then
 fi
 if has mpimdab; then
     note "issue 20: MD under mpiexec, A/B against ${MPIMDAB_BASE:-ab_base}"
-    timeout 240 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m gpu \
-        tests/test_md_multi_gpu.py -k mpiexec 2>&1 | tail -4 | tee "$OUT/mpimdab-tests.log"
     python3 scripts/probe_launch_overhead.py 2>&1 | tee "$OUT/launch-probe.log"
     for r in $(seq ${MPIMDAB_ROUNDS:-3}); do
         for arm in base raw1 raw0; do
@@ -365,6 +363,11 @@ if has mpimdab; then
                 | quiet | tail -3 | sed "s/^/$arm: /" | tee -a "$OUT/mpimdab.log")
         done
     done
+    note "this tree's GPU MD tests: mpiexec, then cupy in one process"
+    timeout 240 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m gpu \
+        tests/test_md_multi_gpu.py -k mpiexec 2>&1 | tail -4 | tee "$OUT/mpimdab-tests.log"
+    timeout ${MPIMDAB_TESTS_S:-150} python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m gpu \
+        -x tests/test_md_gpu.py -k cupy 2>&1 | tail -4 | tee -a "$OUT/mpimdab-tests.log"
 fi
 if has neq2d; then
     note "issue 25: neq16 in 2D, the tiled candidates against production"

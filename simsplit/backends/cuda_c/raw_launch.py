@@ -29,12 +29,13 @@ RAW_LAUNCH_ENV = "SIMSPLIT_RAW_LAUNCH"
 class _Block:
     """The parameter block of one kernel for one tuple of argument types."""
 
-    __slots__ = ("types", "arrays", "packer", "buffer", "params", "_keep")
+    __slots__ = ("types", "array_at", "packer", "buffer", "params", "_keep")
 
     def __init__(self, types: tuple[type, ...], array_type: type) -> None:
         codes = ["P" if t is array_type else _CODES[t] for t in types]
         self.types = types
-        self.arrays = tuple(t is array_type for t in types)
+        #: positions of the CuPy arrays among the arguments (passed as their data pointers)
+        self.array_at = tuple(j for j, t in enumerate(types) if t is array_type)
         self.packer = struct.Struct("@" + "".join(codes))
         self.buffer = bytearray(max(self.packer.size, 1))
         base = ctypes.addressof((ctypes.c_char * len(self.buffer)).from_buffer(self.buffer))
@@ -49,9 +50,9 @@ class RawLauncher:
     """Launches of CuPy ``Function`` objects through the driver (see the module docstring)."""
 
     def __init__(self, cupy: Any) -> None:
-        self._cp = cupy
         self._array = cupy.ndarray
         self._driver_launch = cupy.cuda.driver.launchKernel
+        self._current_stream = cupy.cuda.get_current_stream
         self._blocks: dict[Any, _Block | None] = {}
         self.enabled = os.environ.get(RAW_LAUNCH_ENV, "1") != "0"
         #: launches that took CuPy's call (argument types outside the table)
@@ -69,10 +70,12 @@ class RawLauncher:
             self.fallbacks += 1
             fn((blocks,), (threads,), args)
             return
-        block.packer.pack_into(block.buffer, 0, *[
-            a.data.ptr if is_array else a for a, is_array in zip(args, block.arrays, strict=True)])
-        self._driver_launch(fn.ptr, blocks, 1, 1, threads, 1, 1, 0,
-                            self._cp.cuda.get_current_stream().ptr, block.params, 0)
+        values = list(args)
+        for j in block.array_at:
+            values[j] = values[j].data.ptr
+        block.packer.pack_into(block.buffer, 0, *values)
+        self._driver_launch(fn.ptr, blocks, 1, 1, threads, 1, 1, 0, self._current_stream().ptr,
+                            block.params, 0)
 
     def _block(self, key: Any, types: tuple[type, ...]) -> _Block | None:
         if not self.enabled or any(t is not self._array and t not in _CODES for t in types):

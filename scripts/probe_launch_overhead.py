@@ -1,7 +1,8 @@
 """Host cost of a kernel launch on this machine (issue 20): CuPy's call of a kernel of 21
 arguments against cuLaunchKernel with a prebuilt parameter block and against
 :class:`simsplit.backends.cuda_c.raw_launch.RawLauncher` (the block repacked every call); event
-record and stream wait, memset, fill. Tiny grids: the GPU keeps up, the host sets the pace.
+record and stream wait, memset, fill, and entering a device context (every kernel-set call
+does). Tiny grids: the GPU keeps up, the host sets the pace.
 
     python3 scripts/probe_launch_overhead.py
 """
@@ -80,6 +81,11 @@ def main() -> None:
             with dev:
                 raw(("k20", None), fn, 1, 32, args)
 
+    def device_context(m: int) -> None:
+        for _ in range(m):
+            with dev:
+                pass
+
     def events(m: int) -> None:
         main_stream = cp.cuda.get_current_stream()
         for _ in range(m):
@@ -98,6 +104,7 @@ def main() -> None:
     timed("CuPy call (in with device)", cupy_call)
     timed("cuLaunchKernel, prebuilt block", prebuilt)
     timed("RawLauncher (in with device)", raw_launcher)
+    timed("with device (entered and left)", device_context)
     timed("event record + stream wait", events)
     timed("memsetAsync", memset)
     timed("ndarray.fill(0)", fill)

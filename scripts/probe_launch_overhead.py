@@ -71,10 +71,10 @@ def main() -> None:
                 fn((1,), (32,), args)
 
     def prebuilt(m: int) -> None:
-        params = ctypes.addressof(ptrs)
+        params, handle = ctypes.addressof(ptrs), fn.kernel.ptr
         for _ in range(m):
             vals[1].value = 1
-            launch(fn.ptr, 1, 1, 1, 32, 1, 1, 0, cp.cuda.get_current_stream().ptr, params, 0)
+            launch(handle, 1, 1, 1, 32, 1, 1, 0, cp.cuda.get_current_stream().ptr, params, 0)
 
     def raw_launcher(m: int) -> None:
         for _ in range(m):

@@ -35,8 +35,11 @@ def _param(params: int, j: int, ctype: type) -> object:
 
 
 class _Function:
+    """A stand-in RawKernel: its driver handle is on the compiled Function (``.kernel``), as
+    in CuPy 14, not on the RawKernel itself."""
+
     def __init__(self) -> None:
-        self.ptr = 4242
+        self.kernel = types.SimpleNamespace(ptr=4242)
         self.calls: list = []
 
     def __call__(self, grid, block, args) -> None:

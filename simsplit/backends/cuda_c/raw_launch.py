@@ -29,11 +29,13 @@ RAW_LAUNCH_ENV = "SIMSPLIT_RAW_LAUNCH"
 class _Block:
     """The parameter block of one kernel for one tuple of argument types."""
 
-    __slots__ = ("types", "array_at", "packer", "buffer", "params", "_keep")
+    __slots__ = ("types", "function", "array_at", "packer", "buffer", "params", "_keep")
 
-    def __init__(self, types: tuple[type, ...], array_type: type) -> None:
+    def __init__(self, types: tuple[type, ...], array_type: type, function: int) -> None:
         codes = ["P" if t is array_type else _CODES[t] for t in types]
         self.types = types
+        #: the kernel's CUfunction on the device the block was made on
+        self.function = function
         #: positions of the CuPy arrays among the arguments (passed as their data pointers)
         self.array_at = tuple(j for j, t in enumerate(types) if t is array_type)
         self.packer = struct.Struct("@" + "".join(codes))
@@ -47,7 +49,11 @@ class _Block:
 
 
 class RawLauncher:
-    """Launches of CuPy ``Function`` objects through the driver (see the module docstring)."""
+    """Launches of CuPy ``RawKernel`` objects through the driver (see the module docstring).
+
+    One launcher serves one device: a kernel's driver handle is looked up once, on the device
+    current when its first launch comes.
+    """
 
     def __init__(self, cupy: Any) -> None:
         self._array = cupy.ndarray
@@ -65,7 +71,7 @@ class RawLauncher:
         types = tuple(map(type, args))
         block = self._blocks.get(key)
         if block is None or block.types != types:
-            block = self._block(key, types)
+            block = self._block(key, fn, types)
         if block is None:
             self.fallbacks += 1
             fn((blocks,), (threads,), args)
@@ -74,13 +80,13 @@ class RawLauncher:
         for j in block.array_at:
             values[j] = values[j].data.ptr
         block.packer.pack_into(block.buffer, 0, *values)
-        self._driver_launch(fn.ptr, blocks, 1, 1, threads, 1, 1, 0, self._current_stream().ptr,
-                            block.params, 0)
+        self._driver_launch(block.function, blocks, 1, 1, threads, 1, 1, 0,
+                            self._current_stream().ptr, block.params, 0)
 
-    def _block(self, key: Any, types: tuple[type, ...]) -> _Block | None:
+    def _block(self, key: Any, fn: Any, types: tuple[type, ...]) -> _Block | None:
         if not self.enabled or any(t is not self._array and t not in _CODES for t in types):
             block = None
-        else:
-            block = _Block(types, self._array)
+        else:  # a RawKernel's compiled Function (for the current device) holds the handle
+            block = _Block(types, self._array, fn.kernel.ptr)
         self._blocks[key] = block
         return block

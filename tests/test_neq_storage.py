@@ -178,3 +178,27 @@ def test_device_source_compiles_with_nvrtc(study) -> None:
     nvrtc.nvrtcGetPTX(prog, ptx)
     nvrtc.nvrtcDestroyProgram(prog)
     assert b"neq_round_trip_float" in ptx and b"fma.rn" not in ptx
+
+
+@pytest.mark.parametrize("lattice", [D2Q9, D3Q19], ids=["d2q9", "d3q19"])
+def test_first_order_neq_is_the_stress_part_of_the_deviations(study, lattice) -> None:
+    """``-reg``'s base: first_order_neq(d) has no mass or momentum, has d's stress (rounded to
+    11 significant bits per component) as its own, and gives back a stress-only d (within
+    float32's rounding of its sums)."""
+    rng = np.random.default_rng(5)
+    cells = 64
+    d = (1e-3 * rng.standard_normal((lattice.q, cells))).astype(np.float32)
+    c = lattice.c.astype(np.float64)
+    first = study.first_order_neq(d, lattice).astype(np.float64)
+    assert first.shape == d.shape
+    sums = 64 * np.finfo(np.float32).eps * np.abs(first).max()  # float32 sums of q terms
+    assert np.abs(first.sum(axis=0)).max() < sums
+    assert np.abs(c.T @ first).max() < sums
+    for a in range(lattice.dim):
+        for b in range(lattice.dim):
+            pi_d = (c[:, a, None] * c[:, b, None] * d).sum(axis=0)
+            pi_first = (c[:, a, None] * c[:, b, None] * first).sum(axis=0)
+            assert np.abs(pi_first - pi_d).max() <= 2.0**-11 * np.abs(pi_d).max() + sums
+    again = study.first_order_neq(first.astype(np.float32), lattice).astype(np.float64)
+    assert np.abs(again - first).max() <= 2.0**-10 * np.abs(first).max()
+    assert np.abs(first - d).max() > 10 * sums  # a random d is not stress-only

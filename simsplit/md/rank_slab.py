@@ -157,8 +157,6 @@ class RankSlab(RankRounds):
             queued = self._sort_and_build(n, g, old, capacity, cutsq)
             built = k.mark()
         k.wait_mark(built)
-        if then is not None:
-            then()
         capacity, growths = self._finish_build(queued, capacity, cutsq, then)
         self.phase_seconds["rounds"] += t1 - t0 - (self.phase_seconds["messages"] - messages)
         self.phase_seconds["build"] += time.perf_counter() - t1
@@ -233,13 +231,15 @@ class RankSlab(RankRounds):
 
     def _finish_build(self, queued: tuple[Any, Any, Any], capacity: int, cutsq: float,
                       then: Callable[[], None] | None) -> tuple[int, int]:
-        """Wait for the build :meth:`_sort_and_build` queued (one wait, and more only when a
-        row outgrew ``capacity``: the lists again, and ``then``); take the interior rows and
-        the refresh lists."""
+        """Queue ``then`` behind the build :meth:`_sort_and_build` queued, then wait for the
+        build (one wait, and more only when a row outgrew ``capacity``: the lists again, and
+        ``then``); take the interior rows and the refresh lists."""
         k = self.kernels
         counts, bounds, planned = queued
         growths = 0
         while True:
+            if then is not None:
+                then()
             t0 = time.perf_counter()
             worst = int(k.queued_read(counts)[-1])
             self.phase_seconds["build_waits"] += time.perf_counter() - t0
@@ -248,8 +248,6 @@ class RankSlab(RankRounds):
             capacity = int(worst * 1.2) + 8
             growths += 1
             counts = self._queue_build(capacity, cutsq)
-            if then is not None:
-                then()
         self.interior = (0, 0) if bounds is None else \
             tuple(int(k.queued_read(b)[0]) for b in bounds)  # type: ignore[assignment]
         self._refresh_lists(k.queued_read(planned))

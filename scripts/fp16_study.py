@@ -541,6 +541,8 @@ def run_steady(storage: Storage, shape: list[int], tol: float, max_steps: int,
 # --- cases: each returns (velocity field, {error name: error against the reference}) ----------
 #: Schäfer & Turek (1996) 2D-1 reference intervals of the cylinder's drag and lift coefficients
 CYLINDER_CD, CYLINDER_CL = (5.57, 5.59), (0.0104, 0.0110)
+#: the cylinder cases' case file
+CYLINDER_CASE = ROOT / "cases" / "cylinder2d.yaml"
 #: what a case reports as values, not errors: print_ratios compares them with the first run's
 VALUES = ("Cd", "Cl")
 
@@ -555,19 +557,10 @@ def cylinder2d(storage: Storage, d: int) -> tuple[np.ndarray, dict[str, float]]:
     bounce-back, one slab, to the case's steady tolerance (1e-8) or as many steps as the first
     storage took; drag and lift coefficients against the reference intervals."""
     from simsplit import Simulation
-    from simsplit.case import load_case
 
     key = f"cylinder2d_{d}"
     native = storage.fmt if storage.fmt in NATIVE else None
-    if native is None and key not in STEPS:
-        raise SystemExit(f"--storages: {storage.name} is emulated; the cylinder's first storage "
-                         f"is a native one ({', '.join(NATIVE)}), whose steps it takes")
-    sets = [f"domain.shape=[{22 * d},{round(4.1 * d)}]", "domain.bounce_back=linear",
-            "decomposition.subdomains=1", "output.dir=", f"run.precision={storage.arith}",
-            f"run.storage={native or storage.arith}", f"run.backend={BACKEND[0]}", *CASE_SETS]
-    if key in STEPS:
-        sets += ["run.tolerance=0", f"run.steps={STEPS[key]}"]
-    sim = Simulation(load_case(ROOT / "cases" / "cylinder2d.yaml", sets))
+    sim = Simulation(cylinder_case(storage, d))
     if native is None:
         cd, cl = _emulated_cylinder(sim, storage, STEPS[key])
         steps = STEPS[key]
@@ -581,22 +574,38 @@ def cylinder2d(storage: Storage, d: int) -> tuple[np.ndarray, dict[str, float]]:
                             "ref_cl": _off(cl, CYLINDER_CL), "steps": steps}
 
 
+def cylinder_case(storage: Storage, d: int) -> dict[str, Any]:
+    """cases/cylinder2d.yaml at ``d`` cells a diameter on ``storage`` (an emulated one runs on
+    its arithmetic type) with --set's overrides; to the steady tolerance for the first storage
+    of the case, then for as many steps as it took."""
+    from simsplit.case import load_case
+
+    key = f"cylinder2d_{d}"
+    native = storage.fmt if storage.fmt in NATIVE else None
+    if native is None and key not in STEPS:
+        raise SystemExit(f"--storages: {storage.name} is emulated; the cylinder's first storage "
+                         f"is a native one ({', '.join(NATIVE)}), whose steps it takes")
+    sets = [f"domain.shape=[{22 * d},{round(4.1 * d)}]", "domain.bounce_back=linear",
+            "decomposition.subdomains=1", "output.dir=", f"run.precision={storage.arith}",
+            f"run.storage={native or storage.arith}", f"run.backend={BACKEND[0]}", *CASE_SETS]
+    if key in STEPS:
+        sets += ["run.tolerance=0", f"run.steps={STEPS[key]}"]
+    return load_case(CYLINDER_CASE, sets)
+
+
 def _emulated_cylinder(sim: Any, storage: Storage, steps: int) -> tuple[float, float]:
     """Step ``sim`` one step at a time with ``storage``'s round trip after each, then the
     cylinder's drag and lift coefficients as a run reports them."""
-    from simsplit.fluid.forces import DeviceForces, body_links, coefficients
+    from simsplit.run.forces import BodyForces
 
-    solver = sim.solver
-    hook = storage.hook(solver)
+    hook = storage.hook(sim.solver)
     for _ in range(steps):
-        solver.step(1)
+        sim.step(1)
         hook()
-    setup = solver.setup
-    force = DeviceForces(body_links(setup)).measure(solver)[0]
-    direction = -1.0 if setup.x_kinds[1] == "inlet" else 1.0
-    cd, cl = coefficients(force, setup.inlet.mean_velocity, setup.bodies[0].reference,
-                          direction)
-    return float(cd), float(cl)
+    forces = BodyForces(sim)
+    forces.measure(sim)
+    drag, lift = forces.coefficients(0)
+    return float(drag[-1]), float(lift[-1])
 
 
 def cavity2d(storage: Storage, n: int, re: int) -> tuple[np.ndarray, dict[str, float]]:
@@ -696,7 +705,7 @@ CASES = {
     "taylor_green2d": lambda s: taylor_green2d(s, 64),
     "poiseuille2d": lambda s: poiseuille2d(s),
     "poiseuille3d": lambda s: poiseuille3d(s),
-    "cylinder2d_d10": lambda s: cylinder2d(s, 10),  # linear links, native storages only
+    "cylinder2d_d10": lambda s: cylinder2d(s, 10),  # linear links, a native storage first
     "cylinder2d_d20": lambda s: cylinder2d(s, 20),
     "cylinder2d_d40": lambda s: cylinder2d(s, 40),  # on a GPU (--backend cupy)
 }
@@ -762,6 +771,12 @@ def main() -> None:
                     help="cylinder cases: N runs, the inflow raised by 0, 1, ... N-1 parts in a "
                          "million, then each storage's rms difference from the first over them")
     args = ap.parse_args()
+    if args.inflow_jitter < 0:
+        ap.error(f"--inflow-jitter: {args.inflow_jitter} (allowed: 0, no sweep, or a number of "
+                 f"runs)")
+    others = [c for c in args.cases.split(",") if not c.startswith("cylinder2d_")]
+    if (args.inflow_jitter or args.set) and others:
+        ap.error(f"--inflow-jitter and --set apply to the cylinder cases only, not {others[0]}")
     BACKEND[0] = args.backend
     CASE_SETS.extend(args.set)
     if args.check:
@@ -770,21 +785,21 @@ def main() -> None:
         sweep: list[dict[str, tuple[np.ndarray, dict[str, float]]]] = []
         for k in range(args.inflow_jitter or 1):
             if args.inflow_jitter:
-                print(f"# domain.inlet.velocity={inflow(k):.9g}", flush=True)
-                CASE_SETS[:] = [*args.set, f"domain.inlet.velocity={inflow(k):.9g}"]
+                velocity = f"domain.inlet.velocity={inflow(k, args.set):.9g}"
+                print(f"# {velocity}", flush=True)
+                CASE_SETS[:] = [*args.set, velocity]
             sweep.append(run_storages(name, args.storages.split(",")))
         if args.inflow_jitter:
             print_spread(name, sweep)
 
 
-#: the cylinder case's inflow peak (cases/cylinder2d.yaml), which --inflow-jitter scales
-CYLINDER_INFLOW = 0.1
+def inflow(k: int, sets: list[str]) -> float:
+    """Run ``k`` of an inflow sweep: the cylinder case's peak inflow (with ``sets``) raised by
+    k parts in a million (the case's Reynolds number, and so its flow, stay; only the
+    roundings change)."""
+    from simsplit.case import load_case
 
-
-def inflow(k: int) -> float:
-    """Run ``k`` of an inflow sweep: the case's peak inflow raised by k parts in a million
-    (the case's Reynolds number, and so its flow, stay; only the roundings change)."""
-    return CYLINDER_INFLOW * (1 + k * 1e-6)
+    return float(load_case(CYLINDER_CASE, sets)["domain"]["inlet"]["velocity"]) * (1 + k * 1e-6)
 
 
 def run_storages(name: str, storages: list[str]) -> dict[str, tuple[np.ndarray, dict[str, float]]]:

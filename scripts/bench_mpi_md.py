@@ -44,10 +44,16 @@ def worker(args: argparse.Namespace) -> int:
     ctx = parallel.MPIContext(args.backend)
     chunk = bench_md_gpu.SYSTEMS[args.systems[0]][4]
     profile = cProfile.Profile() if args.profile and ctx.rank == 0 else None
+    timer = _call_timer(args, ctx, chunk) if args.time_calls else None
     if profile is not None:
         profile.enable()
     row = bench_md_gpu.bench(args.systems[0], args.backend, ctx.size, chunk, args.seconds,
                              context=ctx)
+    if timer is not None and ctx.rank == 0:
+        Path(args.time_calls).write_text(
+            f"rank 0 of {ctx.size}, {row['steps']} steps, {timer.calls['RankSlab.rebuild']} "
+            f"rebuilds (with the set-up's)\n"
+            + timer.table(per=("rebuild", timer.calls["RankSlab.rebuild"])) + "\n")
     if profile is not None:
         profile.disable()
         text = io.StringIO()
@@ -60,6 +66,24 @@ def worker(args: argparse.Namespace) -> int:
                 "rebuild_phase_ms")
         Path(args.out).write_text(json.dumps({k: row[k] for k in keep}))
     return 0
+
+
+def _call_timer(args: argparse.Namespace, ctx, chunk: int):
+    """Every rank wraps the rank slab's, the solver's, the exchange's and the device kernels'
+    methods in timers (:mod:`call_timer`) after a first short run (compiles, pools), so the
+    timed run's table holds no compilation."""
+    from call_timer import CallTimer
+
+    from simsplit.md import MDSolver, exchange
+    from simsplit.md.rank_slab import RankSlab
+
+    bench_md_gpu.bench(args.systems[0], args.backend, ctx.size, chunk, 1.0, context=ctx)
+    classes = [RankSlab, MDSolver, exchange.MPIExchange, exchange.Endpoint]
+    if args.backend == "cupy":
+        from simsplit.backends.cuda_c.md_cupy import CupyMDKernels
+
+        classes.append(CupyMDKernels)
+    return CallTimer.wrap(classes)
 
 
 def _line(label: str, r: dict, base: float) -> str:
@@ -90,6 +114,9 @@ def main() -> int:
                     "both: a row each")
     ap.add_argument("--profile", help="rank 0 of each mpiexec run writes a host profile "
                     "(cProfile, by own time) to PROFILE.RANKS.txt")
+    ap.add_argument("--time-calls", help="every rank times its methods (scripts/call_timer.py; "
+                    "after a first short run); rank 0 writes the table, per rebuild, to "
+                    "TIME_CALLS.RANKS.txt")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -144,6 +171,8 @@ def _rows(args: argparse.Namespace, env: dict) -> None:
                        str(args.seconds), "--out", str(out)]
                 if args.profile:
                     cmd += ["--profile", f"{args.profile}.{ranks}.txt"]
+                if args.time_calls:
+                    cmd += ["--time-calls", f"{args.time_calls}.{ranks}.txt"]
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                       timeout=600)
                 if proc.returncode or not out.exists():

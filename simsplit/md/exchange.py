@@ -70,6 +70,9 @@ class InProcessExchange:
     def reserve(self, src: int, needs: dict[tuple[int, str], int]) -> None:
         """Nothing to reserve in one process."""
 
+    def announce(self, src: int, needs: dict[tuple[int, str], int]) -> None:
+        """Nothing to vote on in one process."""
+
     def use_device(self, host_buffer: Callable[[tuple[int, ...], Any], np.ndarray],
                    pin: Callable[[np.ndarray], Any], unpin: Callable[[Any], None]) -> None:
         """Nothing to pin: messages are copies in one process."""
@@ -134,6 +137,12 @@ class Endpoint:
         """Room for outboxes of ``needs[(dst, tag)]`` bytes; collective: every slab calls it
         at the same point."""
         self.exchange.reserve(self.rank, needs)
+
+    def announce(self, needs: dict[tuple[int, str], int]) -> None:
+        """Say early what a later :meth:`reserve` of the same ``needs`` will ask for
+        (collective, like it, but no slab waits here): the slabs' agreement on growing goes
+        on meanwhile."""
+        self.exchange.announce(self.rank, needs)
 
     def node_counters(self) -> NodeCounters | None:
         """Counters shared with the ranks of this node (made once; collective, like
@@ -277,6 +286,12 @@ class MPIExchange:
         self._check_local(src)
         if self._node is not None:
             self._node.reserve(needs)
+
+    def announce(self, src: int, needs: dict[tuple[int, str], int]) -> None:
+        """Start node memory's vote on ``needs`` (collective, non-blocking)."""
+        self._check_local(src)
+        if self._node is not None:
+            self._node.announce(needs)
 
     def node_counters(self) -> NodeCounters:
         """The node's shared step counters (made at the first call: collective)."""

@@ -161,6 +161,7 @@ class RankSlab(RankRounds):
         self.phase_seconds["rounds"] += t1 - t0 - (self.phase_seconds["messages"] - messages)
         self.phase_seconds["build"] += time.perf_counter() - t1
         self._needs = self._outbox_needs(leavers)
+        self.endpoint.announce(self._needs)
         if self.device_links is not None:
             self.device_links.refit(self.send_rows, self.recv_rows, dtype)
         return capacity, growths, sum(leavers.values())

@@ -76,16 +76,38 @@ class NodeMemory:
         self.regions: dict[tuple[int, str], tuple[int, int]] = {}
         self._turn: dict[tuple[int, str], int] = {}
         self.generation = 0
+        #: the vote :meth:`announce` started: its needs, request and (vote, total) buffers
+        self._vote: tuple[dict[tuple[int, str], int], Any, tuple[np.ndarray, np.ndarray]] | \
+            None = None
 
     def shares(self, rank: int) -> bool:
         """Whether world rank ``rank`` is on this node (and may read this rank's segment)."""
         return rank in self.local
 
+    def announce(self, needs: dict[tuple[int, str], int]) -> None:
+        """Start the ranks' vote of :meth:`reserve` on ``needs`` without waiting (collective,
+        non-blocking): a rank that gets to its :meth:`reserve` of the same ``needs`` later then
+        finds the others' votes there instead of waiting for them to arrive."""
+        from mpi4py import MPI
+
+        self._settle()
+        vote = np.array([0 if self._fits(needs) else 1], np.int64)
+        total = np.zeros(1, np.int64)
+        self._vote = (needs, self.comm.Iallreduce(vote, total, op=MPI.SUM), (vote, total))
+
     def reserve(self, needs: dict[tuple[int, str], int]) -> None:
         """Make room for outboxes of at least ``needs[(dst, tag)]`` bytes (collective over the
-        world communicator). Keeps the segments unless some rank's needs outgrow its own."""
-        fits = all(key in self.regions and self.regions[key][1] >= n for key, n in needs.items())
-        if not self.comm.allreduce(0 if fits else 1):
+        world communicator; the vote :meth:`announce` started if it was for these ``needs``).
+        Keeps the segments unless some rank's needs outgrow its own."""
+        vote = self._vote
+        if vote is not None and vote[0] is needs:
+            self._vote = None
+            vote[1].Wait()
+            grow = int(vote[2][1][0])
+        else:
+            self._settle()
+            grow = self.comm.allreduce(0 if self._fits(needs) else 1)
+        if not grow:
             return
         plan, offset = {}, 0
         for key in sorted(set(needs) | set(self.regions)):
@@ -97,6 +119,16 @@ class NodeMemory:
         self._allocate(max(offset, _ALIGN))
         self.regions = plan
         self._turn = {}
+
+    def _fits(self, needs: dict[tuple[int, str], int]) -> bool:
+        return all(key in self.regions and self.regions[key][1] >= n
+                   for key, n in needs.items())
+
+    def _settle(self) -> None:
+        """Complete a vote that no :meth:`reserve` took (every rank started it, so it ends)."""
+        if self._vote is not None:
+            self._vote[1].Wait()
+            self._vote = None
 
     def outbox(self, dst: int, tag: str, nbytes: int) -> tuple[np.ndarray, int] | None:
         """The next slot of outbox (``dst``, ``tag``) as bytes, and its offset in this rank's
@@ -117,6 +149,7 @@ class NodeMemory:
 
     def close(self) -> None:
         """Unpin and free the segments (collective, like :meth:`reserve`)."""
+        self._settle()
         self._release()
 
     def _allocate(self, nbytes: int) -> None:

@@ -8,6 +8,7 @@ physics. Messages between one pair of slabs with one tag arrive in the order the
 
 from __future__ import annotations
 
+import math
 import os
 from collections import defaultdict, deque
 from typing import Any, Callable
@@ -241,7 +242,7 @@ class MPIExchange:
         pinned buffer (sent as a message)."""
         self._check_local(src)
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize  # (np.prod: 3 us a step)
         slot = self._node.outbox(dst, tag, nbytes) if self._node is not None else None
         if slot is None:
             self._posted[(dst, tag)] = -1
@@ -277,7 +278,7 @@ class MPIExchange:
             return got.reshape((rows, *row_shape))
         assert self._node is not None
         dtype = np.dtype(dtype)
-        row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+        row_bytes = math.prod(row_shape) * dtype.itemsize
         raw = self._node.inbox(src, offset, rows * row_bytes)
         return raw.view(dtype).reshape((rows, *row_shape))
 

@@ -59,7 +59,7 @@ class CallTimer:
                 self.own[label] = self.own.get(label, 0.0) + spent - inner
         return timed
 
-    def table(self, per: tuple[str, int], top: int = 45) -> str:
+    def table(self, per: tuple[str, int], top: int = 120) -> str:
         """The methods by own time: calls, inclusive and own ms per ``per[0]`` (of which there
         were ``per[1]``) and own microseconds a call."""
         what, count = per

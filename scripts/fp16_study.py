@@ -40,6 +40,7 @@ from simsplit.case import validate_case
 from simsplit.fluid.reference import compare_to_cube, compare_to_ghia
 from simsplit.fluid.solver import FluidSolver
 from simsplit.numerics import flags as fl
+from simsplit.numerics import neq_storage
 from simsplit.numerics.lattice import D2Q9, D3Q19
 from simsplit.parallel.context import ParallelContext
 
@@ -109,7 +110,7 @@ def _round_trip(f, w, p, emin, emax, stochastic, step):
 # -rho16 rho - 1 stored as fp16 (else rho in the arithmetic type; u always is), -eq1 the
 # first-order equilibrium w rho (1 + 3 c.u) (else the second-order one), -reg d_q taken from
 # the equilibrium plus the first-order non-equilibrium of the cell's stress (first_order_neq:
-# its components stored too, 11 significant bits each), so what shares the power of two of
+# its components stored too, binary16 of Pi * 2^10 each), so what shares the power of two of
 # bfp is smaller where the stress is large (next to walls).
 NEQ_FORMATS: dict[str, tuple[int, int, int]] = {
     "fp16": FORMATS["fp16"],
@@ -298,7 +299,7 @@ class NeqStorage:
         self.rho_fmt = FORMATS["fp16"] if "rho16" in parts else (0, 0, 0)
         self.order = 1 if "eq1" in parts else 2
         #: deviations from the equilibrium plus the first-order non-equilibrium of the cell's
-        #: own stress (its dim (dim + 1) / 2 components stored with 11 significant bits)
+        #: own stress (its dim (dim + 1) / 2 components stored as binary16 of Pi * 2^10)
         self.regularised = "reg" in parts
 
     def round_trip(self, f: np.ndarray, fluid: np.ndarray, lattice: Any) -> np.ndarray:
@@ -362,27 +363,13 @@ class NeqStorage:
         return apply
 
 
-def _round_significant(x: np.ndarray, bits: int) -> np.ndarray:
-    """``x`` rounded to ``bits`` significant bits (nearest even; no exponent limits)."""
-    m, e = np.frexp(x.astype(np.float64))
-    return np.ldexp(np.rint(np.ldexp(m, bits)), e - bits).astype(x.dtype)
-
-
-def first_order_neq(d: np.ndarray, lattice: Any, bits: int = 11) -> np.ndarray:
+def first_order_neq(d: np.ndarray, lattice: Any) -> np.ndarray:
     """The first-order (Chapman-Enskog) non-equilibrium ``w_q 9/2 (c_q c_q - I/3) : Pi``
-    ``(q, cells)`` of the stress ``Pi = sum_q c_q c_q d_q`` of deviations ``d`` (``(q,
-    cells)``), each component of Pi rounded to ``bits`` significant bits as a record would keep
-    it; in d's type."""
-    dt = d.dtype.type
-    c = lattice.c.astype(d.dtype)
-    w = np.asarray(lattice.w, np.float64).astype(d.dtype)
-    out = np.zeros_like(d)
-    for a in range(lattice.dim):
-        for b in range(a, lattice.dim):
-            pi = _round_significant((c[:, a, None] * c[:, b, None] * d).sum(axis=0), bits)
-            weight = dt(4.5) * (c[:, a] * c[:, b] - dt(1 / 3 if a == b else 0))
-            out += (w * weight * dt(1 if a == b else 2))[:, None] * pi[None, :]
-    return out
+    ``(q, cells)`` of the stress ``Pi = sum_q c_q c_q d_q`` of float32 deviations ``d`` (``(q,
+    cells)``), each component of Pi rounded as a stress-kept record keeps it: the reference
+    codec's operations (:mod:`simsplit.numerics.neq_storage`)."""
+    return neq_storage.first_order(
+        lattice, neq_storage.round_stress(neq_storage.stress_of(lattice, d)))
 
 
 def _host(a: Any) -> np.ndarray:

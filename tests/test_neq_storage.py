@@ -15,6 +15,7 @@ import numba
 import numpy as np
 import pytest
 
+from simsplit.numerics import neq_storage
 from simsplit.numerics.lattice import D2Q9, D3Q19
 
 
@@ -182,9 +183,9 @@ def test_device_source_compiles_with_nvrtc(study) -> None:
 
 @pytest.mark.parametrize("lattice", [D2Q9, D3Q19], ids=["d2q9", "d3q19"])
 def test_first_order_neq_is_the_stress_part_of_the_deviations(study, lattice) -> None:
-    """``-reg``'s base: first_order_neq(d) has no mass or momentum, has d's stress (rounded to
-    11 significant bits per component) as its own, and gives back a stress-only d (within
-    float32's rounding of its sums)."""
+    """``-reg``'s base: first_order_neq(d) has no mass or momentum, has d's stress (each
+    component rounded as binary16 of Pi * 2^10: 11 significant bits here) as its own, and gives
+    back a stress-only d (within float32's rounding of its sums)."""
     rng = np.random.default_rng(5)
     cells = 64
     d = (1e-3 * rng.standard_normal((lattice.q, cells))).astype(np.float32)
@@ -202,3 +203,16 @@ def test_first_order_neq_is_the_stress_part_of_the_deviations(study, lattice) ->
     again = study.first_order_neq(first.astype(np.float32), lattice).astype(np.float64)
     assert np.abs(again - first).max() <= 2.0**-10 * np.abs(first).max()
     assert np.abs(first - d).max() > 10 * sums  # a random d is not stress-only
+
+
+def test_round_stress_is_one_binary16_rounding_of_the_scaled_stress() -> None:
+    """The stress slots' rounding: 11 significant bits (nearest even) for 2^-24 <= |Pi| < 64,
+    the binary16 subnormal step 2^-34 below, signs kept, zero kept."""
+    pi = np.array([0.0, 1e-3, -1e-3, 3.0e-5, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, 1e-12,
+                   -5.0e-9], np.float32)
+    got = neq_storage.round_stress(pi).astype(np.float64)
+    assert got[0] == 0.0
+    m, e = np.frexp(pi[1:4].astype(np.float64))
+    assert np.array_equal(got[1:4], np.ldexp(np.rint(np.ldexp(m, 11)), e - 11))
+    assert got[4] == 1.0 and got[5] == 1.0 + 2.0**-9  # ties to even, both ways
+    assert got[6] == 0.0 and got[7] == -2.0**-34 * round(5.0e-9 / 2.0**-34)

@@ -16,6 +16,15 @@ like populations: n_q (int16 bits), k, the fp16 bits of rho - 1, then each u com
 bits, low half first. uint16 is the array type by which every backend tells this storage apart
 (fp16 travels as float16, e4m11 as int16).
 
+The stress-kept variant (``stress=True``; the reference of a storage choice being built, issue
+25) adds the cell's stress ``Pi_ab = sum_q c_qa c_qb (f*_q - f^eq_q)`` in ``dim (dim + 1) / 2``
+more slots (xx, xy, (xz), yy, (yz), (zz)), each as binary16 of ``Pi_ab * 2^10``
+(:func:`round_stress`), and takes the deviations from ``f^eq_q + f^1_q(Pi)``, the first-order
+non-equilibrium of that stress (:func:`first_order`): where the stress is large (next to walls)
+what shares the cell's power of two is then small, and the other deviations keep more bits
+(``scripts/fp16_study.py``'s ``neq-bfp-rho16-reg``, whose emulation this reproduces bit for
+bit). Records are then ``Q + 2 + 2 dim + dim (dim + 1) / 2`` slots: 18 in 2D, 33 in 3D.
+
 Every number is computed in float32 in a fixed order, the same in every backend's kernels:
 moments summed from q = 0 up (momentum components in order, zero products included), the
 equilibrium as :meth:`simsplit.numerics.lattice.Lattice.equilibrium` (``((1 + 3 cu) + 4.5 cu
@@ -35,6 +44,9 @@ NEQ16_DTYPE = np.dtype(np.uint16)
 NEQ_BITS = 15
 #: rho - 1 is stored as binary16 of (rho - 1) * RHO_SCALE (as run.storage: float16 stores f - w)
 RHO_SCALE = 1024.0
+#: the stress-kept records' Pi_ab as binary16 of Pi_ab * STRESS_SCALE: 11 significant bits for
+#: 6e-8 < |Pi_ab| < 64, steps of 2^-34 below
+STRESS_SCALE = 1024.0
 
 
 def lattice_of(q: int) -> Lattice:
@@ -42,9 +54,31 @@ def lattice_of(q: int) -> Lattice:
     return {9: D2Q9, 19: D3Q19}[q]
 
 
-def record_slots(q: int) -> int:
-    """uint16 slots of a cell's record for a lattice of ``q`` populations."""
-    return q + 2 + 2 * lattice_of(q).dim
+def stress_components(dim: int) -> tuple[tuple[int, int], ...]:
+    """The stress components a stress-kept record holds, in slot order: (a, b) with a <= b."""
+    return tuple((a, b) for a in range(dim) for b in range(a, dim))
+
+
+def record_slots(q: int, stress: bool = False) -> int:
+    """uint16 slots of a cell's record for a lattice of ``q`` populations (``stress``: the
+    stress-kept variant's)."""
+    dim = lattice_of(q).dim
+    return q + 2 + 2 * dim + (len(stress_components(dim)) if stress else 0)
+
+
+def stress_slot(q: int, index: int) -> int:
+    """The slot of the ``index``-th component of :func:`stress_components` in a stress-kept
+    record."""
+    return q + 2 + 2 * lattice_of(q).dim + index
+
+
+def _layout(slots: int) -> tuple[int, bool]:
+    """(q, stress) of records of ``slots`` slots."""
+    for q in (9, 19):
+        for stress in (False, True):
+            if record_slots(q, stress) == slots:
+                return q, stress
+    raise ValueError(f"no neq16 record has {slots} slots")
 
 
 def exponent_slot(q: int) -> int:
@@ -67,6 +101,61 @@ def halo_slots(q: int, crossing: np.ndarray) -> np.ndarray:
     record's moments and exponent (the reader rebuilds f*_q from them)."""
     return np.concatenate([np.asarray(crossing, np.int64),
                            np.arange(q, record_slots(q), dtype=np.int64)])
+
+
+def round_stress(pi: np.ndarray) -> np.ndarray:
+    """Stress components (float32) as a record keeps them: one rounding (nearest even) of
+    ``pi * STRESS_SCALE`` to binary16, scaled back (exact)."""
+    return _stress_from_bits(_stress_bits(pi))
+
+
+def _stress_bits(pi: np.ndarray) -> np.ndarray:
+    """The slots' bits of stress components ``pi`` (float32)."""
+    return (np.asarray(pi, np.float32) * np.float32(STRESS_SCALE)).astype(np.float16).view(
+        np.uint16)
+
+
+def _stress_from_bits(bits: np.ndarray) -> np.ndarray:
+    """float32 stress components from their slots' bits (exact)."""
+    return (np.asarray(bits, np.uint16).view(np.float16).astype(np.float64)
+            / STRESS_SCALE).astype(np.float32)
+
+
+def stress_weights(lattice: Lattice) -> np.ndarray:
+    """float32 ``(q, components)``: the weight of each stress component in the first-order
+    non-equilibrium of population q, ``w_q 9/2 (c_qa c_qb - delta_ab / 3)``, twice for a != b,
+    computed in float32 as ``(w * (4.5 * (c_a c_b - 1/3))) * 2`` (the kernels take this
+    table)."""
+    dt = np.float32
+    c = lattice.c.astype(dt)
+    w = np.asarray(lattice.w, np.float64).astype(dt)
+    cols = []
+    for a, b in stress_components(lattice.dim):
+        weight = dt(4.5) * (c[:, a] * c[:, b] - dt(1 / 3 if a == b else 0))
+        cols.append(w * weight * dt(1 if a == b else 2))
+    return np.stack(cols, axis=1)
+
+
+def stress_of(lattice: Lattice, d: np.ndarray) -> np.ndarray:
+    """float32 ``(components, cells)``: ``Pi_ab = sum_q c_qa c_qb d_q`` of float32 deviations
+    ``d`` (``(q, cells)``), summed from q = 0 up (products with c_a c_b in {-1, 0, 1}: exact)."""
+    c = lattice.c.astype(np.float32)
+    out = np.zeros((len(stress_components(lattice.dim)), d.shape[1]), np.float32)
+    for j, (a, b) in enumerate(stress_components(lattice.dim)):
+        cab = c[:, a] * c[:, b]
+        for q in range(lattice.q):
+            out[j] += cab[q] * d[q]
+    return out
+
+
+def first_order(lattice: Lattice, pi: np.ndarray) -> np.ndarray:
+    """float32 ``(q, cells)``: the first-order non-equilibrium of the stress components ``pi``
+    (``(components, cells)``), their terms added in slot order from zero."""
+    weights = stress_weights(lattice)
+    out = np.zeros((lattice.q, pi.shape[1]), np.float32)
+    for j in range(pi.shape[0]):
+        out += weights[:, j, None] * pi[j][None, :]
+    return out
 
 
 def _equilibrium(lattice: Lattice, rho: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -92,19 +181,24 @@ def _moments(lattice: Lattice, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return rho, bits.view(np.uint16), u
 
 
-def encode(f: np.ndarray) -> np.ndarray:
-    """Populations ``f[q, ...]`` (rounded to float32 first) -> neq16 records ``(slots, ...)``."""
+def encode(f: np.ndarray, stress: bool = False) -> np.ndarray:
+    """Populations ``f[q, ...]`` (rounded to float32 first) -> neq16 records ``(slots, ...)``
+    (``stress``: the stress-kept variant's)."""
     f32 = np.asarray(f).astype(np.float32)
     lattice = lattice_of(f32.shape[0])
     flat = f32.reshape(lattice.q, -1)
     rho, rho_bits, u = _moments(lattice, flat)
-    d = (flat - _equilibrium(lattice, rho, u)).astype(np.float64)  # f* - f^eq in float32
+    base = _equilibrium(lattice, rho, u)
+    if stress:
+        pi_bits = _stress_bits(stress_of(lattice, flat - base))
+        base = base + first_order(lattice, _stress_from_bits(pi_bits))
+    d = (flat - base).astype(np.float64)  # f* - f^eq (- f^1) in float32
     top = np.abs(d).max(axis=0)
     k = np.frexp(top)[1].astype(np.int64) - NEQ_BITS
     k += np.rint(np.ldexp(top, -k)) >= 2.0**NEQ_BITS
     k = np.where(top > 0, k, 0)
     n = np.rint(np.ldexp(d, -k)).astype(np.int16)
-    out = np.empty((record_slots(lattice.q), flat.shape[1]), NEQ16_DTYPE)
+    out = np.empty((record_slots(lattice.q, stress), flat.shape[1]), NEQ16_DTYPE)
     out[:lattice.q] = n.view(np.uint16)
     out[exponent_slot(lattice.q)] = k.astype(np.int16).view(np.uint16)
     out[rho_slot(lattice.q)] = rho_bits
@@ -113,6 +207,8 @@ def encode(f: np.ndarray) -> np.ndarray:
         s = velocity_slot(lattice.q, a)
         out[s] = (halves & 0xFFFF).astype(np.uint16)
         out[s + 1] = (halves >> 16).astype(np.uint16)
+    if stress:
+        out[stress_slot(lattice.q, 0):] = pi_bits
     return out.reshape(out.shape[0], *f32.shape[1:])
 
 
@@ -120,7 +216,7 @@ def decode(records: np.ndarray) -> np.ndarray:
     """neq16 records ``(slots, ...)`` -> float32 populations ``(q, ...)`` as a reader rebuilds
     them."""
     raw = np.asarray(records).view(NEQ16_DTYPE)
-    q = next(n for n in (9, 19) if record_slots(n) == raw.shape[0])
+    q, stress = _layout(raw.shape[0])
     lattice = lattice_of(q)
     flat = raw.reshape(raw.shape[0], -1)
     bits = flat[rho_slot(q)].view(np.float16)
@@ -132,5 +228,8 @@ def decode(records: np.ndarray) -> np.ndarray:
             np.float32)
     k = flat[exponent_slot(q)].view(np.int16).astype(np.int64)
     n = flat[:q].view(np.int16).astype(np.float64)
-    f = np.ldexp(n, k).astype(np.float32) + _equilibrium(lattice, rho, u)
+    base = _equilibrium(lattice, rho, u)
+    if stress:
+        base = base + first_order(lattice, _stress_from_bits(flat[stress_slot(q, 0):]))
+    f = np.ldexp(n, k).astype(np.float32) + base
     return f.reshape(q, *raw.shape[1:])

@@ -16,8 +16,8 @@ f32/e4m11 (run.storage, the solver's own kernels, D2Q9 and D3Q19: cpu or cupy), 
 f32/e4m11-1 (the same formats emulated), f32/e3m12 and ``-sr`` (stochastic rounding),
 emulated only; f32/neq-<fp16|e4m11|bfp>[-rho16][-eq1][-reg], non-equilibrium storage (moments
 and 16-bit deviations from their equilibrium, :class:`NeqStorage`), emulated on the CPU or, with
-``--backend cupy``, on the GPU (the same rounding: ``--check`` compares the two there; -reg on
-the CPU only). The cylinder cases take emulated storages after a native first one.
+``--backend cupy``, on the GPU (the same rounding: ``--check`` compares the two there). The
+cylinder cases take emulated storages after a native first one.
 On a GPU:
 
     python scripts/fp16_study.py --backend cupy --cases cavity3d_re1000_128 \
@@ -181,12 +181,15 @@ def _neq_round_trip(f, feq, fluid, p, emin, emax, bfp_bits):
     return 0
 
 
+#: the stress slots' format as (p, emin, emax) of the stress itself: binary16 of Pi * 2^10
+_STRESS_FORMAT = (11, -14 - int(math.log2(neq_storage.STRESS_SCALE)),
+                  15 - int(math.log2(neq_storage.STRESS_SCALE)))
 #: :class:`NeqStorage`'s round trip of one cell as C (CUDA device code, or host C++ for the
 #: tests): the moments summed from q = 0 up, the equilibrium with the operations and order of
 #: ``Lattice.equilibrium`` (NumPy's: ((1 + 3 cu) + 4.5 cu cu) - 1.5 usq, then (w rho) poly), d
 #: and its rounding in double as ``_neq_round_trip``; compiled without contraction into FMAs
 #: (NumPy and Numba never fuse), so that a GPU run rounds exactly as the CPU emulation.
-NEQ_CELL_SOURCE = r"""
+NEQ_CELL_SOURCE = "#define NEQ_STRESS_FORMAT {}, {}, {}\n".format(*_STRESS_FORMAT) + r"""
 NEQ_FN double neq_round_dev(double d, int p, int emin, int emax) {
     const double a = fabs(d);
     if (a == 0.0 || a != a) return d;
@@ -202,7 +205,7 @@ NEQ_FN double neq_round_dev(double d, int p, int emin, int emax) {
 template <typename T>
 NEQ_FN void neq_cell(T* f, long long cells, long long i, int nq, int dim, const int* c,
                      const double* w, int rho_p, int rho_emin, int rho_emax, int order, int p,
-                     int emin, int emax, int bfp_bits) {
+                     int emin, int emax, int bfp_bits, int ncomp, const double* sw) {
     T r = (T)0, j[3] = {(T)0, (T)0, (T)0}, u[3], feq[19];
     for (int q = 0; q < nq; ++q) {
         const T v = f[q * cells + i];
@@ -220,6 +223,23 @@ NEQ_FN void neq_cell(T* f, long long cells, long long i, int nq, int dim, const 
         T poly = (T)1 + (T)3 * cu;
         if (order == 2) poly = (poly + (T)4.5 * cu * cu) - (T)1.5 * usq;
         feq[q] = (T)w[q] * r * poly;
+    }
+    if (ncomp > 0) {  /* -reg: f^eq plus the first-order part of the rounded stress */
+        T pi[6];
+        int k = 0;
+        for (int a = 0; a < dim; ++a)
+            for (int b = a; b < dim; ++b, ++k) {
+                T s = (T)0;
+                for (int q = 0; q < nq; ++q)
+                    s += (T)(c[q * dim + a] * c[q * dim + b]) * (f[q * cells + i] - feq[q]);
+                /* binary16 of Pi * 2^10, as the record keeps it */
+                pi[k] = (T)neq_round_dev((double)s, NEQ_STRESS_FORMAT);
+            }
+        for (int q = 0; q < nq; ++q) {
+            T g = (T)0;
+            for (int j = 0; j < ncomp; ++j) g += (T)sw[q * ncomp + j] * pi[j];
+            feq[q] = feq[q] + g;
+        }
     }
     double quantum = 0.0;
     if (bfp_bits > 0) {
@@ -244,9 +264,9 @@ NEQ_FN void neq_cell(T* f, long long cells, long long i, int nq, int dim, const 
 
 #define NEQ_ARGS(T) T* f, const unsigned char* fluid, long long cells, int nq, int dim, \
     const int* c, const double* w, int rho_p, int rho_emin, int rho_emax, int order, int p, \
-    int emin, int emax, int bfp_bits
+    int emin, int emax, int bfp_bits, int ncomp, const double* sw
 #define NEQ_CALL f, cells, i, nq, dim, c, w, rho_p, rho_emin, rho_emax, order, p, emin, emax, \
-    bfp_bits
+    bfp_bits, ncomp, sw
 """
 #: the CUDA kernels (one thread a cell) around :data:`NEQ_CELL_SOURCE`
 NEQ_DEVICE_SOURCE = "#define NEQ_FN __device__ inline\n" + NEQ_CELL_SOURCE + r"""
@@ -263,9 +283,10 @@ _NEQ_MODULE: list = []
 
 
 def _neq_device_round_trip(f, fluid, c: np.ndarray, w: np.ndarray, rho_fmt, order: int,
-                           d_fmt, bfp_bits: int) -> None:
+                           d_fmt, bfp_bits: int, stress_weights: np.ndarray | None) -> None:
     """:meth:`NeqStorage.round_trip` in place on a contiguous CuPy array ``f`` (``(q,
-    *cells)``), ``fluid`` a CuPy uint8 mask of the cells."""
+    *cells)``), ``fluid`` a CuPy uint8 mask of the cells; ``stress_weights`` (``(q,
+    components)``): -reg's first-order part of the stress (None: without)."""
     import cupy
 
     if not _NEQ_MODULE:
@@ -277,7 +298,10 @@ def _neq_device_round_trip(f, fluid, c: np.ndarray, w: np.ndarray, rho_fmt, orde
     kernel(((cells + threads - 1) // threads,), (threads,),
            (f, fluid, np.int64(cells), np.int32(f.shape[0]), np.int32(c.shape[1]),
             cupy.asarray(c, np.int32), cupy.asarray(w, np.float64), *map(np.int32, rho_fmt),
-            np.int32(order), *map(np.int32, d_fmt), np.int32(bfp_bits)))
+            np.int32(order), *map(np.int32, d_fmt), np.int32(bfp_bits),
+            np.int32(0 if stress_weights is None else stress_weights.shape[1]),
+            cupy.asarray(np.zeros(1) if stress_weights is None else stress_weights,
+                         np.float64)))
 
 
 class NeqStorage:
@@ -319,10 +343,13 @@ class NeqStorage:
     def device_round_trip(self, f, fluid, lattice: Any) -> None:
         """:meth:`round_trip` in place on a contiguous CuPy array (``fluid``: a CuPy uint8
         mask of the cells)."""
-        if self.regularised:
-            raise SystemExit(f"storage {self.name}: -reg is emulated on the CPU only")
         _neq_device_round_trip(f, fluid, lattice.c, np.asarray(lattice.w, np.float64),
-                               self.rho_fmt, self.order, self.d_fmt, self.bfp)
+                               self.rho_fmt, self.order, self.d_fmt, self.bfp,
+                               self.stress_weights(lattice))
+
+    def stress_weights(self, lattice: Any) -> np.ndarray | None:
+        """-reg's table of the stress components' weights (float32 values), else None."""
+        return neq_storage.stress_weights(lattice) if self.regularised else None
 
     def stats(self) -> str:
         """Percentiles of |d_q| over the fluid cells, as stored after the last step (on a
@@ -706,7 +733,8 @@ def check_emulation() -> None:
             _check_one(native, emulated, shape)
     if BACKEND[0] == "cupy":
         import cupy
-        for lattice, fmt in itertools.product((D2Q9, D3Q19), ("neq-bfp-rho16", "neq-e4m11")):
+        for lattice, fmt in itertools.product((D2Q9, D3Q19), ("neq-bfp-rho16", "neq-e4m11",
+                                                                  "neq-bfp-rho16-reg")):
             f, mask = neq_check_input(lattice, 4000, seed=5)
             neq = NeqStorage(fmt, np.dtype(np.float32))
             host = f.copy()

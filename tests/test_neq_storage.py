@@ -130,7 +130,8 @@ def neq_host(study, tmp_path_factory):
 @pytest.mark.parametrize("lattice", [D2Q9, D3Q19], ids=["d2q9", "d3q19"])
 @pytest.mark.parametrize("fmt,dtype", [("neq-bfp-rho16", np.float32), ("neq-bfp", np.float32),
                                        ("neq-e4m11", np.float32), ("neq-fp16-eq1", np.float32),
-                                       ("neq-bfp-rho16", np.float64)])
+                                       ("neq-bfp-rho16", np.float64),
+                                       ("neq-bfp-rho16-reg", np.float32)])
 def test_device_source_rounds_as_the_cpu_emulation(study, neq_host, lattice, fmt,
                                                     dtype) -> None:
     """The CUDA source a cupy run emulates with (one thread a cell) gives, built for the host,
@@ -151,10 +152,12 @@ def test_device_source_rounds_as_the_cpu_emulation(study, neq_host, lattice, fmt
 
     def ptr(a: np.ndarray) -> ctypes.c_void_p:
         return ctypes.c_void_p(a.ctypes.data)
-    ints = [*neq.rho_fmt, neq.order, *neq.d_fmt, neq.bfp]
+    weights = neq.stress_weights(lattice)
+    sw = np.ascontiguousarray(np.zeros((1, 0)) if weights is None else weights, np.float64)
+    ints = [*neq.rho_fmt, neq.order, *neq.d_fmt, neq.bfp, sw.shape[1]]
     getattr(neq_host, f"neq_round_trip_{kind}")(
         ptr(got), ptr(fluid), ctypes.c_longlong(f.shape[1]), ctypes.c_int(lattice.q),
-        ctypes.c_int(lattice.dim), ptr(c), ptr(w), *map(ctypes.c_int, ints))
+        ctypes.c_int(lattice.dim), ptr(c), ptr(w), *map(ctypes.c_int, ints), ptr(sw))
     assert not np.array_equal(expected, f)  # the round trip did round
     np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
 

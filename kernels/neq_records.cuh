@@ -78,8 +78,32 @@ __device__ __forceinline__ float equilibrium(int q, float rho, float ux, float u
     return float(L::w(q)) * rho * poly;
 }
 
+// The stress-kept records (STRESS true): after u, the cell's stress components j < L::SN
+// ((L::sa(j), L::sb(j)): xx, xy, (xz), yy, (yz), (zz)) as binary16 of Pi * 2^10, and the
+// deviations taken from f^eq plus the first-order part of that rounded stress.
+template <typename L> __device__ __forceinline__ constexpr int slot_stress()
+{
+    return L::Q + 2 + 2 * L::DIM;
+}
+
+__device__ __forceinline__ float stress_of(rec bits)
+{
+    return lbm::half_to_float(bits) * float(1.0 / SIMSPLIT_NEQ_STRESS_SCALE);
+}
+
+// Population q's first-order non-equilibrium of the rounded stress `pi`: its terms added in
+// component order from zero.
+template <typename L>
+__device__ __forceinline__ float first_order(int q, const float* pi)
+{
+    float g = 0.0f;
+#pragma unroll
+    for (int j = 0; j < L::SN; ++j) g += L::sw(q, j) * pi[j];
+    return g;
+}
+
 // Population q of the cell at offset `cell` of a slot's plane, rebuilt from its record.
-template <typename L, typename P>
+template <typename L, typename P, bool STRESS = false>
 __device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane, P cell)
 {
     const float rho = rho_of(slot(r, slot_rho<L>(), plane, cell));
@@ -87,7 +111,15 @@ __device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane,
                 uz = velocity<L>(r, 2, plane, cell);
     const int k = short(slot(r, slot_k<L>(), plane, cell));
     const int n = short(slot(r, q, plane, cell));
-    return ldexpf(float(n), k) + equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
+    float base = equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
+    if constexpr (STRESS) {
+        float pi[L::SN];
+#pragma unroll
+        for (int j = 0; j < L::SN; ++j)
+            pi[j] = stress_of(slot(r, slot_stress<L>() + j, plane, cell));
+        base = base + first_order<L>(q, pi);
+    }
+    return ldexpf(float(n), k) + base;
 }
 
 // The slots of a record besides its significands: the power of two e, rho - 1's bits and u.
@@ -107,7 +139,7 @@ __device__ __forceinline__ void store_header(rec* __restrict__ r, int e, rec rho
 }
 
 // The record of post-collision populations `post` into the cell at offset `cell`.
-template <typename L, typename P>
+template <typename L, typename P, bool STRESS = false>
 __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P plane, P cell)
 {
     float m = 0.0f, jx = 0.0f, jy = 0.0f, jz = 0.0f;
@@ -124,11 +156,33 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
     const rec rho_bits = lbm::half_from((m - 1.0f) * float(SIMSPLIT_NEQ_RHO_SCALE));
     const float rho = rho_of(rho_bits);
     const float usq = square_sum<L>(ux, uy, uz);
-    float d[L::Q];
+    float d[L::Q], feq[L::Q];
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        feq[q] = equilibrium<L>(q, rho, ux, uy, uz, usq);
+        d[q] = post[q] - feq[q];
+    }
+    rec pi_bits[STRESS ? L::SN : 1];
+    if constexpr (STRESS) {  // the deviations from f^eq + f^1(Pi), Pi as the record keeps it
+        float pi[L::SN];
+#pragma unroll
+        for (int j = 0; j < L::SN; ++j) {
+            float s = 0.0f;
+#pragma unroll
+            for (int q = 0; q < L::Q; ++q) {
+                const int ca = L::sa(j) == 0 ? L::cx(q) : (L::sa(j) == 1 ? L::cy(q) : cz_of<L>(q));
+                const int cb = L::sb(j) == 0 ? L::cx(q) : (L::sb(j) == 1 ? L::cy(q) : cz_of<L>(q));
+                s += float(ca * cb) * d[q];
+            }
+            pi_bits[j] = lbm::half_from(s * float(SIMSPLIT_NEQ_STRESS_SCALE));
+            pi[j] = stress_of(pi_bits[j]);
+        }
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) d[q] = post[q] - (feq[q] + first_order<L>(q, pi));
+    }
     float top = 0.0f;
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) {
-        d[q] = post[q] - equilibrium<L>(q, rho, ux, uy, uz, usq);
         const float a = fabsf(d[q]);
         if (a > top) top = a;
     }
@@ -142,6 +196,10 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
 #pragma unroll
     for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(ldexpf(d[q], -e))));
     store_header<L>(r, e, rho_bits, ux, uy, uz, plane, cell);
+    if constexpr (STRESS) {
+#pragma unroll
+        for (int j = 0; j < L::SN; ++j) r[P(slot_stress<L>() + j) * plane + cell] = pi_bits[j];
+    }
 }
 
 }  // namespace neq

@@ -126,11 +126,17 @@ def stress_weights(lattice: Lattice) -> np.ndarray:
     non-equilibrium of population q, ``w_q 9/2 (c_qa c_qb - delta_ab / 3)``, twice for a != b,
     computed in float32 as ``(w * (4.5 * (c_a c_b - 1/3))) * 2`` (the kernels take this
     table)."""
+    return stress_weight_table(lattice.c, lattice.w)
+
+
+def stress_weight_table(c: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """:func:`stress_weights` of the velocities ``c`` (``(q, dim)``) and weights ``w``."""
     dt = np.float32
-    c = lattice.c.astype(dt)
-    w = np.asarray(lattice.w, np.float64).astype(dt)
+    w = np.asarray(w, np.float64).astype(dt)
+    dim = c.shape[1]
+    c = np.asarray(c).astype(dt)
     cols = []
-    for a, b in stress_components(lattice.dim):
+    for a, b in stress_components(dim):
         weight = dt(4.5) * (c[:, a] * c[:, b] - dt(1 / 3 if a == b else 0))
         cols.append(w * weight * dt(1 if a == b else 2))
     return np.stack(cols, axis=1)

@@ -31,7 +31,15 @@ from simsplit.numerics.lattice import (
     UP,
 )
 from simsplit.numerics.lbm_params import OUTLET_KINDS, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, NEQ_BITS, RHO_SCALE, halo_slots
+from simsplit.numerics.neq_storage import (
+    NEQ16_DTYPE,
+    NEQ_BITS,
+    RHO_SCALE,
+    STRESS_SCALE,
+    halo_slots,
+    stress_components,
+    stress_weight_table,
+)
 from simsplit.numerics.storage import (
     E4M11_BIAS,
     E4M11_DTYPE,
@@ -194,6 +202,17 @@ def lattice_struct(name: str, c: np.ndarray, w: np.ndarray, opp: np.ndarray,
                  f"{{ return {_select('q', [float(v).hex() for v in w])}; }}")
     sets = [_select("k", [str(int(v)) for v in s]) for s in (up, down)]
     lines.append(f"    {fn} int halo(int set, int k) {{ return {_select('set', sets)}; }}")
+    # the stress-kept neq16 records (neq_storage.stress_weights): component j = (sa, sb) and
+    # its float32 weight in population q's first-order non-equilibrium
+    pairs = stress_components(dim)
+    table = stress_weight_table(c, w)
+    lines.append(f"    static constexpr int SN = {len(pairs)};")
+    for nm, k in (("sa", 0), ("sb", 1)):
+        lines.append(f"    {fn} int {nm}(int j) "
+                     f"{{ return {_select('j', [str(pr[k]) for pr in pairs])}; }}")
+    by_j = [_select("q", [float(v).hex() + "f" for v in table[:, j]])
+            for j in range(len(pairs))]
+    lines.append(f"    {fn} float sw(int q, int j) {{ return {_select('j', by_j)}; }}")
     lines.append("};")
     return "\n".join(lines)
 
@@ -262,6 +281,7 @@ def generated_header() -> str:
         "// significands and the whole record's moments and power of two",
         f"#define SIMSPLIT_NEQ_BITS {NEQ_BITS}",
         f"#define SIMSPLIT_NEQ_RHO_SCALE {float(RHO_SCALE).hex()}",
+        f"#define SIMSPLIT_NEQ_STRESS_SCALE {float(STRESS_SCALE).hex()}",
         lattice_struct("D3Q19Records", D3Q19.c, D3Q19.w, D3Q19.opp,
                        *(halo_slots(D3Q19.q, s) for s in (D3Q19.up, D3Q19.down))),
         lattice_struct("D2Q9Records", D2Q9_C, D2Q9_W, D2Q9_OPP,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from simsplit import Simulation
-from simsplit.backends.cpu import fast16
+from simsplit.backends.cpu import fast16, neq_codec
 from simsplit.backends.cpu import neq_chunks as nc
 from simsplit.backends.cpu import neq_lines as nl
 from simsplit.backends.cpu.cells import _CX2, _CX3, _CY2, _CY3, _CZ3, _CZ_2D, _W2, _W3
@@ -24,6 +24,7 @@ from simsplit.fluid.forces import body_links, measure_forces
 from simsplit.fluid.state import raw_populations
 from simsplit.numerics import neq_storage
 from simsplit.numerics.flags import SOLID
+from simsplit.numerics.lattice import D2Q9, D3Q19
 from tests.conftest import body_case, body_case_3d, fluid_case
 
 _TABLES = {19: (_CX3, _CY3, _CZ3, _W3), 9: (_CX2, _CY2, _CZ_2D, _W2)}
@@ -281,3 +282,41 @@ def test_chunks_with_row_kernels_equal_the_records_kernel(make, steps: int,
         got = _runs(make(n), monkeypatch, "", steps)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@numba.njit(cache=False)
+def _store_cells(post, rec, cx, cy, cz, w, originals):
+    feq = np.empty(len(w), np.float32)
+    for i in range(rec.shape[3]):
+        if originals:
+            neq_codec.store(rec, post[:, i].copy(), feq, 0, 0, i, cx, cy, cz, w)
+        else:
+            store_cpu(rec, post[:, i].copy(), feq, 0, 0, i, cx, cy, cz, w)
+
+
+@numba.njit(cache=False)
+def _pull_cells(rec, cx, cy, cz, w, originals):
+    out = np.empty((len(w), rec.shape[3]), np.float32)
+    for i in range(rec.shape[3]):
+        for q in range(len(w)):
+            out[q, i] = neq_codec.pull(rec, q, 0, 0, i, cx, cy, cz, w) if originals else \
+                pull_cpu(rec, q, 0, 0, i, cx, cy, cz, w)
+    return out
+
+
+@pytest.mark.parametrize("originals", [False, True], ids=["cpu", "originals"])
+@pytest.mark.parametrize("stress", [False, True], ids=["plain", "stress"])
+@pytest.mark.parametrize("lattice", [D2Q9, D3Q19], ids=["d2q9", "d3q19"])
+def test_scalar_codec_is_the_reference(study, lattice, stress, originals) -> None:
+    """The CPU's scalar store and pull (and the originals Numba CUDA compiles) write
+    ``neq_storage.encode``'s records and rebuild ``decode``'s populations bit for bit, plain
+    and stress-kept (the record's slot count tells them apart)."""
+    f, _ = study.neq_check_input(lattice, 3000, seed=31)
+    tables = _TABLES[lattice.q]
+    expected = neq_storage.encode(f, stress=stress)
+    rec = np.zeros((expected.shape[0], 1, 1, f.shape[1]), np.uint16)
+    _store_cells(np.ascontiguousarray(f), rec, *tables, originals)
+    np.testing.assert_array_equal(rec[:, 0, 0], expected)
+    got = _pull_cells(expected.reshape(expected.shape[0], 1, 1, -1).copy(), *tables, originals)
+    np.testing.assert_array_equal(got.view(np.uint32),
+                                  neq_storage.decode(expected).view(np.uint32))

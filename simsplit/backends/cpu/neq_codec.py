@@ -33,9 +33,10 @@ from simsplit.backends.cpu.storage_codec import (
     half_to_float,
     round_even,
 )
-from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE
+from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE, STRESS_SCALE
 
 _INV_RHO_SCALE = 1.0 / RHO_SCALE
+_INV_STRESS_SCALE = 1.0 / STRESS_SCALE
 _TOP = 2.0**NEQ_BITS
 ldexp = math.ldexp  # a global name, rebound in the CPU's copies (:func:`_rebound`)
 
@@ -101,25 +102,70 @@ def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
 
 
 @numba.njit(inline="always")
+def _stress_pair(s, dim):
+    """(a, b) of stress component s: xx, xy, (xz), yy, (yz), (zz) (neq_storage's order)."""
+    if dim == 2:
+        return (0, 0) if s == 0 else ((0, 1) if s == 1 else (1, 1))
+    if s < 3:
+        return 0, s
+    return (1, s - 2) if s < 5 else (2, 2)
+
+
+@numba.njit(inline="always")
+def _axis(a, cxq, cyq, czq):
+    return cxq if a == 0 else (cyq if a == 1 else czq)
+
+
+@numba.njit(inline="always")
+def _stress_weight(a, b, cxq, cyq, czq, wq):
+    """Population q's float32 weight of stress component (a, b):
+    ``neq_storage.stress_weight_table``'s operations."""
+    dt = np.float32
+    cab = product(dt(_axis(a, cxq, cyq, czq)), dt(_axis(b, cxq, cyq, czq)))
+    weight = product(dt(4.5), cab - (dt(1.0 / 3.0) if a == b else dt(0.0)))
+    return product(product(dt(wq), weight), dt(1.0) if a == b else dt(2.0))
+
+
+@numba.njit(inline="always")
+def _stress_value(bits):
+    """A stress component from its slot's binary16 bits (exact)."""
+    return np.float32(half_to_float(bits) * _INV_STRESS_SCALE)
+
+
+@numba.njit(inline="always")
 def pull(rec, q, k, j, i, cx, cy, cz, w):
-    """Population q of cell (k, j, i) rebuilt from its record: f^eq_q + n_q 2^k."""
+    """Population q of cell (k, j, i) rebuilt from its record: f^eq_q + n_q 2^k, and on a
+    stress-kept record (more slots than the plain one) f^eq_q + f^1_q(Pi) + n_q 2^k."""
     n_q = len(w)
+    dim = 3 if n_q == 19 else 2
     dt = np.float32  # around each helper's result: Python floats where this runs as Python
     rho = dt(_rho(rec[n_q + 1, k, j, i]))
     ux = dt(_velocity(rec[n_q + 2, k, j, i], rec[n_q + 3, k, j, i]))
     uy = dt(_velocity(rec[n_q + 4, k, j, i], rec[n_q + 5, k, j, i]))
     uz = dt(0.0)
-    if rec.shape[0] > n_q + 6:
+    if dim == 3:
         uz = dt(_velocity(rec[n_q + 6, k, j, i], rec[n_q + 7, k, j, i]))
     dev = ldexp(float(_signed16(rec[q, k, j, i])), int(_signed16(rec[n_q, k, j, i])))
-    return dt(dev) + dt(_feq(q, rho, ux, uy, uz, dt(_usq(ux, uy, uz)), cx, cy, cz, w))
+    base = dt(_feq(q, rho, ux, uy, uz, dt(_usq(ux, uy, uz)), cx, cy, cz, w))
+    first = n_q + 2 + 2 * dim
+    if rec.shape[0] > first:
+        g = dt(0.0)
+        for s in range(rec.shape[0] - first):
+            a, b = _stress_pair(s, dim)
+            g += product(dt(_stress_weight(a, b, cx[q], cy[q], cz[q], w[q])),
+                         dt(_stress_value(rec[first + s, k, j, i])))
+        base = base + g
+    return dt(dev) + base
 
 
 @numba.njit(inline="always")
 def store(rec, post, feq, k, j, i, cx, cy, cz, w):
-    """Cell (k, j, i)'s record of its post-collision populations ``post`` (float32)."""
+    """Cell (k, j, i)'s record of its post-collision populations ``post`` (float32); on a
+    stress-kept record also the stress of the deviations, which ``feq`` (scratch) then
+    includes."""
     dt = np.float32
     n_q = len(w)
+    dim = 3 if n_q == 19 else 2
     one = dt(1.0)
     r = dt(0.0)
     jx = dt(0.0)
@@ -138,9 +184,26 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
     rho_bits = half_from(product(r - one, dt(RHO_SCALE)))
     rho = dt(_rho(rho_bits))
     usq = dt(_usq(ux, uy, uz))
-    top = 0.0
     for q in range(n_q):
         feq[q] = dt(_feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w))
+    first = n_q + 2 + 2 * dim
+    if rec.shape[0] > first:  # stress-kept: the rounded stress's slots, its first-order part
+        for s in range(rec.shape[0] - first):
+            a, b = _stress_pair(s, dim)
+            pi = dt(0.0)
+            for q in range(n_q):
+                pi += product(product(dt(_axis(a, cx[q], cy[q], cz[q])),
+                                      dt(_axis(b, cx[q], cy[q], cz[q]))), post[q] - feq[q])
+            rec[first + s, k, j, i] = np.uint16(half_from(product(pi, dt(STRESS_SCALE))))
+        for q in range(n_q):
+            g = dt(0.0)
+            for s in range(rec.shape[0] - first):
+                a, b = _stress_pair(s, dim)
+                g += product(dt(_stress_weight(a, b, cx[q], cy[q], cz[q], w[q])),
+                             dt(_stress_value(rec[first + s, k, j, i])))
+            feq[q] = feq[q] + g
+    top = 0.0
+    for q in range(n_q):
         a = abs(float(post[q] - feq[q]))
         if a > top:
             top = a
@@ -154,7 +217,7 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
         rec[q, k, j, i] = np.uint16(n & 0xFFFF)
     rec[n_q, k, j, i] = np.uint16(e & 0xFFFF)
     rec[n_q + 1, k, j, i] = np.uint16(rho_bits)
-    for a in range((rec.shape[0] - n_q - 2) // 2):
+    for a in range(dim):
         bits = float32_bits(ux if a == 0 else (uy if a == 1 else uz))
         rec[n_q + 2 + 2 * a, k, j, i] = np.uint16(bits & 0xFFFF)
         rec[n_q + 3 + 2 * a, k, j, i] = np.uint16((bits >> 16) & 0xFFFF)
@@ -165,8 +228,14 @@ def _rho_fast(bits):
     return np.float32(1.0) + np.float32(float(fast16.half_to_f32(bits)) * _INV_RHO_SCALE)
 
 
+@numba.njit(inline="always")
+def _stress_value_fast(bits):
+    return np.float32(float(fast16.half_to_f32(bits)) * _INV_STRESS_SCALE)
+
+
 #: the names :func:`pull` and :func:`store` call that the CPU's copies rebind
 _CPU_HELPERS = {"_velocity": fast16.f32_from_halves, "_rho": _rho_fast,
+                "_stress_value": _stress_value_fast,
                 "half_from": fast16.half_from_fast, "float32_bits": fast16.f32_bits,
                 "ldexp": fast16.ldexp}
 

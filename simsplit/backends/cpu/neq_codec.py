@@ -33,7 +33,14 @@ from simsplit.backends.cpu.storage_codec import (
     half_to_float,
     round_even,
 )
-from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE, STRESS_SCALE
+from simsplit.numerics.lattice import D2Q9, D3Q19
+from simsplit.numerics.neq_storage import (
+    NEQ_BITS,
+    RHO_SCALE,
+    STRESS_SCALE,
+    stress_components,
+    stress_weights,
+)
 
 _INV_RHO_SCALE = 1.0 / RHO_SCALE
 _INV_STRESS_SCALE = 1.0 / STRESS_SCALE
@@ -101,14 +108,12 @@ def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
     return _feq_of(rho, ux, uy, uz, usq, dt(cx[q]), dt(cy[q]), dt(cz[q]), dt(w[q]))
 
 
-@numba.njit(inline="always")
-def _stress_pair(s, dim):
-    """(a, b) of stress component s: xx, xy, (xz), yy, (yz), (zz) (neq_storage's order)."""
-    if dim == 2:
-        return (0, 0) if s == 0 else ((0, 1) if s == 1 else (1, 1))
-    if s < 3:
-        return 0, s
-    return (1, s - 2) if s < 5 else (2, 2)
+#: the stress-kept records' components (a, b) in slot order and their float32 weights per
+#: population, from the reference codec (compile-time constants here)
+_PAIRS = {dim: stress_components(dim) for dim in (2, 3)}
+_PAIRS2, _PAIRS3 = _PAIRS[2], _PAIRS[3]
+_SW2 = tuple(tuple(float(v) for v in row) for row in stress_weights(D2Q9))
+_SW3 = tuple(tuple(float(v) for v in row) for row in stress_weights(D3Q19))
 
 
 @numba.njit(inline="always")
@@ -117,13 +122,15 @@ def _axis(a, cxq, cyq, czq):
 
 
 @numba.njit(inline="always")
-def _stress_weight(a, b, cxq, cyq, czq, wq):
-    """Population q's float32 weight of stress component (a, b):
-    ``neq_storage.stress_weight_table``'s operations."""
-    dt = np.float32
-    cab = product(dt(_axis(a, cxq, cyq, czq)), dt(_axis(b, cxq, cyq, czq)))
-    weight = product(dt(4.5), cab - (dt(1.0 / 3.0) if a == b else dt(0.0)))
-    return product(product(dt(wq), weight), dt(1.0) if a == b else dt(2.0))
+def _stress_weight(q, s, dim):
+    """Population q's float32 weight of stress component s (neq_storage.stress_weights)."""
+    return np.float32(_SW3[q][s] if dim == 3 else _SW2[q][s])
+
+
+@numba.njit(inline="always")
+def _stress_pair(s, dim):
+    """(a, b) of stress component s (neq_storage.stress_components)."""
+    return _PAIRS3[s] if dim == 3 else _PAIRS2[s]
 
 
 @numba.njit(inline="always")
@@ -151,8 +158,7 @@ def pull(rec, q, k, j, i, cx, cy, cz, w):
     if rec.shape[0] > first:
         g = dt(0.0)
         for s in range(rec.shape[0] - first):
-            a, b = _stress_pair(s, dim)
-            g += product(dt(_stress_weight(a, b, cx[q], cy[q], cz[q], w[q])),
+            g += product(dt(_stress_weight(q, s, dim)),
                          dt(_stress_value(rec[first + s, k, j, i])))
         base = base + g
     return dt(dev) + base
@@ -198,8 +204,7 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
         for q in range(n_q):
             g = dt(0.0)
             for s in range(rec.shape[0] - first):
-                a, b = _stress_pair(s, dim)
-                g += product(dt(_stress_weight(a, b, cx[q], cy[q], cz[q], w[q])),
+                g += product(dt(_stress_weight(q, s, dim)),
                              dt(_stress_value(rec[first + s, k, j, i])))
             feq[q] = feq[q] + g
     top = 0.0

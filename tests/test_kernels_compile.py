@@ -250,15 +250,15 @@ def test_compiles_with_nvrtc(name: str) -> None:
 
 
 def test_name_expressions_cover_dtypes() -> None:
-    """Every run.storage choice of 2D grids has its kernels and halo kernels (neq16 runs 3D
-    grids only)."""
+    """Every run.storage choice of 2D grids has its kernels and halo kernels (neq16 records
+    their own; neq16s none yet: the CUDA C kernel sets refuse it)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = kernel_names.name_expressions("d2q9.cu")
     ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
              "float64": "double"}
     for precision, storages in STORAGE_CHOICES.items():
-        for st in (s for s in storages if s != "neq16"):
+        for st in (s for s in storages if s not in ("neq16", "neq16s")):
             for store, rules in itertools.product(("true", "false"), repeat=2):
                 assert (f"d2q9_stream_collide<{ctype[precision]}, {ctype[st]}, {store}, "
                         f"{rules}>" in names)
@@ -1086,7 +1086,7 @@ def emulated_3d_pairs(tmp_path_factory):
 
 def test_d3q19_instantiations_cover_storage() -> None:
     """Every run.storage choice has its kernel (and halo kernels for its storage type);
-    neq16 records their own (float32 arithmetic)."""
+    neq16 records their own (float32 arithmetic); neq16s none yet (refused)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = kernel_names.name_expressions("d3q19.cu")
@@ -1095,7 +1095,7 @@ def test_d3q19_instantiations_cover_storage() -> None:
     assert set(kernel_names.d3q19_neq_expressions()) <= set(names)
     assert "lbm_pack<D3Q19Records, unsigned short>" in names
     for precision, storages in STORAGE_CHOICES.items():
-        for st in (s for s in storages if s != "neq16"):
+        for st in (s for s in storages if s not in ("neq16", "neq16s")):
             for store, forced, offset in itertools.product(
                     ("true", "false"), ("true", "false"), ("lbm::offset_t", "lbm::index_t")):
                 assert (f"d3q19_stream_collide<{ctype[precision]}, {ctype[st]}, {store}, "

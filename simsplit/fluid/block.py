@@ -64,12 +64,12 @@ class SlabBlock:
         self.outlet_slots: Any = None
         self.storage = population_storage(storage, self.dtype)
         self.kernels = getattr(backend, lattice.kernels)
-        # kernels ready now (no module load inside a graph capture), or a one-line refusal
-        getattr(self.kernels, "prepare", lambda st: None)(self.storage)
         self.aa = streaming == "aa"
         refuse_unsupported(self.kernels, backend.name, lattice.name, self.storage.records,
                            self.aa, getattr(self, "geometry", None) is not None
-                           or Face.SLIP in faces)
+                           or Face.SLIP in faces, self.storage.stress)
+        # kernels ready now (no module load inside a graph capture), or a one-line refusal
+        getattr(self.kernels, "prepare", lambda st: None)(self.storage)
         shape = (layers + 2, *(n + 2 for n in self.cross))
         #: ghost planes per face: 2 for quadratic links (deep_halo) or where halo faces are
         #: crossed two steps per sweep (f_src, f_dst, flags, rho, u: views into arrays with one

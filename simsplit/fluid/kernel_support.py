@@ -2,6 +2,7 @@
 
 A kernel set announces its abilities as class attributes (``records``: neq16 cell records,
 ``records_boundaries``: records with bodies, inlets, outlets and free-slip walls,
+``stress_records``: the records that keep each cell's stress too (neq16s),
 ``stream_collide_aa``: in-place streaming); a block asks here before it allocates anything.
 """
 
@@ -13,12 +14,16 @@ from simsplit.errors import BackendUnavailable
 
 
 def refuse_unsupported(kernels: Any, backend: str, lattice: str, records: bool, aa: bool,
-                       boundaries: bool) -> None:
+                       boundaries: bool, stress: bool = False) -> None:
     """Raise :class:`BackendUnavailable` (one line naming the key) for what ``kernels`` lacks.
 
-    ``records``: the storage is neq16; ``aa``: in-place streaming; ``boundaries``: the block has
-    bodies, inlets, outlets or free-slip walls.
+    ``records``: the storage is neq16 (``stress``: neq16s); ``aa``: in-place streaming;
+    ``boundaries``: the block has bodies, inlets, outlets or free-slip walls.
     """
+    if stress and not getattr(kernels, "stress_records", False):
+        raise BackendUnavailable(f"run.storage: neq16s is not allowed on backend {backend} "
+                                 f"for {lattice} (allowed: float16, e4m11, neq16, float32; "
+                                 "neq16s runs on backend cpu)")
     if records and not getattr(kernels, "records", False):
         raise BackendUnavailable(f"run.storage: neq16 is not allowed on backend {backend} "
                                  f"for {lattice} (allowed: float16, e4m11, float32)")

@@ -32,7 +32,9 @@ class FluidSetup:
     lid: bool
     periodic_split: bool  #: periodic along the split axis (y in 2D, z in 3D)
     dtype: np.dtype
-    storage: np.dtype | None = None  #: population storage (run.storage; None: dtype)
+    #: population storage: run.storage's name (neq16s and neq16 share a numpy type), or a
+    #: numpy type (None: dtype)
+    storage: str | np.dtype | None = None
     streaming: str = "two-lattice"  #: run.streaming: two-lattice or aa (in place)
     #: what the case checks warn about (accuracy, stability); the solver does not repeat them
     advisories: tuple[str, ...] = ()
@@ -234,7 +236,7 @@ def setup_from_case(case: dict[str, Any]) -> FluidSetup:
         params = D3Q19Params(om_p, om_m, u_lid, *force, periodic["x"], periodic["y"],
                              **open_outlet)
     dtype = np.dtype(case["run"]["precision"])
-    storage = storage_dtype(case["run"].get("storage") or dtype)
+    storage = case["run"].get("storage") or storage_dtype(dtype)
     return FluidSetup(shape, params, lid, periodic["xyz"[len(shape) - 1]], dtype, storage,
                       case["run"].get("streaming", "two-lattice"), advisories, bodies, kinds,
                       inlet, domain.get("bounce_back", "halfway"),

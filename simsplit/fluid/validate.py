@@ -86,6 +86,8 @@ def _check_records(case: dict[str, Any]) -> None:
     """run.storage neq16 (cell records of moments and deviations) runs two-lattice streaming
     only: refuse aa, naming the key (bodies, open and free-slip faces: the backend's kernel set
     says, simsplit/fluid/block.py)."""
-    if case["run"].get("storage") == "neq16" and case["run"].get("streaming") == "aa":
-        raise CaseError("run.storage: neq16 is not allowed with run.streaming: aa (neq16 runs "
-                        "two-lattice streaming; allowed here: float16, e4m11, float32)")
+    storage = case["run"].get("storage")
+    if storage in ("neq16", "neq16s") and case["run"].get("streaming") == "aa":
+        raise CaseError(f"run.storage: {storage} is not allowed with run.streaming: aa "
+                        f"({storage} runs two-lattice streaming; allowed here: float16, e4m11, "
+                        "float32)")

@@ -96,11 +96,11 @@ def velocity_slot(q: int, axis: int) -> int:
     return q + 2 + 2 * axis
 
 
-def halo_slots(q: int, crossing: np.ndarray) -> np.ndarray:
+def halo_slots(q: int, crossing: np.ndarray, stress: bool = False) -> np.ndarray:
     """Slots a halo moves for the populations ``crossing`` a face: their n_q and the whole
-    record's moments and exponent (the reader rebuilds f*_q from them)."""
+    record's moments and exponent (and stress: the reader rebuilds f*_q from them)."""
     return np.concatenate([np.asarray(crossing, np.int64),
-                           np.arange(q, record_slots(q), dtype=np.int64)])
+                           np.arange(q, record_slots(q, stress), dtype=np.int64)])
 
 
 def round_stress(pi: np.ndarray) -> np.ndarray:

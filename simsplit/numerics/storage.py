@@ -35,11 +35,13 @@ E4M11_DTYPE = np.dtype(np.int16)
 #: run.storage names -> the numpy type populations are held in (neq16: records of moments and
 #: 16-bit deviations, :mod:`simsplit.numerics.neq_storage`)
 STORAGE_DTYPES = {"float16": np.dtype(np.float16), "e4m11": E4M11_DTYPE,
-                  "neq16": neq_storage.NEQ16_DTYPE,
+                  "neq16": neq_storage.NEQ16_DTYPE, "neq16s": neq_storage.NEQ16_DTYPE,
                   "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+#: the records that keep each cell's stress too (neq_storage's stress-kept variant)
+STRESS_RECORDS = "neq16s"
 #: population storage types per arithmetic precision (run.storage, no wider than run.precision;
-#: neq16 keeps u in float32)
-STORAGE_CHOICES = {"float32": ("float16", "e4m11", "neq16", "float32"),
+#: neq16 and neq16s keep u in float32)
+STORAGE_CHOICES = {"float32": ("float16", "e4m11", "neq16", "neq16s", "float32"),
                    "float64": ("float16", "e4m11", "float32", "float64")}
 
 
@@ -95,6 +97,8 @@ class PopulationStorage:
 
     dtype: np.dtype
     arith: np.dtype
+    #: records that keep each cell's stress too (run.storage neq16s)
+    stress: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
@@ -113,7 +117,7 @@ class PopulationStorage:
     @property
     def name(self) -> str:
         """run.storage's name of the storage type."""
-        return storage_name(self.dtype)
+        return STRESS_RECORDS if self.stress else storage_name(self.dtype)
 
     @property
     def records(self) -> bool:
@@ -122,11 +126,12 @@ class PopulationStorage:
 
     def slots(self, q: int) -> int:
         """Stored values per cell for a lattice of ``q`` populations."""
-        return neq_storage.record_slots(q) if self.records else q
+        return neq_storage.record_slots(q, self.stress) if self.records else q
 
     def halo_slots(self, q: int, crossing: np.ndarray) -> np.ndarray:
         """Stored slots a halo moves for the populations ``crossing`` a face."""
-        return neq_storage.halo_slots(q, crossing) if self.records else np.asarray(crossing)
+        return neq_storage.halo_slots(q, crossing, self.stress) if self.records \
+            else np.asarray(crossing)
 
     def _weights(self, w: np.ndarray, ndim: int) -> np.ndarray:
         return np.asarray(w, np.float64).astype(self.arith).reshape((-1,) + (1,) * (ndim - 1))
@@ -135,7 +140,7 @@ class PopulationStorage:
         """Populations ``f[q, ...]`` (any float type: rounded to ``arith`` first) -> storage."""
         x = np.asarray(f).astype(self.arith)
         if self.records:
-            return neq_storage.encode(x)
+            return neq_storage.encode(x, self.stress)
         if not self.shifted:
             return x
         t = self.arith.type
@@ -161,17 +166,19 @@ class PopulationStorage:
 
     def bytes_per_update(self, q: int) -> int:
         """Bytes a stream-collide moves through DRAM per cell update (:func:`bytes_per_update`)."""
-        return bytes_per_update(q, self.dtype)
+        return bytes_per_update(q, self.name)
 
 
 def population_storage(storage: Any, arith: Any) -> PopulationStorage:
     """``storage`` (None: same as ``arith``) for arithmetic type ``arith``."""
-    return PopulationStorage(storage_dtype(arith if storage is None else storage), np.dtype(arith))
+    return PopulationStorage(storage_dtype(arith if storage is None else storage), np.dtype(arith),
+                             storage == STRESS_RECORDS)
 
 
 def bytes_per_update(q: int, storage: Any) -> int:
     """DRAM bytes of one cell update of a ``q``-population lattice stored as ``storage`` (a
     run.storage name or numpy type): every stored value read and written once, one flag byte."""
     dt = storage_dtype(storage)
-    slots = neq_storage.record_slots(q) if dt == neq_storage.NEQ16_DTYPE else q
+    slots = neq_storage.record_slots(q, storage == STRESS_RECORDS) \
+        if dt == neq_storage.NEQ16_DTYPE else q
     return 2 * slots * dt.itemsize + 1

@@ -54,11 +54,10 @@ from simsplit.numerics.flags import (
 )
 from simsplit.numerics.lattice import D2Q9, D2Q9_SPECULAR, DOWN, UP
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
 
 _SPECULAR = D2Q9_SPECULAR
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
-_NEQ_HALO_SLOTS = np.array([halo_slots(9, d) for d in _HALO_DIRS], dtype=np.int64)
 #: rows a thread takes at least in a two-step sweep: each thread also computes step t + 1 of
 #: the row before and after its own, which more, shorter chunks would repeat more often
 MIN_CHUNK_ROWS = 8
@@ -311,6 +310,8 @@ class D2Q9Kernels:
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True
+    #: ... and stress-kept records (run.storage neq16s), cell by cell
+    stress_records = True
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, far=None):
@@ -329,7 +330,9 @@ class D2Q9Kernels:
             outlet_slots = np.zeros((9, 1), dt)
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
-        chunk = records and neq_chunks.chunk_planes(flags.shape[1])
+        # stress-kept records (neq16s): cell by cell (the chunks decode plain records)
+        chunk = records and f_src.shape[0] == record_slots(9) and \
+            neq_chunks.chunk_planes(flags.shape[1])
         if chunk:  # records decoded a chunk of rows at a time, stepped as float32
             neq_chunks.step(partial(self._float32, p, store_macro), f_src, f_dst, flags,
                             (rho, ux, uy), rows, chunk,
@@ -439,16 +442,27 @@ class D2Q9Kernels:
         return rings[key]
 
     def pack(self, f, row, direction, buf):
-        _pack(raw_view(f), row, halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS),
+        _pack(raw_view(f), row, halo_rows(f, direction, _HALO_DIRS, 9),
               raw_view(buf))
 
     def unpack(self, buf, f, row, direction):
         _unpack(raw_view(buf), raw_view(f), row,
-                halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS))
+                halo_rows(f, direction, _HALO_DIRS, 9))
 
 
-def halo_rows(f: np.ndarray, direction: int, populations: np.ndarray,
-              records: np.ndarray) -> np.ndarray:
-    """The stored slots of ``f`` a halo in ``direction`` moves: a lattice's crossing
-    populations (``populations[direction]``) or, for neq16 records, ``records[direction]``."""
-    return (records if f.dtype == NEQ16_DTYPE else populations)[direction]
+def halo_rows(f: np.ndarray, direction: int, populations: np.ndarray, q: int) -> np.ndarray:
+    """The stored slots of ``f`` a halo in ``direction`` moves: a ``q``-population lattice's
+    crossing populations (``populations[direction]``) or, for neq16 records (plain or
+    stress-kept, by their slot count), those and the whole record's other slots."""
+    if f.dtype != NEQ16_DTYPE:
+        return populations[direction]
+    key = (q, direction, f.shape[0])
+    rows = _RECORD_HALO_ROWS.get(key)
+    if rows is None:
+        rows = _RECORD_HALO_ROWS[key] = halo_slots(q, populations[direction],
+                                                   f.shape[0] > record_slots(q))
+    return rows
+
+
+#: halo_rows of records by (q, direction, slots)
+_RECORD_HALO_ROWS: dict[tuple[int, int, int], np.ndarray] = {}

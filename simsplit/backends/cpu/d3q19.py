@@ -44,11 +44,10 @@ from simsplit.backends.cpu.storage_codec import _decode, _encode, far_view, raw_
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
 
 _SPECULAR = D3Q19_SPECULAR
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
-_NEQ_HALO_SLOTS = np.array([halo_slots(19, d) for d in _HALO_DIRS], dtype=np.int64)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -350,6 +349,8 @@ class D3Q19Kernels:
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True
+    #: ... and stress-kept records (run.storage neq16s), cell by cell
+    stress_records = True
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
                        inlet=None, links=None, outlet_slots=None, far=None):
@@ -369,7 +370,9 @@ class D3Q19Kernels:
             outlet_slots = np.zeros((19, 1, 1), dt)
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
-        chunk = records and neq_chunks.chunk_planes(flags[0].size)
+        # stress-kept records (neq16s): cell by cell (the chunks decode plain records)
+        chunk = records and f_src.shape[0] == record_slots(19) and \
+            neq_chunks.chunk_planes(flags[0].size)
         if chunk:  # records decoded a chunk of planes at a time, stepped as float32
             run = partial(self._float32, p, store_macro)
             neq_chunks.step(run, f_src, f_dst, flags, (rho, ux, uy, uz), layers, chunk,
@@ -417,9 +420,9 @@ class D3Q19Kernels:
         kernel(*args)
 
     def pack(self, f, layer, direction, buf):
-        _pack(_layers(raw_view(f)), layer, halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS),
+        _pack(_layers(raw_view(f)), layer, halo_rows(f, direction, _HALO_DIRS, 19),
               raw_view(buf))
 
     def unpack(self, buf, f, layer, direction):
         _unpack(raw_view(buf), _layers(raw_view(f)), layer,
-                halo_rows(f, direction, _HALO_DIRS, _NEQ_HALO_SLOTS))
+                halo_rows(f, direction, _HALO_DIRS, 19))

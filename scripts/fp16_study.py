@@ -436,8 +436,8 @@ def _case(shape: list[int], precision: str, storage: str, **fluid: Any) -> dict[
             "output": {"dir": None}}
 
 
-#: run.storage choices the solver has (the rest of --storages are emulated, CPU only)
-NATIVE = ("float64", "float32", "float16", "e4m11", "neq16")
+#: run.storage choices the solver has (the rest of --storages are emulated)
+NATIVE = ("float64", "float32", "float16", "e4m11", "neq16", "neq16s")
 
 
 class Storage:

@@ -188,9 +188,9 @@ def _narrow_case(backend: str, subdomains: int, storage: str,
 
 
 @in_child
-@pytest.mark.parametrize("storage", ["float16", "e4m11", "neq16"])
+@pytest.mark.parametrize("storage", ["float16", "e4m11", "neq16", "neq16s"])
 def test_narrow_storage_box_matches_cpu(storage) -> None:
-    """16-bit populations (neq16: cell records) with walls, the lid and a body force:
+    """16-bit populations (neq16, neq16s: cell records) with walls, the lid and a body force:
     numba-cuda on 1 and 2 slabs (halos of stored bits) equals the CPU bit for bit, stored
     populations, velocity and density; a 2-slab checkpoint (stored bits) resumes on 1 slab
     with the same bits."""

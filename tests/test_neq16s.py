@@ -1,5 +1,6 @@
 """run.storage neq16s: the neq16 records with each cell's stress kept too (the reference codec:
-``neq_storage.encode(f, stress=True)``), on the CPU's records kernel cell by cell.
+``neq_storage.encode(f, stress=True)``), on the CPU's records kernel cell by cell (numba-cuda's
+against the CPU: the simulator suites).
 
 The native runs reproduce the emulation whose accuracy docs/storage.md gives
 (scripts/fp16_study.py ``f32/neq-bfp-rho16-reg``) bit for bit, boxes and bodies; records split,
@@ -130,8 +131,8 @@ def test_refused_in_one_line(over: dict[str, Any], key: str) -> None:
 
 @pytest.mark.parametrize("dim", [2, 3])
 def test_backend_without_stress_kernels_refused(monkeypatch, dim: int) -> None:
-    """A kernel set without the stress-kept records (cupy and numba-cuda today) refuses
-    before it loads anything, in one line naming the storage, the backend and the choices."""
+    """A kernel set without the stress-kept records (cupy's today) refuses before it loads
+    anything, in one line naming the storage, the backend and the choices."""
     from simsplit.backends.cpu import d2q9, d3q19
 
     kernels = d2q9.D2Q9Kernels if dim == 2 else d3q19.D3Q19Kernels
@@ -146,11 +147,12 @@ def test_backend_without_stress_kernels_refused(monkeypatch, dim: int) -> None:
     assert not prepared
 
 
-def test_numba_cuda_kernel_sets_do_not_claim_it() -> None:
-    """numba-cuda's kernel sets take neq16 records, not neq16s yet (cupy's neither: their
-    classes, which import CuPy, have no ``stress_records``)."""
+def test_numba_cuda_kernel_sets_take_it() -> None:
+    """numba-cuda's kernel sets take neq16s (their records kernels run the CPU's codec, which
+    tells the records apart by their slot count; on the simulator the same bits as the CPU,
+    tests/test_d3q19_sim.py and test_numba_cuda_sim.py), in boxes as neq16."""
     from simsplit.backends.numba_cuda import d2q9, d3q19
 
-    sets = [d2q9.D2Q9Kernels, d3q19.D3Q19Kernels]
-    assert all(getattr(k, "records", False) for k in sets)
-    assert not any(getattr(k, "stress_records", False) for k in sets)
+    for kernels in (d2q9.D2Q9Kernels, d3q19.D3Q19Kernels):
+        assert kernels.records and kernels.stress_records
+        assert not getattr(kernels, "records_boundaries", False)

@@ -117,10 +117,12 @@ def test_pack_unpack_match_cpu(dtype, direction) -> None:
 
 
 @in_child
-@pytest.mark.parametrize("flow", ["cavity", "channel"])
-def test_neq16_records_match_cpu(flow) -> None:
-    """run.storage neq16 in 2D: a forced lid cavity, or a forced channel periodic in x, on 1
-    and 2 slabs (record halos) writes the CPU's records, velocity and density bit for bit."""
+@pytest.mark.parametrize("flow, storage", [("cavity", "neq16"), ("channel", "neq16"),
+                                           ("channel", "neq16s")])
+def test_neq16_records_match_cpu(flow, storage) -> None:
+    """run.storage neq16 (and neq16s, stress-kept) in 2D: a forced lid cavity, or a forced
+    channel periodic in x, on 1 and 2 slabs (record halos) writes the CPU's records, velocity
+    and density bit for bit."""
     from simsplit.fluid.solver import FluidSolver
     from simsplit.fluid.state import raw_populations
     from simsplit.parallel.context import ParallelContext
@@ -130,13 +132,13 @@ def test_neq16_records_match_cpu(flow) -> None:
     runs = {}
     for backend, subdomains in (("cpu", 1), ("numba-cuda", 1), ("numba-cuda", 2)):
         case = _fluid_case(5, 6, subdomains, "float32", fluid, bounds)
-        case["run"].update(backend=backend, storage="neq16")
+        case["run"].update(backend=backend, storage=storage)
         solver = FluidSolver(case, ParallelContext(backend, transport="local"))
         solver.step(3)
         runs[(backend, subdomains)] = (raw_populations(solver), solver.velocity(),
                                        solver.density())
     ref = runs[("cpu", 1)]
-    assert ref[0].dtype == np.uint16 and ref[0].shape == (15, 6, 5)
+    assert ref[0].dtype == np.uint16 and ref[0].shape == (15 if storage == "neq16" else 18, 6, 5)
     assert np.abs(ref[1]).max() > (0.05 if flow == "cavity" else 1e-5)
     for key, got in runs.items():
         for a, b in zip(got, ref, strict=True):

@@ -98,8 +98,8 @@ FLUID_RUN_PROPERTIES = {
                        "periodic faces) on numba-cuda too. neq16s keeps each cell's stress "
                        "too (3 more 16-bit values in 2D, 6 in 3D) and rounds only what its "
                        "first-order part leaves: float32 storage's error next to walls as well "
-                       "(a cylinder's lift), 133 B per D3Q19 update (D2Q9 73 B); backend cpu "
-                       "for now.",
+                       "(a cylinder's lift), 133 B per D3Q19 update (D2Q9 73 B); backend cpu, "
+                       "and numba-cuda in boxes; not yet cupy.",
     },
     "streaming": {
         "enum": ["two-lattice", "aa"], "default": "two-lattice",

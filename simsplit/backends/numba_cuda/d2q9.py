@@ -41,7 +41,7 @@ from simsplit.numerics.flags import (
 )
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP, Q
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
 from simsplit.numerics.storage import population_storage
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -413,8 +413,10 @@ _pack, _unpack = halo_kernels(_HALO, _N_CROSS)
 def _halo_set(f: Any, populations: tuple[tuple[int, ...], int], q: int
               ) -> tuple[tuple[int, ...], int]:
     """The halo table of ``f``: the ``populations`` table of a lattice of ``q`` populations,
-    or for neq16 records their slots'."""
-    return neq.halo_table(q) if f.dtype == NEQ16_DTYPE else populations
+    or for neq16 records (plain or stress-kept, by their slot count) their slots'."""
+    if f.dtype != NEQ16_DTYPE:
+        return populations
+    return neq.halo_table(q, f.shape[0] > record_slots(q))
 
 
 def _records_only(open_rules: tuple[Any, ...], dtype: Any) -> None:
@@ -443,6 +445,8 @@ class D2Q9Kernels:
 
     #: takes run.storage neq16 (cell records: :func:`_records_kernel`)
     records = True
+    #: ... and neq16s's stress-kept records (the same codec; boxes too)
+    stress_records = True
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate

@@ -410,6 +410,8 @@ class D3Q19Kernels:
 
     #: takes run.storage neq16 (cell records: :func:`_records_kernel`)
     records = True
+    #: ... and neq16s's stress-kept records (the same codec; boxes too)
+    stress_records = True
 
     def __init__(self, activate: Callable[[], ContextManager[Any]]) -> None:
         self._activate = activate

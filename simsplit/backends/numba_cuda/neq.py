@@ -1,5 +1,6 @@
-"""``run.storage: neq16`` cell records (:mod:`simsplit.numerics.neq_storage`) on Numba CUDA: the
-CPU record kernels' reader and writer (:mod:`simsplit.backends.cpu.neq_codec`) compiled as
+"""``run.storage: neq16`` and ``neq16s`` cell records (:mod:`simsplit.numerics.neq_storage`) on
+Numba CUDA: the CPU record kernels' reader and writer (:mod:`simsplit.backends.cpu.neq_codec`,
+which tell the two apart by their slot count) compiled as
 device functions, and the record halos' slot tables.
 
 The codec's scalar code is compiled from its ``py_func``; the helpers it calls are CPU
@@ -44,10 +45,10 @@ def codec() -> tuple[Any, Any]:
 
 
 @functools.cache
-def halo_table(q: int) -> tuple[tuple[int, ...], int]:
+def halo_table(q: int, stress: bool = False) -> tuple[tuple[int, ...], int]:
     """(the record slots a halo moves for the lattice of ``q`` populations, direction set up
-    then down; slots per set), the kernels' halo table."""
+    then down; slots per set), the kernels' halo table (``stress``: of stress-kept records)."""
     lattice = lattice_of(q)
-    slots = [tuple(int(s) for s in halo_slots(q, np.asarray(d)))
+    slots = [tuple(int(s) for s in halo_slots(q, np.asarray(d), stress))
              for d in (lattice.up, lattice.down)]
     return slots[0] + slots[1], len(slots[0])

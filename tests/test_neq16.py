@@ -141,24 +141,31 @@ def test_bitwise_identical_across_splits(flow: str, one_thread) -> None:
             np.testing.assert_array_equal(a, b)
 
 
-def test_checkpoint_restart_on_another_split(tmp_path, one_thread) -> None:
+@pytest.mark.parametrize("storage, slots, other", [("neq16", 27, "float16"),
+                                                    ("neq16s", 33, "neq16")])
+def test_checkpoint_restart_on_another_split(tmp_path, one_thread, storage: str, slots: int,
+                                             other: str) -> None:
+    """A checkpoint of records (neq16s: stress-kept) resumes on another split with the same
+    bits; a run of another storage refuses it."""
     from simsplit.run.checkpoint import read_checkpoint, write_checkpoint
 
-    whole = Simulation(case3d((8, 6, 10), 2))
+    def sim(n: int, st: str = storage) -> Simulation:
+        return Simulation(case3d((8, 6, 10), n, run__storage=st))
+
+    whole = sim(2)
     whole.step(60)
-    first = Simulation(case3d((8, 6, 10), 2))
+    first = sim(2)
     first.step(35)
     state = save_state(first.solver)
-    assert state["populations"].dtype == np.uint16 and state["populations"].shape[0] == 27
+    assert state["populations"].dtype == np.uint16 and state["populations"].shape[0] == slots
     _, arrays = read_checkpoint(write_checkpoint(tmp_path, 35, first.case, state))
-    resumed = Simulation(case3d((8, 6, 10), 3))
+    resumed = sim(3)
     load_state(resumed.solver, arrays, 35)
     resumed.step(25)
     np.testing.assert_array_equal(raw_populations(resumed.solver), raw_populations(whole.solver))
     np.testing.assert_array_equal(resumed.velocity(), whole.velocity())
-    other = Simulation(case3d((8, 6, 10), 1, run__storage="float16"))
     with pytest.raises(ValueError, match="checkpoint populations"):
-        load_state(other.solver, arrays, 35)
+        load_state(sim(1, other).solver, arrays, 35)
 
 
 def _channel_error(storage: str, height: int = 16) -> float:

@@ -111,15 +111,18 @@ __device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane,
                 uz = velocity<L>(r, 2, plane, cell);
     const int k = short(slot(r, slot_k<L>(), plane, cell));
     const int n = short(slot(r, q, plane, cell));
-    float base = equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
     if constexpr (STRESS) {
         float pi[L::SN];
 #pragma unroll
         for (int j = 0; j < L::SN; ++j)
             pi[j] = stress_of(slot(r, slot_stress<L>() + j, plane, cell));
-        base = base + first_order<L>(q, pi);
+        const float base = equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz))
+                           + first_order<L>(q, pi);
+        return ldexpf(float(n), k) + base;
+    } else {
+        return ldexpf(float(n), k)
+               + equilibrium<L>(q, rho, ux, uy, uz, square_sum<L>(ux, uy, uz));
     }
-    return ldexpf(float(n), k) + base;
 }
 
 // The slots of a record besides its significands: the power of two e, rho - 1's bits and u.
@@ -136,6 +139,40 @@ __device__ __forceinline__ void store_header(rec* __restrict__ r, int e, rec rho
         r[P(slot_u<L>() + 2 * a) * plane + cell] = rec(bits & 0xFFFFu);
         r[P(slot_u<L>() + 2 * a + 1) * plane + cell] = rec(bits >> 16);
     }
+}
+
+// Velocity component `a` (0: x, 1: y, 2: z) of direction q.
+template <typename L> __device__ __forceinline__ int component(int a, int q)
+{
+    return a == 0 ? L::cx(q) : (a == 1 ? L::cy(q) : cz_of<L>(q));
+}
+
+// A stress-kept record's deviations `d` of post-collision populations `post` and its stress
+// slots `pi_bits`: Pi of the deviations from f^eq(rho, u) (summed from q = 0 up), rounded as
+// binary16 of Pi * 2^10, and d = post - (f^eq + f^1(rounded Pi)).
+template <typename L>
+__device__ __forceinline__ void stress_deviations(const float* post, float rho, float ux,
+                                                  float uy, float uz, float usq, float* d,
+                                                  rec* pi_bits)
+{
+    float feq[L::Q];
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) {
+        feq[q] = equilibrium<L>(q, rho, ux, uy, uz, usq);
+        d[q] = post[q] - feq[q];
+    }
+    float pi[L::SN];
+#pragma unroll
+    for (int j = 0; j < L::SN; ++j) {
+        float s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q)
+            s += float(component<L>(L::sa(j), q) * component<L>(L::sb(j), q)) * d[q];
+        pi_bits[j] = lbm::half_from(s * float(SIMSPLIT_NEQ_STRESS_SCALE));
+        pi[j] = stress_of(pi_bits[j]);
+    }
+#pragma unroll
+    for (int q = 0; q < L::Q; ++q) d[q] = post[q] - (feq[q] + first_order<L>(q, pi));
 }
 
 // The record of post-collision populations `post` into the cell at offset `cell`.
@@ -156,35 +193,23 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
     const rec rho_bits = lbm::half_from((m - 1.0f) * float(SIMSPLIT_NEQ_RHO_SCALE));
     const float rho = rho_of(rho_bits);
     const float usq = square_sum<L>(ux, uy, uz);
-    float d[L::Q], feq[L::Q];
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        feq[q] = equilibrium<L>(q, rho, ux, uy, uz, usq);
-        d[q] = post[q] - feq[q];
-    }
-    rec pi_bits[STRESS ? L::SN : 1];
-    if constexpr (STRESS) {  // the deviations from f^eq + f^1(Pi), Pi as the record keeps it
-        float pi[L::SN];
-#pragma unroll
-        for (int j = 0; j < L::SN; ++j) {
-            float s = 0.0f;
-#pragma unroll
-            for (int q = 0; q < L::Q; ++q) {
-                const int ca = L::sa(j) == 0 ? L::cx(q) : (L::sa(j) == 1 ? L::cy(q) : cz_of<L>(q));
-                const int cb = L::sb(j) == 0 ? L::cx(q) : (L::sb(j) == 1 ? L::cy(q) : cz_of<L>(q));
-                s += float(ca * cb) * d[q];
-            }
-            pi_bits[j] = lbm::half_from(s * float(SIMSPLIT_NEQ_STRESS_SCALE));
-            pi[j] = stress_of(pi_bits[j]);
-        }
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q) d[q] = post[q] - (feq[q] + first_order<L>(q, pi));
-    }
+    float d[L::Q];
     float top = 0.0f;
+    rec pi_bits[STRESS ? L::SN : 1];
+    if constexpr (STRESS) {
+        stress_deviations<L>(post, rho, ux, uy, uz, usq, d, pi_bits);
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        const float a = fabsf(d[q]);
-        if (a > top) top = a;
+        for (int q = 0; q < L::Q; ++q) {
+            const float a = fabsf(d[q]);
+            if (a > top) top = a;
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < L::Q; ++q) {
+            d[q] = post[q] - equilibrium<L>(q, rho, ux, uy, uz, usq);
+            const float a = fabsf(d[q]);
+            if (a > top) top = a;
+        }
     }
     int e = 0;
     if (top > 0.0f) {

@@ -278,7 +278,8 @@ def test_numba_cuda_records_compile_to_ptx_without_fma(monkeypatch, lattice: str
     assert ptx.count("mul.rn.f32") > 10 * q  # the equilibria's products, kept apart
     from simsplit.backends.numba_cuda.neq import halo_table
 
-    table, per_set = halo_table(q)  # 9 of 15 slots a face in 2D, 13 of 27 in 3D
+    # 9 of 15 slots a face in 2D, 13 of 27 in 3D
+    table, per_set = halo_table(neq_storage.record_slots(q))
     up = tuple(int(p) for p in neq_storage.lattice_of(q).up)
     assert per_set == {9: 9, 19: 13}[q] and table[:len(up)] == up
     for kernel in d2q9.halo_kernels(table, per_set):

@@ -34,6 +34,8 @@ cu) - 1.5 usq``, then ``(w rho) poly``), d = f* - f^eq, its rounding in float64 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
@@ -72,13 +74,19 @@ def stress_slot(q: int, index: int) -> int:
     return q + 2 + 2 * lattice_of(q).dim + index
 
 
-def _layout(slots: int) -> tuple[int, bool]:
-    """(q, stress) of records of ``slots`` slots."""
+def record_layout(slots: int) -> tuple[int, bool]:
+    """(q, stress) of records of ``slots`` slots: the lattice's population count and whether
+    they are stress-kept (every record layout has its own slot count)."""
     for q in (9, 19):
         for stress in (False, True):
             if record_slots(q, stress) == slots:
                 return q, stress
     raise ValueError(f"no neq16 record has {slots} slots")
+
+
+def stress_kept(slots: int) -> bool:
+    """Whether records of ``slots`` slots are the stress-kept ones."""
+    return record_layout(slots)[1]
 
 
 def exponent_slot(q: int) -> int:
@@ -101,6 +109,16 @@ def halo_slots(q: int, crossing: np.ndarray, stress: bool = False) -> np.ndarray
     record's moments and exponent (and stress: the reader rebuilds f*_q from them)."""
     return np.concatenate([np.asarray(crossing, np.int64),
                            np.arange(q, record_slots(q, stress), dtype=np.int64)])
+
+
+@functools.cache
+def halo_slot_sets(slots: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The slots a halo moves for records of ``slots`` slots, crossing up and crossing down
+    (:func:`halo_slots` of the lattice's up and down sets): the kernels' halo tables."""
+    q, stress = record_layout(slots)
+    lattice = lattice_of(q)
+    return tuple(tuple(int(v) for v in halo_slots(q, crossing, stress))
+                 for crossing in (lattice.up, lattice.down))  # type: ignore[return-value]
 
 
 def round_stress(pi: np.ndarray) -> np.ndarray:
@@ -222,7 +240,7 @@ def decode(records: np.ndarray) -> np.ndarray:
     """neq16 records ``(slots, ...)`` -> float32 populations ``(q, ...)`` as a reader rebuilds
     them."""
     raw = np.asarray(records).view(NEQ16_DTYPE)
-    q, stress = _layout(raw.shape[0])
+    q, stress = record_layout(raw.shape[0])
     lattice = lattice_of(q)
     flat = raw.reshape(raw.shape[0], -1)
     bits = flat[rho_slot(q)].view(np.float16)

@@ -19,7 +19,7 @@ converted by :mod:`.storage_codec` as the D3Q19 kernels convert them.
 from __future__ import annotations
 
 import weakref
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import numba
@@ -54,7 +54,7 @@ from simsplit.numerics.flags import (
 )
 from simsplit.numerics.lattice import D2Q9, D2Q9_SPECULAR, DOWN, UP
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slot_sets, stress_kept
 
 _SPECULAR = D2Q9_SPECULAR
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
@@ -331,7 +331,7 @@ class D2Q9Kernels:
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
         # stress-kept records (neq16s): cell by cell (the chunks decode plain records)
-        chunk = records and f_src.shape[0] == record_slots(9) and \
+        chunk = records and not stress_kept(f_src.shape[0]) and \
             neq_chunks.chunk_planes(flags.shape[1])
         if chunk:  # records decoded a chunk of rows at a time, stepped as float32
             neq_chunks.step(partial(self._float32, p, store_macro), f_src, f_dst, flags,
@@ -442,27 +442,23 @@ class D2Q9Kernels:
         return rings[key]
 
     def pack(self, f, row, direction, buf):
-        _pack(raw_view(f), row, halo_rows(f, direction, _HALO_DIRS, 9),
+        _pack(raw_view(f), row, halo_rows(f, direction, _HALO_DIRS),
               raw_view(buf))
 
     def unpack(self, buf, f, row, direction):
         _unpack(raw_view(buf), raw_view(f), row,
-                halo_rows(f, direction, _HALO_DIRS, 9))
+                halo_rows(f, direction, _HALO_DIRS))
 
 
-def halo_rows(f: np.ndarray, direction: int, populations: np.ndarray, q: int) -> np.ndarray:
-    """The stored slots of ``f`` a halo in ``direction`` moves: a ``q``-population lattice's
-    crossing populations (``populations[direction]``) or, for neq16 records (plain or
-    stress-kept, by their slot count), those and the whole record's other slots."""
+def halo_rows(f: np.ndarray, direction: int, populations: np.ndarray) -> np.ndarray:
+    """The stored slots of ``f`` a halo in ``direction`` moves: a lattice's crossing
+    populations (``populations[direction]``) or, for neq16 records (plain or stress-kept),
+    their halo slots (:func:`~simsplit.numerics.neq_storage.halo_slot_sets`)."""
     if f.dtype != NEQ16_DTYPE:
         return populations[direction]
-    key = (q, direction, f.shape[0])
-    rows = _RECORD_HALO_ROWS.get(key)
-    if rows is None:
-        rows = _RECORD_HALO_ROWS[key] = halo_slots(q, populations[direction],
-                                                   f.shape[0] > record_slots(q))
-    return rows
+    return _record_halo_rows(f.shape[0])[direction]
 
 
-#: halo_rows of records by (q, direction, slots)
-_RECORD_HALO_ROWS: dict[tuple[int, int, int], np.ndarray] = {}
+@cache
+def _record_halo_rows(slots: int) -> tuple[np.ndarray, np.ndarray]:
+    return tuple(np.array(s, np.int64) for s in halo_slot_sets(slots))  # type: ignore

@@ -44,7 +44,7 @@ from simsplit.backends.cpu.storage_codec import _decode, _encode, far_view, raw_
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, stress_kept
 
 _SPECULAR = D3Q19_SPECULAR
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
@@ -371,7 +371,7 @@ class D3Q19Kernels:
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
         # stress-kept records (neq16s): cell by cell (the chunks decode plain records)
-        chunk = records and f_src.shape[0] == record_slots(19) and \
+        chunk = records and not stress_kept(f_src.shape[0]) and \
             neq_chunks.chunk_planes(flags[0].size)
         if chunk:  # records decoded a chunk of planes at a time, stepped as float32
             run = partial(self._float32, p, store_macro)
@@ -420,9 +420,9 @@ class D3Q19Kernels:
         kernel(*args)
 
     def pack(self, f, layer, direction, buf):
-        _pack(_layers(raw_view(f)), layer, halo_rows(f, direction, _HALO_DIRS, 19),
+        _pack(_layers(raw_view(f)), layer, halo_rows(f, direction, _HALO_DIRS),
               raw_view(buf))
 
     def unpack(self, buf, f, layer, direction):
         _unpack(raw_view(buf), _layers(raw_view(f)), layer,
-                halo_rows(f, direction, _HALO_DIRS, 19))
+                halo_rows(f, direction, _HALO_DIRS))

@@ -110,8 +110,7 @@ def _feq(q, rho, ux, uy, uz, usq, cx, cy, cz, w):
 
 #: the stress-kept records' components (a, b) in slot order and their float32 weights per
 #: population, from the reference codec (compile-time constants here)
-_PAIRS = {dim: stress_components(dim) for dim in (2, 3)}
-_PAIRS2, _PAIRS3 = _PAIRS[2], _PAIRS[3]
+_PAIRS2, _PAIRS3 = stress_components(2), stress_components(3)
 _SW2 = tuple(tuple(float(v) for v in row) for row in stress_weights(D2Q9))
 _SW3 = tuple(tuple(float(v) for v in row) for row in stress_weights(D3Q19))
 

@@ -41,7 +41,7 @@ from simsplit.numerics.flags import (
 )
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_SPECULAR, D2Q9_W, DOWN, UP, Q
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE
 from simsplit.numerics.storage import population_storage
 
 SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -410,13 +410,12 @@ def halo_kernels(table: tuple[int, ...], per_set: int) -> tuple[Any, Any]:
 _pack, _unpack = halo_kernels(_HALO, _N_CROSS)
 
 
-def _halo_set(f: Any, populations: tuple[tuple[int, ...], int], q: int
-              ) -> tuple[tuple[int, ...], int]:
-    """The halo table of ``f``: the ``populations`` table of a lattice of ``q`` populations,
-    or for neq16 records (plain or stress-kept, by their slot count) their slots'."""
+def _halo_set(f: Any, populations: tuple[tuple[int, ...], int]) -> tuple[tuple[int, ...], int]:
+    """The halo table of ``f``: its lattice's ``populations`` table, or for neq16 records
+    (plain or stress-kept, by their slot count) their slots'."""
     if f.dtype != NEQ16_DTYPE:
         return populations
-    return neq.halo_table(q, f.shape[0] > record_slots(q))
+    return neq.halo_table(f.shape[0])
 
 
 def _records_only(open_rules: tuple[Any, ...], dtype: Any) -> None:
@@ -519,7 +518,7 @@ class D2Q9Kernels:
 
     def _halo(self, f, side: int, *args: Any) -> None:
         """Pack (``side`` 0) or unpack (1) a halo of ``f``'s crossing populations or records."""
-        table, per_set = _halo_set(f, (_HALO, _N_CROSS), Q)
+        table, per_set = _halo_set(f, (_HALO, _N_CROSS))
         w = f.shape[2]
         bx = _block_x(w)
         with self._activate():

@@ -471,7 +471,7 @@ class D3Q19Kernels:
 
     def _halo(self, f, side: int, *args: Any) -> None:
         """Pack (``side`` 0) or unpack (1) a halo of ``f``'s crossing populations or records."""
-        table, per_set = _halo_set(f, (_HALO, _N_CROSS), D3Q19.q)
+        table, per_set = _halo_set(f, (_HALO, _N_CROSS))
         size = f.shape[2] * f.shape[3]
         bx = _block_x(size)
         with self._activate():

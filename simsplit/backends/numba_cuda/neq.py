@@ -17,11 +17,10 @@ import functools
 from typing import Any
 
 import numba
-import numpy as np
 from numba import cuda, types
 
 from simsplit.backends.cpu import neq_codec
-from simsplit.numerics.neq_storage import halo_slots, lattice_of
+from simsplit.numerics.neq_storage import halo_slot_sets
 
 if not numba.config.ENABLE_CUDASIM:  # the simulator runs product's Python body
     from numba.cuda import libdevice
@@ -45,10 +44,8 @@ def codec() -> tuple[Any, Any]:
 
 
 @functools.cache
-def halo_table(q: int, stress: bool = False) -> tuple[tuple[int, ...], int]:
-    """(the record slots a halo moves for the lattice of ``q`` populations, direction set up
-    then down; slots per set), the kernels' halo table (``stress``: of stress-kept records)."""
-    lattice = lattice_of(q)
-    slots = [tuple(int(s) for s in halo_slots(q, np.asarray(d), stress))
-             for d in (lattice.up, lattice.down)]
-    return slots[0] + slots[1], len(slots[0])
+def halo_table(slots: int) -> tuple[tuple[int, ...], int]:
+    """(the slots a halo moves for records of ``slots`` slots, direction set up then down;
+    slots per set), the kernels' halo table."""
+    up, down = halo_slot_sets(slots)
+    return up + down, len(up)

@@ -306,18 +306,29 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+#: the ranks are two processes beside the other test worker on CI's two cores: one rank can be
+#: slowed for the whole probe (a 1.45x slower rank 0 gave 0.73 for the 2x throttle's 0.5 on the
+#: project's CI), so this test throttles 4x and asks only that the split move clearly towards
+#: the fast rank; the 2:1 accuracy is asserted in one process, where both slabs share one core
+MPI_THROTTLE = {"slab": 1, "factor": 4.0}
+MPI_MAX_RATIO = 0.75  #: w1 / w0 below this (4x throttle: 0.25 ideally; 1.0 is no balancing)
+
+
 @needs_mpiexec
 def test_mpi_ranks_agree_on_the_balanced_split(tmp_path):
     script, out = tmp_path / "driver.py", tmp_path / "fields.npz"
     script.write_text(DRIVER)
-    proc = mpirun(2, [str(script), json.dumps(BALANCE), json.dumps(THROTTLE), str(out)])
+    proc = mpirun(2, [str(script), json.dumps(BALANCE), json.dumps(MPI_THROTTLE), str(out)])
     assert proc.returncode == 0, proc.stderr
     reports = [json.loads(Path(f"{out}.rank{r}.json").read_text()) for r in (0, 1)]
     blocks = [r.pop("blocks") for r in reports]
     assert reports[0] == reports[1]  # every rank chose bitwise the same split
     report = reports[0]
     assert report["concurrent"] and report["layers_before"] == [64, 64]
-    _assert_near_two_to_one(report)
+    w0, w1 = report["weights"]
+    assert w1 / w0 < MPI_MAX_RATIO, report
+    assert report["applied"] and report["layers"][1] < report["layers"][0]
+    assert sum(report["layers"]) == 128
     assert blocks == [[report["layers"][0]], [report["layers"][1]]]  # one slab per rank
     got, plain = np.load(out), _run(subdomains=1)
     assert np.array_equal(got["populations"], plain.solver.populations())

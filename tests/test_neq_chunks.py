@@ -7,6 +7,7 @@ free-slip, periodic axes; 1 and 3 slabs; chunks of one plane or several)."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numba
@@ -57,13 +58,13 @@ def _shape(q: int) -> tuple[int, int, int]:
     return (3, 6, 37) if q == 19 else (40, 1, 53)
 
 
-def _records(q: int, rng: np.random.Generator) -> np.ndarray:
+def _records(q: int, rng: np.random.Generator, stress: bool) -> np.ndarray:
     """Records: half encoded from near-equilibrium populations, half random bits with edge
-    exponents (NaN and inf moments included)."""
+    exponents (NaN and inf moments and stresses included)."""
     shape = _shape(q)
     w = np.array(_TABLES[q][3], np.float32)[:, None, None, None]
     f = w * (1 + 0.02 * rng.standard_normal((q, *shape))).astype(np.float32)
-    rec = neq_storage.encode(f)
+    rec = neq_storage.encode(f, stress=stress)
     wild = rng.integers(0, 1 << 16, rec.shape, dtype=np.uint16)
     exps = np.array(_EDGE_K, np.int16).view(np.uint16)
     wild[q] = np.where(rng.random(shape) < 0.7, rng.choice(exps, shape), wild[q])
@@ -73,16 +74,19 @@ def _records(q: int, rng: np.random.Generator) -> np.ndarray:
     return np.where(half, wild, rec)
 
 
-#: (q, serial) of the unit checks: D2Q9's threaded decode and encode run in the whole-run
-#: test with row kernels below (their compile was 17 s of CI), D3Q19's only here
-UNIT_VARIANTS = pytest.mark.parametrize("q, serial", [(9, True), (19, True), (19, False)],
-                                        ids=["d2q9-serial", "d3q19-serial", "d3q19-threaded"])
+#: (q, serial, stress) of the unit checks: D2Q9's threaded decode and encode run in the
+#: whole-run test with row kernels below (their compile was 17 s of CI), D3Q19's only here;
+#: stress-kept records (neq16s) serial (their threaded kernels: the whole-run tests)
+UNIT_VARIANTS = pytest.mark.parametrize(
+    "q, serial, stress", [(9, True, False), (19, True, False), (19, False, False),
+                          (9, True, True), (19, True, True)],
+    ids=["d2q9-serial", "d3q19-serial", "d3q19-threaded", "d2q9s-serial", "d3q19s-serial"])
 
 
 @UNIT_VARIANTS
-def test_decode_is_pull(q: int, serial: bool) -> None:
+def test_decode_is_pull(q: int, serial: bool, stress: bool) -> None:
     rng = np.random.default_rng(5)
-    rec = _records(q, rng)
+    rec = _records(q, rng, stress)
     want = _pulls(rec, *_TABLES[q])
     got = np.full_like(want, np.nan)
     kernel, args = nl.decode(rec, got, 0, rec.shape[1], 0, serial)
@@ -112,11 +116,12 @@ def _posts(q: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @UNIT_VARIANTS
-def test_encode_is_store(q: int, serial: bool) -> None:
+def test_encode_is_store(q: int, serial: bool, stress: bool) -> None:
     """Serial, and threaded (vectorised across x: the run's kernels)."""
     rng = np.random.default_rng(7)
     post = _posts(q, rng)
-    before = rng.integers(0, 1 << 16, (neq_storage.record_slots(q), *_shape(q)), dtype=np.uint16)
+    slots = neq_storage.record_slots(q, stress)
+    before = rng.integers(0, 1 << 16, (slots, *_shape(q)), dtype=np.uint16)
     flags = np.where(rng.random(_shape(q)) < 0.2, SOLID, 0).astype(np.uint8)
     flags[0, 1 if q == 19 else 0, :12] = 0  # the special cells
     j0, j1 = (1, _shape(q)[1] - 1) if q == 19 else (0, 1)
@@ -125,7 +130,7 @@ def test_encode_is_store(q: int, serial: bool) -> None:
     got = before.copy()
     kernel, args = nl.encode(post, got, flags, 0, post.shape[1], 0, (j0, j1), serial)
     kernel(*args)
-    assert (want != before).any()
+    assert (want != before).any() and (want[slots - 1] != before[slots - 1]).any()
     np.testing.assert_array_equal(got, want)
 
 
@@ -229,14 +234,14 @@ def _runs(case: Any, monkeypatch, planes: str, steps: int) -> tuple[np.ndarray, 
     return tuple(out)
 
 
-def _open_2d(n: int) -> dict[str, Any]:
-    return body_case(30, 16, n, run__precision="float32", run__storage="neq16",
+def _open_2d(n: int, storage: str = "neq16") -> dict[str, Any]:
+    return body_case(30, 16, n, run__precision="float32", run__storage=storage,
                      domain__bounce_back="linear",
                      domain__outlet={"kind": "convective", "pressure_weight": 0.25})
 
 
-def _open_3d(n: int) -> dict[str, Any]:
-    case = body_case_3d(14, 7, 12, n, run__precision="float32", run__storage="neq16")
+def _open_3d(n: int, storage: str = "neq16") -> dict[str, Any]:
+    case = body_case_3d(14, 7, 12, n, run__precision="float32", run__storage=storage)
     case["domain"].update(bounce_back="quadratic", outlet={"kind": "zero_gradient"})
     case["domain"]["boundaries"]["y"] = "slip"
     return case
@@ -251,13 +256,15 @@ def _channel_3d(n: int) -> dict[str, Any]:
                                                           "z": "periodic", "lid": False}})
 
 
-@pytest.mark.parametrize("make, steps", [(_open_2d, 30), (_open_3d, 16), (_channel_3d, 20)],
-                         ids=["open2d", "open3d", "channel3d"])
+@pytest.mark.parametrize("make, steps", [(_open_2d, 30), (_open_3d, 16), (_channel_3d, 20),
+                                         (partial(_open_2d, storage="neq16s"), 30),
+                                         (partial(_open_3d, storage="neq16s"), 16)],
+                         ids=["open2d", "open3d", "channel3d", "open2d-neq16s", "open3d-neq16s"])
 def test_chunks_equal_the_records_kernel(make, steps: int, monkeypatch, one_thread) -> None:
     """Bodies (linear 2D, quadratic 3D), inlet, outlets (convective with pressure, zero
-    gradient), free-slip walls, periodic x and y: records, velocity, density and forces of
-    the chunk path (one plane and two planes a chunk, 1 and 3 slabs) equal the records
-    kernel's cell by cell."""
+    gradient), free-slip walls, periodic x and y, plain and stress-kept records: records,
+    velocity, density and forces of the chunk path (one plane and two planes a chunk, 1 and 3
+    slabs) equal the records kernel's cell by cell."""
     want = _runs(make(1), monkeypatch, "0", steps)
     for n, planes in ((1, "2"), (3, "1"), (3, "")):
         got = _runs(make(n), monkeypatch, planes, steps)

@@ -54,7 +54,7 @@ from simsplit.numerics.flags import (
 )
 from simsplit.numerics.lattice import D2Q9, D2Q9_SPECULAR, DOWN, UP
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slot_sets, stress_kept
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slot_sets
 
 _SPECULAR = D2Q9_SPECULAR
 _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
@@ -310,7 +310,7 @@ class D2Q9Kernels:
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True
-    #: ... and stress-kept records (run.storage neq16s), cell by cell
+    #: ... and stress-kept records (run.storage neq16s), the same two ways
     stress_records = True
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, rows, p, store_macro,
@@ -330,9 +330,7 @@ class D2Q9Kernels:
             outlet_slots = np.zeros((9, 1), dt)
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
-        # stress-kept records (neq16s): cell by cell (the chunks decode plain records)
-        chunk = records and not stress_kept(f_src.shape[0]) and \
-            neq_chunks.chunk_planes(flags.shape[1])
+        chunk = records and neq_chunks.chunk_planes(flags.shape[1])
         if chunk:  # records decoded a chunk of rows at a time, stepped as float32
             neq_chunks.step(partial(self._float32, p, store_macro), f_src, f_dst, flags,
                             (rho, ux, uy), rows, chunk,

@@ -44,7 +44,7 @@ from simsplit.backends.cpu.storage_codec import _decode, _encode, far_view, raw_
 from simsplit.numerics.flags import BOUNDARY, CURVED, INLET, LID, NEAR_WALL, OUTLET, SLIP, SOLID
 from simsplit.numerics.lattice import D3Q19, D3Q19_SPECULAR
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, OUTLET_PRESSURE
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, stress_kept
+from simsplit.numerics.neq_storage import NEQ16_DTYPE
 
 _SPECULAR = D3Q19_SPECULAR
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
@@ -349,7 +349,7 @@ class D3Q19Kernels:
     records = True
     #: ... with bodies, inlets, outlets and free-slip walls too
     records_boundaries = True
-    #: ... and stress-kept records (run.storage neq16s), cell by cell
+    #: ... and stress-kept records (run.storage neq16s), the same two ways
     stress_records = True
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p, store_macro,
@@ -370,9 +370,7 @@ class D3Q19Kernels:
             outlet_slots = np.zeros((19, 1, 1), dt)
         far_f, far_off = far_view(far, f_src)
         records = f_src.dtype == NEQ16_DTYPE
-        # stress-kept records (neq16s): cell by cell (the chunks decode plain records)
-        chunk = records and not stress_kept(f_src.shape[0]) and \
-            neq_chunks.chunk_planes(flags[0].size)
+        chunk = records and neq_chunks.chunk_planes(flags[0].size)
         if chunk:  # records decoded a chunk of planes at a time, stepped as float32
             run = partial(self._float32, p, store_macro)
             neq_chunks.step(run, f_src, f_dst, flags, (rho, ux, uy, uz), layers, chunk,

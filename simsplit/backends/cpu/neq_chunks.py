@@ -1,4 +1,5 @@
-"""neq16 records stepped through the float32-storage kernels, a chunk of planes at a time.
+"""neq16 records (plain or stress-kept: neq16s) stepped through the float32-storage kernels,
+a chunk of planes at a time.
 
 The records kernel (:mod:`.cells`) rebuilds a source cell's populations on every pull and runs
 one cell at a time. Here each chunk of ``C`` planes along the split axis (k in 3D, rows j in

@@ -7,7 +7,9 @@ Decode: each cell of a row, every population as :func:`.neq_codec.pull` rebuilds
 products (:func:`_split`). Encode: each fluid cell's record as :func:`.neq_codec.store`
 writes it from its post-collision populations, the deviations scaled by 2^-k in float32
 (:func:`_scales`) and rounded to integers, the block exponent from the bits of the largest |d|
-(:func:`_exponent`), u's bits as fast16's. Arrays come as one argument per
+(:func:`_exponent`), u's bits as fast16's. Stress-kept records (neq16s) add the first-order
+part of the kept stress to each equilibrium on decode, and on encode first round the stress of
+the deviations into its slots, as the reference codec does. Arrays come as one argument per
 population or slot plane (``(plane, j, i)`` each): separate arrays, so that the vectoriser needs
 no overlap checks between the stores. Compiled like the row kernels (``cache=True``,
 ``error_model="numpy"``, no fast-math), threaded and serial, under names that carry a hash of
@@ -24,10 +26,24 @@ import numba
 import numpy as np
 
 from simsplit.backends.cpu import fast16
-from simsplit.backends.cpu.neq_codec import _feq_of, _rho_fast, _signed16, _usq
+from simsplit.backends.cpu.neq_codec import (
+    _feq_of,
+    _rho_fast,
+    _signed16,
+    _stress_value_fast,
+    _usq,
+)
 from simsplit.numerics.flags import SOLID
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
-from simsplit.numerics.neq_storage import NEQ_BITS, RHO_SCALE, record_slots
+from simsplit.numerics.neq_storage import (
+    NEQ_BITS,
+    RHO_SCALE,
+    STRESS_SCALE,
+    record_slots,
+    stress_components,
+    stress_slot,
+    stress_weights,
+)
 
 _RNE32 = 2.0**23
 
@@ -110,32 +126,52 @@ def _rows(indent: str, span: str) -> list[str]:
             f"{indent}        j = j0 + row % (j1 - j0)"]
 
 
-def _decode_source(lattice: Lattice, name: str) -> list[str]:
-    nq, ns = lattice.q, record_slots(lattice.q)
+def _first_order(lattice: Lattice, q: int, values: list[str], ind: str) -> list[str]:
+    """Lines setting ``g`` to population q's first-order part of the stresses ``values``
+    (float32 names), summed over the components in slot order as the reference codec does."""
+    weights = stress_weights(lattice)[q]
+    return [f"{ind}g = np.float32(0.0)",
+            *(f"{ind}g += {_f(weights[s])} * {v}" for s, v in enumerate(values))]
+
+
+def _decode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:
+    nq, ns = lattice.q, record_slots(lattice.q, stress)
     rec = [f"s{s}" for s in range(ns)]
     out = [f"f{q}" for q in range(nq)]
     cell = "[k, j, i]"
+    ind = "                "
     lines = [f"def {name}({', '.join(rec + out)}, a, b, off, threads):",
              "    nx = s0.shape[2]",
              *_rows("    ", "0, s0.shape[1]"),
              "            for i in range(np.uint64(0), np.uint64(nx)):",
-             f"                rho = _rho_fast(s{nq + 1}{cell})",
-             f"                ux = f32_from_halves(s{nq + 2}{cell}, s{nq + 3}{cell})",
-             f"                uy = f32_from_halves(s{nq + 4}{cell}, s{nq + 5}{cell})",
-             (f"                uz = f32_from_halves(s{nq + 6}{cell}, s{nq + 7}{cell})"
-              if lattice.dim == 3 else "                uz = np.float32(0.0)"),
-             "                usq = _usq(ux, uy, uz)",
-             f"                e1, e2 = _split(_signed16(s{nq}{cell}))",
-             "                m1 = _pow2_32(e1)",
-             "                m2 = _pow2_32(e2)"]
+             f"{ind}rho = _rho_fast(s{nq + 1}{cell})",
+             f"{ind}ux = f32_from_halves(s{nq + 2}{cell}, s{nq + 3}{cell})",
+             f"{ind}uy = f32_from_halves(s{nq + 4}{cell}, s{nq + 5}{cell})",
+             (f"{ind}uz = f32_from_halves(s{nq + 6}{cell}, s{nq + 7}{cell})"
+              if lattice.dim == 3 else f"{ind}uz = np.float32(0.0)"),
+             f"{ind}usq = _usq(ux, uy, uz)",
+             f"{ind}e1, e2 = _split(_signed16(s{nq}{cell}))",
+             f"{ind}m1 = _pow2_32(e1)",
+             f"{ind}m2 = _pow2_32(e2)"]
+    pis = _stress_names(lattice) if stress else []
+    for n, pi in enumerate(pis):
+        lines.append(f"{ind}{pi} = _stress_value_fast(s{stress_slot(nq, n)}{cell})")
     for q in range(nq):
-        lines.append(f"                f{q}[k - off, j, i] = (np.float32(_signed16(s{q}{cell})) "
-                     f"* m1) * m2 + {_feq_src(lattice, q)}")
+        dev = f"(np.float32(_signed16(s{q}{cell})) * m1) * m2"
+        if not stress:
+            lines.append(f"{ind}f{q}[k - off, j, i] = {dev} + {_feq_src(lattice, q)}")
+            continue
+        lines += [*_first_order(lattice, q, pis, ind),
+                  f"{ind}f{q}[k - off, j, i] = {dev} + ({_feq_src(lattice, q)} + g)"]
     return lines
 
 
-def _encode_source(lattice: Lattice, name: str) -> list[str]:
-    nq, ns = lattice.q, record_slots(lattice.q)
+def _stress_names(lattice: Lattice) -> list[str]:
+    return [f"pi{a}{b}" for a, b in stress_components(lattice.dim)]
+
+
+def _encode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:
+    nq, ns = lattice.q, record_slots(lattice.q, stress)
     rec = [f"s{s}" for s in range(ns)]
     post = [f"f{q}" for q in range(nq)]
     cell = "[k, j, i]"
@@ -162,8 +198,11 @@ def _encode_source(lattice: Lattice, name: str) -> list[str]:
               f"{ind}rho = _rho_fast(h)",
               f"{ind}usq = _usq(ux, uy, uz)",
               f"{ind}top = np.float32(0.0)"]
+    if stress:
+        lines += _encode_stress(lattice, ind)
     for q in range(nq):
-        lines += [f"{ind}d{q} = v{q} - {_feq_src(lattice, q)}",
+        base = f"e{q}" if stress else _feq_src(lattice, q)
+        lines += [f"{ind}d{q} = v{q} - {base}",
                   f"{ind}m = abs(d{q})",  # exact: store's float64 |d|, compared alike
                   f"{ind}top = m if m > top else top"]
     lines += [f"{ind}e = _exponent(top)",
@@ -179,19 +218,44 @@ def _encode_source(lattice: Lattice, name: str) -> list[str]:
         lines += [f"{ind}ub = _bits({u})",
                   f"{ind}s{lo}{cell} = s{lo}{cell} if solid else np.uint16(ub & 0xFFFF)",
                   f"{ind}s{hi}{cell} = s{hi}{cell} if solid else np.uint16((ub >> 16) & 0xFFFF)"]
+    if stress:
+        for n in range(len(_stress_names(lattice))):
+            slot = f"s{stress_slot(nq, n)}{cell}"
+            lines.append(f"{ind}{slot} = {slot} if solid else sb{n}")
     return lines
 
 
-def _compile(lattice: Lattice) -> dict[str, Any]:
-    """{(kind, serial): dispatcher} of ``lattice``'s decode and encode."""
-    tag = lattice.name.lower()
-    source = "\n\n\n".join("\n".join(make(lattice, f"{kind}_{tag}")) for kind, make in
+def _encode_stress(lattice: Lattice, ind: str) -> list[str]:
+    """Lines of the stress-kept encode before the deviations: each equilibrium ``e{q}``, the
+    stress of the deviations from them rounded to its slots' bits ``sb{n}``, and the first-order
+    part of the rounded stress added to each ``e{q}``."""
+    nq = lattice.q
+    lines = [f"{ind}e{q} = {_feq_src(lattice, q)}" for q in range(nq)]
+    pis = _stress_names(lattice)
+    for n, (a, b) in enumerate(stress_components(lattice.dim)):
+        lines.append(f"{ind}p = np.float32(0.0)")
+        for q in range(nq):
+            cc = int(lattice.c[q][a]) * int(lattice.c[q][b])
+            lines.append(f"{ind}p += {_f(cc)} * (v{q} - e{q})")
+        lines += [f"{ind}sb{n} = half_from_fast(p * {_f(STRESS_SCALE)})",
+                  f"{ind}{pis[n]} = _stress_value_fast(sb{n})"]
+    for q in range(nq):
+        lines += [*_first_order(lattice, q, pis, ind), f"{ind}e{q} = e{q} + g"]
+    return lines
+
+
+def _compile(lattice: Lattice, stress: bool) -> dict[str, Any]:
+    """{(kind, serial): dispatcher} of ``lattice``'s decode and encode (``stress``: of
+    stress-kept records)."""
+    tag = lattice.name.lower() + ("s" if stress else "")
+    source = "\n\n\n".join("\n".join(make(lattice, f"{kind}_{tag}", stress)) for kind, make in
                            (("decode", _decode_source), ("encode", _encode_source))) + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     env = {"numba": numba, "np": np, "SOLID": SOLID, "_rho_fast": _rho_fast,
            "_signed16": _signed16, "_usq": _usq, "_split": _split, "_pow2_32": _pow2_32,
            "_exponent": _exponent, "_scales": _scales, "_bits": _bits,
            "_round_even32": _round_even32, "_feq_of": _feq_of,
+           "_stress_value_fast": _stress_value_fast,
            "f32_from_halves": fast16.f32_from_halves, "half_from_fast": fast16.half_from_fast,
            "__name__": __name__}
     built = {}
@@ -207,14 +271,16 @@ def _compile(lattice: Lattice) -> dict[str, Any]:
     return built
 
 
-_BUILT = {lat.q: _compile(lat) for lat in (D2Q9, D3Q19)}
+#: by record slots: plain and stress-kept records of each lattice
+_BUILT = {record_slots(lat.q, stress): _compile(lat, stress) for lat in (D2Q9, D3Q19)
+          for stress in (False, True)}
 
 
 def decode(rec: np.ndarray, out: np.ndarray, a: int, b: int, off: int, serial: bool) -> Any:
     """Planes [a, b) of records ``rec[slot, plane, j, i]`` (every row and column) into
     ``out[q, plane - off, j, i]``: (kernel, its arguments)."""
     threads = 1 if serial else numba.get_num_threads()
-    return _BUILT[out.shape[0]]["decode", serial], (*rec, *out, a, b, off, threads)
+    return _BUILT[rec.shape[0]]["decode", serial], (*rec, *out, a, b, off, threads)
 
 
 def encode(post: np.ndarray, rec: np.ndarray, flags: np.ndarray, a: int, b: int, off: int,
@@ -222,5 +288,5 @@ def encode(post: np.ndarray, rec: np.ndarray, flags: np.ndarray, a: int, b: int,
     """The fluid cells of planes [a, b), ``rows``, columns 1 .. nx of records
     ``rec[slot, plane, j, i]`` from ``post[q, plane - off, j, i]``: (kernel, arguments)."""
     threads = 1 if serial else numba.get_num_threads()
-    return _BUILT[post.shape[0]]["encode", serial], (flags, *post, *rec, a, b, off, *rows,
+    return _BUILT[rec.shape[0]]["encode", serial], (flags, *post, *rec, a, b, off, *rows,
                                                      threads)

@@ -131,14 +131,16 @@ def test_step0_forces_and_lists_match_cpu(potential) -> None:
 
 
 @in_child
-@pytest.mark.parametrize("md", [
-    {"potential": {"cutoff": 2.5, "shift": "force"}},
-    {"ensemble": "npt", "temperature": 1.0, "barostat": {"pressure": 5.0, "damping": 0.5}},
+@pytest.mark.parametrize("md, slabs", [
+    ({"potential": {"cutoff": 2.5, "shift": "force"}}, 1),
+    ({"ensemble": "npt", "temperature": 1.0, "barostat": {"pressure": 5.0, "damping": 0.5}}, 2),
 ], ids=["force-shift", "npt"])
-def test_force_shift_and_npt_match_cpu(md) -> None:
-    """The force-shift kernel, and NPT's box scaling, exact virial sums and moving grid."""
+def test_force_shift_and_npt_match_cpu(md, slabs: int) -> None:
+    """The force-shift kernel (one slab: the kernel does not see the split), and NPT's box
+    scaling, exact virial sums and moving grid on two slabs (the slab edges move with the
+    box). Splits of the plain kernels: test_nve_one_and_two_slabs_match_cpu."""
     cpu = _solver("cpu", **md)
-    runs = [_solver("numba-cuda", n, **md) for n in (1, 2)]
+    runs = [_solver("numba-cuda", slabs, **md)]
     for s in (cpu, *runs):
         s.step(STEPS_SLOW)
     for s in runs:
@@ -146,12 +148,13 @@ def test_force_shift_and_npt_match_cpu(md) -> None:
 
 
 @in_child
-@pytest.mark.parametrize("ensemble", ["nose-hoover", "langevin"])
-def test_two_masses_match_cpu(ensemble: str) -> None:
-    """Per-type masses: the per-type kick kernel, kinetic sums per atom, under Nose-Hoover;
-    under Langevin also drag and noise per type, in batches. A 1-2 pair of its own: the typed
-    force kernel on lists that carry each neighbour's type (a wrong type changes the bits;
-    milder than Kob-Andersen, whose lattice start rebuilds twice as often here)."""
+@pytest.mark.parametrize("ensemble, slabs", [("nose-hoover", 2), ("langevin", 1)])
+def test_two_masses_match_cpu(ensemble: str, slabs: int) -> None:
+    """Per-type masses: the per-type kick kernel, kinetic sums per atom, under Nose-Hoover
+    (two slabs: types and masses travel with migrating atoms and ghosts); under Langevin also
+    drag and noise per type, in batches (one slab). A 1-2 pair of its own: the typed force
+    kernel on lists that carry each neighbour's type (a wrong type changes the bits; milder
+    than Kob-Andersen, whose lattice start rebuilds twice as often here)."""
     from simsplit.md import MDSolver
     from simsplit.md.reference import lj_case
 
@@ -163,14 +166,15 @@ def test_two_masses_match_cpu(ensemble: str) -> None:
         return MDSolver(case, backend)
 
     cpu = solver("cpu", 1)
-    runs = [solver("numba-cuda", n) for n in (1, 2)]
-    for s in (cpu, *runs):
+    gpu = solver("numba-cuda", slabs)
+    for s in (cpu, gpu):
         assert s.multi_mass
         s.step(STEPS_SLOW)
-    for s in runs:
-        _same(s, cpu)
-        assert s.slabs[0].type_shift == 30
-    assert (runs[0].stats()["batches"] > 0) == (ensemble == "langevin")
+    _same(gpu, cpu)
+    assert gpu.slabs[0].type_shift == 30
+    assert (gpu.stats()["batches"] > 0) == (ensemble == "langevin")
+    if slabs > 1:
+        assert gpu.stats()["ghosts"] > 0
 
 
 @in_child

@@ -18,6 +18,7 @@ their source.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from typing import Any
@@ -34,11 +35,13 @@ from simsplit.backends.cpu.neq_codec import (
     _usq,
 )
 from simsplit.numerics.flags import SOLID
-from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
+from simsplit.numerics.lattice import Lattice
 from simsplit.numerics.neq_storage import (
     NEQ_BITS,
     RHO_SCALE,
     STRESS_SCALE,
+    lattice_of,
+    record_layout,
     record_slots,
     stress_components,
     stress_slot,
@@ -126,10 +129,10 @@ def _rows(indent: str, span: str) -> list[str]:
             f"{indent}        j = j0 + row % (j1 - j0)"]
 
 
-def _first_order(lattice: Lattice, q: int, values: list[str], ind: str) -> list[str]:
-    """Lines setting ``g`` to population q's first-order part of the stresses ``values``
-    (float32 names), summed over the components in slot order as the reference codec does."""
-    weights = stress_weights(lattice)[q]
+def _first_order(weights: np.ndarray, values: list[str], ind: str) -> list[str]:
+    """Lines setting ``g`` to a population's first-order part of the stresses ``values``
+    (float32 names) under its ``weights`` (its row of ``stress_weights``), summed over the
+    components in slot order as the reference codec does."""
     return [f"{ind}g = np.float32(0.0)",
             *(f"{ind}g += {_f(weights[s])} * {v}" for s, v in enumerate(values))]
 
@@ -154,6 +157,7 @@ def _decode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:
              f"{ind}m1 = _pow2_32(e1)",
              f"{ind}m2 = _pow2_32(e2)"]
     pis = _stress_names(lattice) if stress else []
+    weights = stress_weights(lattice) if stress else None
     for n, pi in enumerate(pis):
         lines.append(f"{ind}{pi} = _stress_value_fast(s{stress_slot(nq, n)}{cell})")
     for q in range(nq):
@@ -161,7 +165,7 @@ def _decode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:
         if not stress:
             lines.append(f"{ind}f{q}[k - off, j, i] = {dev} + {_feq_src(lattice, q)}")
             continue
-        lines += [*_first_order(lattice, q, pis, ind),
+        lines += [*_first_order(weights[q], pis, ind),
                   f"{ind}f{q}[k - off, j, i] = {dev} + ({_feq_src(lattice, q)} + g)"]
     return lines
 
@@ -239,8 +243,9 @@ def _encode_stress(lattice: Lattice, ind: str) -> list[str]:
             lines.append(f"{ind}p += {_f(cc)} * (v{q} - e{q})")
         lines += [f"{ind}sb{n} = half_from_fast(p * {_f(STRESS_SCALE)})",
                   f"{ind}{pis[n]} = _stress_value_fast(sb{n})"]
+    weights = stress_weights(lattice)
     for q in range(nq):
-        lines += [*_first_order(lattice, q, pis, ind), f"{ind}e{q} = e{q} + g"]
+        lines += [*_first_order(weights[q], pis, ind), f"{ind}e{q} = e{q} + g"]
     return lines
 
 
@@ -271,16 +276,19 @@ def _compile(lattice: Lattice, stress: bool) -> dict[str, Any]:
     return built
 
 
-#: by record slots: plain and stress-kept records of each lattice
-_BUILT = {record_slots(lat.q, stress): _compile(lat, stress) for lat in (D2Q9, D3Q19)
-          for stress in (False, True)}
+@functools.cache
+def _built(slots: int) -> dict[str, Any]:
+    """The decode and encode of records of ``slots`` slots (plain or stress-kept, each
+    lattice), generated on first use: a run that holds no records does not pay for them."""
+    q, stress = record_layout(slots)
+    return _compile(lattice_of(q), stress)
 
 
 def decode(rec: np.ndarray, out: np.ndarray, a: int, b: int, off: int, serial: bool) -> Any:
     """Planes [a, b) of records ``rec[slot, plane, j, i]`` (every row and column) into
     ``out[q, plane - off, j, i]``: (kernel, its arguments)."""
     threads = 1 if serial else numba.get_num_threads()
-    return _BUILT[rec.shape[0]]["decode", serial], (*rec, *out, a, b, off, threads)
+    return _built(rec.shape[0])["decode", serial], (*rec, *out, a, b, off, threads)
 
 
 def encode(post: np.ndarray, rec: np.ndarray, flags: np.ndarray, a: int, b: int, off: int,
@@ -288,5 +296,5 @@ def encode(post: np.ndarray, rec: np.ndarray, flags: np.ndarray, a: int, b: int,
     """The fluid cells of planes [a, b), ``rows``, columns 1 .. nx of records
     ``rec[slot, plane, j, i]`` from ``post[q, plane - off, j, i]``: (kernel, arguments)."""
     threads = 1 if serial else numba.get_num_threads()
-    return _BUILT[rec.shape[0]]["encode", serial], (flags, *post, *rec, a, b, off, *rows,
+    return _built(rec.shape[0])["encode", serial], (flags, *post, *rec, a, b, off, *rows,
                                                      threads)

@@ -93,21 +93,17 @@ __device__ __forceinline__ void collide_2d(const T* fl, int i, int j, int nx,
     }
 }
 
-// Population q of the cell at `at`, read through the read-only path and decoded.
+// Population q of the cell at `at`, read through the read-only path and decoded; on neq16
+// records (neq_records.cuh, float32; stress-kept too) rebuilt from the cell's record, for every
+// rule of the kernel.
 template <typename T, typename S>
 __device__ __forceinline__ T read_decoded(const S* __restrict__ f_src, lbm::index_t plane,
                                           lbm::index_t at, int q)
 {
-    return lbm::decode<D2Q9, T>(lbm::read_only(f_src + q * plane + at), q);
-}
-
-// neq16 records (neq_records.cuh, float32): population q of the cell at `at` rebuilt from its
-// record, for every rule of the kernel
-template <typename T>
-__device__ __forceinline__ T read_decoded(const neq::rec* __restrict__ f_src, lbm::index_t plane,
-                                          lbm::index_t at, int q)
-{
-    return neq::pull<D2Q9>(f_src, q, plane, at);
+    if constexpr (neq::is_records<S>::value)
+        return neq::pull<D2Q9>(f_src, q, plane, at);
+    else
+        return lbm::decode<D2Q9, T>(lbm::read_only(f_src + q * plane + at), q);
 }
 
 // Pressure outlet (anti-bounce-back): -f*_opp(q) + 2 w_q rho_w (1 + 4.5 (c_q.u)^2 - 1.5 u^2),
@@ -246,9 +242,9 @@ __device__ __forceinline__ lbm::index_t source_cell(int q, int i, int j, int nx,
 // 8192^2 float32), although no box cell ever takes it. A slab with open faces or curved walls
 // launches it only on the column spans that need those rules (SlabBlock.column_spans: next to
 // an inlet or outlet, across a curved body) and the kernel without them elsewhere.
-// S = neq::rec (run.storage neq16, T float; instantiated with OPEN only: the box of records
-// has d2q9_stream_collide_neq): every population is rebuilt from its source cell's record, the
-// cell's record written from its post-collision populations.
+// S = neq::rec (run.storage neq16, T float; neq::srec: neq16s; instantiated with OPEN only:
+// the box of records has d2q9_stream_collide_neq): every population is rebuilt from its source
+// cell's record, the cell's record written from its post-collision populations.
 template <typename T, typename S, bool STORE_MACRO, bool OPEN>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
@@ -333,10 +329,11 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
 // Pull step of rows [j0, j1) on run.storage neq16 cell records (neq_records.cuh; float32
 // arithmetic, one cell a thread, `plane` between record slots): walls and the lid bounce back
 // the own cell's rebuilt opposite population, as the CPU kernel does on records (bodies, open
-// faces and free-slip walls on records: d2q9_stream_collide with S = neq::rec).
-template <bool STORE_MACRO>
+// faces and free-slip walls on records: d2q9_stream_collide with S = neq::rec). S neq::srec:
+// neq16s's stress-kept records.
+template <bool STORE_MACRO, typename S = neq::rec>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
-d2q9_stream_collide_neq(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,
+d2q9_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
                         const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
                         float* __restrict__ ux_out, float* __restrict__ uy_out, int nx, int ny,
                         lbm::index_t pitch, lbm::index_t plane, int j0, int j1, float om_p,

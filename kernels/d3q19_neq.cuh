@@ -4,11 +4,12 @@
 // checks refuse the rest on this storage.
 #include "neq_records.cuh"
 
-// Two-lattice pull step of planes [k0, k1) on neq16 records, one cell a thread (float32
-// arithmetic; the launch and strides of d3q19_stream_collide, `plane` between record slots).
-template <bool STORE_MACRO, bool FORCED, typename P>
+// Two-lattice pull step of planes [k0, k1) on neq16 records (S neq::rec; neq16s's
+// stress-kept records: neq::srec), one cell a thread (float32 arithmetic; the launch and
+// strides of d3q19_stream_collide, `plane` between record slots).
+template <bool STORE_MACRO, bool FORCED, typename P, typename S = neq::rec>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
-d3q19_stream_collide_neq(const neq::rec* __restrict__ f_src, neq::rec* __restrict__ f_dst,
+d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
                          const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
                          float* __restrict__ ux_out, float* __restrict__ uy_out,
                          float* __restrict__ uz_out, int nx, int ny, int nz,

@@ -84,12 +84,13 @@ link_force_sums(const S* __restrict__ f, int n, const long long* __restrict__ at
              acc, nonfinite);
 }
 
-// The same on run.storage neq16 records of lattice L (neq_records.cuh): each population
-// rebuilt in float32 from its cell's record, as the stream kernels rebuild it; an offset is
-// q plane + the cell's offset in a slot plane (`plane` elements between slots).
-template <typename L>
+// The same on run.storage neq16 records of lattice L (neq_records.cuh; S neq::srec: neq16s's
+// stress-kept records): each population rebuilt in float32 from its cell's record, as the
+// stream kernels rebuild it; an offset is q plane + the cell's offset in a slot plane (`plane`
+// elements between slots).
+template <typename L, typename S = neq::rec>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
-link_force_sums_neq(const neq::rec* __restrict__ f, int n,
+link_force_sums_neq(const S* __restrict__ f, int n,
                     const long long* __restrict__ at_out, const long long* __restrict__ at_in,
                     const long long* __restrict__ at_nb, const long long* __restrict__ at_far,
                     const double* __restrict__ w_out, const double* __restrict__ w_in,

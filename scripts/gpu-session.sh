@@ -21,6 +21,10 @@
 #            slabs, D2Q9 and D3Q19), MLUPS at 512^3 and 8192^2 against float32 and float16
 #            storage in the same run and numba-cuda's at 256^3, then the 3D cavity Re 1000
 #            128^3 with f64 / f32 / neq16 (ACC25_STORAGES)
+#   neq16s   run.storage neq16s (issue 25): its GPU tests (cupy and numba-cuda == CPU on 1-3
+#            slabs: D3Q19 cavity and channel, D2Q9 cavity, channel and bodies, D3Q19 bodies),
+#            MLUPS at 512^3 and 8192^2 against neq16 and float32 storage in the same run
+#            (NEQ16S_TESTS=0 skips the tests, NEQ16S_BENCH=0 the MLUPS)
 #   neqtile  run.storage neq16, the tiled candidates of the box kernels (kernels/*_neq_tile.cuh):
 #            scripts/tune_neq16.py: bitwise check against production, MLUPS and %copy, D3Q19
 #            at 512^3 and 256^3, D2Q9 at 8192^2 and 4096^2 (NEQTILE_ARGS)
@@ -268,6 +272,21 @@ if has neq25; then
     timeout 590 python3 scripts/fp16_study.py --backend cupy --cases cylinder2d_d20,cylinder2d_d40 \
         --storages f64,f32,f32/float16,f32/e4m11,f32/neq16 2>&1 | quiet \
         | tee "$OUT/acc25-cylinder.log"
+fi
+if has neq16s; then
+    note "run.storage neq16s: GPU tests, speed against neq16 and float32 storage (issue 25)"
+    [[ ${NEQ16S_TESTS:-1} = 1 ]] && timeout 360 python3 -m pytest -o addopts=-ra -q \
+        -p no:cacheprovider -m gpu tests/test_d3q19_storage_gpu.py tests/test_d2q9_storage_gpu.py \
+        tests/test_bodies3d_gpu.py -k neq16s 2>&1 | quiet | tail -8 | tee "$OUT/neq16s-tests.log"
+    if [[ ${NEQ16S_BENCH:-1} = 1 ]]; then
+        for grid in 512x512x512 8192x8192; do
+            for st in neq16s neq16 float32; do
+                timeout 100 python3 -m simsplit bench --backend cupy --grid $grid --steps 50 \
+                    --repeats 3 --no-graph --precision float32 --storage $st 2>&1 | quiet \
+                    | grep -E "^cupy|^copy" | tee -a "$OUT/bench-neq16s.log"
+            done
+        done
+    fi
 fi
 if has neqtile; then
     note "run.storage neq16: tiled box kernel candidates, D3Q19 and D2Q9 (tune_neq16)"

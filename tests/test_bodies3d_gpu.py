@@ -83,14 +83,16 @@ def test_bodies3d_fp16_storage_matches_cpu(backend: str, outlet: str, bounce: st
 
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy")])
-@pytest.mark.parametrize("outlet, bounce", [("pressure", "linear"), ("convective", "quadratic")])
-def test_bodies3d_neq16_cupy_equals_cpu_and_splits(backend: str, outlet: str,
+@pytest.mark.parametrize("storage, outlet, bounce", [
+    ("neq16", "pressure", "linear"), ("neq16", "convective", "quadratic"),
+    ("neq16s", "convective", "quadratic")])
+def test_bodies3d_neq16_cupy_equals_cpu_and_splits(backend: str, storage: str, outlet: str,
                                                    bounce: str) -> None:
-    """run.storage neq16 records with bodies, an inlet and an outlet (the bodies kernel on
-    records, every rule; forces reduced on the device from records): cupy's records, velocity
-    and forces are the CPU's bit for bit, on 1, 2 and 3 slabs."""
-    want = _run("cpu", "float32", 2, bounce, "neq16", outlet=outlet)
-    runs = [_run(backend, "float32", n, bounce, "neq16", outlet=outlet) for n in (1, 2, 3)]
+    """run.storage neq16 (and neq16s) records with bodies, an inlet and an outlet (the bodies
+    kernel on records, every rule; forces reduced on the device from records): cupy's records,
+    velocity and forces are the CPU's bit for bit, on 1, 2 and 3 slabs."""
+    want = _run("cpu", "float32", 2, bounce, storage, outlet=outlet)
+    runs = [_run(backend, "float32", n, bounce, storage, outlet=outlet) for n in (1, 2, 3)]
     for run in (*runs[1:], want):
         for a, b in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)

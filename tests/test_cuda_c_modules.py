@@ -103,6 +103,7 @@ def test_one_module_per_storage_pair_compiled_when_prepared(cuda_c_d3q19) -> Non
     assert sorted(every) == sorted(n for n in kernel_names.name_expressions("d3q19.cu")
                                    if not n.startswith("lbm_")
                                    and n not in kernel_names.d3q19_neq_expressions()
+                                   and n not in kernel_names.d3q19_neq_expressions(stress=True)
                                    and not n.startswith("d3q19_stream_collide_neq_tile<"))
     assert len(set(every)) == len(every)
 
@@ -174,6 +175,53 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     assert len(compiled) == 1
     with pytest.raises(ValueError, match="halo buffer"):
         kernels.pack(f, 1, 0, np.zeros((5, buf.shape[1]), np.uint16))
+
+
+def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) -> None:
+    """run.storage neq16s: prepare compiles the stress-kept records' module (the same kernels on
+    neq::srec) beside neq16's, once; steps, bodies and halos on 33-slot records launch its
+    kernels (the halo: 5 crossing significands and the other 14 slots), 27-slot records still
+    neq16's; a tile candidate the environment names is for plain records only."""
+    mod, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import kernel_names, neq_tiles
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x4")
+    kernels = mod.D3Q19Kernels(0)
+    assert kernels.records and kernels.stress_records
+    kernels.prepare(population_storage("neq16s", "float32"))
+    kernels.prepare(population_storage("neq16s", "float32"))
+    assert compiled == [kernel_names.d3q19_neq_expressions(stress=True)]
+    assert all("neq::srec" in n or "StressRecords" in n for n in compiled[0])
+    nx, ny, nz = 8, 5, 4
+    f = padded_empty(np, (33, nz + 2, ny + 2, nx + 2), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True)
+    assert launches[-1] == "d3q19_stream_collide_neq<true, true, lbm::offset_t, neq::srec>"
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False,
+                           inlet=np.zeros((nz + 2, ny + 2), np.float32))
+    assert launches[-1] == ("d3q19_stream_collide_bodies<float, neq::srec, false, true, "
+                            "BODIES_SLIP_QUADRATIC>")
+    buf = np.zeros((19, f.shape[2] * f.shape[3]), np.uint16)
+    kernels.pack(f, 1, 0, buf)
+    assert launches[-1] == "lbm_pack<D3Q19StressRecords, unsigned short>"
+    kernels.unpack(buf, f, 0, 1)
+    assert launches[-1] == "lbm_unpack<D3Q19StressRecords, unsigned short>"
+    with pytest.raises(ValueError, match="halo buffer"):
+        kernels.pack(f, 1, 0, np.zeros((13, buf.shape[1]), np.uint16))
+    assert len(compiled) == 1
+    plain = padded_empty(np, (27, *f.shape[1:]), np.uint16)
+    kernels.stream_collide(plain, padded_empty(np, plain.shape, np.uint16), flags, *macro,
+                           (1, nz + 1), params, False, inlet=np.zeros((nz + 2, ny + 2),
+                                                                      np.float32))
+    assert launches[-1] == ("d3q19_stream_collide_bodies<float, unsigned short, false, true, "
+                            "BODIES_SLIP_QUADRATIC>")
+    assert compiled[1] == (kernel_names.d3q19_neq_expressions()
+                           + neq_tiles.d3q19_neq_tile_expressions("tile32x4"))
 
 
 def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch) -> None:
@@ -258,6 +306,53 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
         kernels.pack(f, 1, 0, np.zeros((3, 12), np.uint16))
 
 
+def test_d2q9_neq16s_records_module_compiled_when_prepared(cuda_c_d3q19, monkeypatch) -> None:
+    """D2Q9 neq16s: the stress-kept records' kernels are a module of their own, compiled by
+    prepare (not by every run); 18-slot records take its box kernel (not the tiled candidate:
+    it reads plain records), its kernel with every rule and its halos (3 crossing significands
+    and the other 9 slots); stress-kept records before prepare are refused."""
+    _, compiled, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import kernel_names
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D2Q9Params
+
+    mod = importlib.import_module("simsplit.backends.cuda_c.d2q9")
+    monkeypatch.setattr(mod, "check_launch_device", lambda device: None)
+    monkeypatch.setattr(mod.errors.TRACKER, "device_names",
+                        dict(mod.errors.TRACKER.device_names))
+    kernels = mod.D2Q9Kernels(0)
+    assert kernels.stress_records and len(compiled) == 1
+    assert not any("neq::srec" in n or "Stress" in n for n in compiled[0])
+    f = padded_empty(np, (18, 10, 12), np.uint16)
+    g = padded_empty(np, f.shape, np.uint16)
+    flags = padded_empty(np, f.shape[1:], np.uint8)
+    macro = [np.zeros((8, 10), np.float32) for _ in range(3)]
+    params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
+    with pytest.raises(RuntimeError, match="prepare"):
+        kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
+    kernels.prepare(population_storage("neq16", "float32"))
+    assert len(compiled) == 1
+    kernels.prepare(population_storage("neq16s", "float32"))
+    kernels.prepare(population_storage("neq16s", "float32"))
+    assert compiled[1:] == [kernel_names.d2q9_neq_expressions(stress=True)]
+    assert set(kernel_names.d2q9_neq_expressions(stress=True)) <= set(kernels.registers)
+    kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
+    assert launches[-1] == "d2q9_stream_collide_neq<true, neq::srec>"
+    kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
+                           inlet=np.zeros(10, np.float32), columns=(2, 5))
+    assert launches[-1] == "d2q9_stream_collide<float, neq::srec, false, true>"
+    buf = np.zeros((12, 12), np.uint16)
+    kernels.pack(f, 1, 0, buf)
+    assert launches[-1] == "lbm_pack<D2Q9StressRecords, unsigned short>"
+    kernels.unpack(buf, f, 0, 1)
+    assert launches[-1] == "lbm_unpack<D2Q9StressRecords, unsigned short>"
+    with pytest.raises(ValueError, match="halo buffer"):
+        kernels.pack(f, 1, 0, np.zeros((9, 12), np.uint16))
+    plain = padded_empty(np, (15, 10, 12), np.uint16)
+    kernels.pack(plain, 1, 0, np.zeros((9, 12), np.uint16))
+    assert launches[-1] == "lbm_pack<D2Q9Records, unsigned short>"
+
+
 def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     """The default D2Q9 candidate comes from the module every run compiles; another one the
     environment names is compiled into a module of its own; either takes the box steps (its
@@ -296,7 +391,7 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "strip256f")
     kernels = mod.D2Q9Kernels(0)
     assert compiled[-1] == neq_tiles.d2q9_neq_tile_expressions("strip256f")
-    assert kernel_names.name_expressions("d2q9.cu") == compiled[-2]
+    assert kernel_names.d2q9_module_expressions() == compiled[-2]
     kernels.stream_collide(f, g, flags, *macro, (3, 190), params, True, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq_tile<256, 0, 4, true, true>"
     assert _Kernel.last_launch == ((2, 3), (256,), 18 * 258 * 4)

@@ -116,15 +116,17 @@ def test_d2q9_16_bit_numba_cuda_splits_and_cpu(backend: str, flow: str, storage:
     for b, flows in (("cupy", ("cavity", "channel", "bodies")),
                      ("numba-cuda", ("cavity", "channel")))
     for flow in flows])
-def test_neq16_gpu_equals_cpu_and_splits(backend: str, flow: str) -> None:
-    """run.storage neq16 in 2D (cupy: d2q9_stream_collide_neq; bodies: an inlet, a pressure
-    outlet and a circle with linear links, d2q9_stream_collide on records, and the forces
-    reduced on the device from records; numba-cuda: the CPU's codec compiled for the device,
-    boxes only): each GPU backend writes the CPU's records bit for bit, on 1, 2 and 3 slabs
-    (record halos, CUDA graphs past 32 steps on cupy)."""
-    want = _run("cpu", flow, "neq16", 2)
-    runs = [_run(backend, flow, "neq16", n) for n in (1, 2, 3)]
-    assert runs[0][0].dtype == np.uint16 and runs[0][0].shape[0] == 15
+@pytest.mark.parametrize("storage", ["neq16", "neq16s"])
+def test_neq16_gpu_equals_cpu_and_splits(backend: str, flow: str, storage: str) -> None:
+    """run.storage neq16 and neq16s in 2D (cupy: d2q9_stream_collide_neq; bodies: an inlet, a
+    pressure outlet and a circle with linear links, d2q9_stream_collide on records, and the
+    forces reduced on the device from records; numba-cuda: the CPU's codec compiled for the
+    device, boxes only): each GPU backend writes the CPU's records bit for bit, on 1, 2 and 3
+    slabs (record halos, CUDA graphs past 32 steps on cupy)."""
+    want = _run("cpu", flow, storage, 2)
+    runs = [_run(backend, flow, storage, n) for n in (1, 2, 3)]
+    assert runs[0][0].dtype == np.uint16
+    assert runs[0][0].shape[0] == (15 if storage == "neq16" else 18)
     for run in (*runs[1:], want):
         for a, b in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)

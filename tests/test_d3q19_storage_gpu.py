@@ -97,14 +97,17 @@ def test_16_bit_numba_cuda_splits_and_cpu(backend: str, channel: bool, storage: 
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy"), _gpu_param("numba-cuda")])
 @pytest.mark.parametrize("channel", [False, True], ids=["cavity-trt", "channel-bgk-force"])
-def test_neq16_gpu_equals_cpu_and_splits(backend: str, channel: bool) -> None:
-    """run.storage neq16 (cell records; cupy: kernels/d3q19_neq.cuh, numba-cuda: the CPU's
-    codec compiled for the device): each GPU backend writes the CPU's records bit for bit (the
-    host emulation and the simulator say it must), and the same on 1, 2 and 3 slabs (halos of
-    records, CUDA graphs past 32 steps on cupy)."""
-    want = _run("cpu", 2, channel, 100, "neq16")
-    runs = [_run(backend, n, channel, 100, "neq16") for n in (1, 2, 3)]
-    assert runs[0][0].dtype == np.uint16 and runs[0][0].shape[0] == 27
+@pytest.mark.parametrize("storage", ["neq16", "neq16s"])
+def test_neq16_gpu_equals_cpu_and_splits(backend: str, channel: bool, storage: str) -> None:
+    """run.storage neq16 and neq16s (cell records, plain and stress-kept; cupy:
+    kernels/d3q19_neq.cuh, numba-cuda: the CPU's codec compiled for the device): each GPU
+    backend writes the CPU's records bit for bit (the host emulation and the simulator say it
+    must), and the same on 1, 2 and 3 slabs (halos of records, CUDA graphs past 32 steps on
+    cupy)."""
+    want = _run("cpu", 2, channel, 100, storage)
+    runs = [_run(backend, n, channel, 100, storage) for n in (1, 2, 3)]
+    assert runs[0][0].dtype == np.uint16
+    assert runs[0][0].shape[0] == (27 if storage == "neq16" else 33)
     for run in (*runs[1:], want):
         for a, b in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(a, b)

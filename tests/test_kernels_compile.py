@@ -18,6 +18,7 @@ import pytest
 
 from simsplit.backends.cuda_c import kernel_names, source
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
+from simsplit.numerics.neq_storage import halo_slot_sets, record_slots
 from simsplit.numerics.storage import storage_dtype
 from tests.conftest import CXX, OUTLETS, find_nvcc, outlet_params
 
@@ -34,7 +35,7 @@ def _expressions(name: str) -> list[str]:
     Measured when this was cut (nvcc 13.0, all 172, 2026-12-06): none of the 86 mixed ones
     spilled; one used more registers than its both-on twin (86 against 84)."""
     return [e for e in kernel_names.name_expressions(name)
-            if ("lbm::index_t>" not in e or ", true, true, lbm::index_t>" in e)
+            if ("lbm::index_t" not in e or ", true, true, lbm::index_t" in e)
             and not _mixed_bodies_flags(e)]
 
 
@@ -88,15 +89,21 @@ def test_generated_header_carries_exact_weights() -> None:
 @needs_nvcc
 def test_generated_tables_evaluate_to_lattice(tmp_path: Path) -> None:
     """The C++ compiler itself reads the generated tables back (host code: no GPU needed)."""
+    records = [("D2Q9Records", 9), ("D2Q9StressRecords", 9), ("D3Q19Records", 19),
+               ("D3Q19StressRecords", 19)]
     prog = source.generated_header() + """
 #include <cstdio>
+template <typename L> void halo_sets() {
+    for (int s = 0; s < 2; ++s)
+        for (int k = 0; k < L::N_CROSS; ++k) std::printf("%d ", L::halo(s, k));
+    std::printf("\\n");
+}
 int main() {
     for (int q = 0; q < D2Q9::Q; ++q)
         std::printf("%d %d %d %a\\n", D2Q9::cx(q), D2Q9::cy(q), D2Q9::opp(q), D2Q9::w(q));
     for (int s = 0; s < 2; ++s)
         for (int k = 0; k < D2Q9::N_CROSS; ++k) std::printf("%d\\n", D2Q9::halo(s, k));
-}
-"""
+""" + "".join(f"    halo_sets<{name}>();\n" for name, _ in records) + "}\n"
     (tmp_path / "tables.cu").write_text(prog)
     build = subprocess.run([NVCC, "--std=c++17", "-o", "tables", "tables.cu"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)
@@ -109,6 +116,10 @@ int main() {
     assert [int(r[2]) for r in rows] == list(D2Q9_OPP)
     assert [float.fromhex(r[3]) for r in rows] == list(D2Q9_W)  # bit for bit
     assert [int(v) for v in out[9:15]] == [*UP, *DOWN]
+    # the records' halo slots (neq16's, neq16s's): the CPU's halo rows, every backend's table
+    for line, (name, q) in zip(out[15:19], records, strict=True):
+        sets = halo_slot_sets(record_slots(q, stress="Stress" in name))
+        assert line.split() == [str(v) for slots in sets for v in slots], name
 
 
 def test_no_hand_copied_tables() -> None:
@@ -174,13 +185,19 @@ def test_compiles_to_ptx(tmp_path_factory, tmp_path: Path, name: str) -> None:
 #: (unforced, no rho/u; 36,510 MLUPS on an H100, the GPU that takes it) spilled 8 bytes with
 #: NVRTC and nvcc 13.0; at two blocks none spill (80 registers, not timed)
 FP16_TWO_STEP_SPILL = 24
+#: spill bytes the 3D bodies kernel on neq16s's stress-kept records may keep: one block of 256
+#: threads at 255 registers; every rule rebuilds its populations from the records (nvcc 13.0:
+#: none spilled, 244-253 registers; nvcc 13.5: 164-168 bytes, 416 before the stress terms of
+#: zero weight were left out). Its speed is not measured yet
+NEQ16S_BODIES_SPILL = 176
 #: bytes of stack and spill a kernel may keep (mangled name part -> bytes): the forced fp16
 #: two-cell kernel at 72 registers (14 blocks) spills 8 bytes on its near-wall path
 #: (kernels/d3q19.cu, SIMSPLIT_D3Q19_X2_MIN_BLOCKS_FOR; 80 registers at 12 blocks: none), and
 #: the fp16 two-step kernel as above. The unforced two-cell one, the measured 64 x 16 build,
 #: must not spill
 SPILL_ALLOWED = {"d3q19_stream_collide_x2IfN3lbm6bits16ILi0EEELb0ELb1EjE": 8,
-                 "d3q19_stream_collide_two_stepsIfN3lbm6bits16ILi0EEE": FP16_TWO_STEP_SPILL}
+                 "d3q19_stream_collide_two_stepsIfN3lbm6bits16ILi0EEE": FP16_TWO_STEP_SPILL,
+                 "d3q19_stream_collide_bodiesIfN3neq4srecE": NEQ16S_BODIES_SPILL}
 
 
 @needs_nvcc
@@ -264,10 +281,14 @@ def test_compiles_with_nvrtc(name: str) -> None:
 
 def test_name_expressions_cover_dtypes() -> None:
     """Every run.storage choice of 2D grids has its kernels and halo kernels (neq16 records
-    their own; neq16s none yet: the CUDA C kernel sets refuse it)."""
+    their own, neq16s's stress-kept records theirs on neq::srec)."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = kernel_names.name_expressions("d2q9.cu")
+    for stress in (False, True):
+        assert set(kernel_names.d2q9_neq_expressions(stress)) <= set(names)
+    assert "d2q9_stream_collide<float, neq::srec, true, true>" in names
+    assert "lbm_unpack<D2Q9StressRecords, unsigned short>" in names
     ctype = {"float16": "lbm::half16", "e4m11": "lbm::e4m11", "float32": "float",
              "float64": "double"}
     for precision, storages in STORAGE_CHOICES.items():
@@ -432,25 +453,35 @@ COLLIDE(double, float, collide_float64_float32)
 COLLIDE(double, lbm::half16, collide_float64_float16)
 COLLIDE(double, lbm::e4m11, collide_float64_e4m11)
 COLLIDE(float, unsigned short, collide_float32_neq16)
+COLLIDE(float, neq::srec, collide_float32_neq16s)
 HALO(float, halo_float32) HALO(double, halo_float64) HALO(lbm::half16, halo_float16)
 HALO(lbm::e4m11, halo_e4m11)
 """
 
 
-#: the D2Q9 neq16 records' pull kernel (kernels/d2q9.cu), float32
+#: the D2Q9 records' pull kernel (kernels/d2q9.cu), float32: neq2 on neq16's records, neq2s
+#: on neq16s's stress-kept ones
 _EMULATION_LAUNCHER_NEQ_2D = """
-extern "C" void neq2(const void* fs, void* fd, const flag* fl, float* rr, float* uu, float* vv,
+template <typename S>
+static void neq2_run(const void* fs, void* fd, const flag* fl, float* rr, float* uu, float* vv,
                      int nx, int ny, long long pitch, long long plane, int j0, int j1, double op,
                      double om, double lid, double fx, double fy, int px, int store) {
-    auto s = static_cast<const unsigned short*>(fs);
-    auto d = static_cast<unsigned short*>(fd);
+    auto s = static_cast<const S*>(fs);
+    auto d = static_cast<S*>(fd);
     launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, j1 - j0, 1, [&] {
-        if (store) d2q9_stream_collide_neq<true>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0,
+        if (store) d2q9_stream_collide_neq<true, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane,
+            j0, j1, float(op), float(om), float(lid), float(fx), float(fy), px);
+        else d2q9_stream_collide_neq<false, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0,
             j1, float(op), float(om), float(lid), float(fx), float(fy), px);
-        else d2q9_stream_collide_neq<false>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1,
-            float(op), float(om), float(lid), float(fx), float(fy), px);
     });
 }
+#define NEQ2(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
+    float* rr, float* uu, float* vv, int nx, int ny, long long pitch, long long plane, int j0, \\
+    int j1, double op, double om, double lid, double fx, double fy, int px, int store) { \\
+    neq2_run<S>(fs, fd, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1, op, om, lid, fx, fy, px, \\
+                store); }
+NEQ2(unsigned short, neq2)
+NEQ2(neq::srec, neq2s)
 """
 
 
@@ -494,9 +525,11 @@ def _padded_copy(a: np.ndarray) -> np.ndarray:
 
 
 def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, grid_y,
-                      inlet=None, links=None, box=False, columns=None, slots=None, far=None):
+                      inlet=None, links=None, box=False, columns=None, slots=None, far=None,
+                      storage=None):
     """One launch of the emulated D2Q9 kernel for arithmetic ``dtype`` on populations stored
-    as ``f_src`` is; ``box``: the instantiation without the open-boundary rules, which the GPU
+    as ``f_src`` is (``storage``: the run.storage name where the dtype does not tell it: neq16s's
+    records); ``box``: the instantiation without the open-boundary rules, which the GPU
     backends launch for walls and a lid only; ``slots``: a convective outlet's previous values
     (updated in place); ``far``: (the array behind ``f_src``, the row of f_src's row 0 in it)
     for quadratic links (27 weight planes)."""
@@ -505,7 +538,7 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
     from simsplit.backends.layout import field_strides
     from simsplit.numerics.storage import storage_name
 
-    fn = getattr(lib, f"collide_{np.dtype(dtype).name}_{storage_name(f_src.dtype)}")
+    fn = getattr(lib, f"collide_{np.dtype(dtype).name}_{storage or storage_name(f_src.dtype)}")
     ny, nx = flags.shape[0] - 2, flags.shape[1] - 2
     c_int, c_dbl, c_ll = ctypes.c_int, ctypes.c_double, ctypes.c_longlong
     pitch, plane = field_strides(f_src, flags, f_dst)
@@ -608,17 +641,19 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
                        monkeypatch)
 
 
-@pytest.mark.parametrize("outlet, faces, padded, bounce", [
-    (OUTLETS[0], ("inlet", "outlet"), True, "linear"),
-    (OUTLETS[3], ("outlet", "inlet"), False, "quadratic"),
-    (OUTLETS[1], ("inlet", "outlet"), True, "halfway")])
-def test_emulated_neq16_bodies_match_cpu(emulated, outlet, faces, padded, bounce,
+@pytest.mark.parametrize("storage, outlet, faces, padded, bounce", [
+    ("neq16", OUTLETS[0], ("inlet", "outlet"), True, "linear"),
+    ("neq16", OUTLETS[3], ("outlet", "inlet"), False, "quadratic"),
+    ("neq16", OUTLETS[1], ("inlet", "outlet"), True, "halfway"),
+    ("neq16s", OUTLETS[1], ("outlet", "inlet"), True, "linear"),
+    ("neq16s", OUTLETS[0], ("inlet", "outlet"), False, "quadratic")])
+def test_emulated_neq16_bodies_match_cpu(emulated, storage, outlet, faces, padded, bounce,
                                          monkeypatch) -> None:
     """neq16 records with an inlet, an outlet (pressure; convective mixed with pressure; zero
     gradient) and a body (linear, quadratic, halfway links): the CUDA C kernel with S =
-    neq::rec (what the launcher takes on records, on every column) writes the CPU kernel's
-    records bit for bit."""
-    _check_d2q9_bodies(emulated, "float32", "neq16", outlet, faces, padded, bounce, False,
+    neq::rec (neq16s: neq::srec; what the launcher takes on records, on every column) writes
+    the CPU kernel's records bit for bit."""
+    _check_d2q9_bodies(emulated, "float32", storage, outlet, faces, padded, bounce, False,
                        monkeypatch)
 
 
@@ -704,7 +739,7 @@ def _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, boun
         _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1),
                           params, True, 3, inlet=block.inlet, links=weights, box=not is_open,
                           columns=(i0, i1), slots=slots,
-                          far=(far, 1) if block.depth == 2 else None)
+                          far=(far, 1) if block.depth == 2 else None, storage=block.storage.name)
     block.stream_collide(store_macro=True)
     interior = (slice(None), slice(1, -1), slice(1, -1))
     fluid = ~(block.flags[1:-1, 1:-1] & 1).astype(bool)
@@ -720,7 +755,8 @@ def _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, boun
         np.testing.assert_array_equal(got_m[fluid], want_m[fluid])
 
 
-@pytest.mark.parametrize("precision, storage", [*PAIRS, ("float32", "neq16")])
+@pytest.mark.parametrize("precision, storage", [*PAIRS, ("float32", "neq16"),
+                                                ("float32", "neq16s")])
 @pytest.mark.parametrize("kinds, faces", [
     (("wall", "wall"), ("SLIP", "SLIP")), (("periodic", "periodic"), ("SLIP", "SLIP")),
     (("slip", "slip"), ("WALL", "HALO")), (("slip", "outlet"), ("HALO", "SLIP")),
@@ -729,8 +765,8 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, s
                                                           kinds, faces) -> None:
     """Free-slip walls (specular reflection) at both y faces, at x faces (each, or one beside
     an inlet or outlet; y faces walls, halos or slip: corners of every kind), bodies touching
-    a slip face: the CUDA C kernel's SLIP branch reproduces the CPU kernel (neq16 records
-    too)."""
+    a slip face: the CUDA C kernel's SLIP branch reproduces the CPU kernel (neq16 and neq16s
+    records too)."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry.grid import GridGeometry
@@ -756,7 +792,7 @@ def test_emulated_cuda_kernel_matches_cpu_with_slip_walls(emulated, precision, s
     emu_dst = np.zeros_like(f_src)
     emu_macro = [np.zeros((ny, nx), dtype) for _ in range(3)]
     _emulated_collide(emulated, dtype, f_src, emu_dst, block.flags, emu_macro, (1, ny + 1),
-                      params, True, 2, inlet=block.inlet)
+                      params, True, 2, inlet=block.inlet, storage=block.storage.name)
     block.stream_collide(store_macro=True)
     fluid = ~solid
     _same_bits(emu_dst[:, 1:-1, 1:-1][:, fluid], block.f_dst[:, 1:-1, 1:-1][:, fluid])
@@ -1019,6 +1055,7 @@ BODIES3(double, lbm::half16, bodies3_float64_float16)
 BODIES3(float, lbm::e4m11, bodies3_float32_e4m11)
 BODIES3(double, lbm::e4m11, bodies3_float64_e4m11)
 BODIES3(float, unsigned short, bodies3_float32_neq16)
+BODIES3(float, neq::srec, bodies3_float32_neq16s)
 #define HALO3(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
     long long stride, long long pitch, int row, int layer, int size, int set) { \\
     halo3<S>(s, d, pack, plane, stride, pitch, row, layer, size, set); }
@@ -1034,34 +1071,46 @@ HALO3(lbm::e4m11, halo3_e4m11)
 """
 
 
-#: the neq16 records' pull kernel (kernels/d3q19_neq.cuh), float32, as the launcher picks it
+#: the records' pull kernel (kernels/d3q19_neq.cuh), float32, as the launcher picks it: neq3 on
+#: neq16's records, neq3s on neq16s's stress-kept ones
 _EMULATION_LAUNCHER_NEQ = """
-template <bool STORE, bool FORCED, typename P>
-static void neq3_run(const unsigned short* s, unsigned short* d, const flag* fl, float* rr,
-                     float* uu, float* vv, float* ww, int nx, int ny, int nz, long long pitch,
-                     long long layer, long long plane, int k0, int k1, double op, double om,
-                     double lid, double fx, double fy, double fz, int px, int py) {
+template <typename S, bool STORE, bool FORCED, typename P>
+static void neq3_run(const S* s, S* d, const flag* fl, float* rr, float* uu, float* vv,
+                     float* ww, int nx, int ny, int nz, long long pitch, long long layer,
+                     long long plane, int k0, int k1, double op, double om, double lid,
+                     double fx, double fy, double fz, int px, int py) {
     launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
-        d3q19_stream_collide_neq<STORE, FORCED, P>(s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
-            layer, plane, k0, k1, float(op), float(om), float(lid), float(fx), float(fy),
+        d3q19_stream_collide_neq<STORE, FORCED, P, S>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
+            pitch, layer, plane, k0, k1, float(op), float(om), float(lid), float(fx), float(fy),
             float(fz), px, py);
     });
 }
-#define SIMSPLIT_EMU_NEQ_STORE(F, P) neq3_run<true, F, P>
-#define SIMSPLIT_EMU_NEQ_NOSTORE(F, P) neq3_run<false, F, P>
-extern "C" void neq3(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
-                     void* w, int nx, int ny, int nz, long long pitch, long long layer,
-                     long long plane, int k0, int k1, double op, double om, double lid,
-                     double fx, double fy, double fz, int px, int py, int store, int wide) {
-    auto s = static_cast<const unsigned short*>(fs);
-    auto d = static_cast<unsigned short*>(fd);
+template <typename S>
+static void neq3_pick(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
+                      void* w, int nx, int ny, int nz, long long pitch, long long layer,
+                      long long plane, int k0, int k1, double op, double om, double lid,
+                      double fx, double fy, double fz, int px, int py, int store, int wide) {
+    auto s = static_cast<const S*>(fs);
+    auto d = static_cast<S*>(fd);
     auto rr = static_cast<float*>(r), uu = static_cast<float*>(u), vv = static_cast<float*>(v),
          ww = static_cast<float*>(w);
+#define SIMSPLIT_EMU_NEQ_STORE(F, P) neq3_run<S, true, F, P>
+#define SIMSPLIT_EMU_NEQ_NOSTORE(F, P) neq3_run<S, false, F, P>
     if (store) SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NEQ_STORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz,
                                  pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
     else SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NEQ_NOSTORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
                            layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
+#undef SIMSPLIT_EMU_NEQ_STORE
+#undef SIMSPLIT_EMU_NEQ_NOSTORE
 }
+#define NEQ3(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, void* r, \\
+    void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, long long layer, \\
+    long long plane, int k0, int k1, double op, double om, double lid, double fx, double fy, \\
+    double fz, int px, int py, int store, int wide) { \\
+    neq3_pick<S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
+                 fx, fy, fz, px, py, store, wide); }
+NEQ3(unsigned short, neq3)
+NEQ3(neq::srec, neq3s)
 """
 
 
@@ -1099,7 +1148,7 @@ def emulated_3d_pairs(tmp_path_factory):
 
 def test_d3q19_instantiations_cover_storage() -> None:
     """Every run.storage choice has its kernel (and halo kernels for its storage type);
-    neq16 records their own (float32 arithmetic); neq16s none yet (refused)."""
+    neq16 records their own (float32 arithmetic), neq16s's stress-kept records theirs."""
     from simsplit.numerics.storage import STORAGE_CHOICES
 
     names = kernel_names.name_expressions("d3q19.cu")
@@ -1107,6 +1156,8 @@ def test_d3q19_instantiations_cover_storage() -> None:
              "float64": "double"}
     assert set(kernel_names.d3q19_neq_expressions()) <= set(names)
     assert "lbm_pack<D3Q19Records, unsigned short>" in names
+    assert set(kernel_names.d3q19_neq_expressions(stress=True)) <= set(names)
+    assert "lbm_pack<D3Q19StressRecords, unsigned short>" in names
     for precision, storages in STORAGE_CHOICES.items():
         for st in (s for s in storages if s not in ("neq16", "neq16s")):
             for store, forced, offset in itertools.product(
@@ -1305,17 +1356,19 @@ def test_emulated_d3q19_slip_bodies_match_cpu(emulated_3d, precision, storage, f
                         bounce, slip=True)
 
 
-@pytest.mark.parametrize("faces, padded, outlet, bounce, slip", [
-    (("inlet", "outlet"), True, OUTLETS[0], "linear", False),
-    (("outlet", "inlet"), False, OUTLETS[3], "quadratic", False),
-    (("inlet", "outlet"), True, OUTLETS[1], "quadratic", True)])
-def test_emulated_d3q19_neq16_bodies_match_cpu(emulated_3d, faces, padded, outlet, bounce,
-                                               slip) -> None:
+@pytest.mark.parametrize("storage, faces, padded, outlet, bounce, slip", [
+    ("neq16", ("inlet", "outlet"), True, OUTLETS[0], "linear", False),
+    ("neq16", ("outlet", "inlet"), False, OUTLETS[3], "quadratic", False),
+    ("neq16", ("inlet", "outlet"), True, OUTLETS[1], "quadratic", True),
+    ("neq16s", ("outlet", "inlet"), True, OUTLETS[0], "linear", False),
+    ("neq16s", ("inlet", "outlet"), False, OUTLETS[1], "quadratic", True)])
+def test_emulated_d3q19_neq16_bodies_match_cpu(emulated_3d, storage, faces, padded, outlet,
+                                               bounce, slip) -> None:
     """neq16 records with a body (linear, quadratic links), an inlet, an outlet (pressure;
     convective mixed with pressure; zero gradient) and free-slip y faces: the bodies kernel
-    with S = neq::rec, in the one variant the launcher takes on records (every rule:
-    BODIES_SLIP_QUADRATIC), writes the CPU kernel's records bit for bit."""
-    _check_d3q19_bodies(emulated_3d, "float32", "neq16", faces, padded, False, outlet, bounce,
+    with S = neq::rec (neq16s: neq::srec), in the one variant the launcher takes on records
+    (every rule: BODIES_SLIP_QUADRATIC), writes the CPU kernel's records bit for bit."""
+    _check_d3q19_bodies(emulated_3d, "float32", storage, faces, padded, False, outlet, bounce,
                         slip, variants=("slip_quadratic",))
 
 
@@ -1695,11 +1748,12 @@ def test_two_steps_launch_follows_the_shapes() -> None:
 
 
 @pytest.mark.parametrize("periodic, forced", [(False, True), (True, False)])
-def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -> None:
-    """run.storage neq16: the CUDA C records kernel (kernels/d3q19_neq.cuh) writes the CPU
-    kernel's records bit for bit (significands, power of two, rho - 1, u) and its rho/u, on
-    packed and padded rows, 64- and 32-bit offsets, with solid cells inside (bounce-back from
-    rebuilt populations) and the lid."""
+@pytest.mark.parametrize("storage", ["neq16", "neq16s"])
+def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced, storage) -> None:
+    """run.storage neq16 (and neq16s: the kernel on neq::srec): the CUDA C records kernel
+    (kernels/d3q19_neq.cuh) writes the CPU kernel's records bit for bit (significands, power of
+    two, rho - 1, u, the kept stress) and its rho/u, on packed and padded rows, 64- and 32-bit
+    offsets, with solid cells inside (bounce-back from rebuilt populations) and the lid."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1713,7 +1767,7 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -
     force = (3e-5, -2e-5, 1e-5) if forced else (0.0, 0.0, 0.0)
     params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.07, *force, periodic, periodic)
     block = D3Q19Block(CPUBackend(), nx, ny, nz, 0, (Face.WALL, Face.LID), params, "float32",
-                       "neq16")
+                       storage)
     rng = np.random.default_rng(23)
     dev = 0.02 * rng.standard_normal((19, nz, ny, nx)) * 10.0 ** rng.uniform(-5, 0, (1, nz, ny, nx))
     block.set_populations(D3Q19.w[:, None, None, None] * (1 + dev))
@@ -1723,7 +1777,8 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -
     inner = (slice(1, -1),) * 3
     flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
     f_src = block.f_src.copy()
-    assert f_src.dtype == np.uint16 and f_src.shape[0] == 27
+    assert f_src.dtype == np.uint16 and f_src.shape[0] == (27 if storage == "neq16" else 33)
+    launch = emulated_3d.neq3 if storage == "neq16" else emulated_3d.neq3s
     cpu_dst = np.zeros_like(f_src)
     cpu_macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
     block.kernels.stream_collide(f_src, cpu_dst, flags, *cpu_macro, (1, nz + 1), params, True)
@@ -1734,7 +1789,7 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -
         macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
         for planes, store in (((1, 3), True), ((3, nz + 1), True), ((1, nz + 1), False)):
             out = macro if store else [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
-            emulated_3d.neq3(
+            launch(
                 *(_data(a) for a in (src, dst, flg)), *(_ptr(a) for a in out),
                 *map(ctypes.c_int, (nx, ny, nz)),
                 *map(ctypes.c_longlong, field_strides(src, flg, dst)),
@@ -1747,13 +1802,16 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced) -
         for got, want in zip(macro, cpu_macro, strict=True):
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert np.abs(cpu_dst[:19][interior].view(np.int16)).max() >= 2**13  # real significands
+    assert storage == "neq16" or (cpu_dst[27:][interior] != 0).mean() > 0.5  # and stresses
 
 
 @pytest.mark.parametrize("periodic", [False, True])
-def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic) -> None:
-    """run.storage neq16 in 2D: the CUDA C records kernel (d2q9.cu d2q9_stream_collide_neq)
-    writes the CPU kernel's records and rho/u bit for bit, packed and padded rows, solid cells
-    inside, the lid, a body force, periodic x or walls."""
+@pytest.mark.parametrize("storage", ["neq16", "neq16s"])
+def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic, storage) -> None:
+    """run.storage neq16 (and neq16s: the kernel on neq::srec) in 2D: the CUDA C records
+    kernel (d2q9.cu d2q9_stream_collide_neq) writes the CPU kernel's records and rho/u bit for
+    bit, packed and padded rows, solid cells inside, the lid, a body force, periodic x or
+    walls."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1765,7 +1823,7 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic) -> None:
     nx, ny = 13, 9
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.06, 2e-5, -1e-5, periodic)
     block = D2Q9Block(CPUBackend(), nx, ny, 0, (Face.WALL, Face.LID), params, "float32",
-                      storage="neq16")
+                      storage=storage)
     rng = np.random.default_rng(29)
     dev = 0.02 * rng.standard_normal((9, ny, nx)) * 10.0 ** rng.uniform(-5, 0, (1, ny, nx))
     block.set_populations(D2Q9_W[:, None, None] * (1 + dev))
@@ -1775,7 +1833,8 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic) -> None:
     inner = (slice(1, -1),) * 2
     flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
     f_src = block.f_src.copy()
-    assert f_src.dtype == np.uint16 and f_src.shape[0] == 15
+    assert f_src.dtype == np.uint16 and f_src.shape[0] == (15 if storage == "neq16" else 18)
+    launch = emulated.neq2 if storage == "neq16" else emulated.neq2s
     cpu_dst = np.zeros_like(f_src)
     cpu_macro = [np.zeros((ny, nx), np.float32) for _ in range(3)]
     block.kernels.stream_collide(f_src, cpu_dst, flags, *cpu_macro, (1, ny + 1), params, True)
@@ -1787,7 +1846,7 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic) -> None:
         pitch, plane = field_strides(src, flg, dst)
         for rows, store in (((1, 4), True), ((4, ny + 1), True), ((1, ny + 1), False)):
             out = macro if store else [np.zeros((ny, nx), np.float32) for _ in range(3)]
-            emulated.neq2(*(_data(a) for a in (src, dst, flg)), *(_ptr(a) for a in out),
+            launch(*(_data(a) for a in (src, dst, flg)), *(_ptr(a) for a in out),
                           ctypes.c_int(nx), ctypes.c_int(ny), ctypes.c_longlong(pitch),
                           ctypes.c_longlong(plane), *map(ctypes.c_int, rows),
                           *map(ctypes.c_double, (params.omega_plus, params.omega_minus,
@@ -1799,3 +1858,4 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic) -> None:
         for got, want in zip(macro, cpu_macro, strict=True):
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert np.abs(cpu_dst[:9][interior].view(np.int16)).max() >= 2**13
+    assert storage == "neq16" or (cpu_dst[15:][interior] != 0).mean() > 0.5

@@ -113,7 +113,7 @@ def test_refused_in_one_line(over: dict[str, Any], key: str) -> None:
 
 @pytest.mark.parametrize("dim", [2, 3])
 def test_backend_without_stress_kernels_refused(monkeypatch, dim: int) -> None:
-    """A kernel set without the stress-kept records (cupy's today) refuses before it loads
+    """A kernel set without the stress-kept records (none ships one now) refuses before it loads
     anything, in one line naming the storage, the backend and the choices."""
     from simsplit.backends.cpu import d2q9, d3q19
 

@@ -23,7 +23,7 @@ def refuse_unsupported(kernels: Any, backend: str, lattice: str, records: bool, 
     if stress and not getattr(kernels, "stress_records", False):
         raise BackendUnavailable(f"run.storage: neq16s is not allowed on backend {backend} "
                                  f"for {lattice} (allowed: float16, e4m11, neq16, float32; "
-                                 "neq16s runs on backends cpu and numba-cuda)")
+                                 "neq16s runs on backends cpu, cupy and numba-cuda)")
     if records and not getattr(kernels, "records", False):
         raise BackendUnavailable(f"run.storage: neq16 is not allowed on backend {backend} "
                                  f"for {lattice} (allowed: float16, e4m11, float32)")

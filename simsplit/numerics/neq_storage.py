@@ -174,11 +174,14 @@ def stress_of(lattice: Lattice, d: np.ndarray) -> np.ndarray:
 
 def first_order(lattice: Lattice, pi: np.ndarray) -> np.ndarray:
     """float32 ``(q, cells)``: the first-order non-equilibrium of the stress components ``pi``
-    (``(components, cells)``), their terms added in slot order from zero."""
+    (``(components, cells)``), their terms added in slot order from zero, those of zero weight
+    left out (a component population q does not see: for finite stresses the same bits, and
+    the kernels need not load it)."""
     weights = stress_weights(lattice)
     out = np.zeros((lattice.q, pi.shape[1]), np.float32)
     for j in range(pi.shape[0]):
-        out += weights[:, j, None] * pi[j][None, :]
+        seen = weights[:, j] != 0
+        out[seen] += weights[seen, j, None] * pi[j][None, :]
     return out
 
 

@@ -157,8 +157,9 @@ def pull(rec, q, k, j, i, cx, cy, cz, w):
     if rec.shape[0] > first:
         g = dt(0.0)
         for s in range(rec.shape[0] - first):
-            g += product(dt(_stress_weight(q, s, dim)),
-                         dt(_stress_value(rec[first + s, k, j, i])))
+            if _stress_weight(q, s, dim) != 0:
+                g += product(dt(_stress_weight(q, s, dim)),
+                             dt(_stress_value(rec[first + s, k, j, i])))
         base = base + g
     return dt(dev) + base
 
@@ -203,8 +204,9 @@ def store(rec, post, feq, k, j, i, cx, cy, cz, w):
         for q in range(n_q):
             g = dt(0.0)
             for s in range(rec.shape[0] - first):
-                g += product(dt(_stress_weight(q, s, dim)),
-                             dt(_stress_value(rec[first + s, k, j, i])))
+                if _stress_weight(q, s, dim) != 0:
+                    g += product(dt(_stress_weight(q, s, dim)),
+                                 dt(_stress_value(rec[first + s, k, j, i])))
             feq[q] = feq[q] + g
     top = 0.0
     for q in range(n_q):

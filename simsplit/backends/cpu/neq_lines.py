@@ -132,9 +132,10 @@ def _rows(indent: str, span: str) -> list[str]:
 def _first_order(weights: np.ndarray, values: list[str], ind: str) -> list[str]:
     """Lines setting ``g`` to a population's first-order part of the stresses ``values``
     (float32 names) under its ``weights`` (its row of ``stress_weights``), summed over the
-    components in slot order as the reference codec does."""
+    components with a weight in slot order as the reference codec does."""
     return [f"{ind}g = np.float32(0.0)",
-            *(f"{ind}g += {_f(weights[s])} * {v}" for s, v in enumerate(values))]
+            *(f"{ind}g += {_f(weights[s])} * {v}" for s, v in enumerate(values)
+              if weights[s] != 0)]
 
 
 def _decode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:

@@ -22,11 +22,10 @@ from simsplit.gpu import autotune
 from simsplit.gpu import cuda_errors as errors
 from simsplit.numerics.lattice import UP, Q
 from simsplit.numerics.lbm_params import D2Q9Params
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slot_sets, record_slots, stress_kept
+from simsplit.numerics.storage import STRESS_RECORDS
 
 _N_CROSS = len(UP)
-#: rows of a neq16 records halo: the crossing populations' significands and the whole record
-_RECORD_CROSS = len(halo_slots(Q, UP))
 
 
 def compile_options(device: int) -> tuple[str, ...]:
@@ -53,7 +52,17 @@ def _module(device: int, block_x: int = source.BLOCK_X) -> Any:
             else source.variant_source("d2q9.cu", block_x))
     with cupy.cuda.Device(device):
         return cupy.RawModule(code=code, options=compile_options(device),
-                              name_expressions=kernel_names.name_expressions("d2q9.cu"))
+                              name_expressions=kernel_names.d2q9_module_expressions())
+
+
+@functools.cache
+def _stress_module(device: int) -> Any:
+    """neq16s's stress-kept records kernels, a module of their own: compiled where a run takes
+    them, not by every run."""
+    with cupy.cuda.Device(device):
+        return cupy.RawModule(code=source.kernel_source("d2q9.cu"),
+                              options=compile_options(device),
+                              name_expressions=kernel_names.d2q9_neq_expressions(stress=True))
 
 
 @functools.cache
@@ -99,6 +108,9 @@ class D2Q9Kernels:
     #: d2q9_stream_collide on records with bodies, inlets, outlets and free-slip walls)
     records = True
     records_boundaries = True
+    #: ... and neq16s's stress-kept records (the same kernels on ``neq::srec``: their module is
+    #: compiled by :meth:`prepare`)
+    stress_records = True
     _pairs = frozenset(source.STORAGE_PAIRS)
 
     def __init__(self, device: int) -> None:
@@ -114,10 +126,11 @@ class D2Q9Kernels:
                           for st in stored}
             self._unpack = {st: module.get_function(kernel_names.unpack_name("D2Q9", st))
                             for st in stored}
-            self._records = {s: module.get_function(kernel_names.d2q9_neq_name(s))
+            #: (store_macro, stress) -> the records' box kernel, and with every rule
+            self._records = {(s, False): module.get_function(kernel_names.d2q9_neq_name(s))
                              for s in (False, True)}
-            self._records_open = {s: module.get_function(kernel_names.d2q9_neq_open_name(s))
-                                  for s in (False, True)}
+            self._records_open = {(s, False): module.get_function(
+                kernel_names.d2q9_neq_open_name(s)) for s in (False, True)}
             #: the tiled candidate the neq16 box steps take (None: d2q9_stream_collide_neq)
             self.tile = neq_tiles.neq_tile_from_env(
                 neq_tiles.D2Q9_NEQ_TILES, default=neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
@@ -154,12 +167,41 @@ class D2Q9Kernels:
             return (_BAD_ADDRESS, *args[1:])
         return args
 
+    def prepare(self, storage: Any) -> None:
+        """Load the kernels of ``storage`` (a PopulationStorage) that are not loaded yet:
+        neq16s's records module (a launch inside a graph capture must not load a module)."""
+        if not storage.stress or STRESS_RECORDS in self._pack:
+            return
+        module = _stress_module(self.device)
+        with self._dev:
+            for s in (False, True):
+                self._records[(s, True)] = module.get_function(kernel_names.d2q9_neq_name(s, True))
+                self._records_open[(s, True)] = module.get_function(
+                    kernel_names.d2q9_neq_open_name(s, True))
+            self._pack[STRESS_RECORDS] = module.get_function(
+                kernel_names.pack_name("D2Q9", NEQ16_DTYPE, True))
+            self._unpack[STRESS_RECORDS] = module.get_function(
+                kernel_names.unpack_name("D2Q9", NEQ16_DTYPE, True))
+            self.registers.update({name: k.num_regs for name, k in self._named().items()
+                                   if name not in self.registers})
+
+    def _stress(self, f: Any) -> bool:
+        """Whether ``f`` holds neq16s's stress-kept records (their kernels loaded)."""
+        if f.dtype != NEQ16_DTYPE or not stress_kept(f.shape[0]):
+            return False
+        if STRESS_RECORDS not in self._pack:
+            raise RuntimeError("neq16s records before prepare(): its kernels load there")
+        return True
+
     def _named(self) -> dict[str, Any]:
         out = {kernel_names.stream_collide_name(*v): k for v, k in self._collide.items()}
-        out.update({kernel_names.pack_name("D2Q9", dt): k for dt, k in self._pack.items()})
-        out.update({kernel_names.unpack_name("D2Q9", dt): k for dt, k in self._unpack.items()})
-        out.update({kernel_names.d2q9_neq_name(s): k for s, k in self._records.items()})
-        out.update({kernel_names.d2q9_neq_open_name(s): k for s, k in self._records_open.items()})
+        for kernels, name in ((self._pack, kernel_names.pack_name),
+                              (self._unpack, kernel_names.unpack_name)):
+            out.update({name("D2Q9", NEQ16_DTYPE, True) if dt == STRESS_RECORDS
+                        else name("D2Q9", dt): k for dt, k in kernels.items()})
+        out.update({kernel_names.d2q9_neq_name(*v): k for v, k in self._records.items()})
+        out.update({kernel_names.d2q9_neq_open_name(*v): k
+                    for v, k in self._records_open.items()})
         if self.tile:
             out.update({neq_tiles.d2q9_neq_tile_name(self.tile, s): k
                         for s, k in self._records_tile.items()})
@@ -230,7 +272,8 @@ class D2Q9Kernels:
         i0, i1 = (1, nx + 1) if columns is None else (int(columns[0]), int(columns[1]))
         if not 1 <= i0 <= i1 <= nx + 1:
             raise ValueError(f"columns {columns} outside the interior columns [1, {nx + 1})")
-        if (q != (record_slots(Q) if records else Q) or f_dst.shape != f_src.shape
+        stress = self._stress(f_src)
+        if (q != (record_slots(Q, stress) if records else Q) or f_dst.shape != f_src.shape
                 or flags.shape != (h, w) or rho.shape != (ny, nx)):
             raise ValueError(f"inconsistent D2Q9 arrays: f {f_src.shape}, f_dst {f_dst.shape}, "
                              f"flags {flags.shape}, rho {rho.shape}")
@@ -245,8 +288,8 @@ class D2Q9Kernels:
                             f"macroscopic fields {dt}, {ux.dtype}, {uy.dtype}")
         check_launch_device(self.device)
         if records:  # one kernel with every rule (not tuned)
-            kern, block_x = self._records_open[bool(store_macro)], source.BLOCK_X
-            name = kernel_names.d2q9_neq_open_name(bool(store_macro))
+            kern, block_x = self._records_open[(bool(store_macro), stress)], source.BLOCK_X
+            name = kernel_names.d2q9_neq_open_name(bool(store_macro), stress)
         else:
             variant = (dt, st, bool(store_macro), bool(open_rules))
             kern, block_x = self._tuned.get((*variant, f_src.shape),
@@ -279,14 +322,15 @@ class D2Q9Kernels:
         if j0 == j1:
             return
         check_launch_device(self.device)
-        name = kernel_names.d2q9_neq_name(bool(store_macro))
+        stress = self._stress(f_src)
+        name = kernel_names.d2q9_neq_name(bool(store_macro), stress)
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(nx), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         om_p, om_m, lid_u, fx, fy, per_x = self._params(p, np.dtype(np.float32))[:6]
         args = self._args(name, (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), om_p, om_m, lid_u, fx, fy, per_x))
-        if self.tile:
+        if self.tile and not stress:  # the tiled candidates read plain records
             name = neq_tiles.d2q9_neq_tile_name(self.tile, bool(store_macro))
             grid, threads, shared = neq_tiles.d2q9_neq_tile_launch(self.tile, nx, j1 - j0)
             args = (*args, np.int32(neq_tiles.D2Q9_NEQ_TILE_RUN))
@@ -295,7 +339,7 @@ class D2Q9Kernels:
                 self._run(name, (f_src, f_dst),
                           lambda: tile(grid, (threads,), args, shared_mem=shared))
             return
-        kern = self._records[bool(store_macro)]
+        kern = self._records[(bool(store_macro), stress)]
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (source.BLOCK_X,), args))
 
@@ -348,15 +392,16 @@ class D2Q9Kernels:
 
     def _halo(self, kernels: dict, f, row: int, direction: int, buf, src, dst) -> None:
         q, h, w = f.shape
-        cross = _RECORD_CROSS if f.dtype == NEQ16_DTYPE else _N_CROSS
+        cross = len(halo_slot_sets(q)[0]) if f.dtype == NEQ16_DTYPE else _N_CROSS
         if buf.shape != (cross, w) or buf.dtype != f.dtype:
             raise ValueError(f"halo buffer {buf.shape} {buf.dtype} does not fit f {f.shape}")
         if not 0 <= row < h or direction not in (0, 1):
             raise ValueError(f"row {row} / direction {direction} out of range")
         check_launch_device(self.device)
-        kern = kernels[f.dtype]
+        stress = self._stress(f)
+        kern = kernels[STRESS_RECORDS if stress else f.dtype]
         name = (kernel_names.pack_name if kernels is self._pack
-                else kernel_names.unpack_name)("D2Q9", f.dtype)
+                else kernel_names.unpack_name)("D2Q9", f.dtype, stress)
         plane, pitch = (np.int64(v) for v in element_strides(f)[:2])
         # a layer is one row: row length and layer size w, rows (= layers) pitch apart
         args = self._args(name, (src, dst, plane, pitch, pitch, np.int32(w), np.int32(w),

@@ -37,17 +37,24 @@ from simsplit.backends.cuda_c.d3q19_modules import (
     pairs_aligned,
     wide_offsets,
 )
-from simsplit.backends.cuda_c.d3q19_neq import HALO_SLOTS, D3Q19NeqKernels
+from simsplit.backends.cuda_c.d3q19_neq import D3Q19NeqKernels
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.backends.layout import element_strides, field_strides, padded_pitch
 from simsplit.gpu import autotune
 from simsplit.numerics.flags import OPEN_FACES
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.lbm_params import D3Q19Params
-from simsplit.numerics.neq_storage import NEQ16_DTYPE
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slot_sets, stress_kept
+from simsplit.numerics.storage import STRESS_RECORDS
 
 _NAME = "D3Q19"
 _N_CROSS = len(D3Q19.up)
+
+
+def _storage_key(f: Any) -> Any:
+    """What picks the kernels of populations ``f``: their dtype, or for neq16s's stress-kept
+    records (neq16's dtype, more slots) :data:`STRESS_RECORDS`."""
+    return STRESS_RECORDS if f.dtype == NEQ16_DTYPE and stress_kept(f.shape[0]) else f.dtype
 
 
 class D3Q19Kernels:
@@ -63,6 +70,9 @@ class D3Q19Kernels:
     #: outlets and free-slip walls too (the bodies kernel on records)
     records = True
     records_boundaries = True
+    #: ... and neq16s's stress-kept records (the same kernels on ``neq::srec``, a module of
+    #: their own)
+    stress_records = True
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -93,8 +103,9 @@ class D3Q19Kernels:
         #: tuned two-lattice launches: (dtype, storage, store_macro, forced, wide, f shape)
         #: -> (kernel, block)
         self._tuned: dict[tuple[Any, Any, bool, bool, bool, tuple[int, ...]], tuple[Any, int]] = {}
-        self._records = D3Q19NeqKernels(device, functools.partial(_module, device,
-                                                                  source.BLOCK_X))
+        records_module = functools.partial(_module, device, source.BLOCK_X)
+        self._records = D3Q19NeqKernels(device, records_module)
+        self._stress_records = D3Q19NeqKernels(device, records_module, stress=True)
         props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"]
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -110,22 +121,25 @@ class D3Q19Kernels:
         """Compile and load the kernels of ``storage`` (a PopulationStorage) before any launch:
         a launch inside a graph capture must not load a module."""
         if storage.records:
-            self._load_records()
+            self._load_records(storage.stress)
             return
         self._load(storage.arith, storage.dtype)
 
-    def _load_records(self) -> None:
-        """The neq16 records' kernels: pull steps and halos (a module of their own)."""
-        if NEQ16_DTYPE in self._pack:
-            return
-        self.registers += self._records.prepare()
+    def _load_records(self, stress: bool) -> D3Q19NeqKernels:
+        """The neq16 records' kernels (``stress``: neq16s's): pull steps and halos (a module of
+        their own)."""
+        records = self._stress_records if stress else self._records
+        key = STRESS_RECORDS if stress else NEQ16_DTYPE
+        if key in self._pack:
+            return records
+        self.registers += records.prepare()
         for s, forced in itertools.product((False, True), repeat=2):
-            self._bodies[(np.dtype(np.float32), NEQ16_DTYPE, s, forced,
-                          kernel_names.D3Q19_NEQ_BODIES_OPEN)] = self._records.kernel(
-                kernel_names.d3q19_neq_bodies_name(s, forced))
-        self._pack[NEQ16_DTYPE] = self._records.kernel(kernel_names.pack_name(_NAME, NEQ16_DTYPE))
-        self._unpack[NEQ16_DTYPE] = self._records.kernel(
-            kernel_names.unpack_name(_NAME, NEQ16_DTYPE))
+            self._bodies[(np.dtype(np.float32), key, s, forced,
+                          kernel_names.D3Q19_NEQ_BODIES_OPEN)] = records.kernel(
+                kernel_names.d3q19_neq_bodies_name(s, forced, stress))
+        self._pack[key] = records.kernel(kernel_names.pack_name(_NAME, NEQ16_DTYPE, stress))
+        self._unpack[key] = records.kernel(kernel_names.unpack_name(_NAME, NEQ16_DTYPE, stress))
+        return records
 
     def _load(self, dtype: Any, storage: Any) -> None:
         """The kernels of (arithmetic ``dtype``, ``storage``) populations: one module per pair
@@ -258,15 +272,15 @@ class D3Q19Kernels:
             raise ValueError(f"planes {layers} of {nz}, or {ny} rows, out of range")
         if k0 == k1:
             return
+        records = self._load_records(_storage_key(f_src) == STRESS_RECORDS)
         if not box:
             if macro[0].dtype != np.float32:
                 raise TypeError("run.storage neq16 computes in float32")
-            self._load_records()
             self._stream_collide_bodies(f_src, f_dst, flags, macro, k0, k1, p, store_macro,
                                         inlet, links, outlet_slots, open_faces, far)
             return
         wide = source.d3q19_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])
-        self._records.stream_collide(
+        records.stream_collide(
             self._collide_args(f_src, f_dst, flags, macro, k0, k1, p), f_src,
             bool(store_macro), p.forced, wide, (grid_x(nx, cells_x=1), ny, k1 - k0))
 
@@ -305,7 +319,7 @@ class D3Q19Kernels:
         variant = (kernel_names.D3Q19_NEQ_BODIES_OPEN if f_src.dtype == NEQ16_DTYPE
                    else source.d3q19_bodies_open(open_faces, p.outlet_kind, True) if quadratic[0]
                    else self.bodies_open or source.d3q19_bodies_open(open_faces, p.outlet_kind))
-        kern = self._bodies[(dt, f_src.dtype, bool(store_macro), p.forced, variant)]
+        kern = self._bodies[(dt, _storage_key(f_src), bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
         with self._dev:
@@ -438,19 +452,19 @@ class D3Q19Kernels:
         q, d, h, w = f.shape
         size = h * w
         records = f.dtype == NEQ16_DTYPE
-        cross = HALO_SLOTS if records else _N_CROSS
+        cross = len(halo_slot_sets(q)[0]) if records else _N_CROSS
         if buf.shape != (cross, size) or buf.dtype != f.dtype:
             raise ValueError(f"halo buffer {buf.shape} {buf.dtype} does not fit f {f.shape}")
         if not 0 <= layer < d or direction not in (0, 1):
             raise ValueError(f"layer {layer} / direction {direction} out of range")
         check_launch_device(self.device)
         if records:
-            self._load_records()
+            self._load_records(_storage_key(f) == STRESS_RECORDS)
         elif f.dtype not in kernels:  # any pair of this storage type holds its halo kernels
             self._load(next(a for a, st in source.STORAGE_PAIRS if st == f.dtype), f.dtype)
         plane, layer_stride, pitch = (np.int64(v) for v in element_strides(f)[:3])
         with self._dev:
-            kernels[f.dtype]((_grid_x(size), cross), (source.BLOCK_X,),
+            kernels[_storage_key(f)]((_grid_x(size), cross), (source.BLOCK_X,),
                              (src, dst, plane, layer_stride, pitch, np.int32(w), np.int32(size),
                               np.int32(layer), np.int32(direction)))
 

@@ -4,7 +4,8 @@
 One module holds the pull kernels (float32 arithmetic, with and without rho/u stores and the
 body force, 32- and 64-bit offsets) and the records' halo kernels (the D3Q19 kernel set
 launches those with its own halo path); :class:`D3Q19NeqKernels` loads the module and launches
-the pull steps on record arrays. A tiled candidate of the box kernel
+the pull steps on record arrays. neq16s's stress-kept records have a module of their own (the
+same kernels with the storage type ``neq::srec``). A tiled candidate of the box kernel
 (``kernels/d3q19_neq_tile.cuh``, :data:`neq_tiles.D3Q19_NEQ_TILES`: the same bits) joins the module
 and takes the box steps with 32-bit offsets where :attr:`D3Q19NeqKernels.tile` names it
 (environment variable :data:`neq_tiles.NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
@@ -20,33 +21,33 @@ import numpy as np
 from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.numerics.lattice import D3Q19
-from simsplit.numerics.neq_storage import NEQ16_DTYPE, halo_slots, record_slots
-
-#: record slots a halo moves per face
-HALO_SLOTS = len(halo_slots(D3Q19.q, D3Q19.up))
+from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
 
 
 class D3Q19NeqKernels:
-    """The neq16 records module on one device, and its pull steps."""
+    """The neq16 records module on one device (``stress``: neq16s's), and its pull steps."""
 
     def __init__(self, device: int, module: Callable[[tuple[str, ...]], Any],
-                 tile: str | None = None) -> None:
+                 tile: str | None = None, stress: bool = False) -> None:
         """``module``: compiles the module of the kernels it is given the names of; ``tile``:
-        the candidate the box steps take (None: :func:`neq_tiles.neq_tile_from_env`'s)."""
+        the candidate the box steps take (None: :func:`neq_tiles.neq_tile_from_env`'s; the
+        stress-kept records have none: the candidates read plain records)."""
         self.device = device
+        self.stress = stress
         self._dev = cupy.cuda.Device(device)
         self._module = module
         self._kernels: dict[str, Any] = {}
         #: the tiled candidate the box steps take (None: the production kernel); set before
         #: the first :meth:`prepare`
-        self.tile = (tile if tile is not None
-                     else neq_tiles.neq_tile_from_env(
-                         neq_tiles.D3Q19_NEQ_TILES, default=neq_tiles.D3Q19_NEQ_TILE_DEFAULT))
+        self.tile = None if stress else (
+            tile if tile is not None
+            else neq_tiles.neq_tile_from_env(neq_tiles.D3Q19_NEQ_TILES,
+                                             default=neq_tiles.D3Q19_NEQ_TILE_DEFAULT))
 
     def names(self) -> list[str]:
         """The module's kernels: :func:`kernel_names.d3q19_neq_expressions`, and the candidate's."""
         extra = neq_tiles.d3q19_neq_tile_expressions(self.tile) if self.tile else []
-        return [*kernel_names.d3q19_neq_expressions(), *extra]
+        return [*kernel_names.d3q19_neq_expressions(self.stress), *extra]
 
     def prepare(self) -> list[int]:
         """Load the module (before any graph capture); the registers of its kernels."""
@@ -70,8 +71,9 @@ class D3Q19NeqKernels:
         """One pull step: ``args`` as d3q19_stream_collide takes them (float32 rho/u and
         parameters), ``blocks`` its grid (the production kernel's; a candidate's comes from
         :func:`neq_tiles.d3q19_neq_tile_launch`)."""
-        if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q):
-            raise ValueError(f"neq16 records expected, got {f_src.dtype} {f_src.shape}")
+        if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q, self.stress):
+            raise ValueError(f"neq16{'s' if self.stress else ''} records expected, got "
+                             f"{f_src.dtype} {f_src.shape}")
         if args[3].dtype != np.float32:
             raise TypeError("run.storage neq16 computes in float32")
         self.prepare()
@@ -84,6 +86,6 @@ class D3Q19NeqKernels:
                 kern(grid, (threads,), (*args, np.int32(neq_tiles.D3Q19_NEQ_TILE_RUN)),
                      shared_mem=shared)
             return
-        kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide)]
+        kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide, self.stress)]
         with self._dev:
             kern(blocks, (source.BLOCK_X,), args)

@@ -12,6 +12,7 @@ from simsplit.backends.cuda_c.source import (
     D3Q19_BODIES_OPEN,
     D3Q19_OFFSETS,
     NEQ_CTYPE,
+    NEQ_STRESS_CTYPE,
     STORAGE_CTYPES,
     STORAGE_PAIRS,
     d3q19_fused_built,
@@ -105,22 +106,28 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
-def _halo_args(lattice: str, dtype: np.dtype | type) -> str:
+def _halo_args(lattice: str, dtype: np.dtype | type, stress: bool = False) -> str:
     """Template arguments of the halo kernels for values stored as ``dtype``: the lattice's
-    crossing populations, or for neq16 records (``<lattice>Records``) their significands and
-    the whole record."""
+    crossing populations, or for neq16 records (``<lattice>Records``; ``stress``: neq16s's,
+    ``<lattice>StressRecords``) their significands and the whole record."""
     if np.dtype(dtype) == NEQ16_DTYPE:
-        return f"{lattice}Records, {NEQ_CTYPE}"
+        return f"{lattice}{'Stress' if stress else ''}Records, {NEQ_CTYPE}"
     return f"{lattice}, {_storage_ctype(dtype)}"
 
 
-def pack_name(lattice: str, dtype: np.dtype | type) -> str:
-    """Halo pack of populations (or neq16 records) stored as ``dtype``."""
-    return f"lbm_pack<{_halo_args(lattice, dtype)}>"
+def pack_name(lattice: str, dtype: np.dtype | type, stress: bool = False) -> str:
+    """Halo pack of populations (or neq16 records; ``stress``: neq16s's) stored as
+    ``dtype``."""
+    return f"lbm_pack<{_halo_args(lattice, dtype, stress)}>"
 
 
-def unpack_name(lattice: str, dtype: np.dtype | type) -> str:
-    return f"lbm_unpack<{_halo_args(lattice, dtype)}>"
+def unpack_name(lattice: str, dtype: np.dtype | type, stress: bool = False) -> str:
+    return f"lbm_unpack<{_halo_args(lattice, dtype, stress)}>"
+
+
+def _records_ctype(stress: bool) -> str:
+    """The kernels' storage type of neq16 records (``stress``: neq16s's stress-kept ones)."""
+    return NEQ_STRESS_CTYPE if stress else NEQ_CTYPE
 
 
 def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> str:
@@ -129,37 +136,43 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
     return f"link_force_sums<{_ctype(dtype)}, {_storage_ctype(storage)}>"
 
 
-def link_force_sums_neq_name(dim: int) -> str:
-    """Exact per-body link momentum sums on neq16 records of the ``dim``-D lattice
-    (kernels/link_forces.cu link_force_sums_neq)."""
-    return f"link_force_sums_neq<{'D2Q9' if dim == 2 else 'D3Q19'}>"
+def link_force_sums_neq_name(dim: int, stress: bool = False) -> str:
+    """Exact per-body link momentum sums on neq16 records (``stress``: neq16s's) of the
+    ``dim``-D lattice (kernels/link_forces.cu link_force_sums_neq)."""
+    lattice = "D2Q9" if dim == 2 else "D3Q19"
+    return (f"link_force_sums_neq<{lattice}, {NEQ_STRESS_CTYPE}>" if stress
+            else f"link_force_sums_neq<{lattice}>")
 
 
-def d2q9_neq_name(store_macro: bool) -> str:
-    """The D2Q9 pull kernel on neq16 records (float32 arithmetic, kernels/d2q9.cu)."""
-    return f"d2q9_stream_collide_neq<{str(bool(store_macro)).lower()}>"
+def d2q9_neq_name(store_macro: bool, stress: bool = False) -> str:
+    """The D2Q9 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
+    kernels/d2q9.cu)."""
+    tail = f", {NEQ_STRESS_CTYPE}" if stress else ""
+    return f"d2q9_stream_collide_neq<{_cbool(store_macro)}{tail}>"
 
 
-def d2q9_neq_open_name(store_macro: bool) -> str:
-    """The D2Q9 kernel with the open rules on neq16 records (bodies, inlets, outlets, free-slip
-    walls: d2q9_stream_collide with S = neq::rec, float32)."""
-    return (f"d2q9_stream_collide<float, {NEQ_CTYPE}, {_cbool(store_macro)}, "
+def d2q9_neq_open_name(store_macro: bool, stress: bool = False) -> str:
+    """The D2Q9 kernel with the open rules on neq16 records (``stress``: neq16s's; bodies,
+    inlets, outlets, free-slip walls: d2q9_stream_collide with S = neq::rec, float32)."""
+    return (f"d2q9_stream_collide<float, {_records_ctype(stress)}, {_cbool(store_macro)}, "
             f"{_cbool(True)}>")
 
 
-def d2q9_neq_expressions() -> list[str]:
-    """The D2Q9 records' pull kernels (box and open rules) and halo kernels (in the D2Q9
-    module)."""
-    return [d2q9_neq_name(False), d2q9_neq_name(True), d2q9_neq_open_name(False),
-            d2q9_neq_open_name(True), pack_name("D2Q9", NEQ16_DTYPE),
-            unpack_name("D2Q9", NEQ16_DTYPE)]
+def d2q9_neq_expressions(stress: bool = False) -> list[str]:
+    """The D2Q9 records' pull kernels (box and open rules) and halo kernels (``stress``:
+    neq16s's, a module of their own; neq16's are in the D2Q9 module)."""
+    return [*(d2q9_neq_name(s, stress) for s in (False, True)),
+            *(d2q9_neq_open_name(s, stress) for s in (False, True)),
+            pack_name("D2Q9", NEQ16_DTYPE, stress), unpack_name("D2Q9", NEQ16_DTYPE, stress)]
 
 
-def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
-    """The D3Q19 pull kernel on neq16 records (float32 arithmetic, kernels/d3q19_neq.cuh)."""
+def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False,
+                   stress: bool = False) -> str:
+    """The D3Q19 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
+    kernels/d3q19_neq.cuh)."""
     index = "lbm::index_t" if wide else "lbm::offset_t"
-    return (f"d3q19_stream_collide_neq<{str(bool(store_macro)).lower()}, "
-            f"{str(bool(forced)).lower()}, {index}>")
+    tail = f", {NEQ_STRESS_CTYPE}" if stress else ""
+    return f"d3q19_stream_collide_neq<{_cbool(store_macro)}, {_cbool(forced)}, {index}{tail}>"
 
 
 #: the one bodies kernel variant instantiated on neq16 records: every open rule (the launcher
@@ -168,19 +181,20 @@ def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False) -> str:
 D3Q19_NEQ_BODIES_OPEN = "slip_quadratic"
 
 
-def d3q19_neq_bodies_name(store_macro: bool, forced: bool) -> str:
-    """The D3Q19 bodies kernel on neq16 records (S = neq::rec, float32, every open rule)."""
-    return (f"d3q19_stream_collide_bodies<float, {NEQ_CTYPE}, {_cbool(store_macro)}, "
-            f"{_cbool(forced)}, BODIES_{D3Q19_NEQ_BODIES_OPEN.upper()}>")
+def d3q19_neq_bodies_name(store_macro: bool, forced: bool, stress: bool = False) -> str:
+    """The D3Q19 bodies kernel on neq16 records (S = neq::rec; ``stress``: neq16s's,
+    neq::srec; float32, every open rule)."""
+    return (f"d3q19_stream_collide_bodies<float, {_records_ctype(stress)}, "
+            f"{_cbool(store_macro)}, {_cbool(forced)}, BODIES_{D3Q19_NEQ_BODIES_OPEN.upper()}>")
 
 
-def d3q19_neq_expressions() -> list[str]:
-    """The neq16 pair's module: its pull kernels (box and bodies) and the records' halo
-    kernels."""
-    return [*(d3q19_neq_name(s, f, w) for s, f, w in itertools.product((False, True), repeat=3)),
-            *(d3q19_neq_bodies_name(s, f) for s, f in itertools.product((False, True),
-                                                                        repeat=2)),
-            pack_name("D3Q19", NEQ16_DTYPE), unpack_name("D3Q19", NEQ16_DTYPE)]
+def d3q19_neq_expressions(stress: bool = False) -> list[str]:
+    """The module of neq16's records (``stress``: neq16s's): its pull kernels (box and
+    bodies) and the records' halo kernels."""
+    flags = (False, True)
+    return [*(d3q19_neq_name(s, f, w, stress) for s, f, w in itertools.product(flags, repeat=3)),
+            *(d3q19_neq_bodies_name(s, f, stress) for s, f in itertools.product(flags, repeat=2)),
+            pack_name("D3Q19", NEQ16_DTYPE, stress), unpack_name("D3Q19", NEQ16_DTYPE, stress)]
 
 
 def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
@@ -208,28 +222,37 @@ def d3q19_pair_expressions(dtype: np.dtype | type, storage: np.dtype | type,
     return out
 
 
+def d2q9_module_expressions() -> list[str]:
+    """The D2Q9 module every cupy run compiles: each storage pair's kernels, neq16's records
+    kernels and the production tile, the halo kernels (neq16s's records: a module of their
+    own, ``d2q9_neq_expressions(stress=True)``, compiled where a run takes them)."""
+    out = []
+    for dt, st in STORAGE_PAIRS:
+        out += [stream_collide_name(dt, st, s, o)
+                for s, o in itertools.product((False, True), repeat=2)]
+    out += d2q9_neq_expressions()
+    if neq_tiles.D2Q9_NEQ_TILE_DEFAULT:
+        out += neq_tiles.d2q9_neq_tile_expressions(neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
+    for st in STORAGE_CTYPES:
+        out += [pack_name("D2Q9", st), unpack_name("D2Q9", st)]
+    return out
+
+
 def name_expressions(name: str) -> list[str]:
     """Every kernel instantiation of kernel file ``name`` that a backend may launch."""
     if name == "link_forces.cu":
         return [*(link_force_sums_name(dt, st) for dt, st in STORAGE_PAIRS),
-                link_force_sums_neq_name(2), link_force_sums_neq_name(3)]
-    lattice = {"d2q9.cu": "D2Q9", "d3q19.cu": "D3Q19"}.get(name)
-    if lattice is None:
+                *(link_force_sums_neq_name(d, s) for s in (False, True) for d in (2, 3))]
+    if name == "d2q9.cu":
+        return [*d2q9_module_expressions(), *d2q9_neq_expressions(stress=True)]
+    if name != "d3q19.cu":
         return []
     out = []
-    if lattice == "D3Q19":
-        for dt, st in STORAGE_PAIRS:
-            out += d3q19_pair_expressions(dt, st, halos=False)
-        out += d3q19_neq_expressions()
-        for tile in neq_tiles.D3Q19_NEQ_TILES:  # the compile tests build the candidates too
-            out += neq_tiles.d3q19_neq_tile_expressions(tile)
-    else:
-        for dt, st in STORAGE_PAIRS:
-            out += [stream_collide_name(dt, st, s, o)
-                    for s, o in itertools.product((False, True), repeat=2)]
-        out += d2q9_neq_expressions()
-        if neq_tiles.D2Q9_NEQ_TILE_DEFAULT:
-            out += neq_tiles.d2q9_neq_tile_expressions(neq_tiles.D2Q9_NEQ_TILE_DEFAULT)
+    for dt, st in STORAGE_PAIRS:
+        out += d3q19_pair_expressions(dt, st, halos=False)
+    out += d3q19_neq_expressions() + d3q19_neq_expressions(stress=True)
+    for tile in neq_tiles.D3Q19_NEQ_TILES:  # the compile tests build the candidates too
+        out += neq_tiles.d3q19_neq_tile_expressions(tile)
     for st in STORAGE_CTYPES:
-        out += [pack_name(lattice, st), unpack_name(lattice, st)]
+        out += [pack_name("D3Q19", st), unpack_name("D3Q19", st)]
     return out

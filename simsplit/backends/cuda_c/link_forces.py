@@ -15,6 +15,7 @@ from simsplit.backends.cuda_c.d2q9 import compile_options
 from simsplit.backends.layout import element_strides
 from simsplit.numerics.exact import EXACT_LIMBS
 from simsplit.numerics.momentum_exchange import SlabLinkTable
+from simsplit.numerics.neq_storage import stress_kept
 
 KERNEL_FILE = "link_forces.cu"
 
@@ -76,7 +77,7 @@ class LinkForceKernels:
             if t.n:
                 threads = source.BLOCK_X
                 if t.records:  # the plane between record slots locates a cell's record
-                    name = kernel_names.link_force_sums_neq_name(t.dim)
+                    name = kernel_names.link_force_sums_neq_name(t.dim, stress_kept(f.shape[0]))
                     scalars: tuple = (np.int64(t.strides[0]),)
                 else:
                     name = kernel_names.link_force_sums_name(t.arith, f.dtype)

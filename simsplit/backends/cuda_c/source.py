@@ -149,6 +149,8 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 STORAGE_CTYPES = {**CTYPES, np.dtype(np.float16): "lbm::half16", E4M11_DTYPE: "lbm::e4m11"}
 #: the C type of neq16 record slots
 NEQ_CTYPE = "unsigned short"
+#: ... and the kernels' storage type for neq16s's stress-kept records (the same slots)
+NEQ_STRESS_CTYPE = "neq::srec"
 #: (arithmetic, storage) pairs the D2Q9 and D3Q19 kernels are instantiated for: run.storage's
 #: choices of populations (neq16's cell records: the *_neq_* names below)
 STORAGE_PAIRS = tuple((np.dtype(a), storage_dtype(s))
@@ -286,6 +288,11 @@ def generated_header() -> str:
                        *(halo_slots(D3Q19.q, s) for s in (D3Q19.up, D3Q19.down))),
         lattice_struct("D2Q9Records", D2Q9_C, D2Q9_W, D2Q9_OPP,
                        *(halo_slots(len(D2Q9_W), s) for s in (UP, DOWN))),
+        "// ... and of the stress-kept records (neq16s): the stress slots with the moments",
+        lattice_struct("D3Q19StressRecords", D3Q19.c, D3Q19.w, D3Q19.opp,
+                       *(halo_slots(D3Q19.q, s, True) for s in (D3Q19.up, D3Q19.down))),
+        lattice_struct("D2Q9StressRecords", D2Q9_C, D2Q9_W, D2Q9_OPP,
+                       *(halo_slots(len(D2Q9_W), s, True) for s in (UP, DOWN))),
         "#endif",
         "",
     ])

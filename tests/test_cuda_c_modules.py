@@ -134,32 +134,50 @@ def test_a_first_launch_compiles_its_pair(cuda_c_d3q19) -> None:
     assert len(compiled) == 2 and launches[-1] == "lbm_pack<D3Q19, lbm::half16>"
 
 
+def _record_slab(slots: int) -> tuple[Any, ...]:
+    """(f, f_dst, flags, rho/u, forced TRT parameters) of an 8 x 5 x 4 D3Q19 slab of records
+    of ``slots`` slots, padded as blocks allocate them."""
+    from simsplit.backends.layout import padded_empty
+    from simsplit.numerics.lbm_params import D3Q19Params
+
+    nx, ny, nz = 8, 5, 4
+    f = padded_empty(np, (slots, nz + 2, ny + 2, nx + 2), np.uint16)
+    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
+    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
+    return (f, padded_empty(np, f.shape, np.uint16), padded_empty(np, f.shape[1:], np.uint8),
+            macro, params)
+
+
+def _box_and_bodies(kernels: Any, launches: list[str], slab: tuple[Any, ...], box_store: bool,
+                    bodies_store: bool) -> list[str]:
+    """The kernels a box step and a step with a geometry (inlet speeds given) launch on
+    ``slab`` (:func:`_record_slab`)."""
+    f, g, flags, macro, params = slab
+    nz, ny = f.shape[1] - 2, f.shape[2] - 2
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, box_store)
+    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, bodies_store,
+                           inlet=np.zeros((nz + 2, ny + 2), np.float32))
+    return launches[-2:]
+
+
 def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     """run.storage neq16: prepare compiles the records' module (pull kernels and record
     halos) once, no population pair; a step and a halo on uint16 records launch its kernels."""
     mod, compiled, launches = cuda_c_d3q19
     from simsplit.backends.cuda_c import kernel_names
     from simsplit.backends.layout import padded_empty
-    from simsplit.numerics.lbm_params import D3Q19Params
 
     kernels = mod.D3Q19Kernels(0)
     assert kernels.records
     kernels.prepare(population_storage("neq16", "float32"))
     kernels.prepare(population_storage("neq16", "float32"))
     assert compiled == [kernel_names.d3q19_neq_expressions()]
-    nx, ny, nz = 8, 5, 4
-    f = padded_empty(np, (27, nz + 2, ny + 2, nx + 2), np.uint16)
-    g = padded_empty(np, f.shape, np.uint16)
-    flags = padded_empty(np, f.shape[1:], np.uint8)
-    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
-    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
-    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
-    assert launches[-1] == "d3q19_stream_collide_neq<false, true, lbm::offset_t>"
+    f, g, flags, macro, params = _record_slab(27)
+    nz, ny = f.shape[1] - 2, f.shape[2] - 2
     # bodies, inlets, outlets or free-slip walls (inlet speeds given): one variant, every rule
-    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True,
-                           inlet=np.zeros((nz + 2, ny + 2), np.float32))
-    assert launches[-1] == ("d3q19_stream_collide_bodies<float, unsigned short, true, true, "
-                            "BODIES_SLIP_QUADRATIC>")
+    assert _box_and_bodies(kernels, launches, _record_slab(27), False, True) == [
+        "d3q19_stream_collide_neq<false, true, lbm::offset_t>",
+        "d3q19_stream_collide_bodies<float, unsigned short, true, true, BODIES_SLIP_QUADRATIC>"]
     # the kernel's quadratic flag (third argument from the end) counts 3 x 19 weight planes,
     # not 3 x 27 record slots (the GPU run of 2026-12-05 took quadratic links as linear)
     for planes, quadratic in ((19, 0), (57, 1)):
@@ -184,8 +202,6 @@ def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) ->
     neq16's; a tile candidate the environment names is for plain records only."""
     mod, compiled, launches = cuda_c_d3q19
     from simsplit.backends.cuda_c import kernel_names, neq_tiles
-    from simsplit.backends.layout import padded_empty
-    from simsplit.numerics.lbm_params import D3Q19Params
 
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x4")
     kernels = mod.D3Q19Kernels(0)
@@ -194,18 +210,10 @@ def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) ->
     kernels.prepare(population_storage("neq16s", "float32"))
     assert compiled == [kernel_names.d3q19_neq_expressions(stress=True)]
     assert all("neq::srec" in n or "StressRecords" in n for n in compiled[0])
-    nx, ny, nz = 8, 5, 4
-    f = padded_empty(np, (33, nz + 2, ny + 2, nx + 2), np.uint16)
-    g = padded_empty(np, f.shape, np.uint16)
-    flags = padded_empty(np, f.shape[1:], np.uint8)
-    macro = [np.zeros((nz, ny, nx), np.float32) for _ in range(4)]
-    params = D3Q19Params(1 / 0.7, 1 / 1.1, 0.0, 1e-5, 0.0, 0.0, False, False)
-    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True)
-    assert launches[-1] == "d3q19_stream_collide_neq<true, true, lbm::offset_t, neq::srec>"
-    kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False,
-                           inlet=np.zeros((nz + 2, ny + 2), np.float32))
-    assert launches[-1] == ("d3q19_stream_collide_bodies<float, neq::srec, false, true, "
-                            "BODIES_SLIP_QUADRATIC>")
+    f = _record_slab(33)[0]
+    assert _box_and_bodies(kernels, launches, _record_slab(33), True, False) == [
+        "d3q19_stream_collide_neq<true, true, lbm::offset_t, neq::srec>",
+        "d3q19_stream_collide_bodies<float, neq::srec, false, true, BODIES_SLIP_QUADRATIC>"]
     buf = np.zeros((19, f.shape[2] * f.shape[3]), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D3Q19StressRecords, unsigned short>"
@@ -214,12 +222,10 @@ def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) ->
     with pytest.raises(ValueError, match="halo buffer"):
         kernels.pack(f, 1, 0, np.zeros((13, buf.shape[1]), np.uint16))
     assert len(compiled) == 1
-    plain = padded_empty(np, (27, *f.shape[1:]), np.uint16)
-    kernels.stream_collide(plain, padded_empty(np, plain.shape, np.uint16), flags, *macro,
-                           (1, nz + 1), params, False, inlet=np.zeros((nz + 2, ny + 2),
-                                                                      np.float32))
-    assert launches[-1] == ("d3q19_stream_collide_bodies<float, unsigned short, false, true, "
-                            "BODIES_SLIP_QUADRATIC>")
+    # 27-slot records beside them: neq16's module, with the candidate the environment names
+    assert _box_and_bodies(kernels, launches, _record_slab(27), False, False)[1] == (
+        "d3q19_stream_collide_bodies<float, unsigned short, false, true, BODIES_SLIP_QUADRATIC>")
+    assert launches[-2].startswith("d3q19_stream_collide_neq_tile<32, 4,")
     assert compiled[1] == (kernel_names.d3q19_neq_expressions()
                            + neq_tiles.d3q19_neq_tile_expressions("tile32x4"))
 

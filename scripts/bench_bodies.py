@@ -2,7 +2,7 @@
 
     python scripts/bench_bodies.py [--backend cupy] [--steps 10000] [--only 2D|3D]
         [--d3 10 20 40] [--precision3d float64 float32] [--kernels-only]
-        [--links halfway quadratic slip slip-quadratic]
+        [--links halfway quadratic slip slip-quadratic] [--storage3d neq16 neq16s]
 
 For the D2Q9 cylinder (Schäfer-Turek 2D-1 geometry, 8800 x 1640, float32) and the D3Q19 3D-1Z
 cylinder (D = 10 cells: 250 x 41 x 41, float64) it prints, beside the plain box (lid-driven
@@ -23,7 +23,9 @@ the general kernel), STEPS scaled to the grid's cells (at least MIN_STEPS). --li
 cylinder rows (kernels only) with other walls than the case's: halfway or quadratic bounce-back
 on the cylinder, or free-slip side walls (y, and z in 3D) with the case's links or quadratic
 ones (slip-quadratic: the D3Q19 bodies kernel's BODIES_SLIP_QUADRATIC);
---kernels-only times 2D's box and cylinder kernels too (unless --only 3D).
+--kernels-only times 2D's box and cylinder kernels too (unless --only 3D). --storage3d times
+the --d3 grids' kernels with each run.storage given (float32 arithmetic; default: the
+precision's own storage).
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ def grid_3d(d: int) -> list[int]:
 
 def case_of(name: str, backend: str, steps: int, plain: bool, one_step: bool = False,
             shape: list[int] | None = None, precision: str | None = None,
-            links: str | None = None) -> dict:
+            links: str | None = None, storage: str | None = None) -> dict:
     """The cylinder case ``name`` (or with ``plain`` the box on its grid) for a timing;
-    ``links``: a key of LINKS (other walls)."""
+    ``links``: a key of LINKS (other walls); ``storage``: run.storage (None: the
+    precision's)."""
     case_file, default_shape, default_precision = GRIDS[name]
     shape = shape or default_shape
     precision = precision or default_precision
@@ -79,6 +82,8 @@ def case_of(name: str, backend: str, steps: int, plain: bool, one_step: bool = F
             "output.forces_every=500"]
     if one_step:
         over.append("run.temporal_blocking=false")
+    if storage is not None:
+        over.append(f"run.storage={storage}")
     if links is not None:
         over += LINKS[links][len(shape)]
     case = load_case(CASES / case_file, over)
@@ -202,17 +207,20 @@ def kernel_rows_2d(backend: str, steps: int, links: list[str]) -> None:
 
 
 def kernel_rows_3d(d: int, precision: str, backend: str, steps: int,
-                   links: tuple[str, ...] = ()) -> None:
-    """Kernel-only MLUPS of 3D-1Z at ``d`` cells per diameter against the box on its grid."""
+                   links: tuple[str, ...] = (), storage: str | None = None) -> None:
+    """Kernel-only MLUPS of 3D-1Z at ``d`` cells per diameter against the box on its grid
+    (``storage``: run.storage, None: the precision's)."""
     shape = grid_3d(d)
     steps = max(MIN_STEPS, round(steps * np.prod(GRIDS["3D"][1]) / np.prod(shape)))
     grid = "x".join(map(str, shape))
-    print(f"== 3D-1Z D = {d}: {grid} {precision}, {backend}, {steps} steps, kernels only",
-          flush=True)
+    stored = f" storage {storage}" if storage else ""
+    print(f"== 3D-1Z D = {d}: {grid} {precision}{stored}, {backend}, {steps} steps, kernels "
+          "only", flush=True)
     box_k = None
     for label, plain, one_step in (("box", True, False), ("box, one step per sweep", True, True),
                                    ("cylinder", False, False)):
-        sim = Simulation(case_of("3D", backend, steps, plain, one_step, shape, precision))
+        sim = Simulation(case_of("3D", backend, steps, plain, one_step, shape, precision,
+                                 storage=storage))
         k = kernel_mlups(sim, steps)
         box_k = box_k or k
         print_row(label, k, box_k)
@@ -221,7 +229,8 @@ def kernel_rows_3d(d: int, precision: str, backend: str, steps: int,
                       kernel_mlups(sim, steps, variant="any_outlet"), box_k)
         del sim
     for label in links:
-        sim = Simulation(case_of("3D", backend, steps, False, False, shape, precision, label))
+        sim = Simulation(case_of("3D", backend, steps, False, False, shape, precision, label,
+                                 storage))
         print_row(f"cylinder, {label}", kernel_mlups(sim, steps), box_k)
         del sim
 
@@ -239,7 +248,12 @@ def main() -> None:
                     help="kernel timings only (no whole runs, block sizes or forces)")
     ap.add_argument("--links", nargs="+", default=[], choices=sorted(LINKS),
                     help="extra cylinder rows with these walls (kernels only)")
+    ap.add_argument("--storage3d", nargs="+", default=[None],
+                    choices=["float16", "e4m11", "neq16", "neq16s", "float32"],
+                    help="run.storage of the --d3 kernel timings (float32 arithmetic)")
     args = ap.parse_args()
+    if args.storage3d != [None] and args.precision3d != ["float32"]:
+        ap.error("--storage3d takes --precision3d float32")
     for d in args.d3:
         grid_3d(d)
     if args.only != "3D":
@@ -253,8 +267,10 @@ def main() -> None:
         for precision in args.precision3d:
             if d == 10 and precision == "float64" and not args.kernels_only:
                 full_rows("3D", args.backend, args.steps)
-            else:
-                kernel_rows_3d(d, precision, args.backend, args.steps, tuple(args.links))
+                continue
+            for storage in args.storage3d:
+                kernel_rows_3d(d, precision, args.backend, args.steps, tuple(args.links),
+                               storage)
 
 
 if __name__ == "__main__":

@@ -316,7 +316,8 @@ def test_d2q9_neq16s_records_module_compiled_when_prepared(cuda_c_d3q19, monkeyp
     """D2Q9 neq16s: the stress-kept records' kernels are a module of their own, compiled by
     prepare (not by every run); 18-slot records take its box kernel (not the tiled candidate:
     it reads plain records), its kernel with every rule and its halos (3 crossing significands
-    and the other 9 slots); stress-kept records before prepare are refused."""
+    and the other 9 slots); a set used without prepare compiles it at the first launch on
+    stress-kept records."""
     _, compiled, launches = cuda_c_d3q19
     from simsplit.backends.cuda_c import kernel_names
     from simsplit.backends.layout import padded_empty
@@ -334,13 +335,15 @@ def test_d2q9_neq16s_records_module_compiled_when_prepared(cuda_c_d3q19, monkeyp
     flags = padded_empty(np, f.shape[1:], np.uint8)
     macro = [np.zeros((8, 10), np.float32) for _ in range(3)]
     params = D2Q9Params(1 / 0.7, 1 / 1.1, 0.05, 0.0, 0.0, False)
-    with pytest.raises(RuntimeError, match="prepare"):
-        kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
     kernels.prepare(population_storage("neq16", "float32"))
     assert len(compiled) == 1
-    kernels.prepare(population_storage("neq16s", "float32"))
-    kernels.prepare(population_storage("neq16s", "float32"))
+    unprepared = mod.D2Q9Kernels(0)  # the modules are compiled once per device
+    unprepared.pack(f, 1, 0, np.zeros((12, 12), np.uint16))
+    assert launches[-1] == "lbm_pack<D2Q9StressRecords, unsigned short>"
     assert compiled[1:] == [kernel_names.d2q9_neq_expressions(stress=True)]
+    kernels.prepare(population_storage("neq16s", "float32"))
+    kernels.prepare(population_storage("neq16s", "float32"))
+    assert len(compiled) == 2
     assert set(kernel_names.d2q9_neq_expressions(stress=True)) <= set(kernels.registers)
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
     assert launches[-1] == "d2q9_stream_collide_neq<true, neq::srec>"

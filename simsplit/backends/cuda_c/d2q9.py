@@ -170,7 +170,13 @@ class D2Q9Kernels:
     def prepare(self, storage: Any) -> None:
         """Load the kernels of ``storage`` (a PopulationStorage) that are not loaded yet:
         neq16s's records module (a launch inside a graph capture must not load a module)."""
-        if not storage.stress or STRESS_RECORDS in self._pack:
+        if storage.stress:
+            self._load_stress()
+
+    def _load_stress(self) -> None:
+        """neq16s's records module: at :meth:`prepare`, or at the first launch on such records
+        of a kernel set used without it (tests, scripts)."""
+        if STRESS_RECORDS in self._pack:
             return
         module = _stress_module(self.device)
         with self._dev:
@@ -186,11 +192,10 @@ class D2Q9Kernels:
                                    if name not in self.registers})
 
     def _stress(self, f: Any) -> bool:
-        """Whether ``f`` holds neq16s's stress-kept records (their kernels loaded)."""
+        """Whether ``f`` holds neq16s's stress-kept records (their kernels then loaded)."""
         if f.dtype != NEQ16_DTYPE or not stress_kept(f.shape[0]):
             return False
-        if STRESS_RECORDS not in self._pack:
-            raise RuntimeError("neq16s records before prepare(): its kernels load there")
+        self._load_stress()
         return True
 
     def _named(self) -> dict[str, Any]:

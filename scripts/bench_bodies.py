@@ -39,6 +39,7 @@ import numpy as np
 from simsplit import Simulation
 from simsplit.case import load_case
 from simsplit.fluid.forces import DeviceForces, body_links, measure_forces
+from simsplit.numerics.storage import STORAGE_CHOICES
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 #: threads per block of the D3Q19 bodies kernel timed besides the production size
@@ -249,7 +250,7 @@ def main() -> None:
     ap.add_argument("--links", nargs="+", default=[], choices=sorted(LINKS),
                     help="extra cylinder rows with these walls (kernels only)")
     ap.add_argument("--storage3d", nargs="+", default=[None],
-                    choices=["float16", "e4m11", "neq16", "neq16s", "float32"],
+                    choices=STORAGE_CHOICES["float32"],
                     help="run.storage of the --d3 kernel timings (float32 arithmetic)")
     args = ap.parse_args()
     if args.storage3d != [None] and args.precision3d != ["float32"]:

@@ -34,13 +34,13 @@ def _expressions(name: str) -> list[str]:
     mixed pairs hold a subset of the both-on kernel's live values and the same code paths.
     Measured when this was cut (nvcc 13.0, all 172, 2026-12-06): none of the 86 mixed ones
     spilled; one used more registers than its both-on twin (86 against 84). The same for the
-    tiled neq16 candidates (:func:`_mixed_bodies_flags`)."""
+    tiled neq16 candidates (:func:`_mixed_flags`)."""
     return [e for e in kernel_names.name_expressions(name)
             if ("lbm::index_t" not in e or ", true, true, lbm::index_t" in e)
-            and not _mixed_bodies_flags(e)]
+            and not _mixed_flags(e)]
 
 
-def _mixed_bodies_flags(expr: str) -> bool:
+def _mixed_flags(expr: str) -> bool:
     """Whether ``expr`` is a 3D bodies kernel, or a tiled neq16 candidate, with exactly one of
     its rho/u-store and body-force flags on. The candidates (not production: taken only where
     the environment names one) measured with all 24 built (nvcc 13.5, 2026-12-06): none

@@ -74,9 +74,11 @@ def stress_slot(q: int, index: int) -> int:
     return q + 2 + 2 * lattice_of(q).dim + index
 
 
+@functools.cache
 def record_layout(slots: int) -> tuple[int, bool]:
     """(q, stress) of records of ``slots`` slots: the lattice's population count and whether
-    they are stress-kept (every record layout has its own slot count)."""
+    they are stress-kept (every record layout has its own slot count; cached: the GPU
+    launchers ask at every launch on records)."""
     for q in (9, 19):
         for stress in (False, True):
             if record_slots(q, stress) == slots:

@@ -130,6 +130,12 @@ def _records_ctype(stress: bool) -> str:
     return NEQ_STRESS_CTYPE if stress else NEQ_CTYPE
 
 
+def _stress_arg(stress: bool) -> str:
+    """The last template argument of the records kernels whose storage type defaults to
+    neq16's: neq16s's type, or none."""
+    return f", {NEQ_STRESS_CTYPE}" if stress else ""
+
+
 def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> str:
     """Exact per-body sums of the momentum exchanged on fluid-to-body links
     (kernels/link_forces.cu) for arithmetic ``dtype`` and population storage ``storage``."""
@@ -139,16 +145,13 @@ def link_force_sums_name(dtype: np.dtype | type, storage: np.dtype | type) -> st
 def link_force_sums_neq_name(dim: int, stress: bool = False) -> str:
     """Exact per-body link momentum sums on neq16 records (``stress``: neq16s's) of the
     ``dim``-D lattice (kernels/link_forces.cu link_force_sums_neq)."""
-    lattice = "D2Q9" if dim == 2 else "D3Q19"
-    return (f"link_force_sums_neq<{lattice}, {NEQ_STRESS_CTYPE}>" if stress
-            else f"link_force_sums_neq<{lattice}>")
+    return f"link_force_sums_neq<{'D2Q9' if dim == 2 else 'D3Q19'}{_stress_arg(stress)}>"
 
 
 def d2q9_neq_name(store_macro: bool, stress: bool = False) -> str:
     """The D2Q9 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
     kernels/d2q9.cu)."""
-    tail = f", {NEQ_STRESS_CTYPE}" if stress else ""
-    return f"d2q9_stream_collide_neq<{_cbool(store_macro)}{tail}>"
+    return f"d2q9_stream_collide_neq<{_cbool(store_macro)}{_stress_arg(stress)}>"
 
 
 def d2q9_neq_open_name(store_macro: bool, stress: bool = False) -> str:
@@ -171,8 +174,8 @@ def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False,
     """The D3Q19 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
     kernels/d3q19_neq.cuh)."""
     index = "lbm::index_t" if wide else "lbm::offset_t"
-    tail = f", {NEQ_STRESS_CTYPE}" if stress else ""
-    return f"d3q19_stream_collide_neq<{_cbool(store_macro)}, {_cbool(forced)}, {index}{tail}>"
+    return (f"d3q19_stream_collide_neq<{_cbool(store_macro)}, {_cbool(forced)}, "
+            f"{index}{_stress_arg(stress)}>")
 
 
 #: the one bodies kernel variant instantiated on neq16 records: every open rule (the launcher

@@ -326,10 +326,11 @@ d2q9_stream_collide(const S* __restrict__ f_src, S* __restrict__ f_dst,
     }
 }
 
-// Pull step of rows [j0, j1) on run.storage neq16 cell records (neq_records.cuh; float32
-// arithmetic, one cell a thread, `plane` between record slots): walls and the lid bounce back
-// the own cell's rebuilt opposite population, as the CPU kernel does on records (bodies, open
-// faces and free-slip walls on records: d2q9_stream_collide with S = neq::rec). S neq::srec:
+// Pull step of rows [j0, j1), columns [i0, i1) on run.storage neq16 cell records
+// (neq_records.cuh; float32 arithmetic, one cell a thread, `plane` between record slots): walls
+// and the lid bounce back the own cell's rebuilt opposite population, as the CPU kernel does on
+// records (bodies, open faces and free-slip walls on records: d2q9_stream_collide with S =
+// neq::rec, on the column spans that need them; this kernel on the others). S neq::srec:
 // neq16s's stress-kept records.
 template <bool STORE_MACRO, typename S = neq::rec>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
@@ -337,12 +338,13 @@ d2q9_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
                         const lbm::flag_t* __restrict__ flags, float* __restrict__ rho_out,
                         float* __restrict__ ux_out, float* __restrict__ uy_out, int nx, int ny,
                         lbm::index_t pitch, lbm::index_t plane, int j0, int j1, float om_p,
-                        float om_m, float lid_u, float fx, float fy, int periodic_x)
+                        float om_m, float lid_u, float fx, float fy, int periodic_x, int i0,
+                        int i1)
 {
     using L = D2Q9;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x + i0;
     const int j = j0 + blockIdx.y + blockIdx.z * gridDim.y;
-    if (i > nx || j >= j1) return;
+    if (i >= i1 || j >= j1) return;
     const lbm::index_t cell = j * pitch + i;
     const lbm::flag_t own = flags[cell];
     if (own & FLAG_SOLID) return;

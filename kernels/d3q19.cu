@@ -991,6 +991,9 @@ d3q19_stream_collide_two_steps(const S* __restrict__ f_src, S* __restrict__ f_ds
 // inlet: (nz + 2) x (ny + 2) speeds, packed; links: the weights in f's layout (same element
 // strides), in the arithmetic type; outlet_slots: 19 x (nz + 2) x (ny + 2), packed (a
 // convective outlet's previous values, touched only by its links). 32-bit element offsets only (the launcher checks).
+// Columns [i0, i1) (1-based interior ones): the launcher runs it on the column spans of a slab
+// that need its rules and the box kernel of the storage on the others where it has one (neq16
+// records: d3q19_stream_collide_neq, whose registers allow more blocks per SM).
 namespace {
 
 // Population q of `cell`: decoded from storage S, or on neq16 records (S = neq::rec, T
@@ -1197,14 +1200,15 @@ d3q19_stream_collide_bodies(const S* __restrict__ f_src, S* __restrict__ f_dst,
                             const T* __restrict__ inlet, T inlet_scale, T rho_w,
                             const T* __restrict__ links, int outlet_kind, T outlet_keep,
                             T outlet_take, T outlet_press_w, T* __restrict__ outlet_slots,
-                            int quadratic, const S* __restrict__ far, int far_off)
+                            int quadratic, const S* __restrict__ far, int far_off, int i0,
+                            int i1)
 {
     using L = D3Q19;
     using P = lbm::offset_t;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x + i0;
     const int j = blockIdx.y + 1;
     const int k = k0 + blockIdx.z;
-    if (i > nx || j > ny || k >= k1) return;
+    if (i >= i1 || j > ny || k >= k1) return;
     const lbm::offset_t pitch = lbm::offset_t(pitch64), layer = lbm::offset_t(layer64);
     const P plane = P(plane64);
     const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);

@@ -4,9 +4,10 @@
 // checks refuse the rest on this storage.
 #include "neq_records.cuh"
 
-// Two-lattice pull step of planes [k0, k1) on neq16 records (S neq::rec; neq16s's
-// stress-kept records: neq::srec), one cell a thread (float32 arithmetic; the launch and
-// strides of d3q19_stream_collide, `plane` between record slots).
+// Two-lattice pull step of planes [k0, k1), columns [i0, i1) (1-based interior ones) on neq16
+// records (S neq::rec; neq16s's stress-kept records: neq::srec), one cell a thread (float32
+// arithmetic; the strides of d3q19_stream_collide, `plane` between record slots). A slab with
+// bodies or open faces runs it on the column spans that need no other rule.
 template <bool STORE_MACRO, bool FORCED, typename P, typename S = neq::rec>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
@@ -15,13 +16,13 @@ d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
                          float* __restrict__ uz_out, int nx, int ny, int nz,
                          lbm::index_t pitch64, lbm::index_t layer64, lbm::index_t plane64,
                          int k0, int k1, float om_p, float om_m, float lid_u, float fx, float fy,
-                         float fz, int periodic_x, int periodic_y)
+                         float fz, int periodic_x, int periodic_y, int i0, int i1)
 {
     using L = D3Q19;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x + i0;
     const int j = blockIdx.y + 1;
     const int k = k0 + blockIdx.z;
-    if (i > nx || j > ny || k >= k1) return;
+    if (i >= i1 || j > ny || k >= k1) return;
     const lbm::offset_t pitch = lbm::offset_t(pitch64), layer = lbm::offset_t(layer64);
     const P plane = P(plane64);
     const bool per_x = periodic_x != 0, per_y = periodic_y != 0;

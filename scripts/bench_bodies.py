@@ -3,6 +3,7 @@
     python scripts/bench_bodies.py [--backend cupy] [--steps 10000] [--only 2D|3D]
         [--d3 10 20 40] [--precision3d float64 float32] [--kernels-only]
         [--links halfway quadratic slip slip-quadratic] [--storage3d neq16 neq16s]
+        [--storage2d neq16 neq16s]
 
 For the D2Q9 cylinder (Schäfer-Turek 2D-1 geometry, 8800 x 1640, float32) and the D3Q19 3D-1Z
 cylinder (D = 10 cells: 250 x 41 x 41, float64) it prints, beside the plain box (lid-driven
@@ -15,17 +16,19 @@ cavity, walls only) on the same grid, backend and precision:
 In 3D the cylinder's kernels are also timed with the bodies kernel launched in blocks of
 BODY_BLOCKS threads (the production size is source.D3Q19_BODIES_BLOCK_X) and with the general
 bodies kernel (every outlet kind compiled in) instead of the variant the launcher picks.
---d3 times 3D-1Z at D cells per diameter (grid 25 D x 4.1 D x 4.1 D: 20 -> 500 x 82 x 82, 40 ->
-1000 x 164 x 164; 250 x 41 x 41 is 0.42 M cells, launch-bound on an H200) in each precision of
---precision3d; grids other than D = 10 float64, and every grid with --kernels-only, time the
-kernels only (box with its production sweep, box one step per sweep, cylinder, cylinder with
-the general kernel), STEPS scaled to the grid's cells (at least MIN_STEPS). --links adds
-cylinder rows (kernels only) with other walls than the case's: halfway or quadratic bounce-back
-on the cylinder, or free-slip side walls (y, and z in 3D) with the case's links or quadratic
-ones (slip-quadratic: the D3Q19 bodies kernel's BODIES_SLIP_QUADRATIC);
---kernels-only times 2D's box and cylinder kernels too (unless --only 3D). --storage3d times
-the --d3 grids' kernels with each run.storage given (float32 arithmetic; default: the
-precision's own storage).
+--d3 times 3D-1Z at D cells per diameter (grid 25 D x 4.1 D x 4.1 D: 20 -> 500 x 82 x 82, 40
+-> 1000 x 164 x 164; 250 x 41 x 41 is 0.42 M cells, launch-bound on an H200) in each precision
+of --precision3d; grids other than D = 10 float64, and every grid with --kernels-only, time
+the kernels only (box with its production sweep, box one step per sweep, cylinder, cylinder
+with the general kernel, cylinder in one launch a slab instead of its column spans), STEPS
+scaled to the grid's cells (at least MIN_STEPS). --links adds cylinder rows (kernels only)
+with other walls than the case's: halfway or quadratic bounce-back on the cylinder, or free-
+slip side walls (y, and z in 3D) with the case's links or quadratic ones (slip-quadratic: the
+D3Q19 bodies kernel's BODIES_SLIP_QUADRATIC);
+--kernels-only times 2D's box and cylinder kernels too (unless --only 3D), the cylinder by
+column spans and in one launch a slab. --storage3d times the --d3 grids' kernels with each
+run.storage given (float32 arithmetic; default: the precision's own storage), --storage2d the
+2D ones.
 """
 
 from __future__ import annotations
@@ -193,18 +196,34 @@ def full_rows(name: str, backend: str, steps: int) -> None:
           f"measurement; same bits: {same}", flush=True)
 
 
-def kernel_rows_2d(backend: str, steps: int, links: list[str]) -> None:
-    """Kernel-only MLUPS of the 2D cylinder (and its ``links`` variants) against the box."""
+def kernel_rows_2d(backend: str, steps: int, links: list[str],
+                   storage: str | None = None) -> None:
+    """Kernel-only MLUPS of the 2D cylinder (and its ``links`` variants) against the box
+    (``storage``: run.storage, None: the precision's)."""
     _, shape, precision = GRIDS["2D"]
-    print(f"== 2D {'x'.join(map(str, shape))} {precision}, {backend}, {steps} steps, "
+    stored = f" storage {storage}" if storage else ""
+    print(f"== 2D {'x'.join(map(str, shape))} {precision}{stored}, {backend}, {steps} steps, "
           "kernels only", flush=True)
-    box_k = kernel_mlups(case_of("2D", backend, steps, plain=True), steps)
+    box_k = kernel_mlups(case_of("2D", backend, steps, plain=True, storage=storage), steps)
     print_row("box", box_k, box_k)
     for label in ("cylinder", *links):
-        case = case_of("2D", backend, steps, plain=False,
-                       links=None if label == "cylinder" else label)
+        sim = Simulation(case_of("2D", backend, steps, plain=False, storage=storage,
+                                 links=None if label == "cylinder" else label))
         print_row(label if label == "cylinder" else f"cylinder, {label}",
-                  kernel_mlups(case, steps), box_k)
+                  kernel_mlups(sim, steps), box_k)
+        if label == "cylinder":
+            one_launch_row(sim, steps, box_k)
+        del sim
+
+
+def one_launch_row(sim: Simulation, steps: int, box_k: float) -> None:
+    """The cylinder's kernels with each slab in one launch of the kernel with the open rules,
+    as before column spans (the slabs' spans printed first)."""
+    spans = [blk.column_spans for blk in sim.solver.blocks.values()]
+    print(f"   column spans (i0, i1, open) of the first slab: {spans[0]}", flush=True)
+    for blk in sim.solver.blocks.values():
+        blk.column_spans = None
+    print_row("cylinder, one launch a slab (no column spans)", kernel_mlups(sim, steps), box_k)
 
 
 def kernel_rows_3d(d: int, precision: str, backend: str, steps: int,
@@ -228,6 +247,7 @@ def kernel_rows_3d(d: int, precision: str, backend: str, steps: int,
         if not plain:
             print_row("cylinder, general bodies kernel",
                       kernel_mlups(sim, steps, variant="any_outlet"), box_k)
+            one_launch_row(sim, steps, box_k)
         del sim
     for label in links:
         sim = Simulation(case_of("3D", backend, steps, False, False, shape, precision, label,
@@ -252,6 +272,9 @@ def main() -> None:
     ap.add_argument("--storage3d", nargs="+", default=[None],
                     choices=STORAGE_CHOICES["float32"],
                     help="run.storage of the --d3 kernel timings (float32 arithmetic)")
+    ap.add_argument("--storage2d", nargs="+", default=[None],
+                    choices=STORAGE_CHOICES["float32"],
+                    help="run.storage of the 2D kernel timings (with --kernels-only)")
     args = ap.parse_args()
     if args.storage3d != [None] and args.precision3d != ["float32"]:
         ap.error("--storage3d takes --precision3d float32")
@@ -259,7 +282,8 @@ def main() -> None:
         grid_3d(d)
     if args.only != "3D":
         if args.kernels_only:
-            kernel_rows_2d(args.backend, args.steps, args.links)
+            for storage in args.storage2d:
+                kernel_rows_2d(args.backend, args.steps, args.links, storage)
         else:
             full_rows("2D", args.backend, args.steps)
     if args.only == "2D":

@@ -58,6 +58,10 @@
 #            against this one with SIMSPLIT_RAW_LAUNCH=1 (MPIMDAB_ARMS, default "base raw1"; raw0: =0), alternating, MPIMDAB_ROUNDS
 #            rounds (default 2: with the tests, an estimated 9 minutes, inside one call), after the launch probe (scripts/probe_launch_overhead.py);
 #            then this tree's GPU MD tests (mpiexec, and cupy in one process) (issue 20)
+#   spans    slabs with bodies launched by column spans: GPU tests (bodies 3D, D3Q19 and D2Q9
+#            storage; SPANS_TESTS=0 skips them, SPANS_K picks), then the kernels of 3D-1Z at D =
+#            SPANS_D and of the 2D-1 cylinder against the box in SPANS_STORAGES, by spans and in
+#            one launch a slab (issue 25)
 #   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
 #            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
@@ -287,6 +291,19 @@ if has neq16s; then
             done
         done
     fi
+fi
+if has spans; then
+    note "slabs with bodies by column spans: GPU tests, cylinders' kernels against the box (issue 25)"
+    [[ ${SPANS_TESTS:-1} = 1 ]] && timeout 420 python3 -m pytest -o addopts=-ra -q \
+        -p no:cacheprovider -m gpu tests/test_bodies3d_gpu.py tests/test_d3q19_storage_gpu.py \
+        tests/test_d2q9_storage_gpu.py -k "${SPANS_K:-neq16 or (bitwise_identical and cupy)}" \
+        2>&1 | quiet | tail -8 | tee "$OUT/spans-tests.log"
+    timeout 300 python3 scripts/bench_bodies.py --only 3D --d3 ${SPANS_D:-20} --kernels-only \
+        --precision3d float32 --storage3d ${SPANS_STORAGES:-neq16 neq16s float32} 2>&1 \
+        | quiet | tee "$OUT/spans-bench.log"
+    timeout 240 python3 scripts/bench_bodies.py --only 2D --kernels-only --steps 2000 \
+        --storage2d ${SPANS_STORAGES:-neq16 neq16s float32} 2>&1 | quiet \
+        | tee -a "$OUT/spans-bench.log"
 fi
 if has neqtile; then
     note "run.storage neq16: tiled box kernel candidates, D3Q19 and D2Q9 (tune_neq16)"

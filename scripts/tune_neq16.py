@@ -114,7 +114,8 @@ class Lattice3D:
                                   p.force_y, p.force_z)),
                 np.int32(p.periodic_x), np.int32(p.periodic_y)]
         if label == "production":
-            kern((-(-nx // source.BLOCK_X), ny, k1 - k0), (source.BLOCK_X,), tuple(args))
+            kern((-(-nx // source.BLOCK_X), ny, k1 - k0), (source.BLOCK_X,),
+                 (*args, np.int32(1), np.int32(nx + 1)))  # every column
             return
         run = Lattice3D.run
         grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(label, nx, ny, k1 - k0, run)
@@ -179,7 +180,7 @@ class Lattice2D:
         if label == "production":
             gy = min(j1 - j0, source.MAX_GRID_Y)
             kern((-(-nx // source.BLOCK_X), gy, -(-(j1 - j0) // gy)), (source.BLOCK_X,),
-                 tuple(args))
+                 (*args, np.int32(1), np.int32(nx + 1)))  # every column
             return
         run = Lattice2D.run
         grid, threads, shared = neq_tiles.d2q9_neq_tile_launch(label, nx, j1 - j0, run)

@@ -178,13 +178,14 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     assert _box_and_bodies(kernels, launches, _record_slab(27), False, True) == [
         "d3q19_stream_collide_neq<false, true, lbm::offset_t>",
         "d3q19_stream_collide_bodies<float, unsigned short, true, true, BODIES_SLIP_QUADRATIC>"]
-    # the kernel's quadratic flag (third argument from the end) counts 3 x 19 weight planes,
-    # not 3 x 27 record slots (the GPU run of 2026-12-05 took quadratic links as linear)
+    # the kernel's quadratic flag (fifth argument from the end, before far, far_off and the
+    # columns) counts 3 x 19 weight planes, not 3 x 27 record slots (the GPU run of
+    # 2026-12-05 took quadratic links as linear)
     for planes, quadratic in ((19, 0), (57, 1)):
         links = padded_empty(np, (planes, *f.shape[1:]), np.float32)
         kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, True,
                                inlet=np.zeros((nz + 2, ny + 2), np.float32), links=links)
-        assert int(_Kernel.last_args[-3]) == quadratic
+        assert int(_Kernel.last_args[-5]) == quadratic
     buf = np.zeros((13, f.shape[2] * f.shape[3]), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D3Q19Records, unsigned short>"
@@ -193,6 +194,46 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     assert len(compiled) == 1
     with pytest.raises(ValueError, match="halo buffer"):
         kernels.pack(f, 1, 0, np.zeros((5, buf.shape[1]), np.uint16))
+
+
+@pytest.mark.parametrize("slots", [27, 33, 19])
+def test_slab_column_spans_take_the_box_kernel(cuda_c_d3q19, monkeypatch, slots) -> None:
+    """A slab with a geometry launched by column spans: a span without open rules takes the
+    records' box kernel (neq16 and neq16s, never the whole-plane tile candidate) or, on float
+    storage, the bodies kernel without open-face rules; a span with them the bodies kernel;
+    each over its columns only. Columns need a geometry and must lie inside the slab."""
+    mod, _, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import neq_tiles
+    from simsplit.backends.layout import padded_empty
+
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x4")
+    kernels = mod.D3Q19Kernels(0)
+    f, g, flags, macro, params = _record_slab(slots)
+    if slots == 19:
+        f, g = (padded_empty(np, a.shape, np.float32) for a in (f, g))
+    nz, ny = f.shape[1] - 2, f.shape[2] - 2
+    inlet = np.zeros((nz + 2, ny + 2), np.float32)
+    stress = ", neq::srec" if slots == 33 else ""
+    for is_open, cols in ((False, (2, 7)), (True, (7, 9))):
+        kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False, inlet=inlet,
+                               open_rules=is_open, columns=cols)
+        grid, block, _ = _Kernel.last_launch
+        assert [int(a) for a in _Kernel.last_args[-2:]] == list(cols)
+        assert grid[0] * block[0] >= cols[1] - cols[0] > (grid[0] - 1) * block[0]
+        if is_open:
+            assert launches[-1].startswith("d3q19_stream_collide_bodies<float, ")
+            assert launches[-1].endswith(">") and "BODIES_WALLS" not in launches[-1]
+        elif slots == 19:
+            assert launches[-1] == ("d3q19_stream_collide_bodies<float, float, false, true, "
+                                    "BODIES_WALLS>")
+        else:
+            assert launches[-1] == f"d3q19_stream_collide_neq<false, true, lbm::offset_t{stress}>"
+    for bad in ((0, 3), (3, 10), (5, 4)):
+        with pytest.raises(ValueError, match="columns"):
+            kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False,
+                                   inlet=inlet, columns=bad)
+    with pytest.raises(ValueError, match="without a geometry"):
+        kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False, columns=(2, 7))
 
 
 def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) -> None:
@@ -300,6 +341,15 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
         kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
                                inlet=np.zeros(10, np.float32), links=links, columns=(2, 5))
         assert int(_Kernel.last_args[-3]) == quadratic
+    # a column span of that slab without open rules: the records' box kernel on its columns
+    # (production's, not the whole-row tiled default), the geometry's arrays not passed on
+    kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
+                           inlet=np.zeros(10, np.float32), open_rules=False, columns=(2, 5))
+    assert launches[-1] == "d2q9_stream_collide_neq<false>"
+    assert [int(a) for a in _Kernel.last_args[-2:]] == [2, 5]
+    with pytest.raises(ValueError, match="columns"):
+        kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False, open_rules=False,
+                               columns=(0, 5))
     buf = np.zeros((9, 12), np.uint16)
     kernels.pack(f, 1, 0, buf)
     assert launches[-1] == "lbm_pack<D2Q9Records, unsigned short>"

@@ -474,21 +474,23 @@ _EMULATION_LAUNCHER_NEQ_2D = """
 template <typename S>
 static void neq2_run(const void* fs, void* fd, const flag* fl, float* rr, float* uu, float* vv,
                      int nx, int ny, long long pitch, long long plane, int j0, int j1, double op,
-                     double om, double lid, double fx, double fy, int px, int store) {
+                     double om, double lid, double fx, double fy, int px, int store, int i0,
+                     int i1) {
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
-    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, j1 - j0, 1, [&] {
+    launch((i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, j1 - j0, 1, [&] {
         if (store) d2q9_stream_collide_neq<true, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane,
-            j0, j1, float(op), float(om), float(lid), float(fx), float(fy), px);
+            j0, j1, float(op), float(om), float(lid), float(fx), float(fy), px, i0, i1);
         else d2q9_stream_collide_neq<false, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0,
-            j1, float(op), float(om), float(lid), float(fx), float(fy), px);
+            j1, float(op), float(om), float(lid), float(fx), float(fy), px, i0, i1);
     });
 }
 #define NEQ2(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
     float* rr, float* uu, float* vv, int nx, int ny, long long pitch, long long plane, int j0, \\
-    int j1, double op, double om, double lid, double fx, double fy, int px, int store) { \\
+    int j1, double op, double om, double lid, double fx, double fy, int px, int store, int i0, \\
+    int i1) { \\
     neq2_run<S>(fs, fd, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1, op, om, lid, fx, fy, px, \\
-                store); }
+                store, i0, i1); }
 NEQ2(unsigned short, neq2)
 NEQ2(neq::srec, neq2s)
 """
@@ -568,6 +570,24 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
        c_dbl(p.outlet_pressure_weight), _ptr(np.zeros((9, 1), dtype) if slots is None else slots),
        c_int(int(links.shape[0] == 27)), _data(f_src if far is None else far[0]),
        c_int(0 if far is None else far[1]))
+
+
+def _emulated_records_2d(lib, storage, f_src, f_dst, flags, macro, rows, p, store,
+                         columns) -> None:
+    """One launch of the emulated D2Q9 records' box kernel (neq2, neq2s) on ``columns``."""
+    import ctypes
+
+    from simsplit.backends.layout import field_strides
+
+    ny, nx = flags.shape[0] - 2, flags.shape[1] - 2
+    pitch, plane = field_strides(f_src, flags, f_dst)
+    getattr(lib, "neq2" if storage == "neq16" else "neq2s")(
+        *(_data(a) for a in (f_src, f_dst, flags)), *(_ptr(a) for a in macro), ctypes.c_int(nx),
+        ctypes.c_int(ny), ctypes.c_longlong(pitch), ctypes.c_longlong(plane),
+        *map(ctypes.c_int, rows),
+        *map(ctypes.c_double, (p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x,
+                               p.force_y)),
+        ctypes.c_int(int(p.periodic_x)), ctypes.c_int(int(store)), *map(ctypes.c_int, columns))
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
@@ -650,19 +670,20 @@ def test_emulated_cuda_kernel_matches_cpu_with_bodies(emulated, precision, stora
                        monkeypatch)
 
 
-@pytest.mark.parametrize("storage, outlet, faces, padded, bounce", [
-    ("neq16", OUTLETS[0], ("inlet", "outlet"), True, "linear"),
-    ("neq16", OUTLETS[3], ("outlet", "inlet"), False, "quadratic"),
-    ("neq16", OUTLETS[1], ("inlet", "outlet"), True, "halfway"),
-    ("neq16s", OUTLETS[1], ("outlet", "inlet"), True, "linear"),
-    ("neq16s", OUTLETS[0], ("inlet", "outlet"), False, "quadratic")])
+@pytest.mark.parametrize("storage, outlet, faces, padded, bounce, spans", [
+    ("neq16", OUTLETS[0], ("inlet", "outlet"), True, "linear", True),
+    ("neq16", OUTLETS[3], ("outlet", "inlet"), False, "quadratic", False),
+    ("neq16", OUTLETS[1], ("inlet", "outlet"), True, "halfway", True),
+    ("neq16s", OUTLETS[1], ("outlet", "inlet"), True, "linear", False),
+    ("neq16s", OUTLETS[0], ("inlet", "outlet"), False, "quadratic", True)])
 def test_emulated_neq16_bodies_match_cpu(emulated, storage, outlet, faces, padded, bounce,
-                                         monkeypatch) -> None:
+                                         spans, monkeypatch) -> None:
     """neq16 records with an inlet, an outlet (pressure; convective mixed with pressure; zero
     gradient) and a body (linear, quadratic, halfway links): the CUDA C kernel with S =
-    neq::rec (neq16s: neq::srec; what the launcher takes on records, on every column) writes
-    the CPU kernel's records bit for bit."""
-    _check_d2q9_bodies(emulated, "float32", storage, outlet, faces, padded, bounce, False,
+    neq::rec (neq16s: neq::srec) writes the CPU kernel's records bit for bit, on every column
+    or (``spans``) on the column spans with open rules, the records' box kernel on the
+    others (as the launcher takes them)."""
+    _check_d2q9_bodies(emulated, "float32", storage, outlet, faces, padded, bounce, spans,
                        monkeypatch)
 
 
@@ -745,6 +766,10 @@ def _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, boun
         assert [s[2] for s in launches] == ([True, False, True, False, True]
                                             if bounce != "halfway" else [True, False, True])
     for i0, i1, is_open in launches:
+        if not is_open and storage in ("neq16", "neq16s"):  # the records' box kernel
+            _emulated_records_2d(emulated, storage, f_src, emu_dst, flags, emu_macro,
+                                 (1, ny + 1), params, True, (i0, i1))
+            continue
         _emulated_collide(emulated, dtype, f_src, emu_dst, flags, emu_macro, (1, ny + 1),
                           params, True, 3, inlet=block.inlet, links=weights, box=not is_open,
                           columns=(i0, i1), slots=slots,
@@ -1005,12 +1030,12 @@ static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T
                         int k0, int k1, double op, double om, double lid, double fx, double fy,
                         double fz, int px, int py, const T* in, double in_scale, double rho_w,
                         const T* links, int okind, double keep, double take, double press_w,
-                        T* slots, int quad, const S* far, int far_off) {
-    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+                        T* slots, int quad, const S* far, int far_off, int i0, int i1) {
+    launch((i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
         d3q19_stream_collide_bodies<T, S, STORE, FORCED, OPEN>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, T(op), T(om), T(lid), T(fx), T(fy), T(fz), px, py, in,
             T(in_scale), T(rho_w), links, okind, T(keep), T(take), T(press_w), slots, quad, far,
-            far_off);
+            far_off, i0, i1);
     });
 }
 template <typename T, typename S>
@@ -1020,7 +1045,7 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
                     double fz, int px, int py, int store, const void* in, double in_scale,
                     double rho_w, const void* links, int okind, double keep, double take,
                     double press_w, void* slots, int open, int quad, const void* farv,
-                    int far_off) {
+                    int far_off, int i0, int i1) {
     auto s = static_cast<const S*>(fs);
     auto far = static_cast<const S*>(farv);
     auto d = static_cast<S*>(fd);
@@ -1032,7 +1057,7 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     const bool forced = fx != 0 || fy != 0 || fz != 0;
 #define SIMSPLIT_EMU_BODIES(ST, F, O) bodies3_run<T, S, ST, F, O>(s, d, fl, rr, uu, vv, ww, nx, \\
         ny, nz, pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, ii, in_scale, \\
-        rho_w, ll, okind, keep, take, press_w, os, quad, far, far_off)
+        rho_w, ll, okind, keep, take, press_w, os, quad, far, far_off, i0, i1)
 #define SIMSPLIT_EMU_BODIES_OPEN(O) \\
     if (store && forced) SIMSPLIT_EMU_BODIES(true, true, O); \\
     else if (store) SIMSPLIT_EMU_BODIES(true, false, O); \\
@@ -1052,10 +1077,11 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     long long layer, long long plane, int k0, int k1, double op, double om, double lid, \\
     double fx, double fy, double fz, int px, int py, int store, const void* in, \\
     double in_scale, double rho_w, const void* links, int okind, double keep, double take, \\
-    double press_w, void* slots, int open, int quad, const void* far, int far_off) { \\
+    double press_w, void* slots, int open, int quad, const void* far, int far_off, int i0, \\
+    int i1) { \\
     bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
                   fx, fy, fz, px, py, store, in, in_scale, rho_w, links, okind, keep, take, \\
-                  press_w, slots, open, quad, far, far_off); }
+                  press_w, slots, open, quad, far, far_off, i0, i1); }
 BODIES3(float, float, bodies3_float32_float32)
 BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
@@ -1087,18 +1113,19 @@ template <typename S, bool STORE, bool FORCED, typename P>
 static void neq3_run(const S* s, S* d, const flag* fl, float* rr, float* uu, float* vv,
                      float* ww, int nx, int ny, int nz, long long pitch, long long layer,
                      long long plane, int k0, int k1, double op, double om, double lid,
-                     double fx, double fy, double fz, int px, int py) {
-    launch((nx + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+                     double fx, double fy, double fz, int px, int py, int i0, int i1) {
+    launch((i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
         d3q19_stream_collide_neq<STORE, FORCED, P, S>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, float(op), float(om), float(lid), float(fx), float(fy),
-            float(fz), px, py);
+            float(fz), px, py, i0, i1);
     });
 }
 template <typename S>
 static void neq3_pick(const void* fs, void* fd, const flag* fl, void* r, void* u, void* v,
                       void* w, int nx, int ny, int nz, long long pitch, long long layer,
                       long long plane, int k0, int k1, double op, double om, double lid,
-                      double fx, double fy, double fz, int px, int py, int store, int wide) {
+                      double fx, double fy, double fz, int px, int py, int store, int wide,
+                      int i0, int i1) {
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
     auto rr = static_cast<float*>(r), uu = static_cast<float*>(u), vv = static_cast<float*>(v),
@@ -1106,18 +1133,19 @@ static void neq3_pick(const void* fs, void* fd, const flag* fl, void* r, void* u
 #define SIMSPLIT_EMU_NEQ_STORE(F, P) neq3_run<S, true, F, P>
 #define SIMSPLIT_EMU_NEQ_NOSTORE(F, P) neq3_run<S, false, F, P>
     if (store) SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NEQ_STORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz,
-                                 pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
+                                 pitch, layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py,
+                                 i0, i1);
     else SIMSPLIT_EMU_PICK(SIMSPLIT_EMU_NEQ_NOSTORE, s, d, fl, rr, uu, vv, ww, nx, ny, nz, pitch,
-                           layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py);
+                           layer, plane, k0, k1, op, om, lid, fx, fy, fz, px, py, i0, i1);
 #undef SIMSPLIT_EMU_NEQ_STORE
 #undef SIMSPLIT_EMU_NEQ_NOSTORE
 }
 #define NEQ3(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, void* r, \\
     void* u, void* v, void* w, int nx, int ny, int nz, long long pitch, long long layer, \\
     long long plane, int k0, int k1, double op, double om, double lid, double fx, double fy, \\
-    double fz, int px, int py, int store, int wide) { \\
+    double fz, int px, int py, int store, int wide, int i0, int i1) { \\
     neq3_pick<S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
-                 fx, fy, fz, px, py, store, wide); }
+                 fx, fy, fz, px, py, store, wide, i0, i1); }
 NEQ3(unsigned short, neq3)
 NEQ3(neq::srec, neq3s)
 """
@@ -1381,11 +1409,35 @@ def test_emulated_d3q19_neq16_bodies_match_cpu(emulated_3d, storage, faces, padd
                         slip, variants=("slip_quadratic",))
 
 
+@pytest.mark.parametrize("precision, storage, faces, padded, outlet, bounce", [
+    ("float32", "neq16", ("inlet", "outlet"), True, OUTLETS[0], "linear"),
+    ("float32", "neq16s", ("outlet", "inlet"), False, OUTLETS[3], "quadratic"),
+    ("float32", "neq16", ("outlet", "inlet"), True, OUTLETS[1], "quadratic"),
+    ("float32", "float16", ("inlet", "outlet"), True, OUTLETS[1], "linear"),
+    ("float64", "float64", ("outlet", "inlet"), False, OUTLETS[0], "quadratic")])
+def test_emulated_d3q19_bodies_by_column_spans_match_cpu(emulated_3d, precision, storage,
+                                                         faces, padded, outlet, bounce,
+                                                         monkeypatch) -> None:
+    """A slab with an inlet, an outlet and a body launched as the GPU launcher takes it, by
+    column spans of one column (SlabBlock.column_spans): the spans with open rules or links
+    on the bodies kernel, the others on the records' box kernel (neq16, neq16s) or the bodies
+    kernel without open-face rules (float storage). Together they write the CPU kernel's bits,
+    a convective outlet's previous values too."""
+    import simsplit.fluid.block
+
+    monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 1)
+    records = storage.startswith("neq")
+    _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, False, outlet, bounce,
+                        variants=("slip_quadratic",) if records else None, spans=True)
+
+
 def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outlet,
                         bounce: str = "linear", slip: bool = False,
-                        variants: tuple[str, ...] | None = None) -> None:
+                        variants: tuple[str, ...] | None = None, spans: bool = False) -> None:
     """One step of a middle slab with a body, by the CPU kernel and the emulated bodies
-    kernel's ``variants`` (default: the one the launcher picks and the general one)."""
+    kernel's ``variants`` (default: the one the launcher picks and the general one); with
+    ``spans`` launched by the block's column spans, the box ones on the records' box kernel
+    (neq16, neq16s) or the bodies kernel without open-face rules."""
     import ctypes
 
     from simsplit.backends.cpu import CPUBackend
@@ -1462,6 +1514,12 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
     picked = source.d3q19_bodies_open(block.open_faces, params.outlet_kind, quadratic)
     general = ("slip" if slip else "any_outlet") if not quadratic else (
         "slip_quadratic" if slip else "quadratic")
+    launches = [(1, nx + 1, True)]
+    if spans:  # as the GPU launcher takes a slab's column spans (SlabBlock.column_spans)
+        launches = block.column_spans
+        assert len(launches) >= 3 and {s[2] for s in launches} == {True, False}
+    box = getattr(lib, "neq3s" if storage == "neq16s" else "neq3", None) if storage in (
+        "neq16", "neq16s") else None
     for variant in variants or dict.fromkeys((picked, general)):
         emu_dst = _padded_copy(np.zeros_like(deep)) if padded else np.zeros_like(deep)
         emu_dst = emu_dst[:, g - 1:deep.shape[1] + 1 - g]
@@ -1469,18 +1527,23 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
         macro = [np.zeros((nz, ny, nx), block.dtype) for _ in range(4)]
         strides = [ctypes.c_longlong(v) for v in field_strides(f_src, flags, emu_dst)]
         assert field_strides(weights, flags) == field_strides(f_src, flags)
-        for planes in ((1, 3), (3, nz + 1)):
-            fn(*(_data(raw_view(a)) for a in (f_src, emu_dst, flags)), *(_ptr(a) for a in macro),
-               c_int(nx), c_int(ny), c_int(nz), *strides, c_int(planes[0]), c_int(planes[1]),
-               c_dbl(params.omega_plus), c_dbl(params.omega_minus), c_dbl(0.0),
-               c_dbl(params.force_x), c_dbl(params.force_y), c_dbl(params.force_z),
-               c_int(int(periodic_x)), c_int(int(periodic_y)), c_int(1), _ptr(inlet),
+        for (i0, i1, is_open), planes in itertools.product(launches, ((1, 3), (3, nz + 1))):
+            common = (*(_data(raw_view(a)) for a in (f_src, emu_dst, flags)),
+                      *(_ptr(a) for a in macro), c_int(nx), c_int(ny), c_int(nz), *strides,
+                      c_int(planes[0]), c_int(planes[1]), c_dbl(params.omega_plus),
+                      c_dbl(params.omega_minus), c_dbl(0.0), c_dbl(params.force_x),
+                      c_dbl(params.force_y), c_dbl(params.force_z), c_int(int(periodic_x)),
+                      c_int(int(periodic_y)), c_int(1))
+            if not is_open and box is not None:  # the records' box kernel on the span
+                box(*common, c_int(0), c_int(i0), c_int(i1))
+                continue
+            fn(*common, _ptr(inlet),
                c_dbl(params.inlet_scale), c_dbl(params.outlet_density), _data(weights),
                c_int(params.outlet_kind), *(c_dbl(v) for v in params.convective_weights),
                c_dbl(params.outlet_pressure_weight),
                _ptr(np.zeros(1, block.dtype) if emu_slots is None else emu_slots),
-               c_int(source.D3Q19_BODIES_OPEN.index(variant)), c_int(int(quadratic)),
-               _data(raw_view(far)), c_int(g - 1))
+               c_int(source.D3Q19_BODIES_OPEN.index(variant if is_open else "walls")),
+               c_int(int(quadratic)), _data(raw_view(far)), c_int(g - 1), c_int(i0), c_int(i1))
         interior = (slice(None), *(slice(1, -1),) * 3)
         np.testing.assert_array_equal(emu_dst[interior].view(np.uint8),
                                       cpu_dst[interior].view(np.uint8), err_msg=variant)
@@ -1805,7 +1868,8 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced, s
                 *map(ctypes.c_int, planes),
                 *map(ctypes.c_double, (params.omega_plus, params.omega_minus,
                                        params.lid_velocity, *force)),
-                *map(ctypes.c_int, (int(periodic), int(periodic), int(store), int(not padded))))
+                *map(ctypes.c_int, (int(periodic), int(periodic), int(store), int(not padded),
+                                    1, nx + 1)))
             assert store or not any(a.any() for a in out)
         np.testing.assert_array_equal(dst[interior], cpu_dst[interior])
         for got, want in zip(macro, cpu_macro, strict=True):
@@ -1821,10 +1885,7 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic, storage) -> N
     kernel (d2q9.cu d2q9_stream_collide_neq) writes the CPU kernel's records and rho/u bit for
     bit, packed and padded rows, solid cells inside, the lid, a body force, periodic x or
     walls."""
-    import ctypes
-
     from simsplit.backends.cpu import CPUBackend
-    from simsplit.backends.layout import field_strides
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.numerics import flags as fl
     from simsplit.numerics.lbm_params import D2Q9Params
@@ -1843,7 +1904,6 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic, storage) -> N
     flags[inner] = (flags[inner] & ~np.uint8(fl.NEAR_WALL)) | block._near_wall(flags)
     f_src = block.f_src.copy()
     assert f_src.dtype == np.uint16 and f_src.shape[0] == (15 if storage == "neq16" else 18)
-    launch = emulated.neq2 if storage == "neq16" else emulated.neq2s
     cpu_dst = np.zeros_like(f_src)
     cpu_macro = [np.zeros((ny, nx), np.float32) for _ in range(3)]
     block.kernels.stream_collide(f_src, cpu_dst, flags, *cpu_macro, (1, ny + 1), params, True)
@@ -1852,16 +1912,10 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic, storage) -> N
         src, dst, flg = ((_padded_copy(a) for a in (f_src, np.zeros_like(f_src), flags))
                          if padded else (f_src, np.zeros_like(f_src), flags))
         macro = [np.zeros((ny, nx), np.float32) for _ in range(3)]
-        pitch, plane = field_strides(src, flg, dst)
         for rows, store in (((1, 4), True), ((4, ny + 1), True), ((1, ny + 1), False)):
             out = macro if store else [np.zeros((ny, nx), np.float32) for _ in range(3)]
-            launch(*(_data(a) for a in (src, dst, flg)), *(_ptr(a) for a in out),
-                          ctypes.c_int(nx), ctypes.c_int(ny), ctypes.c_longlong(pitch),
-                          ctypes.c_longlong(plane), *map(ctypes.c_int, rows),
-                          *map(ctypes.c_double, (params.omega_plus, params.omega_minus,
-                                                 params.lid_velocity, params.force_x,
-                                                 params.force_y)),
-                          ctypes.c_int(int(periodic)), ctypes.c_int(int(store)))
+            _emulated_records_2d(emulated, storage, src, dst, flg, out, rows, params, store,
+                                 (1, nx + 1))
             assert store or not any(a.any() for a in out)
         np.testing.assert_array_equal(dst[interior], cpu_dst[interior])
         for got, want in zip(macro, cpu_macro, strict=True):

@@ -169,22 +169,25 @@ class SlabBlock:
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
         #: the open kinds (INLET, OUTLET, SLIP bits) cells hold: ``bodies_variants`` kernels
         self.open_faces = int(np.bitwise_or.reduce(flags & fl.OPEN_FACES, axis=None))
-        self.column_spans = self._column_spans(flags) if flags.ndim == 2 else None
+        self.column_spans = self._column_spans(flags)
         return flags
 
     def _column_spans(self, flags: np.ndarray) -> list[tuple[int, int, bool]]:
-        """1-based interior column spans ``(i0, i1, open)`` covering a 2D slab: ``open`` where
-        some cell of the columns takes an open rule (curved itself, or next to an inlet,
-        outlet or free-slip cell), widened to whole spans of SPAN_COLUMNS so that launches
-        stay aligned; kernel sets with a box variant run it on the other spans."""
-        n = flags.shape[1] - 2
-        own = flags[1:-1, 1:-1]
+        """1-based interior column spans ``(i0, i1, open)`` covering a slab: ``open`` where
+        some cell of the columns (on any row and plane) takes an open rule (curved itself, or
+        next to an inlet, outlet or free-slip cell), widened to whole spans of SPAN_COLUMNS
+        so that launches stay aligned; kernel sets with a box variant run it on the other
+        spans."""
+        n = flags.shape[-1] - 2
+        inner = (slice(1, -1),) * flags.ndim
+        own = flags[inner]
         need = (own & fl.CURVED) != 0
         near = (own & fl.NEAR_WALL) != 0
-        for cx, cy in self.lattice.c:  # pull sources x - c (ghosts as painted: none wraps)
-            src = flags[1 - cy:flags.shape[0] - 1 - cy, 1 - cx:n + 1 - cx]
+        for c in self.lattice.c:  # pull sources x - c (ghosts as painted: none wraps)
+            src = flags[tuple(slice(1 - d, s - 1 - d)
+                              for d, s in zip(c[::-1].tolist(), flags.shape, strict=True))]
             need |= near & ((src & (fl.INLET | fl.OUTLET | fl.SLIP)) != 0)
-        chunk = need.any(axis=0)
+        chunk = need.any(axis=tuple(range(flags.ndim - 1)))
         chunk = np.pad(chunk, (0, -n % SPAN_COLUMNS)).reshape(-1, SPAN_COLUMNS).any(axis=1)
         spans: list[tuple[int, int, bool]] = []
         for k, is_open in enumerate(chunk.tolist()):

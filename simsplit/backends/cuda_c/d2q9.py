@@ -263,11 +263,10 @@ class D2Q9Kernels:
         ``outlet_slots``: a convective outlet's previous values ``(9, ny + 2)``; ``links`` of
         27 planes are quadratic, reading two rows away from ``far`` (the array behind
         ``f_src``, the row of its row 0 there; None: ``f_src`` itself). neq16 records: the
-        box kernel where ``open_rules`` is False and no geometry array is given, else the one
-        with every rule (on ``columns``: the same bits as the box kernel's where a span needs
-        none)."""
+        records' box kernel where ``open_rules`` is False (on ``columns``), else the one with
+        every rule."""
         records = f_src.dtype == NEQ16_DTYPE
-        if records and not open_rules and all(a is None for a in (inlet, links, outlet_slots)):
+        if records and not open_rules:  # the geometry's arrays, if any, are not read there
             self._stream_collide_records(f_src, f_dst, flags, (rho, ux, uy), rows, p,
                                          store_macro, columns)
             return
@@ -315,27 +314,30 @@ class D2Q9Kernels:
 
     def _stream_collide_records(self, f_src, f_dst, flags, macro, rows, p: D2Q9Params,
                                 store_macro: bool, columns: Any = None) -> None:
-        """neq16 records in a box: walls, the lid, forcing and periodic x on every column."""
+        """neq16 records where no cell takes an open rule: walls, the lid, forcing and
+        periodic x, on ``columns`` (all by default; the tiled candidate takes whole rows
+        only, a part of them runs on the production kernel: the same bits)."""
         j0, j1 = int(rows[0]), int(rows[1])
         _, h, w = f_src.shape
         ny, nx = h - 2, w - 2
-        if columns is not None and tuple(columns) != (1, nx + 1) or f_dst.shape != f_src.shape:
-            raise ValueError("run.storage neq16 in a box: every column, two record arrays "
-                             f"alike (f {f_src.shape}, f_dst {f_dst.shape})")
+        i0, i1 = (1, nx + 1) if columns is None else (int(columns[0]), int(columns[1]))
+        if not 1 <= i0 <= i1 <= nx + 1 or f_dst.shape != f_src.shape:
+            raise ValueError(f"run.storage neq16: columns {columns} outside [1, {nx + 1}), or "
+                             f"two record arrays unlike (f {f_src.shape}, f_dst {f_dst.shape})")
         if not 1 <= j0 <= j1 <= ny + 1 or macro[0].dtype != np.float32:
             raise ValueError(f"rows {rows} of {ny}, float32 fields expected")
-        if j0 == j1:
+        if j0 == j1 or i0 == i1:
             return
         check_launch_device(self.device)
         stress = self._stress(f_src)
         name = kernel_names.d2q9_neq_name(bool(store_macro), stress)
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
-        grid = (_grid_x(nx), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        grid = (_grid_x(i1 - i0), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         om_p, om_m, lid_u, fx, fy, per_x = self._params(p, np.dtype(np.float32))[:6]
         args = self._args(name, (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
                                  np.int32(j1), om_p, om_m, lid_u, fx, fy, per_x))
-        if self.tile and not stress:  # the tiled candidates read plain records
+        if self.tile and not stress and (i0, i1) == (1, nx + 1):  # plain records, whole rows
             name = neq_tiles.d2q9_neq_tile_name(self.tile, bool(store_macro))
             grid, threads, shared = neq_tiles.d2q9_neq_tile_launch(self.tile, nx, j1 - j0)
             args = (*args, np.int32(neq_tiles.D2Q9_NEQ_TILE_RUN))
@@ -345,6 +347,7 @@ class D2Q9Kernels:
                           lambda: tile(grid, (threads,), args, shared_mem=shared))
             return
         kern = self._records[(bool(store_macro), stress)]
+        args = (*args, np.int32(i0), np.int32(i1))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (source.BLOCK_X,), args))
 

@@ -73,6 +73,11 @@ class D3Q19Kernels:
     #: ... and neq16s's stress-kept records (the same kernels on ``neq::srec``, a module of
     #: their own)
     stress_records = True
+    #: stream_collide takes ``open_rules`` and ``columns``: a slab with bodies or open faces
+    #: is launched by column spans (SlabBlock.column_spans), the spans without open rules on
+    #: the storage's box kernel where it has one with columns (neq16 records), else on the
+    #: bodies kernel without open-face rules
+    box_variant = True
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -206,7 +211,8 @@ class D3Q19Kernels:
 
     def stream_collide(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                        store_macro, inlet=None, links=None, outlet_slots=None,
-                       open_faces: int = OPEN_FACES, far=None) -> None:
+                       open_faces: int = OPEN_FACES, far=None, open_rules: bool = True,
+                       columns=None) -> None:
         """``inlet`` (a block with bodies, inlets or outlets: the inflow speed of each line
         (k, j), ``(nz + 2, ny + 2)``, the arithmetic type) selects the kernel with the
         geometry's boundary rules; ``links``: interpolated bounce-back weights in f's layout
@@ -214,19 +220,28 @@ class D3Q19Kernels:
         ``(19, nz + 2, ny + 2)``, the arithmetic type; ``open_faces``: the INLET, OUTLET and
         SLIP bits the flags may hold (0: a bodies kernel without their rules); ``links`` of 57
         planes are quadratic, reading two planes away from ``far`` (the array behind ``f_src``,
-        the plane of its plane 0 there; None: ``f_src`` itself)."""
+        the plane of its plane 0 there; None: ``f_src`` itself). ``open_rules`` False: no
+        updated cell takes an open rule or a link (their arrays may still be given), so a
+        box kernel may run; ``columns``: 1-based interior columns ``[i0, i1)`` to update
+        (default all; a part only with a geometry, ``inlet`` given)."""
+        nx = f_src.shape[3] - 2
+        cols = (1, nx + 1) if columns is None else (int(columns[0]), int(columns[1]))
+        if not 1 <= cols[0] <= cols[1] <= nx + 1 or inlet is None and cols != (1, nx + 1):
+            raise ValueError(f"columns {columns} outside the interior columns [1, {nx + 1}), "
+                             "or a part of them without a geometry")
         if f_src.dtype == NEQ16_DTYPE:
             self._stream_collide_records(f_src, f_dst, flags, (rho, ux, uy, uz), layers, p,
                                          store_macro, inlet, links, outlet_slots, open_faces,
-                                         far)
+                                         far, open_rules, cols)
             return
         k0, k1 = self._check_pull(f_src, f_dst, flags, rho, ux, uy, uz, layers)
         self._load(rho.dtype, f_src.dtype)
-        if k0 == k1:
+        if k0 == k1 or cols[0] == cols[1]:
             return
         if inlet is not None:
             self._stream_collide_bodies(f_src, f_dst, flags, (rho, ux, uy, uz), k0, k1, p,
-                                        store_macro, inlet, links, outlet_slots, open_faces, far)
+                                        store_macro, inlet, links, outlet_slots,
+                                        open_faces if open_rules else 0, far, cols)
             return
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
         dt, st = rho.dtype, f_src.dtype
@@ -257,37 +272,37 @@ class D3Q19Kernels:
         return self._collide[variant], default_block(variant[1]), 1
 
     def _stream_collide_records(self, f_src, f_dst, flags, macro, layers, p: D3Q19Params,
-                                store_macro: bool, inlet=None, links=None, outlet_slots=None,
-                                open_faces: int = OPEN_FACES, far=None) -> None:
+                                store_macro: bool, inlet, links, outlet_slots,
+                                open_faces: int, far, open_rules: bool,
+                                columns: tuple[int, int]) -> None:
         """neq16 records: walls, the lid, forcing, periodic x and y (the records' pull
-        kernel), or with a geometry (``inlet`` given) the bodies kernel on records with every
-        rule (kernel_names.D3Q19_NEQ_BODIES_OPEN)."""
+        kernel: no geometry, or ``open_rules`` False), or with a geometry (``inlet`` given)
+        the bodies kernel on records with every rule (kernel_names.D3Q19_NEQ_BODIES_OPEN)."""
         k0, k1 = int(layers[0]), int(layers[1])
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
-        box = inlet is None
-        if box and (links is not None or outlet_slots is not None) or f_dst.shape != f_src.shape:
+        if (inlet is None and (links is not None or outlet_slots is not None)
+                or f_dst.shape != f_src.shape):
             raise ValueError("run.storage neq16: links and outlets come with inlet speeds, two "
                              f"record arrays alike (f {f_src.shape}, f_dst {f_dst.shape})")
         if not 1 <= k0 <= k1 <= nz + 1 or ny > source.MAX_GRID_Y:
             raise ValueError(f"planes {layers} of {nz}, or {ny} rows, out of range")
-        if k0 == k1:
+        if k0 == k1 or columns[0] == columns[1]:
             return
         records = self._load_records(_storage_key(f_src) == STRESS_RECORDS)
-        if not box:
+        if inlet is not None and open_rules:
             if macro[0].dtype != np.float32:
                 raise TypeError("run.storage neq16 computes in float32")
             self._stream_collide_bodies(f_src, f_dst, flags, macro, k0, k1, p, store_macro,
-                                        inlet, links, outlet_slots, open_faces, far)
+                                        inlet, links, outlet_slots, open_faces, far, columns)
             return
         wide = source.d3q19_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])
-        records.stream_collide(
-            self._collide_args(f_src, f_dst, flags, macro, k0, k1, p), f_src,
-            bool(store_macro), p.forced, wide, (grid_x(nx, cells_x=1), ny, k1 - k0))
+        records.stream_collide(self._collide_args(f_src, f_dst, flags, macro, k0, k1, p), f_src,
+                               bool(store_macro), p.forced, wide, ny, columns)
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,
-                               outlet_slots=None, open_faces: int = OPEN_FACES,
-                               far=None) -> None:
+                               outlet_slots, open_faces: int, far,
+                               columns: tuple[int, int]) -> None:
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])
         dt = macro[0].dtype
         quadratic = quadratic_args(links, f_src, far, D3Q19.q)
@@ -322,11 +337,13 @@ class D3Q19Kernels:
         kern = self._bodies[(dt, _storage_key(f_src), bool(store_macro), p.forced, variant)]
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
+        i0, i1 = columns
         with self._dev:
-            kern((_grid_x(nx, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
+            kern((_grid_x(i1 - i0, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
                  (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links,
                   np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
-                  dt.type(p.outlet_pressure_weight), outlet_slots, *quadratic))
+                  dt.type(p.outlet_pressure_weight), outlet_slots, *quadratic, np.int32(i0),
+                  np.int32(i1)))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def two_steps_fit(self, f: Any, dtype: Any) -> bool:
@@ -383,10 +400,12 @@ class D3Q19Kernels:
 
     # --- launch-configuration autotuning ---------------------------------------------------
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D3Q19Params,
-                 tuner: autotune.Autotuner, dtype: Any = None) -> None:
+                 tuner: autotune.Autotuner, dtype: Any = None, open_rules: bool = True) -> None:
         """Pick the fastest block size for the two-lattice kernels on arrays of this shape
-        (``dtype``: the arithmetic type, by default the storage's). Timing launches write
-        ``f_dst`` (overwritten by the next step anyway) and scratch macroscopic fields; the
+        (``dtype``: the arithmetic type, by default the storage's; ``open_rules``: the box
+        kernel is the one tuned either way, the bodies kernel keeps its block). Timing
+        launches write ``f_dst`` (overwritten by the next step anyway) and scratch
+        macroscopic fields; the
         in-place (AA) kernel, the neq16 records' kernel and fp16 storage's two-cell
         kernel (source.D3Q19_X2_16BIT) are not tuned."""
         if f_dst is None or f_src.dtype == NEQ16_DTYPE:

@@ -19,6 +19,7 @@ import cupy
 import numpy as np
 
 from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
+from simsplit.backends.cuda_c.d3q19_modules import grid_x
 from simsplit.backends.cuda_c.graph import check_launch_device
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
@@ -67,10 +68,11 @@ class D3Q19NeqKernels:
         return self._kernels[name]
 
     def stream_collide(self, args: tuple[Any, ...], f_src: Any, store_macro: bool,
-                       forced: bool, wide: bool, blocks: tuple[int, int, int]) -> None:
+                       forced: bool, wide: bool, ny: int, columns: tuple[int, int]) -> None:
         """One pull step: ``args`` as d3q19_stream_collide takes them (float32 rho/u and
-        parameters), ``blocks`` its grid (the production kernel's; a candidate's comes from
-        :func:`neq_tiles.d3q19_neq_tile_launch`)."""
+        parameters), on ``ny`` rows and the 1-based interior ``columns`` ``[i0, i1)``. The
+        tiled candidate takes whole planes only; a part of them (a slab's column span beside
+        bodies or open faces) runs on the production kernel (the same bits)."""
         if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q, self.stress):
             raise ValueError(f"neq16{'s' if self.stress else ''} records expected, got "
                              f"{f_src.dtype} {f_src.shape}")
@@ -78,8 +80,9 @@ class D3Q19NeqKernels:
             raise TypeError("run.storage neq16 computes in float32")
         self.prepare()
         check_launch_device(self.device)
-        if self.tile and not wide:
-            nx, ny, k0, k1 = (int(args[n]) for n in (7, 8, 13, 14))
+        nx, k0, k1 = (int(args[n]) for n in (7, 13, 14))
+        i0, i1 = columns
+        if self.tile and not wide and (i0, i1) == (1, nx + 1):
             grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
             kern = self._kernels[neq_tiles.d3q19_neq_tile_name(self.tile, store_macro, forced)]
             with self._dev:
@@ -88,4 +91,5 @@ class D3Q19NeqKernels:
             return
         kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide, self.stress)]
         with self._dev:
-            kern(blocks, (source.BLOCK_X,), args)
+            kern((grid_x(i1 - i0), ny, k1 - k0), (source.BLOCK_X,),
+                 (*args, np.int32(i0), np.int32(i1)))

@@ -169,7 +169,8 @@ class SlabBlock:
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
         #: the open kinds (INLET, OUTLET, SLIP bits) cells hold: ``bodies_variants`` kernels
         self.open_faces = int(np.bitwise_or.reduce(flags & fl.OPEN_FACES, axis=None))
-        self.column_spans = self._column_spans(flags)
+        #: column spans with and without open rules (None: no open rule anywhere)
+        self.column_spans = self._column_spans(flags) if self.open_rules else None
         return flags
 
     def _column_spans(self, flags: np.ndarray) -> list[tuple[int, int, bool]]:

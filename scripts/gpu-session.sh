@@ -296,7 +296,7 @@ if has spans; then
     note "slabs with bodies by column spans: GPU tests, cylinders' kernels against the box (issue 25)"
     [[ ${SPANS_TESTS:-1} = 1 ]] && timeout 420 python3 -m pytest -o addopts=-ra -q \
         -p no:cacheprovider -m gpu tests/test_bodies3d_gpu.py tests/test_d3q19_storage_gpu.py \
-        tests/test_d2q9_storage_gpu.py -k "${SPANS_K:-neq16 or (bitwise_identical and cupy)}" \
+        tests/test_d2q9_storage_gpu.py -k "${SPANS_K:-neq16}" \
         2>&1 | quiet | tail -8 | tee "$OUT/spans-tests.log"
     timeout 300 python3 scripts/bench_bodies.py --only 3D --d3 ${SPANS_D:-20} --kernels-only \
         --precision3d float32 --storage3d ${SPANS_STORAGES:-neq16 neq16s float32} 2>&1 \

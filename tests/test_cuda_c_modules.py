@@ -208,6 +208,9 @@ def test_slab_column_spans_take_the_box_kernel(cuda_c_d3q19, monkeypatch, slots)
 
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "tile32x4")
     kernels = mod.D3Q19Kernels(0)
+    storage = {27: "neq16", 33: "neq16s", 19: "float32"}[slots]
+    # slabs are launched by spans on records only (float storage: one bodies launch a slab)
+    assert kernels.launches_by_spans(population_storage(storage, "float32")) == (slots != 19)
     f, g, flags, macro, params = _record_slab(slots)
     if slots == 19:
         f, g = (padded_empty(np, a.shape, np.float32) for a in (f, g))

@@ -284,7 +284,8 @@ class SlabBlock:
         if getattr(self.kernels, "box_variant", False):
             if not self.open_rules:
                 extra["open_rules"] = False
-            elif self.column_spans is not None and len(self.column_spans) > 1:
+            elif (self.column_spans is not None and len(self.column_spans) > 1
+                  and self._launches_by_spans):
                 for i0, i1, is_open in self.column_spans:  # open rules only where needed
                     self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho,
                                                 *self.u, rows, self.params, store_macro,
@@ -292,6 +293,13 @@ class SlabBlock:
                 return
         self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho, *self.u, rows,
                                     self.params, store_macro, **extra)
+
+    @cached_property
+    def _launches_by_spans(self) -> bool:
+        """Whether the kernel set launches this block's storage by column spans (its
+        ``launches_by_spans``; by default yes)."""
+        by_spans = getattr(self.kernels, "launches_by_spans", None)
+        return by_spans is None or bool(by_spans(self.storage))
 
     # --- two steps per sweep (temporal blocking) ---------------------------------------------
     def fuses_two_steps(self) -> bool:

@@ -74,9 +74,9 @@ class D3Q19Kernels:
     #: their own)
     stress_records = True
     #: stream_collide takes ``open_rules`` and ``columns``: a slab with bodies or open faces
-    #: is launched by column spans (SlabBlock.column_spans), the spans without open rules on
-    #: the storage's box kernel where it has one with columns (neq16 records), else on the
-    #: bodies kernel without open-face rules
+    #: may be launched by column spans (SlabBlock.column_spans; :meth:`launches_by_spans`),
+    #: the spans without open rules on the storage's box kernel where it has one with
+    #: columns (neq16 records), else on the bodies kernel without open-face rules
     box_variant = True
 
     def __init__(self, device: int) -> None:
@@ -116,6 +116,15 @@ class D3Q19Kernels:
         self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
         #: (arithmetic, storage) pairs stepped two per sweep on this GPU
         self.fused_pairs = source.d3q19_fused_pairs(self.gpu_name)
+
+    @staticmethod
+    def launches_by_spans(storage: Any) -> bool:
+        """Whether slabs with a geometry on ``storage`` (a PopulationStorage) are launched by
+        column spans: records yes (their bodies kernel holds one block per SM, their box
+        kernel more: about half the box's speed in one launch); float storage no (its bodies
+        kernel runs within 8-14 % of the box, and on small grids, 40 us a step, each extra
+        launch would cost what the spans save)."""
+        return bool(storage.records)
 
     @property
     def tile(self) -> str | None:

@@ -62,6 +62,8 @@
 #            storage; SPANS_TESTS=0 skips them, SPANS_K picks), then the kernels of 3D-1Z at D =
 #            SPANS_D and of the 2D-1 cylinder against the box in SPANS_STORAGES, by spans and in
 #            one launch a slab (issue 25)
+#   neqsplit records (NEQSPLIT_STORAGES, default neq16s neq16) on 1, 2 and 4 slabs of one GPU,
+#            simsplit bench at NEQSPLIT_GRID (default 512^3): the cost of splitting (issue 25)
 #   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
 #            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
@@ -304,6 +306,16 @@ if has spans; then
     timeout 240 python3 scripts/bench_bodies.py --only 2D --kernels-only --steps 2000 \
         --storage2d ${SPANS_STORAGES:-neq16 neq16s float32} 2>&1 | quiet \
         | tee -a "$OUT/spans-bench.log"
+fi
+if has neqsplit; then
+    note "records on 1, 2 and 4 slabs of one GPU: the cost of splitting (issue 25)"
+    for st in ${NEQSPLIT_STORAGES:-neq16s neq16}; do
+        for n in 1 2 4; do
+            timeout 120 python3 -m simsplit bench --backend cupy --grid ${NEQSPLIT_GRID:-512x512x512} \
+                --steps 50 --repeats 3 --precision float32 --storage $st --subdomains $n 2>&1 \
+                | quiet | grep -E "^cupy" | sed "s/^/$st $n slabs: /" | tee -a "$OUT/neqsplit.log"
+        done
+    done
 fi
 if has neqtile; then
     note "run.storage neq16: tiled box kernel candidates, D3Q19 and D2Q9 (tune_neq16)"

@@ -122,8 +122,8 @@ class D3Q19Kernels:
         """Whether slabs with a geometry on ``storage`` (a PopulationStorage) are launched by
         column spans: records yes (their bodies kernel holds one block per SM, their box
         kernel more: about half the box's speed in one launch); float storage no (its bodies
-        kernel runs within 8-14 % of the box, and on small grids, 40 us a step, each extra
-        launch would cost what the spans save)."""
+        kernel runs within 8-14 % of the box in one launch, and a column-span candidate ran
+        slower in float32: 16,389 against 20,857 MLUPS at 3D-1Z D = 20, BENCHMARKS.md)."""
         return bool(storage.records)
 
     @property

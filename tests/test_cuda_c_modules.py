@@ -222,7 +222,8 @@ def test_slab_column_spans_take_the_box_kernel(cuda_c_d3q19, monkeypatch, slots)
                                open_rules=is_open, columns=cols)
         grid, block, _ = _Kernel.last_launch
         assert [int(a) for a in _Kernel.last_args[-2:]] == list(cols)
-        assert grid[0] * block[0] >= cols[1] - cols[0] > (grid[0] - 1) * block[0]
+        # blocks of whole warps, no more than the span needs (5 and 2 columns: one warp)
+        assert block == (32,) and grid[0] == 1
         if is_open:
             assert launches[-1].startswith("d3q19_stream_collide_bodies<float, ")
             assert launches[-1].endswith(">") and "BODIES_WALLS" not in launches[-1]
@@ -237,6 +238,17 @@ def test_slab_column_spans_take_the_box_kernel(cuda_c_d3q19, monkeypatch, slots)
                                    inlet=inlet, columns=bad)
     with pytest.raises(ValueError, match="without a geometry"):
         kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False, columns=(2, 7))
+
+
+def test_span_blocks_fit_narrow_spans() -> None:
+    """Launches on a column span take whole warps, no more than the span needs, within the
+    kernel's block; wide spans keep it."""
+    from simsplit.backends.cuda_c import source
+
+    assert [source.span_block(w, 64) for w in (1, 20, 32, 33, 64, 352)] == [32, 32, 32, 64, 64,
+                                                                           64]
+    assert source.span_block(8736, source.BLOCK_X) == source.BLOCK_X
+    assert source.span_block(100, source.BLOCK_X) == 128
 
 
 def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) -> None:

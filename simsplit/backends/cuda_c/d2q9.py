@@ -299,6 +299,7 @@ class D2Q9Kernels:
             kern, block_x = self._tuned.get((*variant, f_src.shape),
                                             (self._collide[variant], source.BLOCK_X))
             name = kernel_names.stream_collide_name(*variant)
+        block_x = source.span_block(i1 - i0, block_x)  # a narrow span: fewer idle threads
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(i1 - i0, block_x), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         t = dt.type
@@ -331,8 +332,9 @@ class D2Q9Kernels:
         check_launch_device(self.device)
         stress = self._stress(f_src)
         name = kernel_names.d2q9_neq_name(bool(store_macro), stress)
+        threads = source.span_block(i1 - i0, source.BLOCK_X)
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
-        grid = (_grid_x(i1 - i0), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
+        grid = (_grid_x(i1 - i0, threads), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
         om_p, om_m, lid_u, fx, fy, per_x = self._params(p, np.dtype(np.float32))[:6]
         args = self._args(name, (f_src, f_dst, flags, *macro, np.int32(nx), np.int32(ny),
                                  *map(np.int64, field_strides(f_src, flags, f_dst)), np.int32(j0),
@@ -349,7 +351,7 @@ class D2Q9Kernels:
         kern = self._records[(bool(store_macro), stress)]
         args = (*args, np.int32(i0), np.int32(i1))
         with self._dev:
-            self._run(name, (f_src, f_dst), lambda: kern(grid, (source.BLOCK_X,), args))
+            self._run(name, (f_src, f_dst), lambda: kern(grid, (threads,), args))
 
     # --- launch-configuration autotuning ---------------------------------------------------
     def autotune(self, f_src: Any, f_dst: Any, flags: Any, p: D2Q9Params,

@@ -347,8 +347,9 @@ class D3Q19Kernels:
         args = self._collide_args(f_src, f_dst, flags, macro, k0, k1, p)
         keep, take = p.convective_weights
         i0, i1 = columns
+        threads = source.span_block(i1 - i0, self.bodies_block_x)
         with self._dev:
-            kern((_grid_x(i1 - i0, self.bodies_block_x), ny, k1 - k0), (self.bodies_block_x,),
+            kern((_grid_x(i1 - i0, threads), ny, k1 - k0), (threads,),
                  (*args, inlet, dt.type(p.inlet_scale), dt.type(p.outlet_density), links,
                   np.int32(p.outlet_kind), dt.type(keep), dt.type(take),
                   dt.type(p.outlet_pressure_weight), outlet_slots, *quadratic, np.int32(i0),

@@ -90,6 +90,8 @@ class D3Q19NeqKernels:
                      shared_mem=shared)
             return
         kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide, self.stress)]
+        threads = source.BLOCK_X if (i0, i1) == (1, nx + 1) else source.span_block(
+            i1 - i0, source.SPAN_BLOCK_X)
         with self._dev:
-            kern((grid_x(i1 - i0), ny, k1 - k0), (source.BLOCK_X,),
+            kern((grid_x(i1 - i0, block_x=threads), ny, k1 - k0), (threads,),
                  (*args, np.int32(i0), np.int32(i1)))

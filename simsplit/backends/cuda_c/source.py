@@ -78,6 +78,16 @@ D3Q19_FP16_BLOCK_X = 128
 #: leave 18 warps resident per SM, against 16 at 256. Not measured yet:
 #: scripts/bench_bodies.py times 32, 64, 128 and 256.
 D3Q19_BODIES_BLOCK_X = 64
+#: threads per block of a launch on a column span narrower than the slab (records' box kernel,
+#: D3Q19): at BLOCK_X a 32-column span keeps one warp of eight busy and the block's slot on the
+#: SM held (3D-1Z at D = 20 has spans of 32, 64 and 352 columns)
+SPAN_BLOCK_X = 64
+
+
+def span_block(width: int, block_x: int) -> int:
+    """Threads per block of a launch on ``width`` columns: ``block_x``, or whole warps
+    enough for a span narrower than it (at least 32)."""
+    return min(block_x, max(32, -(-width // 32) * 32))
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
 #: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and

@@ -282,7 +282,7 @@ def test_emulated_d3q19_slip_matches_cpu(emulated_3d, precision, storage, x_kind
        c_int(params.outlet_kind), *(c_dbl(v) for v in params.convective_weights),
        c_dbl(params.outlet_pressure_weight), _ptr(np.zeros(1, block.dtype)),
        c_int(source.D3Q19_BODIES_OPEN.index(variant)), c_int(0), _data(raw_view(f_src)),
-       c_int(0))
+       c_int(0), c_int(1), c_int(nx + 1))  # every column
     fluid = ~solid
     interior = (slice(None), *(slice(1, -1),) * 3)
     _same_bits(emu_dst[interior][:, fluid], cpu_dst[interior][:, fluid])

@@ -1114,7 +1114,7 @@ static void neq3_run(const S* s, S* d, const flag* fl, float* rr, float* uu, flo
                      float* ww, int nx, int ny, int nz, long long pitch, long long layer,
                      long long plane, int k0, int k1, double op, double om, double lid,
                      double fx, double fy, double fz, int px, int py, int i0, int i1) {
-    launch((i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
+    launch((i1 - 1 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, ny, k1 - k0, [&] {
         d3q19_stream_collide_neq<STORE, FORCED, P, S>(s, d, fl, rr, uu, vv, ww, nx, ny, nz,
             pitch, layer, plane, k0, k1, float(op), float(om), float(lid), float(fx), float(fy),
             float(fz), px, py, i0, i1);

@@ -92,6 +92,8 @@ class D3Q19NeqKernels:
         kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide, self.stress)]
         threads = source.BLOCK_X if (i0, i1) == (1, nx + 1) else source.span_block(
             i1 - i0, source.SPAN_BLOCK_X)
+        # blocks from column 1 on, those before the span idle (the kernel's indexing: see
+        # kernels/d3q19_neq.cuh)
         with self._dev:
-            kern((grid_x(i1 - i0, block_x=threads), ny, k1 - k0), (threads,),
+            kern((grid_x(i1 - 1, block_x=threads), ny, k1 - k0), (threads,),
                  (*args, np.int32(i0), np.int32(i1)))

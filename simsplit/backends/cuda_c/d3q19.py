@@ -415,9 +415,8 @@ class D3Q19Kernels:
         (``dtype``: the arithmetic type, by default the storage's; ``open_rules``: the box
         kernel is the one tuned either way, the bodies kernel keeps its block). Timing
         launches write ``f_dst`` (overwritten by the next step anyway) and scratch
-        macroscopic fields; the
-        in-place (AA) kernel, the neq16 records' kernel and fp16 storage's two-cell
-        kernel (source.D3Q19_X2_16BIT) are not tuned."""
+        macroscopic fields; the in-place (AA) kernel, the neq16 records' kernel and fp16
+        storage's two-cell kernel (source.D3Q19_X2_16BIT) are not tuned."""
         if f_dst is None or f_src.dtype == NEQ16_DTYPE:
             return
         nz, ny, nx = (n - 2 for n in f_src.shape[1:])

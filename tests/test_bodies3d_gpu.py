@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import simsplit.fluid.column_spans as spans_module
 from tests.conftest import body_case_3d
 from tests.test_gpu import GPU_BACKENDS, TOL, _gpu_param, _rel_err
 
@@ -20,9 +21,7 @@ def _short_spans(monkeypatch) -> None:
     """Column spans of 4 columns (production: 32), so that the 40-column slabs on records
     launch by spans with and without open rules (the ball's, the rod's and the outlet's
     columns open)."""
-    import simsplit.fluid.block
-
-    monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 4)
+    monkeypatch.setattr(spans_module, "SPAN_COLUMNS", 4)
 
 
 def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
@@ -43,9 +42,7 @@ def _run(backend: str, precision: str, subdomains: int, bounce: str = "linear",
     case = validate_case(raw)
     run = case["run"]
     solver = FluidSolver(case, ParallelContext(run["backend"], run["devices"], run["transport"]))
-    import simsplit.fluid.block
-
-    if simsplit.fluid.block.SPAN_COLUMNS == 4:  # _short_spans: both kinds in every slab
+    if spans_module.SPAN_COLUMNS == 4:  # _short_spans: both kinds in every slab
         for blk in solver.blocks.values():
             assert {s[2] for s in blk.column_spans} == {True, False}, blk.column_spans
     solver.step(steps)

@@ -689,9 +689,9 @@ def test_emulated_neq16_bodies_match_cpu(emulated, storage, outlet, faces, padde
 
 def _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, bounce, spans,
                        monkeypatch) -> None:
-    import simsplit.fluid.block
+    import simsplit.fluid.column_spans
 
-    monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 4)
+    monkeypatch.setattr(simsplit.fluid.column_spans, "SPAN_COLUMNS", 4)
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.fluid.geometry.grid import GridGeometry
@@ -1423,9 +1423,9 @@ def test_emulated_d3q19_bodies_by_column_spans_match_cpu(emulated_3d, precision,
     on the bodies kernel, the others on the records' box kernel (neq16, neq16s) or the bodies
     kernel without open-face rules (float storage). Together they write the CPU kernel's bits,
     a convective outlet's previous values too."""
-    import simsplit.fluid.block
+    import simsplit.fluid.column_spans
 
-    monkeypatch.setattr(simsplit.fluid.block, "SPAN_COLUMNS", 1)
+    monkeypatch.setattr(simsplit.fluid.column_spans, "SPAN_COLUMNS", 1)
     records = storage.startswith("neq")
     _check_d3q19_bodies(emulated_3d, precision, storage, faces, padded, False, outlet, bounce,
                         variants=("slip_quadratic",) if records else None, spans=True)

@@ -18,6 +18,7 @@ import numpy as np
 from simsplit.backends.base import Backend
 from simsplit.decomp.slabs import HIGH, LOW
 from simsplit.fluid import deep_halo
+from simsplit.fluid.column_spans import column_spans
 from simsplit.fluid.geometry.grid import GridGeometry
 from simsplit.fluid.kernel_support import refuse_unsupported
 from simsplit.numerics import flags as fl
@@ -26,8 +27,6 @@ from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Par
 from simsplit.numerics.storage import population_storage
 
 UP_DIRS, DOWN_DIRS = 0, 1  #: halo direction sets, matching the kernels' table order
-#: column granule of the 2D spans with and without open rules (a warp: 128-byte float32 rows)
-SPAN_COLUMNS = 32
 
 
 class Face(Enum):
@@ -170,34 +169,8 @@ class SlabBlock:
         #: the open kinds (INLET, OUTLET, SLIP bits) cells hold: ``bodies_variants`` kernels
         self.open_faces = int(np.bitwise_or.reduce(flags & fl.OPEN_FACES, axis=None))
         #: column spans with and without open rules (None: no open rule anywhere)
-        self.column_spans = self._column_spans(flags) if self.open_rules else None
+        self.column_spans = column_spans(flags, self.lattice) if self.open_rules else None
         return flags
-
-    def _column_spans(self, flags: np.ndarray) -> list[tuple[int, int, bool]]:
-        """1-based interior column spans ``(i0, i1, open)`` covering a slab: ``open`` where
-        some cell of the columns (on any row and plane) takes an open rule (curved itself, or
-        next to an inlet, outlet or free-slip cell), widened to whole spans of SPAN_COLUMNS
-        so that launches stay aligned; kernel sets with a box variant run it on the other
-        spans."""
-        n = flags.shape[-1] - 2
-        inner = (slice(1, -1),) * flags.ndim
-        own = flags[inner]
-        need = (own & fl.CURVED) != 0
-        near = (own & fl.NEAR_WALL) != 0
-        for c in self.lattice.c:  # pull sources x - c (ghosts as painted: none wraps)
-            src = flags[tuple(slice(1 - d, s - 1 - d)
-                              for d, s in zip(c[::-1].tolist(), flags.shape, strict=True))]
-            need |= near & ((src & (fl.INLET | fl.OUTLET | fl.SLIP)) != 0)
-        chunk = need.any(axis=tuple(range(flags.ndim - 1)))
-        chunk = np.pad(chunk, (0, -n % SPAN_COLUMNS)).reshape(-1, SPAN_COLUMNS).any(axis=1)
-        spans: list[tuple[int, int, bool]] = []
-        for k, is_open in enumerate(chunk.tolist()):
-            i0, i1 = 1 + k * SPAN_COLUMNS, min(1 + (k + 1) * SPAN_COLUMNS, n + 1)
-            if spans and spans[-1][2] == is_open:
-                spans[-1] = (spans[-1][0], i1, is_open)
-            else:
-                spans.append((i0, i1, is_open))
-        return spans
 
     def _paint_geometry(self, flags: np.ndarray) -> None:  # bodies and open faces, if any
         geometry = getattr(self, "geometry", None)

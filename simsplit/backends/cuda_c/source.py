@@ -88,6 +88,8 @@ def span_block(width: int, block_x: int) -> int:
     """Threads per block of a launch on ``width`` columns: ``block_x``, or whole warps
     enough for a span narrower than it (at least 32)."""
     return min(block_x, max(32, -(-width // 32) * 32))
+
+
 #: the open-face rules an instantiation of the D3Q19 bodies kernel carries (its OPEN template
 #: argument, the generated header's BODIES_* codes, in this order): none (x faces walls or
 #: periodic), the inlet and the pressure outlet, every outlet kind, every outlet kind and

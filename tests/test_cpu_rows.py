@@ -13,12 +13,19 @@ import numpy as np
 import pytest
 
 from simsplit.backends.cpu import d2q9, d3q19
+from simsplit.backends.cpu.rowgen import serial
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Params
 from simsplit.numerics.storage import population_storage
 
 pytestmark = pytest.mark.cpu_rows
+
+
+def _threaded(*values):
+    """A parameter set run on the threaded builds (``cpu_threads``: the ones users run); the
+    others run the serial twins, the same source and bits in a third of the compile time."""
+    return pytest.param(*values, marks=pytest.mark.cpu_threads)
 
 
 def _flags(lattice: Lattice, shape: tuple[int, ...], periodic: tuple[bool, ...]) -> np.ndarray:
@@ -67,8 +74,9 @@ def _d2q9_state(rng: np.random.Generator, nx: int, ny: int, storage, dtype,
 
 
 @pytest.mark.parametrize(("dtype", "storage", "periodic_x", "force"), [
+    _threaded(np.float32, np.float32, False, _FORCED),
     *((dt, dt, per, force) for dt in (np.float32, np.float64) for per in (False, True)
-      for force in (_FORCED, _FREE)),
+      for force in (_FORCED, _FREE) if (dt, per, force) != (np.float32, False, _FORCED)),
     (np.float32, np.float16, True, _FORCED),
     (np.float32, "e4m11", False, _FREE),
 ])
@@ -97,21 +105,20 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) ->
             d2q9.D2Q9Kernels().stream_collide(f, g, flags, *m, (1, ny + 1), p, True,
                                               inlet=inlet, outlet_slots=slots)
         else:
-            raw = d2q9.raw_view
-            d2q9._stream_collide(raw(f), raw(g), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
-                                 periodic_x, True, inlet, 1.0, 1.0,
-                                 np.full((9, 1, 1), -1.0, dtype), OUTLET_CONVECTIVE,
-                                 *p.convective_weights, 0.25, slots, raw(f), 0, True)
+            raw, scalar = d2q9.raw_view, serial(d2q9._stream_collide)
+            scalar(raw(f), raw(g), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force, periodic_x,
+                   True, inlet, 1.0, 1.0, np.full((9, 1, 1), -1.0, dtype), OUTLET_CONVECTIVE,
+                   *p.convective_weights, 0.25, slots, raw(f), 0, True)
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic_x or not np.array_equal(out[0][-1], slots0)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("dtype", "storage", "force"), [
-    (np.float32, np.float32, _FREE),
-    (np.float64, np.float64, _FORCED),
-    (np.float32, np.float16, _FORCED),
+@pytest.mark.parametrize(("dtype", "storage", "force", "threads"), [
+    *((*case, threads) for case in ((np.float32, np.float32, _FREE),
+                                    (np.float64, np.float64, _FORCED),
+                                    (np.float32, np.float16, _FORCED)) for threads in (1, 2)),
+    _threaded(np.float32, np.float32, _FREE, 2),
 ])
 def test_d2q9_two_steps_match_two_scalar_steps(dtype, storage, force, threads,
                                                monkeypatch) -> None:
@@ -139,12 +146,12 @@ def test_d2q9_two_steps_match_two_scalar_steps(dtype, storage, force, threads,
             if fused:
                 kernels.stream_collide_two_steps(f, g, flags, *m, (1, ny + 1), p, True)
             else:
-                raw, h = d2q9.raw_view, f.copy()
+                raw, h, scalar = d2q9.raw_view, f.copy(), serial(d2q9._stream_collide)
                 for src, dst in ((f, h), (h, g)):
-                    d2q9._stream_collide(raw(src), raw(dst), flags, *m, 1, ny + 1, 1.3, 1.1,
-                                         0.1, *force, False, True, np.zeros(ny + 2, dtype),
-                                         1.0, 1.0, np.full((9, 1, 1), -1.0, dtype), 0, 1.0,
-                                         0.0, 0.0, np.zeros((9, 1), dtype), raw(src), 0, True)
+                    scalar(raw(src), raw(dst), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
+                           False, True, np.zeros(ny + 2, dtype), 1.0, 1.0,
+                           np.full((9, 1, 1), -1.0, dtype), 0, 1.0, 0.0, 0.0,
+                           np.zeros((9, 1), dtype), raw(src), 0, True)
             out.append([g, *m])
     finally:
         monkeypatch.undo()
@@ -250,7 +257,7 @@ def _curved_links(flags: np.ndarray, rng: np.random.Generator, dtype) -> np.ndar
 
 
 @pytest.mark.parametrize(("dtype", "storage", "periodic", "forced"), [
-    (np.float32, np.float32, (False, False), False),
+    _threaded(np.float32, np.float32, (False, False), False),
     (np.float32, np.float32, (True, True), True),
     (np.float32, np.float16, (True, False), False),
     (np.float64, np.float64, (False, True), True),
@@ -287,11 +294,10 @@ def test_d3q19_rows_match_the_scalar_kernel(dtype, storage, periodic, forced) ->
             d3q19.D3Q19Kernels().stream_collide(f, g, flags, *m, (1, nz + 1), p, True,
                                                 inlet=inlet, links=links, outlet_slots=slots)
         else:
-            raw = d3q19.raw_view
-            d3q19._stream_collide(raw(f), raw(g), flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, *force,
-                                  *periodic, True, forced, inlet, 0.75, 1.02, links,
-                                  OUTLET_CONVECTIVE, *p.convective_weights, 0.25, slots, raw(f),
-                                  0, True)
+            raw, scalar = d3q19.raw_view, serial(d3q19._stream_collide)
+            scalar(raw(f), raw(g), flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, *force, *periodic, True,
+                   forced, inlet, 0.75, 1.02, links, OUTLET_CONVECTIVE, *p.convective_weights,
+                   0.25, slots, raw(f), 0, True)
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic[0] or not np.array_equal(out[0][-1], slots0)
@@ -308,7 +314,7 @@ def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
     flags = _flags(D3Q19, (nz + 2, ny + 2, nx + 2), (False, False))
     p = D3Q19Params(omega_plus=1.3, omega_minus=1.1, lid_velocity=0.1, force_x=0.0,
                     force_y=0.0, force_z=0.0, periodic_x=False, periodic_y=False)
-    kernels = d3q19._rows.values()
+    kernels = [*d3q19._rows.values(), *map(serial, d3q19._rows.values())]
     compiled = [len(k.overloads) for k in kernels]
     out = []
     for launcher in (True, False):
@@ -317,10 +323,10 @@ def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
         if launcher:
             d3q19.D3Q19Kernels().stream_collide(f, g, flags, *m, (1, nz + 1), p, False)
         else:
-            d3q19._stream_collide(f, g, flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, 0.0, 0.0, 0.0,
-                                  False, False, False, False, np.zeros((1, 1)), 1.0, 1.0,
-                                  np.full((19, 1, 1, 1), -1.0), 0, 1.0, 0.0, 0.0,
-                                  np.zeros((19, 1, 1)), f, 0, True)
+            serial(d3q19._stream_collide)(f, g, flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, 0.0, 0.0,
+                                          0.0, False, False, False, False, np.zeros((1, 1)),
+                                          1.0, 1.0, np.full((19, 1, 1, 1), -1.0), 0, 1.0, 0.0,
+                                          0.0, np.zeros((19, 1, 1)), f, 0, True)
         out.append([g, *m])
     assert _same(*out)
     assert [len(k.overloads) for k in kernels] == compiled

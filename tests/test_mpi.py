@@ -93,6 +93,9 @@ def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, p
     base = [o for o in base if not o.startswith("run.steps=")] + [f"run.steps={steps}"]
     overrides = base + [f"run.overlap={str(overlap).lower()}",
                         f"run.temporal_blocking={str(pairs).lower()}"]
+    # the one process first: the ranks then load its kernels from Numba's cache instead of
+    # each compiling them at once (three ranks on CI's two cores: 14 s a kernel each)
+    ref = run_in_process(base, periodic, steps)
     script = tmp_path / "driver.py"
     script.write_text(DRIVER.replace("import numpy as np\n", "import numpy as np\n" + INIT, 1))
     out = tmp_path / "fields.npz"
@@ -102,7 +105,6 @@ def test_mpi_run_is_bitwise_identical_to_one_process(tmp_path, ranks, overlap, p
     got = np.load(out)
     assert int(got["size"]) == ranks
     assert int(got["sweep"]) == (2 if pairs else 1)
-    ref = run_in_process(base, periodic, steps)
     for name, arr in ref.items():
         assert np.array_equal(got[name], arr), name
     assert np.abs(ref["velocity"]).max() > 0  # the flow moved: halos carried information

@@ -273,6 +273,7 @@ def test_chunks_equal_the_records_kernel(make, steps: int, monkeypatch, one_thre
 
 
 @pytest.mark.cpu_rows
+@pytest.mark.cpu_threads
 @pytest.mark.parametrize("make, steps", [(lambda n: _open_2d(n), 12),
                                          (lambda n: fluid_case(24, 18, n, **{
                                              "run__precision": "float32",

@@ -37,6 +37,7 @@ from simsplit.backends.cpu.rowgen import (
     planes,
     rows_enabled,
     scalar_only,
+    serial,
     sum_terms,
     wrap_far,
 )
@@ -420,7 +421,7 @@ class D2Q9Kernels:
         args = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x,
                 store_macro, p.forced, *ring, ptr, spans)
-        kernel = _two_steps[bool(store_macro), p.forced]
+        kernel = serial(_two_steps[bool(store_macro), p.forced])
         announce_compile(kernel, args)
         kernel(*args)
 

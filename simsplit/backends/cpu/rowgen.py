@@ -69,10 +69,11 @@ _twins: dict[Any, Any] = {}
 
 
 def serial(kernel: Any) -> Any:
-    """``kernel`` (a threaded Numba dispatcher, ``parallel=True`` over independent rows) or,
-    where ``$SIMSPLIT_CPU_SERIAL`` is "1", its serial twin: the same source compiled without
-    threads (``prange`` runs as ``range``; the rows write disjoint cells, so the same bits),
-    under a name of its own so that the two builds keep separate cache entries."""
+    """``kernel`` (a threaded Numba dispatcher, ``parallel=True`` over independent rows or
+    chunks of rows: the scalar kernels, the row kernels, the two-step kernels) or, where
+    ``$SIMSPLIT_CPU_SERIAL`` is "1", its serial twin: the same source and options compiled
+    without threads (``prange`` runs as ``range``; the rows write disjoint cells, so the same
+    bits), under a name of its own so that the two builds keep separate cache entries."""
     if os.environ.get(SERIAL_ENV, "0").strip() != "1":
         return kernel
     twin = _twins.get(kernel)
@@ -82,7 +83,9 @@ def serial(kernel: Any) -> Any:
                                 py.__defaults__, py.__closure__)
         fn.__qualname__ = py.__qualname__ + "_serial"
         fn.__doc__ = py.__doc__
-        twin = _twins[kernel] = numba.njit(cache=True)(fn)
+        options = {k: v for k, v in kernel.targetoptions.items()
+                   if k not in ("parallel", "nopython")}
+        twin = _twins[kernel] = numba.njit(cache=True, **options)(fn)
     return twin
 
 
@@ -95,6 +98,7 @@ def launch(rows_kernel: Any, plain: tuple, scalar: Any, args: tuple, key: Any,
     if not rows_enabled():
         scalar_only(scalar, args)
         return
+    rows_kernel, scalar = serial(rows_kernel), serial(scalar)
     announce_compile(rows_kernel, plain)
     if rows_kernel(*plain) or key not in launched:
         launched.add(key)

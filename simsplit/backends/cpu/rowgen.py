@@ -28,9 +28,11 @@ reassociates nor contracts multiply-adds into FMAs.
 updates every fluid cell (same bits, slower; nothing generated is compiled). The test suite runs
 so by default, as each row kernel takes 10-25 s to compile and most tests run tiny grids; the
 tests that compare or run the row kernels ask for them (tests/conftest.py). It also sets
-``SIMSPLIT_CPU_SERIAL=1``: the scalar kernels then run as their serial twins (:func:`serial`),
-compiled in about a third of the time of the threaded build (8.7 s against 28.5 s for one
-D3Q19 fp16 signature, 2026-12-04).
+``SIMSPLIT_CPU_SERIAL=1``: the scalar, row and two-step kernels then run as their serial twins
+(:func:`serial`), compiled in about a third of the time of the threaded builds (8.7 s against
+28.5 s for one D3Q19 fp16 signature of the scalar kernel, 2026-12-04; tests/test_cpu_rows.py
+cold on two cores 185 s against 370 s, 2026-12-06); the tests marked ``cpu_threads`` run the
+threaded builds.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from simsplit.backends.cuda_c import kernel_names, source
+from simsplit.fluid.column_spans import column_spans
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_OPP, D2Q9_W, DOWN, UP
 from simsplit.numerics.neq_storage import halo_slot_sets, record_slots
 from simsplit.numerics.storage import storage_dtype
@@ -760,8 +761,8 @@ def _check_d2q9_bodies(emulated, precision, storage, outlet, faces, padded, boun
         assert any(((k[q, j] >= 0) & (w2[q, j] != 0)).any()
                    for q in range(9) for j in (1, ny) if j + 2 * cy[q] in (-1, ny + 2))
     launches = [(1, nx + 1, True)]
-    if spans:
-        launches = block.column_spans
+    if spans:  # as the GPU launcher takes a slab's column spans (SlabBlock.column_spans)
+        launches = column_spans(block.flags, block.lattice)
         # inlet and outlet columns; the curved body's columns too
         assert [s[2] for s in launches] == ([True, False, True, False, True]
                                             if bounce != "halfway" else [True, False, True])
@@ -1516,7 +1517,7 @@ def _check_d3q19_bodies(lib, precision, storage, faces, padded, periodic_y, outl
         "slip_quadratic" if slip else "quadratic")
     launches = [(1, nx + 1, True)]
     if spans:  # as the GPU launcher takes a slab's column spans (SlabBlock.column_spans)
-        launches = block.column_spans
+        launches = column_spans(block.flags, block.lattice)
         assert len(launches) >= 3 and {s[2] for s in launches} == {True, False}
     box = getattr(lib, "neq3s" if storage == "neq16s" else "neq3", None) if storage in (
         "neq16", "neq16s") else None

@@ -168,8 +168,10 @@ class SlabBlock:
         self.open_rules = bool(np.any(flags & fl.OPEN_RULES))
         #: the open kinds (INLET, OUTLET, SLIP bits) cells hold: ``bodies_variants`` kernels
         self.open_faces = int(np.bitwise_or.reduce(flags & fl.OPEN_FACES, axis=None))
-        #: column spans with and without open rules (None: no open rule anywhere)
-        self.column_spans = column_spans(flags, self.lattice) if self.open_rules else None
+        #: column spans with and without open rules, for kernel sets that launch by them
+        #: (None: no open rule anywhere, or one launch a slab)
+        self.column_spans = (column_spans(flags, self.lattice)
+                             if self.open_rules and self._launches_by_spans else None)
         return flags
 
     def _paint_geometry(self, flags: np.ndarray) -> None:  # bodies and open faces, if any
@@ -257,8 +259,7 @@ class SlabBlock:
         if getattr(self.kernels, "box_variant", False):
             if not self.open_rules:
                 extra["open_rules"] = False
-            elif (self.column_spans is not None and len(self.column_spans) > 1
-                  and self._launches_by_spans):
+            elif self.column_spans is not None and len(self.column_spans) > 1:
                 for i0, i1, is_open in self.column_spans:  # open rules only where needed
                     self.kernels.stream_collide(self.f_src, self.f_dst, self.flags, self.rho,
                                                 *self.u, rows, self.params, store_macro,
@@ -269,8 +270,10 @@ class SlabBlock:
 
     @cached_property
     def _launches_by_spans(self) -> bool:
-        """Whether the kernel set launches this block's storage by column spans (its
-        ``launches_by_spans``; by default yes)."""
+        """Whether the kernel set launches this block's storage by column spans: it has a box
+        variant, and its ``launches_by_spans`` (if any) says so for this storage."""
+        if not getattr(self.kernels, "box_variant", False):
+            return False
         by_spans = getattr(self.kernels, "launches_by_spans", None)
         return by_spans is None or bool(by_spans(self.storage))
 

@@ -220,7 +220,7 @@ def one_launch_row(sim: Simulation, steps: int, box_k: float) -> None:
     """The cylinder's kernels with each slab in one launch of the kernel with the open rules,
     as before column spans (the slabs' spans printed first)."""
     spans = [blk.column_spans for blk in sim.solver.blocks.values()]
-    if spans[0] is None:  # this kernel set launches the storage one slab at a time
+    if all(s is None for s in spans):  # this kernel set launches the storage a slab at a time
         print("   the cylinder row above is one launch a slab", flush=True)
         return
     print(f"   column spans (i0, i1, open) of the first slab: {spans[0]}", flush=True)

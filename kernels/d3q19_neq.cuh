@@ -10,7 +10,9 @@
 // bodies or open faces runs it on the column spans that need no other rule. The grid covers
 // columns from 1 (threads before i0 return): i taken as blockIdx.x * blockDim.x + threadIdx.x
 // + i0 cost 16-20 % more instructions and 70 % more 16-bit loads per cell (nvcc 13.0, sm_90
-// SASS), and neq16s's 512^3 box ran 5,089 MLUPS on an H100 against 6,095 before.
+// SASS), and neq16s's 512^3 box ran 5,089 MLUPS on an H100 against 6,095 before. P: the
+// records' index type (lbm::offset_t, lbm::index_t, neq::halves: the upper slots from
+// f_src_hi and f_dst_hi, slot neq::HALVES_SPLIT of each array; the others ignore them).
 template <bool STORE_MACRO, bool FORCED, typename P, typename S = neq::rec>
 __global__ void __launch_bounds__(SIMSPLIT_BLOCK_X)
 d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
@@ -19,7 +21,8 @@ d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
                          float* __restrict__ uz_out, int nx, int ny, int nz,
                          lbm::index_t pitch64, lbm::index_t layer64, lbm::index_t plane64,
                          int k0, int k1, float om_p, float om_m, float lid_u, float fx, float fy,
-                         float fz, int periodic_x, int periodic_y, int i0, int i1)
+                         float fz, int periodic_x, int periodic_y, int i0, int i1,
+                         const S* __restrict__ f_src_hi, S* __restrict__ f_dst_hi)
 {
     using L = D3Q19;
     const int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
@@ -28,7 +31,9 @@ d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
     if (i > nx || j > ny || k >= k1) return;
     if (i < i0 || i >= i1) return;
     const lbm::offset_t pitch = lbm::offset_t(pitch64), layer = lbm::offset_t(layer64);
-    const P plane = P(plane64);
+    using C = neq::cell_t<P>;
+    const P plane = neq::addressing<P>(plane64, reinterpret_cast<const neq::rec*>(f_src_hi),
+                                       reinterpret_cast<neq::rec*>(f_dst_hi));
     const bool per_x = periodic_x != 0, per_y = periodic_y != 0;
     const lbm::offset_t cell = cell_offset_3d(i, j, k, pitch, layer);
     const lbm::flag_t own = flags[cell];
@@ -37,16 +42,16 @@ d3q19_stream_collide_neq(const S* __restrict__ f_src, S* __restrict__ f_dst,
 #pragma unroll
     for (int q = 0; q < L::Q; ++q)
         fl[q] = neq::pull<L>(f_src, q, plane,
-                             P(source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y)));
+                             C(source_cell_3d(q, i, j, k, nx, ny, pitch, layer, per_x, per_y)));
     if (own & FLAG_NEAR_WALL)
         bounce_back_solid_sources(fl, flags, i, j, k, nx, ny, pitch, layer, per_x, per_y, lid_u,
                                   [&](int q, lbm::offset_t) {
-                                      return neq::pull<L>(f_src, L::opp(q), plane, P(cell));
+                                      return neq::pull<L>(f_src, L::opp(q), plane, C(cell));
                                   });
     float post[L::Q];
     auto out = [&](int q, float v) { post[q] = v; };
     collide_3d<float, STORE_MACRO, FORCED>(fl, i, j, k, nx, ny, rho_out, ux_out, uy_out, uz_out,
                                            om_p, om_m, fx, fy, fz, out);
-    neq::store<L>(f_dst, post, plane, P(cell));
+    neq::store<L>(f_dst, post, plane, C(cell));
 }
 #include "d3q19_neq_tile.cuh"

@@ -128,7 +128,7 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
     }
     scale_all<L>(d, -e);
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(d[q])));
+    for (int q = 0; q < L::Q; ++q) *at(r, q, plane, cell) = rec(int(rintf(d[q])));
     store_header<L>(r, e, rho_bits, ux, uy, uz, plane, cell);
 }
 

@@ -34,10 +34,65 @@ template <typename L> __device__ __forceinline__ constexpr int slot_k() { return
 template <typename L> __device__ __forceinline__ constexpr int slot_rho() { return L::Q + 1; }
 template <typename L> __device__ __forceinline__ constexpr int slot_u() { return L::Q + 2; }
 
+// Addressing of a record array by 32-bit offsets from two bases: slots below HALVES_SPLIT from the
+// array's start, the others from a second base pointer. It reaches arrays whose elements outnumber
+// 32-bit offsets while each part fits them (a slab of up to about 560^3 cells on neq16s's stress-
+// kept records, 620^3 on neq16's), and it is the box kernel's addressing wherever it fits
+// (source.d3q19_records_index). The kernel takes both arrays' second bases as parameters; reads go
+// through `read_hi`, writes through `write_hi` (a kernel reads one array and writes another).
+// Measured (nvcc 13.0, sm_90, the box kernel without stores of rho and u): with 64-bit offsets it
+// took 116 registers on neq16s's records, with 32-bit offsets from one base 80, with two halves 80
+// (4,448 instructions, 344 loads against 4,400 and 343); on neq16's 90, 78 and 64, and two halves
+// ran 6-11 % faster than one base on an H100 (neq16s's: the same speed). Upper bases the compiler
+// could derive from the first (pointer arithmetic, an opaque asm) took 80 to 194 registers or 45 %
+// more loads. The split moves registers by chance: 100 to 104 at 10, 11 and 16.
+struct halves {
+    lbm::offset_t plane;
+    const rec* read_hi;
+    rec* write_hi;
+};
+constexpr int HALVES_SPLIT = SIMSPLIT_NEQ_HALVES_SPLIT;
+
+// The type of a cell's offset within one slot's plane under index type P.
+template <typename P> struct cell_of { using type = P; };
+template <> struct cell_of<halves> { using type = lbm::offset_t; };
+template <typename P> using cell_t = typename cell_of<P>::type;
+
+// Index type P's addressing of a record array with `plane` elements between slots; `read_hi`
+// and `write_hi`: slot HALVES_SPLIT of the arrays read and written (used by halves only).
 template <typename P>
-__device__ __forceinline__ rec slot(const rec* __restrict__ r, int s, P plane, P cell)
+__device__ __forceinline__ P addressing(lbm::index_t plane, const rec*, rec*)
 {
-    return __ldg(r + (P(s) * plane + cell));
+    return P(plane);
+}
+template <>
+__device__ __forceinline__ halves addressing<halves>(lbm::index_t plane, const rec* read_hi,
+                                                     rec* write_hi)
+{
+    return halves{lbm::offset_t(plane), read_hi, write_hi};
+}
+
+// Where slot s of the cell at offset `cell` lies.
+template <typename R, typename P>
+__device__ __forceinline__ R* at(R* r, int s, P plane, cell_t<P> cell)
+{
+    return r + (P(s) * plane + cell);
+}
+__device__ __forceinline__ const rec* at(const rec* r, int s, halves h, lbm::offset_t cell)
+{
+    return s < HALVES_SPLIT ? r + (lbm::offset_t(s) * h.plane + cell)
+                            : h.read_hi + (lbm::offset_t(s - HALVES_SPLIT) * h.plane + cell);
+}
+__device__ __forceinline__ rec* at(rec* r, int s, halves h, lbm::offset_t cell)
+{
+    return s < HALVES_SPLIT ? r + (lbm::offset_t(s) * h.plane + cell)
+                            : h.write_hi + (lbm::offset_t(s - HALVES_SPLIT) * h.plane + cell);
+}
+
+template <typename P>
+__device__ __forceinline__ rec slot(const rec* __restrict__ r, int s, P plane, cell_t<P> cell)
+{
+    return __ldg(at(r, s, plane, cell));
 }
 
 __device__ __forceinline__ float rho_of(rec bits)
@@ -46,7 +101,8 @@ __device__ __forceinline__ float rho_of(rec bits)
 }
 
 template <typename L, typename P>
-__device__ __forceinline__ float velocity(const rec* __restrict__ r, int axis, P plane, P cell)
+__device__ __forceinline__ float velocity(const rec* __restrict__ r, int axis, P plane,
+                                          cell_t<P> cell)
 {
     if (axis >= L::DIM) return 0.0f;
     const unsigned int lo = slot(r, slot_u<L>() + 2 * axis, plane, cell);
@@ -112,7 +168,7 @@ __device__ __forceinline__ float first_order(int q, const float* pi)
 
 // Population q of the cell at offset `cell` of a slot's plane, rebuilt from its record.
 template <typename L, typename P, bool STRESS = false>
-__device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane, P cell)
+__device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane, cell_t<P> cell)
 {
     const float rho = rho_of(slot(r, slot_rho<L>(), plane, cell));
     const float ux = velocity<L>(r, 0, plane, cell), uy = velocity<L>(r, 1, plane, cell),
@@ -136,16 +192,16 @@ __device__ __forceinline__ float pull(const rec* __restrict__ r, int q, P plane,
 // The slots of a record besides its significands: the power of two e, rho - 1's bits and u.
 template <typename L, typename P>
 __device__ __forceinline__ void store_header(rec* __restrict__ r, int e, rec rho_bits, float ux,
-                                             float uy, float uz, P plane, P cell)
+                                             float uy, float uz, P plane, cell_t<P> cell)
 {
-    r[P(slot_k<L>()) * plane + cell] = rec(e);
-    r[P(slot_rho<L>()) * plane + cell] = rho_bits;
+    *at(r, slot_k<L>(), plane, cell) = rec(e);
+    *at(r, slot_rho<L>(), plane, cell) = rho_bits;
     const float u[3] = {ux, uy, uz};
 #pragma unroll
     for (int a = 0; a < L::DIM; ++a) {
         const unsigned int bits = lbm::float_bits(u[a]);
-        r[P(slot_u<L>() + 2 * a) * plane + cell] = rec(bits & 0xFFFFu);
-        r[P(slot_u<L>() + 2 * a + 1) * plane + cell] = rec(bits >> 16);
+        *at(r, slot_u<L>() + 2 * a, plane, cell) = rec(bits & 0xFFFFu);
+        *at(r, slot_u<L>() + 2 * a + 1, plane, cell) = rec(bits >> 16);
     }
 }
 
@@ -185,7 +241,8 @@ __device__ __forceinline__ void stress_deviations(const float* post, float rho, 
 
 // The record of post-collision populations `post` into the cell at offset `cell`.
 template <typename L, typename P, bool STRESS = false>
-__device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P plane, P cell)
+__device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P plane,
+                                      cell_t<P> cell)
 {
     float m = 0.0f, jx = 0.0f, jy = 0.0f, jz = 0.0f;
 #pragma unroll
@@ -227,23 +284,24 @@ __device__ __forceinline__ void store(rec* __restrict__ r, const float* post, P 
         if (rintf(ldexpf(top, -e)) >= float(1 << SIMSPLIT_NEQ_BITS)) ++e;
     }
 #pragma unroll
-    for (int q = 0; q < L::Q; ++q) r[P(q) * plane + cell] = rec(int(rintf(ldexpf(d[q], -e))));
+    for (int q = 0; q < L::Q; ++q) *at(r, q, plane, cell) = rec(int(rintf(ldexpf(d[q], -e))));
     store_header<L>(r, e, rho_bits, ux, uy, uz, plane, cell);
     if constexpr (STRESS) {
 #pragma unroll
-        for (int j = 0; j < L::SN; ++j) r[P(slot_stress<L>() + j) * plane + cell] = pi_bits[j];
+        for (int j = 0; j < L::SN; ++j) *at(r, slot_stress<L>() + j, plane, cell) = pi_bits[j];
     }
 }
 
 // Stress-kept records (neq16s) through their own slot type: pull and store with STRESS.
 template <typename L, typename P>
-__device__ __forceinline__ float pull(const srec* __restrict__ r, int q, P plane, P cell)
+__device__ __forceinline__ float pull(const srec* __restrict__ r, int q, P plane, cell_t<P> cell)
 {
     return pull<L, P, true>(reinterpret_cast<const rec*>(r), q, plane, cell);
 }
 
 template <typename L, typename P>
-__device__ __forceinline__ void store(srec* __restrict__ r, const float* post, P plane, P cell)
+__device__ __forceinline__ void store(srec* __restrict__ r, const float* post, P plane,
+                                      cell_t<P> cell)
 {
     store<L, P, true>(reinterpret_cast<rec*>(r), post, plane, cell);
 }

@@ -64,6 +64,10 @@
 #            one launch a slab (issue 25)
 #   neqsplit records (NEQSPLIT_STORAGES, default neq16s neq16) on 1, 2 and 4 slabs of one GPU,
 #            simsplit bench at NEQSPLIT_GRID (default 512^3): the cost of splitting (issue 25)
+#   halves   the records box kernel's index types (issue 25): the cupy GPU tests of records
+#            (tests/test_d3q19_storage_gpu.py: each index type == CPU on 1-3 slabs), the
+#            registers of each box kernel, neq16s and neq16 at 512^3 on 1 and 2 slabs (two halves
+#            of 32-bit offsets), then with 64-bit offsets forced at HALVES_WIDE_SIZES (512)
 #   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
 #            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
@@ -314,6 +318,43 @@ if has neqsplit; then
             timeout 120 python3 -m simsplit bench --backend cupy --grid ${NEQSPLIT_GRID:-512x512x512} \
                 --steps 50 --repeats 3 --precision float32 --storage $st --subdomains $n 2>&1 \
                 | quiet | grep -E "^cupy" | sed "s/^/$st $n slabs: /" | tee -a "$OUT/neqsplit.log"
+        done
+    done
+fi
+if has halves; then
+    note "records' index types: tests, registers, 512^3 on 1 and 2 slabs, 64-bit forced (issue 25)"
+    timeout 300 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m gpu \
+        tests/test_d3q19_storage_gpu.py -k "neq16 and cupy" 2>&1 | tail -4 \
+        | tee "$OUT/halves-tests.log"
+    timeout 150 python3 - <<'PY' 2>&1 | quiet | tee "$OUT/halves-registers.log"
+import cupy
+from simsplit.backends.cuda_c import kernel_names, source
+from simsplit.backends.cuda_c.d2q9 import compile_options
+for stress in (False, True):
+    names = [kernel_names.d3q19_neq_name(False, False, i, stress) for i in source.D3Q19_NEQ_INDEX]
+    module = cupy.RawModule(code=source.kernel_source("d3q19.cu"), options=compile_options(0),
+                            name_expressions=names)
+    for n in names:
+        print(n, module.get_function(n).num_regs, "registers")
+PY
+    for st in neq16s neq16; do
+        for n in 1 2; do
+            timeout 120 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+                --repeats 3 --precision float32 --storage $st --subdomains $n 2>&1 | quiet \
+                | grep -E "^cupy" | sed "s/^/$st $n slabs: /" | tee -a "$OUT/halves-bench.log"
+        done
+    done
+    for g in ${HALVES_WIDE_SIZES:-512}; do
+        for st in neq16 neq16s; do
+            timeout 100 python3 -c "
+import sys
+from simsplit.backends.cuda_c import source
+source.D3Q19_FLAT_LIMIT = 0  # every array takes 64-bit offsets
+from simsplit.cli.commands import entry
+sys.argv = ['simsplit', 'bench', '--backend', 'cupy', '--grid', '${g}x${g}x${g}', '--steps',
+            '50', '--repeats', '3', '--precision', 'float32', '--storage', '$st']
+entry()" 2>&1 | quiet | grep -E "^cupy" | sed "s/^/$st 64-bit offsets: /" \
+                | tee -a "$OUT/halves-bench.log"
         done
     done
 fi

@@ -94,7 +94,7 @@ class Lattice3D:
     @staticmethod
     def names(store: bool) -> dict[str, str]:
         """Label -> kernel (forced with rho/u when checking, neither when timing)."""
-        out = {"production": kernel_names.d3q19_neq_name(store, store, False)}
+        out = {"production": kernel_names.d3q19_neq_name(store, store)}
         out.update({t: neq_tiles.d3q19_neq_tile_name(t, store, store) for t in Lattice3D.tiles})
         return out
 
@@ -115,7 +115,8 @@ class Lattice3D:
                 np.int32(p.periodic_x), np.int32(p.periodic_y)]
         if label == "production":
             kern((-(-nx // source.BLOCK_X), ny, k1 - k0), (source.BLOCK_X,),
-                 (*args, np.int32(1), np.int32(nx + 1)))  # every column
+                 (*args, np.int32(1), np.int32(nx + 1), *(a[source.NEQ_HALVES_SPLIT]
+                                                          for a in (src, dst))))  # every column
             return
         run = Lattice3D.run
         grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(label, nx, ny, k1 - k0, run)

@@ -176,7 +176,7 @@ def test_neq16_records_have_a_module_of_their_own(cuda_c_d3q19) -> None:
     nz, ny = f.shape[1] - 2, f.shape[2] - 2
     # bodies, inlets, outlets or free-slip walls (inlet speeds given): one variant, every rule
     assert _box_and_bodies(kernels, launches, _record_slab(27), False, True) == [
-        "d3q19_stream_collide_neq<false, true, lbm::offset_t>",
+        "d3q19_stream_collide_neq<false, true, neq::halves>",
         "d3q19_stream_collide_bodies<float, unsigned short, true, true, BODIES_SLIP_QUADRATIC>"]
     # the kernel's quadratic flag (fifth argument from the end, before far, far_off and the
     # columns) counts 3 x 19 weight planes, not 3 x 27 record slots (the GPU run of
@@ -221,7 +221,9 @@ def test_slab_column_spans_take_the_box_kernel(cuda_c_d3q19, monkeypatch, slots)
         kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False, inlet=inlet,
                                open_rules=is_open, columns=cols)
         grid, block, _ = _Kernel.last_launch
-        assert [int(a) for a in _Kernel.last_args[-2:]] == list(cols)
+        # the records' box kernel takes its upper halves' bases after the columns
+        end = -2 if launches[-1].startswith("d3q19_stream_collide_neq<") else None
+        assert [int(a) for a in _Kernel.last_args[:end][-2:]] == list(cols)
         # blocks of whole warps, no more than the span needs (5 and 2 columns: one warp)
         assert block == (32,) and grid[0] == 1
         if is_open:
@@ -231,13 +233,42 @@ def test_slab_column_spans_take_the_box_kernel(cuda_c_d3q19, monkeypatch, slots)
             assert launches[-1] == ("d3q19_stream_collide_bodies<float, float, false, true, "
                                     "BODIES_WALLS>")
         else:
-            assert launches[-1] == f"d3q19_stream_collide_neq<false, true, lbm::offset_t{stress}>"
+            assert launches[-1] == f"d3q19_stream_collide_neq<false, true, neq::halves{stress}>"
     for bad in ((0, 3), (3, 10), (5, 4)):
         with pytest.raises(ValueError, match="columns"):
             kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False,
                                    inlet=inlet, columns=bad)
     with pytest.raises(ValueError, match="without a geometry"):
         kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False, columns=(2, 7))
+
+
+@pytest.mark.parametrize("slots", [27, 33])
+def test_records_kernel_index_types(cuda_c_d3q19, monkeypatch, slots) -> None:
+    """The records' box kernel takes 32-bit offsets from two bases where each part of the array
+    fits them (neq::halves: the upper slots from slot NEQ_HALVES_SPLIT of the source and
+    destination, its last two arguments), else 64-bit offsets (the limit lowered so that a
+    small slab takes them)."""
+    mod, _, launches = cuda_c_d3q19
+    from simsplit.backends.cuda_c import source
+    from simsplit.backends.layout import element_strides
+
+    split = source.NEQ_HALVES_SPLIT
+    for n in (27, 33):
+        assert source.d3q19_records_index(n, 2**32 // (n - split)) == "halves"
+        assert source.d3q19_records_index(n, 2**32 // (n - split) + 1) == "wide"
+    kernels = mod.D3Q19Kernels(0)
+    f, g, flags, macro, params = _record_slab(slots)
+    nz = f.shape[1] - 2
+    plane = element_strides(f)[0]
+    upper = (slots - split) * plane
+    stress = ", neq::srec" if slots == 33 else ""
+    for limit, index in ((upper, "neq::halves"), (upper - 1, "lbm::index_t")):
+        monkeypatch.setattr(source, "D3Q19_FLAT_LIMIT", limit)
+        kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
+        assert launches[-1] == f"d3q19_stream_collide_neq<false, true, {index}{stress}>"
+        hi = _Kernel.last_args[-2:]
+        assert [a.__array_interface__["data"][0] for a in hi] == [
+            a.__array_interface__["data"][0] + split * plane * a.itemsize for a in (f, g)]
 
 
 def test_span_blocks_fit_narrow_spans() -> None:
@@ -268,7 +299,7 @@ def test_neq16s_records_have_a_module_of_their_own(cuda_c_d3q19, monkeypatch) ->
     assert all("neq::srec" in n or "StressRecords" in n for n in compiled[0])
     f = _record_slab(33)[0]
     assert _box_and_bodies(kernels, launches, _record_slab(33), True, False) == [
-        "d3q19_stream_collide_neq<true, true, lbm::offset_t, neq::srec>",
+        "d3q19_stream_collide_neq<true, true, neq::halves, neq::srec>",
         "d3q19_stream_collide_bodies<float, neq::srec, false, true, BODIES_SLIP_QUADRATIC>"]
     buf = np.zeros((19, f.shape[2] * f.shape[3]), np.uint16)
     kernels.pack(f, 1, 0, buf)
@@ -315,7 +346,7 @@ def test_neq16_tile_candidate_joins_the_records_module(cuda_c_d3q19, monkeypatch
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
     kernels = mod.D3Q19Kernels(0)
     kernels.stream_collide(f, g, flags, *macro, (1, nz + 1), params, False)
-    assert launches[-1] == "d3q19_stream_collide_neq<false, false, lbm::offset_t>"
+    assert launches[-1] == "d3q19_stream_collide_neq<false, false, neq::halves>"
     assert compiled[-1] == kernel_names.d3q19_neq_expressions()
 
 

@@ -113,6 +113,35 @@ def test_neq16_gpu_equals_cpu_and_splits(backend: str, channel: bool, storage: s
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("storage", ["neq16", "neq16s"])
+def test_neq16_offsets_of_large_slabs_equal_cpu(backend: str, storage: str,
+                                                monkeypatch) -> None:
+    """The records kernel's index types for slabs beyond 32-bit offsets, taken on the small
+    cavity by lowering the limit of 32-bit offsets: 32-bit offsets from two bases (the upper
+    slots from slot NEQ_HALVES_SPLIT of each array, neq::halves) and 64-bit ones write the
+    CPU's records bit for bit on 1 and 2 slabs, 100 steps (CUDA graphs)."""
+    from simsplit.backends.cuda_c import source
+    from simsplit.backends.layout import element_strides
+    from simsplit.fluid.state import raw_populations
+
+    want = _run("cpu", 2, False, 100, storage)
+    for index in ("halves", "wide"):
+        for subdomains in (1, 2):
+            solver = _solver(backend, subdomains, False, storage)
+            fields = [b.f_src for b in solver.blocks.values()]
+            slots, plane = fields[0].shape[0], max(element_strides(f)[0] for f in fields)
+            upper = max(source.NEQ_HALVES_SPLIT, slots - source.NEQ_HALVES_SPLIT) * plane
+            with monkeypatch.context() as m:
+                m.setattr(source, "D3Q19_FLAT_LIMIT", upper if index == "halves" else upper - 1)
+                assert {source.d3q19_records_index(slots, element_strides(f)[0])
+                        for f in fields} == {index}
+                solver.step(100)
+            got = raw_populations(solver), solver.velocity(), solver.density()
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
 #: boundaries of the tiled neq16 candidates' runs: the cavity, the forced channel (periodic
 #: x and z: slabs exchange halos both ways), periodic x and y over walls in z
 TILE_BOUNDS = [{"x": "wall", "y": "wall", "z": "wall", "lid": True}, CHANNEL,

@@ -2,13 +2,14 @@
 (``kernels/d3q19_neq.cuh``; the records: :mod:`simsplit.numerics.neq_storage`).
 
 One module holds the pull kernels (float32 arithmetic, with and without rho/u stores and the
-body force, 32- and 64-bit offsets) and the records' halo kernels (the D3Q19 kernel set
-launches those with its own halo path); :class:`D3Q19NeqKernels` loads the module and launches
-the pull steps on record arrays. neq16s's stress-kept records have a module of their own (the
-same kernels with the storage type ``neq::srec``). A tiled candidate of the box kernel
-(``kernels/d3q19_neq_tile.cuh``, :data:`neq_tiles.D3Q19_NEQ_TILES`: the same bits) joins the module
-and takes the box steps with 32-bit offsets where :attr:`D3Q19NeqKernels.tile` names it
-(environment variable :data:`neq_tiles.NEQ_TILE_ENV`; scripts/tune_neq16.py times them).
+body force; 32-bit offsets from two bases, 64-bit ones) and the records' halo kernels (the
+D3Q19 kernel set launches those with its own halo path); :class:`D3Q19NeqKernels` loads the
+module and launches the pull steps on record arrays. neq16s's stress-kept records have a module
+of their own (the same kernels with the storage type ``neq::srec``). A tiled candidate of the
+box kernel (``kernels/d3q19_neq_tile.cuh``, :data:`neq_tiles.D3Q19_NEQ_TILES`: the same bits)
+joins the module and takes the box steps with 32-bit offsets where :attr:`D3Q19NeqKernels.tile`
+names it (environment variable :data:`neq_tiles.NEQ_TILE_ENV`; scripts/tune_neq16.py times
+them).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from simsplit.backends.cuda_c import kernel_names, neq_tiles, source
 from simsplit.backends.cuda_c.d3q19_modules import grid_x
 from simsplit.backends.cuda_c.graph import check_launch_device
+from simsplit.backends.layout import element_strides
 from simsplit.numerics.lattice import D3Q19
 from simsplit.numerics.neq_storage import NEQ16_DTYPE, record_slots
 
@@ -68,11 +70,12 @@ class D3Q19NeqKernels:
         return self._kernels[name]
 
     def stream_collide(self, args: tuple[Any, ...], f_src: Any, store_macro: bool,
-                       forced: bool, wide: bool, ny: int, columns: tuple[int, int]) -> None:
+                       forced: bool, index: str, ny: int, columns: tuple[int, int]) -> None:
         """One pull step: ``args`` as d3q19_stream_collide takes them (float32 rho/u and
-        parameters), on ``ny`` rows and the 1-based interior ``columns`` ``[i0, i1)``. The
-        tiled candidate takes whole planes only; a part of them (a slab's column span beside
-        bodies or open faces) runs on the production kernel (the same bits)."""
+        parameters), on ``ny`` rows and the 1-based interior ``columns`` ``[i0, i1)``, with the
+        records' ``index`` type (:func:`source.d3q19_records_index`). The tiled candidate takes
+        whole planes of arrays within 32-bit offsets only; a part of them (a slab's column span
+        beside bodies or open faces) runs on the production kernel (the same bits)."""
         if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q, self.stress):
             raise ValueError(f"neq16{'s' if self.stress else ''} records expected, got "
                              f"{f_src.dtype} {f_src.shape}")
@@ -82,18 +85,20 @@ class D3Q19NeqKernels:
         check_launch_device(self.device)
         nx, k0, k1 = (int(args[n]) for n in (7, 13, 14))
         i0, i1 = columns
-        if self.tile and not wide and (i0, i1) == (1, nx + 1):
+        if (self.tile and (i0, i1) == (1, nx + 1)
+                and not source.d3q19_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])):
             grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
             kern = self._kernels[neq_tiles.d3q19_neq_tile_name(self.tile, store_macro, forced)]
             with self._dev:
                 kern(grid, (threads,), (*args, np.int32(neq_tiles.D3Q19_NEQ_TILE_RUN)),
                      shared_mem=shared)
             return
-        kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, wide, self.stress)]
+        kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, index, self.stress)]
         threads = source.BLOCK_X if (i0, i1) == (1, nx + 1) else source.span_block(
             i1 - i0, source.SPAN_BLOCK_X)
         # blocks from column 1 on, those before the span idle (the kernel's indexing: see
         # kernels/d3q19_neq.cuh)
         with self._dev:
             kern((grid_x(i1 - 1, block_x=threads), ny, k1 - k0), (threads,),
-                 (*args, np.int32(i0), np.int32(i1)))
+                 (*args, np.int32(i0), np.int32(i1),
+                  *(a[source.NEQ_HALVES_SPLIT] for a in args[:2])))  # the upper halves

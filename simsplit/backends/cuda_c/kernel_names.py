@@ -10,6 +10,7 @@ from simsplit.backends.cuda_c import neq_tiles
 from simsplit.backends.cuda_c.source import (
     CTYPES,
     D3Q19_BODIES_OPEN,
+    D3Q19_NEQ_INDEX,
     D3Q19_OFFSETS,
     NEQ_CTYPE,
     NEQ_STRESS_CTYPE,
@@ -169,13 +170,13 @@ def d2q9_neq_expressions(stress: bool = False) -> list[str]:
             pack_name("D2Q9", NEQ16_DTYPE, stress), unpack_name("D2Q9", NEQ16_DTYPE, stress)]
 
 
-def d3q19_neq_name(store_macro: bool, forced: bool, wide: bool = False,
+def d3q19_neq_name(store_macro: bool, forced: bool, index: str = "halves",
                    stress: bool = False) -> str:
     """The D3Q19 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
-    kernels/d3q19_neq.cuh)."""
-    index = "lbm::index_t" if wide else "lbm::offset_t"
+    kernels/d3q19_neq.cuh) with the records' ``index`` type (a key of
+    :data:`D3Q19_NEQ_INDEX`: :func:`source.d3q19_records_index`)."""
     return (f"d3q19_stream_collide_neq<{_cbool(store_macro)}, {_cbool(forced)}, "
-            f"{index}{_stress_arg(stress)}>")
+            f"{D3Q19_NEQ_INDEX[index]}{_stress_arg(stress)}>")
 
 
 #: the one bodies kernel variant instantiated on neq16 records: every open rule (the launcher
@@ -195,7 +196,8 @@ def d3q19_neq_expressions(stress: bool = False) -> list[str]:
     """The module of neq16's records (``stress``: neq16s's): its pull kernels (box and
     bodies) and the records' halo kernels."""
     flags = (False, True)
-    return [*(d3q19_neq_name(s, f, w, stress) for s, f, w in itertools.product(flags, repeat=3)),
+    return [*(d3q19_neq_name(s, f, i, stress)
+              for s, f, i in itertools.product(flags, flags, D3Q19_NEQ_INDEX)),
             *(d3q19_neq_bodies_name(s, f, stress) for s, f in itertools.product(flags, repeat=2)),
             pack_name("D3Q19", NEQ16_DTYPE, stress), unpack_name("D3Q19", NEQ16_DTYPE, stress)]
 

@@ -296,6 +296,7 @@ def generated_header() -> str:
         f"#define SIMSPLIT_NEQ_BITS {NEQ_BITS}",
         f"#define SIMSPLIT_NEQ_RHO_SCALE {float(RHO_SCALE).hex()}",
         f"#define SIMSPLIT_NEQ_STRESS_SCALE {float(STRESS_SCALE).hex()}",
+        f"#define SIMSPLIT_NEQ_HALVES_SPLIT {NEQ_HALVES_SPLIT}",
         lattice_struct("D3Q19Records", D3Q19.c, D3Q19.w, D3Q19.opp,
                        *(halo_slots(D3Q19.q, s) for s in (D3Q19.up, D3Q19.down))),
         lattice_struct("D2Q9Records", D2Q9_C, D2Q9_W, D2Q9_OPP,
@@ -371,6 +372,24 @@ def kernel_source(name: str) -> str:
 #: array holds at most D3Q19_FLAT_LIMIT elements (an address is then one multiply-add), else 64
 D3Q19_OFFSETS = {False: "lbm::offset_t", True: "lbm::index_t"}
 D3Q19_FLAT_LIMIT = 2**32
+
+
+#: the D3Q19 records box kernel's index types (kernels/neq_records.cuh): 32-bit offsets from
+#: two bases, the slots below NEQ_HALVES_SPLIT and the others ("halves"), or 64-bit offsets
+#: ("wide"). Two halves even where the whole array fits 32-bit offsets: on neq16's records the
+#: kernel then takes 64 registers against 78 and ran 6-11 % faster at 256^3 to 512^3 on an H100
+#: (neq16s's: 80 either way, the same speed within 1.4 %; BENCHMARKS.md)
+D3Q19_NEQ_INDEX = {"halves": "neq::halves", "wide": "lbm::index_t"}
+NEQ_HALVES_SPLIT = 9
+
+
+def d3q19_records_index(slots: int, plane: int) -> str:
+    """The D3Q19 records box kernel's index type (a key of :data:`D3Q19_NEQ_INDEX`) for an
+    array of ``slots`` slot planes ``plane`` elements apart: two halves of 32-bit offsets where
+    each half fits them, else 64-bit offsets."""
+    if max(NEQ_HALVES_SPLIT, slots - NEQ_HALVES_SPLIT) * plane <= D3Q19_FLAT_LIMIT:
+        return "halves"
+    return "wide"
 
 
 def d3q19_wide_offsets(elements: int) -> bool:

@@ -67,7 +67,7 @@
 #   halves   the records box kernel's index types (issue 25): the cupy GPU tests of records
 #            (tests/test_d3q19_storage_gpu.py: each index type == CPU on 1-3 slabs), the
 #            registers of each box kernel, neq16s and neq16 at 512^3 on 1 and 2 slabs (two halves
-#            of 32-bit offsets), then with 64-bit offsets forced at HALVES_WIDE_SIZES (512)
+#            of 32-bit offsets), then with 64-bit offsets forced at HALVES_WIDE_SIZES (unset: 512)
 #   neq2d    run.storage neq16 in 2D: its GPU tests (== CPU, 1-3 slabs; each tiled candidate ==
 #            production), then 8192^2 solver MLUPS of strip128f (NEQ2D_TILE) against production
 #            (issue 25)
@@ -344,7 +344,7 @@ PY
                 | grep -E "^cupy" | sed "s/^/$st $n slabs: /" | tee -a "$OUT/halves-bench.log"
         done
     done
-    for g in ${HALVES_WIDE_SIZES:-512}; do
+    for g in ${HALVES_WIDE_SIZES-512}; do
         for st in neq16 neq16s; do
             timeout 100 python3 -c "
 import sys

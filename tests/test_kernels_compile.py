@@ -871,6 +871,16 @@ def test_emulated_halo_kernels_match_cpu(emulated, storage, padded) -> None:
 
 # --- D3Q19 (every arithmetic/storage pair, fp16 included) as host C++ against the CPU backend -----
 _EMULATION_LAUNCHERS_3D = _EMULATION_LAUNCH + """
+// the launcher groups a build instantiates (most of its compile time): every one unless the
+// build names some (-DSIMSPLIT_EMU_PARTS -DSIMSPLIT_EMU_PART_TWO=1 ...)
+#ifndef SIMSPLIT_EMU_PARTS
+#define SIMSPLIT_EMU_PART_COLLIDE 1
+#define SIMSPLIT_EMU_PART_AA 1
+#define SIMSPLIT_EMU_PART_TWO 1
+#define SIMSPLIT_EMU_PART_BODIES 1
+#define SIMSPLIT_EMU_PART_HALO 1
+#define SIMSPLIT_EMU_PART_NEQ 1
+#endif
 #ifndef SIMSPLIT_EMU_CELLS_X  // x-cells per thread of the pull steps: 1, or 2 (the _x2 kernel)
 #define SIMSPLIT_EMU_CELLS_X 1
 #endif
@@ -1018,6 +1028,7 @@ static void two_steps(const void* fs, void* fd, const flag* fl, void* r, void* u
     double lid, double fx, double fy, double fz, int px, int py, int store) { \
     two_steps<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, run, op, \
                     om, lid, fx, fy, fz, px, py, store); }
+#if SIMSPLIT_EMU_PART_TWO
 TWO3(float, float, two3_float32_float32)
 TWO3(float, lbm::half16, two3_float32_float16)
 TWO3(double, double, two3_float64_float64)
@@ -1025,12 +1036,15 @@ TWO3(double, float, two3_float64_float32)
 TWO3(double, lbm::half16, two3_float64_float16)
 TWO3(float, lbm::e4m11, two3_float32_e4m11)
 TWO3(double, lbm::e4m11, two3_float64_e4m11)
+#endif
+#if SIMSPLIT_EMU_PART_AA
 COLLIDE3_AA(float, float, aa3_float32_float32)
 COLLIDE3_AA(float, lbm::half16, aa3_float32_float16)
 COLLIDE3_AA(double, double, aa3_float64_float64)
 COLLIDE3_AA(double, lbm::half16, aa3_float64_float16)
 COLLIDE3_AA(float, lbm::e4m11, aa3_float32_e4m11)
 COLLIDE3_AA(double, lbm::e4m11, aa3_float64_e4m11)
+#endif
 // d3q19_stream_collide_bodies: inlet speeds per line, outlet density, link weights
 template <typename T, typename S, bool STORE, bool FORCED, int OPEN>
 static void bodies3_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv, T* ww, int nx,
@@ -1090,6 +1104,7 @@ static void bodies3(const void* fs, void* fd, const flag* fl, void* r, void* u, 
     bodies3<T, S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
                   fx, fy, fz, px, py, store, in, in_scale, rho_w, links, okind, keep, take, \\
                   press_w, slots, open, quad, far, far_off, i0, i1); }
+#if SIMSPLIT_EMU_PART_BODIES
 BODIES3(float, float, bodies3_float32_float32)
 BODIES3(float, lbm::half16, bodies3_float32_float16)
 BODIES3(double, double, bodies3_float64_float64)
@@ -1099,9 +1114,11 @@ BODIES3(float, lbm::e4m11, bodies3_float32_e4m11)
 BODIES3(double, lbm::e4m11, bodies3_float64_e4m11)
 BODIES3(float, unsigned short, bodies3_float32_neq16)
 BODIES3(float, neq::srec, bodies3_float32_neq16s)
+#endif
 #define HALO3(S, NAME) extern "C" void NAME(const void* s, void* d, int pack, long long plane, \\
     long long stride, long long pitch, int row, int layer, int size, int set) { \\
     halo3<S>(s, d, pack, plane, stride, pitch, row, layer, size, set); }
+#if SIMSPLIT_EMU_PART_COLLIDE
 COLLIDE3(float, float, collide3_float32_float32)
 COLLIDE3(float, lbm::half16, collide3_float32_float16)
 COLLIDE3(double, double, collide3_float64_float64)
@@ -1109,8 +1126,11 @@ COLLIDE3(double, float, collide3_float64_float32)
 COLLIDE3(double, lbm::half16, collide3_float64_float16)
 COLLIDE3(float, lbm::e4m11, collide3_float32_e4m11)
 COLLIDE3(double, lbm::e4m11, collide3_float64_e4m11)
+#endif
+#if SIMSPLIT_EMU_PART_HALO
 HALO3(float, halo3_float32) HALO3(double, halo3_float64) HALO3(lbm::half16, halo3_float16)
 HALO3(lbm::e4m11, halo3_e4m11)
+#endif
 """
 
 
@@ -1168,15 +1188,18 @@ static void neq3_pick(const void* fs, void* fd, const flag* fl, void* r, void* u
     double fz, int px, int py, int store, int index, int i0, int i1) { \\
     neq3_pick<S>(fs, fd, fl, r, u, v, w, nx, ny, nz, pitch, layer, plane, k0, k1, op, om, lid, \\
                  fx, fy, fz, px, py, store, index, i0, i1); }
+#if SIMSPLIT_EMU_PART_NEQ
 NEQ3(unsigned short, neq3)
 NEQ3(neq::srec, neq3s)
+#endif
 """
 
 
-def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
+def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str, parts: tuple[str, ...] = ()):
     """``d3q19.cu`` as host C++; fp16 conversions through the compiler's _Float16 (RNE); the
     pull steps launch d3q19_stream_collide (``cells_x`` 1) or d3q19_stream_collide_x2 (2),
-    with ``defines`` (tuning builds)."""
+    with ``defines`` (tuning builds); ``parts``: the launcher groups to build (COLLIDE, AA,
+    TWO, BODIES, HALO, NEQ; none named: all)."""
     import ctypes
 
     if CXX is None:
@@ -1187,6 +1210,8 @@ def _emulation_3d(tmp_path_factory, cells_x: int, *defines: str):
                                   + _EMULATION_LAUNCHER_NEQ)
     build = subprocess.run([CXX, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared",
                             *(f"-D{d}" for d in defines),
+                            *(["-DSIMSPLIT_EMU_PARTS"] if parts else []),
+                            *(f"-DSIMSPLIT_EMU_PART_{part}=1" for part in parts),
                             f"-DSIMSPLIT_EMU_CELLS_X={cells_x}", "-o", str(tmp / "emu3.so"),
                             str(tmp / "emu3.cpp")], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
@@ -1201,8 +1226,8 @@ def emulated_3d(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def emulated_3d_pairs(tmp_path_factory):
-    """Two x-cells per thread, 2-element vector accesses."""
-    return _emulation_3d(tmp_path_factory, 2)
+    """Two x-cells per thread, 2-element vector accesses (the pull steps only)."""
+    return _emulation_3d(tmp_path_factory, 2, parts=("COLLIDE",))
 
 
 def test_d3q19_instantiations_cover_storage() -> None:
@@ -1717,7 +1742,7 @@ _SMALL_TILES = ("SIMSPLIT_D3Q19_FUSED_TX=4", "SIMSPLIT_D3Q19_FUSED_TY=3",
 @pytest.fixture(scope="module")
 def emulated_3d_small_tiles(tmp_path_factory):
     """The two-step kernel with 4 x 3 columns, so that small grids span several in x and y."""
-    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES)
+    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, parts=("TWO",))
 
 
 def _check_two_steps_against_cpu(lib, precision, storage, periodic, obstacles, forced,
@@ -1788,7 +1813,8 @@ def test_emulated_d3q19_two_steps_match_cpu(emulated_3d_small_tiles, precision, 
 def emulated_3d_prefetch(tmp_path_factory):
     """The two-step kernel whose threads load their next plane before colliding the current
     one (SIMSPLIT_D3Q19_FUSED_PREFETCH, a tuning variant), with 4 x 3 columns."""
-    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, "SIMSPLIT_D3Q19_FUSED_PREFETCH=1")
+    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, "SIMSPLIT_D3Q19_FUSED_PREFETCH=1",
+                         parts=("TWO",))
 
 
 @pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float32", "float32"),

@@ -349,7 +349,7 @@ PY
             timeout 100 python3 -c "
 import sys
 from simsplit.backends.cuda_c import source
-source.D3Q19_FLAT_LIMIT = 0  # every array takes 64-bit offsets
+source.FLAT_LIMIT = 0  # every array takes 64-bit offsets
 from simsplit.cli.commands import entry
 sys.argv = ['simsplit', 'bench', '--backend', 'cupy', '--grid', '${g}x${g}x${g}', '--steps',
             '50', '--repeats', '3', '--precision', 'float32', '--storage', '$st']

@@ -133,7 +133,7 @@ def test_neq16_offsets_of_large_slabs_equal_cpu(backend: str, storage: str,
             slots, plane = fields[0].shape[0], max(element_strides(f)[0] for f in fields)
             upper = max(source.NEQ_HALVES_SPLIT, slots - source.NEQ_HALVES_SPLIT) * plane
             with monkeypatch.context() as m:
-                m.setattr(source, "D3Q19_FLAT_LIMIT", upper if index == "halves" else upper - 1)
+                m.setattr(source, "FLAT_LIMIT", upper if index == "halves" else upper - 1)
                 assert {source.d3q19_records_index(slots, element_strides(f)[0])
                         for f in fields} == {index}
                 solver.step(100)

@@ -317,7 +317,7 @@ class D3Q19Kernels:
         quadratic = quadratic_args(links, f_src, far, D3Q19.q)
         if wide_offsets(f_src) or wide_offsets(quadratic[1]):
             raise ValueError(f"D3Q19 bodies, inlets and outlets take population arrays of at "
-                             f"most {source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape}); split "
+                             f"most {source.FLAT_LIMIT} elements (f {f_src.shape}); split "
                              "the domain over more slabs")
         if inlet.shape != (nz + 2, ny + 2) or inlet.dtype != dt or not inlet.flags.c_contiguous:
             raise ValueError(f"inlet speeds {inlet.shape} {inlet.dtype} do not fit f "
@@ -367,7 +367,7 @@ class D3Q19Kernels:
         in ``storage`` that are not allocated yet: a block decides its ghost depth with it."""
         plane = math.prod(shape[1:-1]) * padded_pitch(shape[-1])
         return ((np.dtype(dtype), np.dtype(storage)) in self.fused_pairs
-                and plane <= MAX_PLANE and not source.d3q19_wide_offsets(D3Q19.q * plane))
+                and plane <= MAX_PLANE and not source.needs_wide_offsets(D3Q19.q * plane))
 
     def stream_collide_two_steps(self, f_src, f_dst, flags, rho, ux, uy, uz, layers, p,
                                  store_macro) -> None:
@@ -383,7 +383,7 @@ class D3Q19Kernels:
         self._load(rho.dtype, f_src.dtype)
         if wide_offsets(f_src):
             raise ValueError(f"the two-step D3Q19 kernel takes arrays of at most "
-                             f"{source.D3Q19_FLAT_LIMIT} elements (f {f_src.shape})")
+                             f"{source.FLAT_LIMIT} elements (f {f_src.shape})")
         if k0 == k1:
             return
         if (rho.dtype, f_src.dtype) not in self.fused_pairs:

@@ -56,7 +56,7 @@ def wide_offsets(f: Any) -> bool:
     if plane > MAX_PLANE:
         raise ValueError(f"D3Q19 population arrays of {plane} cells exceed the kernels' 32-bit "
                          f"cell offsets ({MAX_PLANE} cells); split the domain over more slabs")
-    return source.d3q19_wide_offsets(D3Q19.q * plane)
+    return source.needs_wide_offsets(D3Q19.q * plane)
 
 
 @functools.cache

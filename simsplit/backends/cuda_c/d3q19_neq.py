@@ -86,7 +86,7 @@ class D3Q19NeqKernels:
         nx, k0, k1 = (int(args[n]) for n in (7, 13, 14))
         i0, i1 = columns
         if (self.tile and (i0, i1) == (1, nx + 1)
-                and not source.d3q19_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])):
+                and not source.needs_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])):
             grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
             kern = self._kernels[neq_tiles.d3q19_neq_tile_name(self.tile, store_macro, forced)]
             with self._dev:

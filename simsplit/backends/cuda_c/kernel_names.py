@@ -11,9 +11,9 @@ from simsplit.backends.cuda_c.source import (
     CTYPES,
     D3Q19_BODIES_OPEN,
     D3Q19_NEQ_INDEX,
-    D3Q19_OFFSETS,
     NEQ_CTYPE,
     NEQ_STRESS_CTYPE,
+    OFFSET_TYPES,
     STORAGE_CTYPES,
     STORAGE_PAIRS,
     d3q19_fused_built,
@@ -67,10 +67,10 @@ def d3q19_stream_collide_name(dtype: np.dtype | type, storage: np.dtype | type,
                               store_macro: bool, forced: bool, wide: bool = False) -> str:
     """D3Q19 stream-collide for arithmetic ``dtype`` and population storage ``storage``;
     ``forced``: with the body-force (Guo) terms, compiled out of the unforced kernel; ``wide``:
-    64-bit element offsets (:func:`d3q19_wide_offsets`)."""
+    64-bit element offsets (:func:`needs_wide_offsets`)."""
     _check_storage_pair("D3Q19", dtype, storage)
     return (f"d3q19_stream_collide<{_ctype(dtype)}, {_storage_ctype(storage)}, "
-            f"{_cbool(store_macro)}, {_cbool(forced)}, {D3Q19_OFFSETS[bool(wide)]}>")
+            f"{_cbool(store_macro)}, {_cbool(forced)}, {OFFSET_TYPES[bool(wide)]}>")
 
 
 def d3q19_aa_name(dtype: np.dtype | type, storage: np.dtype | type, store_macro: bool,
@@ -104,7 +104,7 @@ def d3q19_bodies_name(dtype: np.dtype | type, storage: np.dtype | type, store_ma
         raise ValueError(f"open_faces must be one of {D3Q19_BODIES_OPEN}, not {open_faces!r}")
     name = d3q19_stream_collide_name(dtype, storage, store_macro, forced, False)
     return name.replace("d3q19_stream_collide<", "d3q19_stream_collide_bodies<").replace(
-        f", {D3Q19_OFFSETS[False]}>", f", BODIES_{open_faces.upper()}>")
+        f", {OFFSET_TYPES[False]}>", f", BODIES_{open_faces.upper()}>")
 
 
 def _halo_args(lattice: str, dtype: np.dtype | type, stress: bool = False) -> str:
@@ -149,10 +149,11 @@ def link_force_sums_neq_name(dim: int, stress: bool = False) -> str:
     return f"link_force_sums_neq<{'D2Q9' if dim == 2 else 'D3Q19'}{_stress_arg(stress)}>"
 
 
-def d2q9_neq_name(store_macro: bool, stress: bool = False) -> str:
+def d2q9_neq_name(store_macro: bool, stress: bool = False, wide: bool = False) -> str:
     """The D2Q9 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
-    kernels/d2q9.cu)."""
-    return f"d2q9_stream_collide_neq<{_cbool(store_macro)}{_stress_arg(stress)}>"
+    kernels/d2q9.cu); ``wide``: 64-bit element offsets (:func:`source.needs_wide_offsets`)."""
+    return (f"d2q9_stream_collide_neq<{_cbool(store_macro)}, {OFFSET_TYPES[bool(wide)]}"
+            f"{_stress_arg(stress)}>")
 
 
 def d2q9_neq_open_name(store_macro: bool, stress: bool = False) -> str:
@@ -165,7 +166,7 @@ def d2q9_neq_open_name(store_macro: bool, stress: bool = False) -> str:
 def d2q9_neq_expressions(stress: bool = False) -> list[str]:
     """The D2Q9 records' pull kernels (box and open rules) and halo kernels (``stress``:
     neq16s's, a module of their own; neq16's are in the D2Q9 module)."""
-    return [*(d2q9_neq_name(s, stress) for s in (False, True)),
+    return [*(d2q9_neq_name(s, stress, w) for s, w in itertools.product((False, True), repeat=2)),
             *(d2q9_neq_open_name(s, stress) for s in (False, True)),
             pack_name("D2Q9", NEQ16_DTYPE, stress), unpack_name("D2Q9", NEQ16_DTYPE, stress)]
 

@@ -369,9 +369,10 @@ def kernel_source(name: str) -> str:
     return expand_includes(name)
 
 
-#: array holds at most D3Q19_FLAT_LIMIT elements (an address is then one multiply-add), else 64
-D3Q19_OFFSETS = {False: "lbm::offset_t", True: "lbm::index_t"}
-D3Q19_FLAT_LIMIT = 2**32
+#: the kernels' element offsets (key: wide): 32-bit where an array of populations or records
+#: holds at most FLAT_LIMIT elements (an address is then one multiply-add), else 64-bit
+OFFSET_TYPES = {False: "lbm::offset_t", True: "lbm::index_t"}
+FLAT_LIMIT = 2**32
 
 
 #: the D3Q19 records box kernel's index types (kernels/neq_records.cuh): 32-bit offsets from
@@ -387,15 +388,15 @@ def d3q19_records_index(slots: int, plane: int) -> str:
     """The D3Q19 records box kernel's index type (a key of :data:`D3Q19_NEQ_INDEX`) for an
     array of ``slots`` slot planes ``plane`` elements apart: two halves of 32-bit offsets where
     each half fits them, else 64-bit offsets."""
-    if max(NEQ_HALVES_SPLIT, slots - NEQ_HALVES_SPLIT) * plane <= D3Q19_FLAT_LIMIT:
+    if max(NEQ_HALVES_SPLIT, slots - NEQ_HALVES_SPLIT) * plane <= FLAT_LIMIT:
         return "halves"
     return "wide"
 
 
-def d3q19_wide_offsets(elements: int) -> bool:
-    """Whether a D3Q19 population array of ``elements`` elements (all planes, padding
-    included) needs the kernels with 64-bit element offsets."""
-    return elements > D3Q19_FLAT_LIMIT
+def needs_wide_offsets(elements: int) -> bool:
+    """Whether an array of populations or records of ``elements`` elements (all planes,
+    padding included) needs the kernels with 64-bit element offsets."""
+    return elements > FLAT_LIMIT
 
 
 def d3q19_takes_x2(dtype: np.dtype | type, storage: np.dtype | type) -> bool:

@@ -37,7 +37,7 @@ template <typename L> __device__ __forceinline__ constexpr int slot_u() { return
 // Addressing of a record array by 32-bit offsets from two bases: slots below HALVES_SPLIT from the
 // array's start, the others from a second base pointer. It reaches arrays whose elements outnumber
 // 32-bit offsets while each part fits them (a slab of up to about 560^3 cells on neq16s's stress-
-// kept records, 620^3 on neq16's), and it is the box kernel's addressing wherever it fits
+// kept records, 620^3 on neq16's), and it is the D3Q19 box kernel's addressing wherever it fits
 // (source.d3q19_records_index). The kernel takes both arrays' second bases as parameters; reads go
 // through `read_hi`, writes through `write_hi` (a kernel reads one array and writes another).
 // Measured (nvcc 13.0, sm_90, the box kernel without stores of rho and u): with 64-bit offsets it

@@ -304,9 +304,8 @@ class D3Q19Kernels:
             self._stream_collide_bodies(f_src, f_dst, flags, macro, k0, k1, p, store_macro,
                                         inlet, links, outlet_slots, open_faces, far, columns)
             return
-        index = source.d3q19_records_index(f_src.shape[0], element_strides(f_src)[0])
         records.stream_collide(self._collide_args(f_src, f_dst, flags, macro, k0, k1, p), f_src,
-                               bool(store_macro), p.forced, index, ny, columns)
+                               bool(store_macro), p.forced, ny, columns)
 
     def _stream_collide_bodies(self, f_src, f_dst, flags, macro, k0: int, k1: int,
                                p: D3Q19Params, store_macro: bool, inlet, links,

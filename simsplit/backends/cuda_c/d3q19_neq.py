@@ -70,12 +70,12 @@ class D3Q19NeqKernels:
         return self._kernels[name]
 
     def stream_collide(self, args: tuple[Any, ...], f_src: Any, store_macro: bool,
-                       forced: bool, index: str, ny: int, columns: tuple[int, int]) -> None:
+                       forced: bool, ny: int, columns: tuple[int, int]) -> None:
         """One pull step: ``args`` as d3q19_stream_collide takes them (float32 rho/u and
         parameters), on ``ny`` rows and the 1-based interior ``columns`` ``[i0, i1)``, with the
-        records' ``index`` type (:func:`source.d3q19_records_index`). The tiled candidate takes
-        whole planes of arrays within 32-bit offsets only; a part of them (a slab's column span
-        beside bodies or open faces) runs on the production kernel (the same bits)."""
+        index type :func:`source.d3q19_records_index` picks for ``f_src``. The tiled candidate
+        takes whole planes of arrays within 32-bit offsets only; a part of them (a slab's column
+        span beside bodies or open faces) runs on the production kernel (the same bits)."""
         if f_src.dtype != NEQ16_DTYPE or f_src.shape[0] != record_slots(D3Q19.q, self.stress):
             raise ValueError(f"neq16{'s' if self.stress else ''} records expected, got "
                              f"{f_src.dtype} {f_src.shape}")
@@ -85,14 +85,16 @@ class D3Q19NeqKernels:
         check_launch_device(self.device)
         nx, k0, k1 = (int(args[n]) for n in (7, 13, 14))
         i0, i1 = columns
+        slots, plane = f_src.shape[0], element_strides(f_src)[0]
         if (self.tile and (i0, i1) == (1, nx + 1)
-                and not source.needs_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])):
+                and not source.needs_wide_offsets(slots * plane)):
             grid, threads, shared = neq_tiles.d3q19_neq_tile_launch(self.tile, nx, ny, k1 - k0)
             kern = self._kernels[neq_tiles.d3q19_neq_tile_name(self.tile, store_macro, forced)]
             with self._dev:
                 kern(grid, (threads,), (*args, np.int32(neq_tiles.D3Q19_NEQ_TILE_RUN)),
                      shared_mem=shared)
             return
+        index = source.d3q19_records_index(slots, plane)
         kern = self._kernels[kernel_names.d3q19_neq_name(store_macro, forced, index, self.stress)]
         threads = source.BLOCK_X if (i0, i1) == (1, nx + 1) else source.span_block(
             i1 - i0, source.SPAN_BLOCK_X)

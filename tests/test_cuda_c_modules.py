@@ -377,7 +377,7 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")
     mod.D2Q9Kernels(0).stream_collide(f, g, flags, *macro, (1, 9), params, True,
                                       open_rules=False)
-    assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    assert launches[-1] == "d2q9_stream_collide_neq<true, lbm::offset_t>"
     # a slab with open rules (here an inlet's speeds): the kernel with every rule, on records
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
                            inlet=np.zeros(10, np.float32), columns=(2, 5))
@@ -391,8 +391,14 @@ def test_d2q9_launches_records_kernels(cuda_c_d3q19, monkeypatch) -> None:
     # (production's, not the whole-row tiled default), the geometry's arrays not passed on
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
                            inlet=np.zeros(10, np.float32), open_rules=False, columns=(2, 5))
-    assert launches[-1] == "d2q9_stream_collide_neq<false>"
+    assert launches[-1] == "d2q9_stream_collide_neq<false, lbm::offset_t>"
     assert [int(a) for a in _Kernel.last_args[-2:]] == [2, 5]
+    # records beyond 32-bit offsets (the limit lowered for this small slab): 64-bit offsets
+    with monkeypatch.context() as m:
+        m.setattr(mod.source, "FLAT_LIMIT", f.size - 1)
+        kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
+                               inlet=np.zeros(10, np.float32), open_rules=False, columns=(2, 5))
+    assert launches[-1] == "d2q9_stream_collide_neq<false, lbm::index_t>"
     with pytest.raises(ValueError, match="columns"):
         kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False, open_rules=False,
                                columns=(0, 5))
@@ -442,7 +448,7 @@ def test_d2q9_neq16s_records_module_compiled_when_prepared(cuda_c_d3q19, monkeyp
     assert len(compiled) == 2
     assert set(kernel_names.d2q9_neq_expressions(stress=True)) <= set(kernels.registers)
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, True, open_rules=False)
-    assert launches[-1] == "d2q9_stream_collide_neq<true, neq::srec>"
+    assert launches[-1] == "d2q9_stream_collide_neq<true, lbm::offset_t, neq::srec>"
     kernels.stream_collide(f, g, flags, *macro, (1, 9), params, False,
                            inlet=np.zeros(10, np.float32), columns=(2, 5))
     assert launches[-1] == "d2q9_stream_collide<float, neq::srec, false, true>"
@@ -483,7 +489,7 @@ def test_d2q9_neq16_tile_candidate(cuda_c_d3q19, monkeypatch) -> None:
     kernels = mod.D2Q9Kernels(0)
     assert kernels.tile is None and len(compiled) == 1
     kernels.stream_collide(f, g, flags, *macro, (1, 201), params, True, open_rules=False)
-    assert launches[-1] == "d2q9_stream_collide_neq<true>"
+    assert launches[-1] == "d2q9_stream_collide_neq<true, lbm::offset_t>"
     monkeypatch.delenv(neq_tiles.NEQ_TILE_ENV)
     kernels = mod.D2Q9Kernels(0)
     assert kernels.tile == "strip128f" == neq_tiles.D2Q9_NEQ_TILE_DEFAULT and len(compiled) == 1

@@ -133,6 +133,23 @@ def test_neq16_gpu_equals_cpu_and_splits(backend: str, flow: str, storage: str) 
 
 
 @pytest.mark.parametrize("backend", [_gpu_param("cupy")])
+@pytest.mark.parametrize("flow, storage", [("cavity", "neq16s"), ("bodies", "neq16")])
+def test_neq16_wide_offsets_equal_cpu(backend: str, flow: str, storage: str,
+                                      monkeypatch) -> None:
+    """The records' box kernel with 64-bit element offsets (taken beyond 2^32 elements; here
+    the limit is lowered to none): the CPU's records bit for bit on 1 and 2 slabs (the bodies'
+    slabs run it on their column spans)."""
+    from simsplit.backends.cuda_c import source
+
+    monkeypatch.setattr(source, "FLAT_LIMIT", 0)
+    monkeypatch.setenv(neq_tiles.NEQ_TILE_ENV, "production")  # plain records' whole rows too
+    want = _run("cpu", flow, storage, 2)
+    for n in (1, 2):
+        for a, b in zip(_run(backend, flow, storage, n), want, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", [_gpu_param("cupy")])
 @pytest.mark.parametrize("tile", sorted(neq_tiles.D2Q9_NEQ_TILES))
 def test_neq16_tile_candidates_equal_production(backend: str, tile: str, monkeypatch) -> None:
     """The tiled candidates of the D2Q9 neq16 box kernel (kernels/d2q9_neq_tile.cuh, taken

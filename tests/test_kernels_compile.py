@@ -479,7 +479,7 @@ HALO(lbm::e4m11, halo_e4m11)
 #: the D2Q9 records' pull kernel (kernels/d2q9.cu), float32: neq2 on neq16's records, neq2s
 #: on neq16s's stress-kept ones
 _EMULATION_LAUNCHER_NEQ_2D = """
-template <typename S>
+template <typename S, typename P>
 static void neq2_run(const void* fs, void* fd, const flag* fl, float* rr, float* uu, float* vv,
                      int nx, int ny, long long pitch, long long plane, int j0, int j1, double op,
                      double om, double lid, double fx, double fy, int px, int store, int i0,
@@ -487,18 +487,20 @@ static void neq2_run(const void* fs, void* fd, const flag* fl, float* rr, float*
     auto s = static_cast<const S*>(fs);
     auto d = static_cast<S*>(fd);
     launch((i1 - i0 + SIMSPLIT_BLOCK_X - 1) / SIMSPLIT_BLOCK_X, j1 - j0, 1, [&] {
-        if (store) d2q9_stream_collide_neq<true, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane,
+        if (store) d2q9_stream_collide_neq<true, P, S>(s, d, fl, rr, uu, vv, nx, ny, pitch,
+            plane, j0, j1, float(op), float(om), float(lid), float(fx), float(fy), px, i0, i1);
+        else d2q9_stream_collide_neq<false, P, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane,
             j0, j1, float(op), float(om), float(lid), float(fx), float(fy), px, i0, i1);
-        else d2q9_stream_collide_neq<false, S>(s, d, fl, rr, uu, vv, nx, ny, pitch, plane, j0,
-            j1, float(op), float(om), float(lid), float(fx), float(fy), px, i0, i1);
     });
 }
 #define NEQ2(S, NAME) extern "C" void NAME(const void* fs, void* fd, const flag* fl, \\
     float* rr, float* uu, float* vv, int nx, int ny, long long pitch, long long plane, int j0, \\
     int j1, double op, double om, double lid, double fx, double fy, int px, int store, int i0, \\
-    int i1) { \\
-    neq2_run<S>(fs, fd, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1, op, om, lid, fx, fy, px, \\
-                store, i0, i1); }
+    int i1, int wide) { \\
+    if (wide) neq2_run<S, lbm::index_t>(fs, fd, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1, \\
+                                        op, om, lid, fx, fy, px, store, i0, i1); \\
+    else neq2_run<S, lbm::offset_t>(fs, fd, fl, rr, uu, vv, nx, ny, pitch, plane, j0, j1, op, \\
+                                    om, lid, fx, fy, px, store, i0, i1); }
 NEQ2(unsigned short, neq2)
 NEQ2(neq::srec, neq2s)
 """
@@ -581,8 +583,9 @@ def _emulated_collide(lib, dtype, f_src, f_dst, flags, macro, rows, p, store, gr
 
 
 def _emulated_records_2d(lib, storage, f_src, f_dst, flags, macro, rows, p, store,
-                         columns) -> None:
-    """One launch of the emulated D2Q9 records' box kernel (neq2, neq2s) on ``columns``."""
+                         columns, wide: bool = False) -> None:
+    """One launch of the emulated D2Q9 records' box kernel (neq2, neq2s) on ``columns``
+    (``wide``: with 64-bit element offsets)."""
     import ctypes
 
     from simsplit.backends.layout import field_strides
@@ -595,7 +598,8 @@ def _emulated_records_2d(lib, storage, f_src, f_dst, flags, macro, rows, p, stor
         *map(ctypes.c_int, rows),
         *map(ctypes.c_double, (p.omega_plus, p.omega_minus, p.lid_velocity, p.force_x,
                                p.force_y)),
-        ctypes.c_int(int(p.periodic_x)), ctypes.c_int(int(store)), *map(ctypes.c_int, columns))
+        ctypes.c_int(int(p.periodic_x)), ctypes.c_int(int(store)), *map(ctypes.c_int, columns),
+        ctypes.c_int(int(wide)))
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
@@ -1932,8 +1936,8 @@ def test_emulated_d3q19_neq16_records_match_cpu(emulated_3d, periodic, forced, s
 def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic, storage) -> None:
     """run.storage neq16 (and neq16s: the kernel on neq::srec) in 2D: the CUDA C records
     kernel (d2q9.cu d2q9_stream_collide_neq) writes the CPU kernel's records and rho/u bit for
-    bit, packed and padded rows, solid cells inside, the lid, a body force, periodic x or
-    walls."""
+    bit, packed rows with 64-bit element offsets and padded rows with 32-bit ones, solid cells
+    inside, the lid, a body force, periodic x or walls."""
     from simsplit.backends.cpu import CPUBackend
     from simsplit.fluid.block import D2Q9Block, Face
     from simsplit.numerics import flags as fl
@@ -1964,7 +1968,7 @@ def test_emulated_d2q9_neq16_records_match_cpu(emulated, periodic, storage) -> N
         for rows, store in (((1, 4), True), ((4, ny + 1), True), ((1, ny + 1), False)):
             out = macro if store else [np.zeros((ny, nx), np.float32) for _ in range(3)]
             _emulated_records_2d(emulated, storage, src, dst, flg, out, rows, params, store,
-                                 (1, nx + 1))
+                                 (1, nx + 1), wide=not padded)
             assert store or not any(a.any() for a in out)
         np.testing.assert_array_equal(dst[interior], cpu_dst[interior])
         for got, want in zip(macro, cpu_macro, strict=True):

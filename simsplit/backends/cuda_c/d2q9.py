@@ -126,9 +126,11 @@ class D2Q9Kernels:
                           for st in stored}
             self._unpack = {st: module.get_function(kernel_names.unpack_name("D2Q9", st))
                             for st in stored}
-            #: (store_macro, stress) -> the records' box kernel, and with every rule
-            self._records = {(s, False): module.get_function(kernel_names.d2q9_neq_name(s))
-                             for s in (False, True)}
+            #: (store_macro, stress, wide) -> the records' box kernel; (store_macro, stress)
+            #: -> with every rule
+            self._records = {(s, False, w): module.get_function(
+                kernel_names.d2q9_neq_name(s, False, w)) for s in (False, True)
+                for w in (False, True)}
             self._records_open = {(s, False): module.get_function(
                 kernel_names.d2q9_neq_open_name(s)) for s in (False, True)}
             #: the tiled candidate the neq16 box steps take (None: d2q9_stream_collide_neq)
@@ -181,7 +183,9 @@ class D2Q9Kernels:
         module = _stress_module(self.device)
         with self._dev:
             for s in (False, True):
-                self._records[(s, True)] = module.get_function(kernel_names.d2q9_neq_name(s, True))
+                for w in (False, True):
+                    self._records[(s, True, w)] = module.get_function(
+                        kernel_names.d2q9_neq_name(s, True, w))
                 self._records_open[(s, True)] = module.get_function(
                     kernel_names.d2q9_neq_open_name(s, True))
             self._pack[STRESS_RECORDS] = module.get_function(
@@ -331,7 +335,8 @@ class D2Q9Kernels:
             return
         check_launch_device(self.device)
         stress = self._stress(f_src)
-        name = kernel_names.d2q9_neq_name(bool(store_macro), stress)
+        wide = source.needs_wide_offsets(f_src.shape[0] * element_strides(f_src)[0])
+        name = kernel_names.d2q9_neq_name(bool(store_macro), stress, wide)
         threads = source.span_block(i1 - i0, source.BLOCK_X)
         rows_y = min(j1 - j0, source.MAX_GRID_Y)
         grid = (_grid_x(i1 - i0, threads), rows_y, (j1 - j0 + rows_y - 1) // rows_y)
@@ -348,7 +353,7 @@ class D2Q9Kernels:
                 self._run(name, (f_src, f_dst),
                           lambda: tile(grid, (threads,), args, shared_mem=shared))
             return
-        kern = self._records[(bool(store_macro), stress)]
+        kern = self._records[(bool(store_macro), stress, wide)]
         args = (*args, np.int32(i0), np.int32(i1))
         with self._dev:
             self._run(name, (f_src, f_dst), lambda: kern(grid, (threads,), args))

@@ -149,10 +149,11 @@ def link_force_sums_neq_name(dim: int, stress: bool = False) -> str:
     return f"link_force_sums_neq<{'D2Q9' if dim == 2 else 'D3Q19'}{_stress_arg(stress)}>"
 
 
-def d2q9_neq_name(store_macro: bool, stress: bool = False) -> str:
+def d2q9_neq_name(store_macro: bool, stress: bool = False, wide: bool = False) -> str:
     """The D2Q9 pull kernel on neq16 records (``stress``: neq16s's; float32 arithmetic,
-    kernels/d2q9.cu)."""
-    return f"d2q9_stream_collide_neq<{_cbool(store_macro)}{_stress_arg(stress)}>"
+    kernels/d2q9.cu); ``wide``: 64-bit element offsets (:func:`source.needs_wide_offsets`)."""
+    return (f"d2q9_stream_collide_neq<{_cbool(store_macro)}, {OFFSET_TYPES[bool(wide)]}"
+            f"{_stress_arg(stress)}>")
 
 
 def d2q9_neq_open_name(store_macro: bool, stress: bool = False) -> str:
@@ -165,7 +166,7 @@ def d2q9_neq_open_name(store_macro: bool, stress: bool = False) -> str:
 def d2q9_neq_expressions(stress: bool = False) -> list[str]:
     """The D2Q9 records' pull kernels (box and open rules) and halo kernels (``stress``:
     neq16s's, a module of their own; neq16's are in the D2Q9 module)."""
-    return [*(d2q9_neq_name(s, stress) for s in (False, True)),
+    return [*(d2q9_neq_name(s, stress, w) for s, w in itertools.product((False, True), repeat=2)),
             *(d2q9_neq_open_name(s, stress) for s in (False, True)),
             pack_name("D2Q9", NEQ16_DTYPE, stress), unpack_name("D2Q9", NEQ16_DTYPE, stress)]
 

@@ -17,13 +17,13 @@ from simsplit.errors import CaseError
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9_C, D2Q9_SPECULAR, D3Q19, specular_table
 from tests.conftest import fluid_case, mpirun, needs_mpiexec
-from tests.test_kernels_compile import (  # noqa: F401  (module fixtures: the emulations)
+from tests.test_kernels_compile import (
     PAIRS,
     _data,
+    _emulation_3d,
     _padded_copy,
     _ptr,
     _same_bits,
-    emulated_3d,
 )
 
 FORCE = 1e-5
@@ -223,6 +223,12 @@ def test_slip_slabs_take_the_bodies_kernel_with_the_slip_rule() -> None:
     assert source.d3q19_bodies_open(0, 0) == "walls"
 
 
+@pytest.fixture(scope="module")
+def emulated_bodies_3d(tmp_path_factory):
+    """d3q19.cu as host C++ with the bodies kernel's launchers only (the slip rule's)."""
+    return _emulation_3d(tmp_path_factory, 1, parts=("BODIES",))
+
+
 @pytest.mark.parametrize("precision, storage", PAIRS)
 @pytest.mark.parametrize("x_kinds, faces, periodic_x", [
     (("wall", "wall"), ("SLIP", "HALO"), False),
@@ -230,7 +236,7 @@ def test_slip_slabs_take_the_bodies_kernel_with_the_slip_rule() -> None:
     (("slip", "outlet"), ("SLIP", "SLIP"), False),
     (("inlet", "slip"), ("HALO", "HALO"), False)])
 @pytest.mark.parametrize("padded", [False, True])
-def test_emulated_d3q19_slip_matches_cpu(emulated_3d, precision, storage, x_kinds,  # noqa: F811
+def test_emulated_d3q19_slip_matches_cpu(emulated_bodies_3d, precision, storage, x_kinds,
                                          faces, periodic_x, padded) -> None:
     """D3Q19 free-slip y faces and z faces (the slab's ghost planes at the domain's ends; halo
     faces beside them), x faces walls, periodic, slip, an inlet or an outlet, a body touching
@@ -267,7 +273,7 @@ def test_emulated_d3q19_slip_matches_cpu(emulated_3d, precision, storage, x_kind
     f_src = full
     if padded:
         f_src, flags = _padded_copy(full), _padded_copy(flags)
-    fn = getattr(emulated_3d, f"bodies3_{block.dtype.name}_{block.storage.name}")
+    fn = getattr(emulated_bodies_3d, f"bodies3_{block.dtype.name}_{block.storage.name}")
     c_int, c_dbl = ctypes.c_int, ctypes.c_double
     variant = source.d3q19_bodies_open(block.open_faces, params.outlet_kind)
     emu_dst = _padded_copy(np.zeros_like(full)) if padded else np.zeros_like(full)

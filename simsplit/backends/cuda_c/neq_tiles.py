@@ -44,12 +44,14 @@ NEQ_TILE_ENV = "SIMSPLIT_NEQ16_TILE"
 #: scripts/tune_neq16.py on an H200 (2026-12-05, raw
 #: benchmarks/logs/tune_neq16_h200_2026-12-05.log).
 #: D3Q19 keeps production: tile32x8f, the fastest candidate, gains 7 % at 512^3 (9,571 against
-#: 8,957 MLUPS) but loses 9 % at 256^3 (8,193 against 8,976). D2Q9 takes strip128f, ahead at
-#: both sizes timed: 21,940 against 18,993 MLUPS at 8192^2, 19,321 against 18,628 at 4096^2;
-#: the solver at 8192^2 on an H200 (2026-12-06) ran 22,508 against production's 19,731, its
-#: GPU tests (== CPU on 1-3 slabs, each candidate == production) passing
+#: 8,957 MLUPS) but loses 9 % at 256^3 (8,193 against 8,976). D2Q9 took strip128f on
+#: 2026-12-06 (the solver at 8192^2 on an H200: 22,508 against production's 19,731) until the
+#: production kernel took 32-bit offsets (646ee8c); since then production is ahead: 24,440 /
+#: 24,437 against strip128f's 22,245 / 22,223 MLUPS, the solver at 8192^2 on an H100
+#: alternating twice (2026-12-07, STAGES=neq2d, raw
+#: benchmarks/logs/neq2d_h100_2026-12-07.log; the GPU tests of both passed)
 D3Q19_NEQ_TILE_DEFAULT: str | None = None
-D2Q9_NEQ_TILE_DEFAULT: str | None = "strip128f"
+D2Q9_NEQ_TILE_DEFAULT: str | None = None
 
 
 def neq_tile_from_env(tiles: Mapping[str, tuple], env: Mapping[str, str] | None = None, *,

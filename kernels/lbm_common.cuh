@@ -302,6 +302,8 @@ __device__ __forceinline__ bits16<F> read_only(const bits16<F>* p)
 
 template <typename A, typename B> struct same_type { static constexpr bool value = false; };
 template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+// A compile-time int as a value (a tag argument that picks a code path in a generic lambda).
+template <int V> struct constant { static constexpr int value = V; };
 
 template <typename S> struct storage_scale { static constexpr double value = 1.0; };
 template <> struct storage_scale<half16> { static constexpr double value = SIMSPLIT_FP16_SCALE; };
@@ -424,6 +426,7 @@ template <typename S, typename P> struct vector_pair {
     __device__ __forceinline__ static S get(P p, int c) { return c ? p.y : p.x; }
     __device__ __forceinline__ static P make(S a, S b) { return P{a, b}; }
     __device__ __forceinline__ static P with_first(P p, S a) { return P{a, p.y}; }
+    __device__ __forceinline__ static P with_second(P p, S b) { return P{p.x, b}; }
     __device__ __forceinline__ static P middle(P lo, P hi) { return P{lo.y, hi.x}; }
 };
 template <typename S> struct pair_of;
@@ -442,6 +445,11 @@ template <int F> struct pair_of<bits16<F>> {  // one 32-bit word, the lower addr
     __device__ __forceinline__ static unsigned int with_first(unsigned int p, bits16<F> a)
     {
         return (p & 0xFFFF0000u) | a.bits;
+    }
+    // one PRMT (make(get(p, 0), b) took a mask and two)
+    __device__ __forceinline__ static unsigned int with_second(unsigned int p, bits16<F> b)
+    {
+        return __byte_perm(p, b.bits, 0x5410);  // bytes 0, 1 of p, then bytes 0, 1 of b
     }
     __device__ __forceinline__ static unsigned int middle(unsigned int lo, unsigned int hi)
     {
@@ -479,15 +487,15 @@ __device__ __forceinline__ pair_t<S> load_pair(const S* p, bool aligned)
     return pair_of<S>::middle(load_pair_word(p - 1), load_pair_word(p + 1));
 }
 
-// Elements a, b stored at p[0], p[1], p aligned to the pair. Through the store intrinsics: a
+// A pair stored at p[0], p[1], p aligned to the pair. Through the store intrinsics: a
 // plain assignment of a float2 or double2 compiles to two scalar stores (nvcc 13, sm_90).
 template <typename S>
-__device__ __forceinline__ void store_pair(S* p, S a, S b)
+__device__ __forceinline__ void store_pair(S* p, pair_t<S> v)
 {
 #ifdef SIMSPLIT_STREAMING_STORES
-    __stcs(reinterpret_cast<pair_t<S>*>(p), pair_of<S>::make(a, b));
+    __stcs(reinterpret_cast<pair_t<S>*>(p), v);
 #else
-    __stwb(reinterpret_cast<pair_t<S>*>(p), pair_of<S>::make(a, b));  // default write-back
+    __stwb(reinterpret_cast<pair_t<S>*>(p), v);  // default write-back
 #endif
 }
 

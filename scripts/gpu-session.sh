@@ -31,6 +31,10 @@
 #   fp16x2   D3Q19 fp16 storage, the two-cell pull kernel (d3q19_stream_collide_x2): its GPU
 #            tests (== one cell, == CPU, 1-3 slabs) and 512^3 MLUPS against the one-cell kernel
 #            alternating in one process (scripts/bench_fp16_x2.py; issue 25)
+#   x2ab     the fp16 two-cell kernel: production against its split-path builds at X2AB_SHAPES
+#            (and another tree's, X2AB_BASE: a folder of its kernel files), alternating
+#            (scripts/ab_fp16_x2.py), then the solver's fp16 512^3 MLUPS X2AB_BENCH times (2)
+#            (issue 25)
 #   neqtilebench  whole-run bench, production and the fastest candidate of the neqtile log
 #            (or NEQTILE_3D / NEQTILE_2D): D3Q19 512^3, D2Q9 8192^2 (SIMSPLIT_NEQ16_TILE)
 #   neqtiletests  GPU tests: each candidate == production on 1-3 slabs
@@ -368,6 +372,16 @@ if has fp16x2; then
     timeout 200 python3 -m pytest -o addopts=-ra -q -m gpu tests/test_d3q19_storage_gpu.py \
         -k "fp16 or two_cell" 2>&1 | quiet | tail -6 | tee "$OUT/fp16x2-tests.log"
     timeout 150 python3 scripts/bench_fp16_x2.py --kernels 2>&1 | quiet | tee "$OUT/bench-fp16x2.log"
+fi
+if has x2ab; then
+    note "issue 25: the fp16 two-cell kernel, production against split paths"
+    timeout 300 python3 scripts/ab_fp16_x2.py ${X2AB_BASE:+--base "$X2AB_BASE"} \
+        ${X2AB_SHAPES:+--shapes "$X2AB_SHAPES"} 2>&1 | quiet | tee "$OUT/x2ab.log"
+    for r in $(seq "${X2AB_BENCH:-2}"); do
+        timeout 60 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+            --repeats 3 --no-graph --storage float16 2>&1 | quiet | grep -E "^cupy" \
+            | tee -a "$OUT/x2ab.log"
+    done
 fi
 if has neqtilebench; then
     # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)

@@ -1237,6 +1237,14 @@ def emulated_3d_pairs(tmp_path_factory):
     return _emulation_3d(tmp_path_factory, 2, parts=("COLLIDE",))
 
 
+@pytest.fixture(scope="module")
+def emulated_3d_split_pairs(tmp_path_factory):
+    """The two-cell kernel with its vector and scalar paths as separate code
+    (SIMSPLIT_D3Q19_X2_SPLIT_PATHS, a tuning option production leaves off)."""
+    return _emulation_3d(tmp_path_factory, 2, "SIMSPLIT_D3Q19_X2_SPLIT_PATHS=1",
+                         parts=("COLLIDE",))
+
+
 def test_d3q19_instantiations_cover_storage() -> None:
     """Every run.storage choice has its kernel (and halo kernels for its storage type);
     neq16 records their own (float32 arithmetic), neq16s's stress-kept records theirs."""
@@ -1374,6 +1382,20 @@ def test_emulated_d3q19_pairs_match_cpu(emulated_3d_pairs, precision, storage, n
     misaligned = ctypes_int(emulated_3d_pairs, "simsplit_misaligned_loads")
     misaligned.value = 0
     _check_d3q19_against_cpu(emulated_3d_pairs, precision, storage, periodic, True, nx,
+                             obstacles, forced=not obstacles)
+    assert misaligned.value == 0
+
+
+@pytest.mark.parametrize("nx", [13, 14])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("obstacles", [False, True])
+def test_emulated_d3q19_split_pairs_match_cpu(emulated_3d_split_pairs, nx, periodic,
+                                              obstacles) -> None:
+    """The split-path build of the two-cell kernel, fp16 storage (the storage that takes
+    pairs): the same bits as the CPU, every vector access aligned."""
+    misaligned = ctypes_int(emulated_3d_split_pairs, "simsplit_misaligned_loads")
+    misaligned.value = 0
+    _check_d3q19_against_cpu(emulated_3d_split_pairs, "float32", "float16", periodic, True, nx,
                              obstacles, forced=not obstacles)
     assert misaligned.value == 0
 

@@ -64,6 +64,11 @@ BLOCK_X = 256
 #: with two cells (tune_d3q19_pairs_h200_2026-12-03.log).
 #: None: every storage one cell per thread
 D3Q19_X2_16BIT: tuple[int, int] | None = (64, 16)
+#: whether d3q19_stream_collide_x2 takes its vector and its scalar path as separate code
+#: (kernels/d3q19.cu SIMSPLIT_D3Q19_X2_SPLIT_PATHS; the same bits): 15.7 % fewer instructions
+#: executed, 2.2 % slower on an H100 where DRAM bounds fp16 pairs; off until an H200, where they
+#: are bound by instructions, times it (scripts/ab_fp16_x2.py)
+D3Q19_X2_SPLIT_PATHS = False
 #: threads per block of the D3Q19 two-lattice kernel with fp16 storage, launched from the same
 #: build as the others (__launch_bounds__ caps blocks, it does not fix them; 48 registers, so
 #: the same resident warps): 64 and 128 ran 1.5-4 % faster than 256 on an H200, where float32
@@ -251,6 +256,9 @@ def generated_header() -> str:
         "#endif",
         "#ifndef SIMSPLIT_D3Q19_X2_MIN_BLOCKS",
         f"#define SIMSPLIT_D3Q19_X2_MIN_BLOCKS {(D3Q19_X2_16BIT or (64, 16))[1]}",
+        "#endif",
+        "#ifndef SIMSPLIT_D3Q19_X2_SPLIT_PATHS",
+        f"#define SIMSPLIT_D3Q19_X2_SPLIT_PATHS {int(D3Q19_X2_SPLIT_PATHS)}",
         "#endif",
         "#ifndef SIMSPLIT_D3Q19_FUSED_TX",
         f"#define SIMSPLIT_D3Q19_FUSED_TX {D3Q19_FUSED_TILE[0]}",

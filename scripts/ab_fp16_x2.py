@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_d2q9 import copy_bandwidth, timed_launches  # noqa: E402
 from tune_d3q19_fp16 import (  # noqa: E402
     BYTES_PER_UPDATE,
+    build,
     check_one_step,
-    compile_options,
     fields,
     launch_one,
     one_step_name,
@@ -48,13 +48,9 @@ def build_x2(block: int, min_blocks: int, defines: tuple[str, ...] = (),
              files: dict[str, str] | None = None):
     """The fp16 two-cell kernel at ``block`` threads x ``min_blocks`` with ``defines``;
     ``files`` replace this tree's kernel files by name."""
-    code = source.expand_includes(
-        "d3q19.cu", {**(files or {}), source.GENERATED_HEADER: source.generated_header()})
     defines = (f"SIMSPLIT_D3Q19_X2_BLOCK_X={block}", f"SIMSPLIT_D3Q19_X2_MIN_BLOCKS={min_blocks}",
                *defines)
-    module = cupy.RawModule(code=code, options=compile_options(*defines),
-                            name_expressions=[X2_NAME])
-    return module.get_function(X2_NAME)
+    return build([X2_NAME], None, defines, files).get_function(X2_NAME)
 
 
 def main() -> None:

@@ -109,14 +109,15 @@ def compile_options(*defines: str) -> tuple[str, ...]:
     return (*source.COMPILE_OPTIONS, f"-arch=sm_{cc}", *(f"-D{d}" for d in defines))
 
 
-def build(names: list[str], block_x: int | None, defines: tuple[str, ...]) -> cupy.RawModule:
+def build(names: list[str], block_x: int | None, defines: tuple[str, ...],
+          files: dict[str, str] | None = None) -> cupy.RawModule:
     """d3q19.cu with ``defines``; ``block_x``: the header's SIMSPLIT_BLOCK_X (None: as built
-    for production)."""
+    for production); ``files``: kernel files that replace this tree's, by name."""
     header = source.generated_header()
     if block_x is not None:
         header = header.replace(f"#define SIMSPLIT_BLOCK_X {source.BLOCK_X}",
                                 f"#define SIMSPLIT_BLOCK_X {block_x}")
-    code = source.expand_includes("d3q19.cu", {source.GENERATED_HEADER: header})
+    code = source.expand_includes("d3q19.cu", {**(files or {}), source.GENERATED_HEADER: header})
     return cupy.RawModule(code=code, options=compile_options(*defines), name_expressions=names)
 
 

@@ -1,4 +1,5 @@
-"""CPU backend: NumPy storage and Numba ``@njit(parallel=True, cache=True)`` kernels."""
+"""CPU backend: NumPy storage and Numba kernels (``cache=True``): lattice Boltzmann kernels
+threaded as :mod:`.parts` makes them, MD kernels with ``prange``."""
 
 from __future__ import annotations
 

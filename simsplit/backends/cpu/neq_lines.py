@@ -12,8 +12,8 @@ part of the kept stress to each equilibrium on decode, and on encode first round
 the deviations into its slots, as the reference codec does. Arrays come as one argument per
 population or slot plane (``(plane, j, i)`` each): separate arrays, so that the vectoriser needs
 no overlap checks between the stores. Compiled like the row kernels (``cache=True``,
-``error_model="numpy"``, no fast-math), threaded and serial, under names that carry a hash of
-their source.
+``error_model="numpy"``, no fast-math, bodies of shares of rows with the no-alias promise:
+:mod:`.parts`), threaded and serial, under names that carry a hash of their source.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from simsplit.backends.cpu.neq_codec import (
     _stress_value_fast,
     _usq,
 )
+from simsplit.backends.cpu.parts import body_jit, over_threads
 from simsplit.numerics.flags import SOLID
 from simsplit.numerics.lattice import Lattice
 from simsplit.numerics.neq_storage import (
@@ -120,13 +121,13 @@ def _feq_src(lattice: Lattice, q: int) -> str:
 
 
 def _rows(indent: str, span: str) -> list[str]:
-    """The thread's rows of planes [a, b) x ``span`` (a pair of row bounds)."""
+    """Share ``part`` of ``parts`` of the rows of planes [a, b) x ``span`` (a pair of row
+    bounds; :mod:`.parts`)."""
     return [f"{indent}j0, j1 = {span}",
             f"{indent}rows = (b - a) * (j1 - j0)",
-            f"{indent}for t in numba.prange(threads):",
-            f"{indent}    for row in range(rows * t // threads, rows * (t + 1) // threads):",
-            f"{indent}        k = a + row // (j1 - j0)",
-            f"{indent}        j = j0 + row % (j1 - j0)"]
+            f"{indent}for row in range(rows * part // parts, rows * (part + 1) // parts):",
+            f"{indent}    k = a + row // (j1 - j0)",
+            f"{indent}    j = j0 + row % (j1 - j0)"]
 
 
 def _first_order(weights: np.ndarray, values: list[str], ind: str) -> list[str]:
@@ -143,11 +144,11 @@ def _decode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:
     rec = [f"s{s}" for s in range(ns)]
     out = [f"f{q}" for q in range(nq)]
     cell = "[k, j, i]"
-    ind = "                "
-    lines = [f"def {name}({', '.join(rec + out)}, a, b, off, threads):",
+    ind = "            "
+    lines = [f"def {name}({', '.join(rec + out)}, a, b, off, part, parts):",
              "    nx = s0.shape[2]",
              *_rows("    ", "0, s0.shape[1]"),
-             "            for i in range(np.uint64(0), np.uint64(nx)):",
+             "        for i in range(np.uint64(0), np.uint64(nx)):",
              f"{ind}rho = _rho_fast(s{nq + 1}{cell})",
              f"{ind}ux = f32_from_halves(s{nq + 2}{cell}, s{nq + 3}{cell})",
              f"{ind}uy = f32_from_halves(s{nq + 4}{cell}, s{nq + 5}{cell})",
@@ -180,12 +181,12 @@ def _encode_source(lattice: Lattice, name: str, stress: bool) -> list[str]:
     rec = [f"s{s}" for s in range(ns)]
     post = [f"f{q}" for q in range(nq)]
     cell = "[k, j, i]"
-    ind = "                "
-    lines = [f"def {name}(flags, {', '.join(post + rec)}, a, b, off, j0_, j1_, threads):",
+    ind = "            "
+    lines = [f"def {name}(flags, {', '.join(post + rec)}, a, b, off, j0_, j1_, part, parts):",
              "    nx = s0.shape[2] - 1",
              "    one = np.float32(1.0)",
              *_rows("    ", "j0_, j1_"),
-             "            for i in range(np.uint64(1), np.uint64(nx)):",
+             "        for i in range(np.uint64(1), np.uint64(nx)):",
              f"{ind}r = np.float32(0.0)",
              f"{ind}jx = np.float32(0.0)",
              f"{ind}jy = np.float32(0.0)",
@@ -264,16 +265,13 @@ def _compile(lattice: Lattice, stress: bool) -> dict[str, Any]:
            "_stress_value_fast": _stress_value_fast,
            "f32_from_halves": fast16.f32_from_halves, "half_from_fast": fast16.half_from_fast,
            "__name__": __name__}
+    text = source.replace(f"_{tag}(", f"_{tag}_{digest}_part(")
+    exec(compile(text, sys.modules[__name__].__file__, "exec"), env)  # noqa: S102
+    jit = body_jit(no_alias=True, error_model="numpy")
     built = {}
-    for serial in (False, True):
-        name = f"_{'serial' if serial else 'threads'}_{digest}"
-        text = source.replace(f"_{tag}(", f"_{tag}{name}(")
-        exec(compile(text, sys.modules[__name__].__file__, "exec"), env)  # noqa: S102
-        for kind in ("decode", "encode"):
-            fn = env[f"{kind}_{tag}{name}"]
-            built[kind, serial] = numba.njit(parallel=not serial, cache=True,
-                                             error_model="numpy")(fn)
-            globals()[fn.__name__] = built[kind, serial]  # seen by jit_cache
+    for kind in ("decode", "encode"):
+        threaded, twin = over_threads(jit(env[f"{kind}_{tag}_{digest}_part"]))
+        built[kind, False], built[kind, True] = threaded, twin
     return built
 
 
@@ -288,14 +286,14 @@ def _built(slots: int) -> dict[str, Any]:
 def decode(rec: np.ndarray, out: np.ndarray, a: int, b: int, off: int, serial: bool) -> Any:
     """Planes [a, b) of records ``rec[slot, plane, j, i]`` (every row and column) into
     ``out[q, plane - off, j, i]``: (kernel, its arguments)."""
-    threads = 1 if serial else numba.get_num_threads()
-    return _built(rec.shape[0])["decode", serial], (*rec, *out, a, b, off, threads)
+    parts = 1 if serial else numba.get_num_threads()
+    return _built(rec.shape[0])["decode", serial], (*rec, *out, a, b, off, parts)
 
 
 def encode(post: np.ndarray, rec: np.ndarray, flags: np.ndarray, a: int, b: int, off: int,
            rows: tuple[int, int], serial: bool) -> Any:
     """The fluid cells of planes [a, b), ``rows``, columns 1 .. nx of records
     ``rec[slot, plane, j, i]`` from ``post[q, plane - off, j, i]``: (kernel, arguments)."""
-    threads = 1 if serial else numba.get_num_threads()
+    parts = 1 if serial else numba.get_num_threads()
     return _built(rec.shape[0])["encode", serial], (flags, *post, *rec, a, b, off, *rows,
-                                                     threads)
+                                                     parts)

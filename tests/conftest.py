@@ -222,13 +222,11 @@ def _cpu_row_kernels(request, monkeypatch):
     """The CPU lattice Boltzmann launchers run the scalar kernel on every cell (the same bits as
     the row kernels, which tests/test_cpu_rows.py checks), unless a test is marked
     ``cpu_rows``: each generated row kernel takes 10-25 s to compile, more than most tests run.
-    Scalar, row and two-step kernels run as their serial twins (the same compiled body as the
-    threaded builds, :mod:`simsplit.backends.cpu.parts`, without Numba's parallel passes,
-    which add compile time), unless a test is marked
+    Scalar, row and two-step kernels run as their serial twins (the same source and bits as
+    the threaded builds, a third of the compile time), unless a test is marked
     ``cpu_threads``. An explicit ``SIMSPLIT_CPU_ROWS`` in the environment wins (``=1``: every
     test runs the row kernels, threaded)."""
-    from simsplit.backends.cpu.parts import SERIAL_ENV
-    from simsplit.backends.cpu.rowgen import ROWS_ENV
+    from simsplit.backends.cpu.rowgen import ROWS_ENV, SERIAL_ENV
 
     if ROWS_ENV not in os.environ:
         rows = request.node.get_closest_marker("cpu_rows") is not None

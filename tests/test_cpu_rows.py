@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from simsplit.backends.cpu import d2q9, d3q19
-from simsplit.backends.cpu.parts import serial, share_count
+from simsplit.backends.cpu.rowgen import serial
 from simsplit.numerics import flags as fl
 from simsplit.numerics.lattice import D2Q9, D3Q19, Lattice
 from simsplit.numerics.lbm_params import OUTLET_CONVECTIVE, D2Q9Params, D3Q19Params
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cpu_rows
 
 def _threaded(*values):
     """A parameter set run on the threaded builds (``cpu_threads``: the ones users run); the
-    others run the serial twins, the same compiled body and bits without threads."""
+    others run the serial twins, the same source and bits in a third of the compile time."""
     return pytest.param(*values, marks=pytest.mark.cpu_threads)
 
 
@@ -108,8 +108,7 @@ def test_d2q9_rows_match_the_scalar_kernel(dtype, storage, periodic_x, force) ->
             raw, scalar = d2q9.raw_view, serial(d2q9._stream_collide)
             scalar(raw(f), raw(g), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force, periodic_x,
                    True, inlet, 1.0, 1.0, np.full((9, 1, 1), -1.0, dtype), OUTLET_CONVECTIVE,
-                   *p.convective_weights, 0.25, slots, raw(f), 0, True,
-                   share_count())
+                   *p.convective_weights, 0.25, slots, raw(f), 0, True)
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic_x or not np.array_equal(out[0][-1], slots0)
@@ -152,7 +151,7 @@ def test_d2q9_two_steps_match_two_scalar_steps(dtype, storage, force, threads,
                     scalar(raw(src), raw(dst), flags, *m, 1, ny + 1, 1.3, 1.1, 0.1, *force,
                            False, True, np.zeros(ny + 2, dtype), 1.0, 1.0,
                            np.full((9, 1, 1), -1.0, dtype), 0, 1.0, 0.0, 0.0,
-                           np.zeros((9, 1), dtype), raw(src), 0, True, share_count())
+                           np.zeros((9, 1), dtype), raw(src), 0, True)
             out.append([g, *m])
     finally:
         monkeypatch.undo()
@@ -298,8 +297,7 @@ def test_d3q19_rows_match_the_scalar_kernel(dtype, storage, periodic, forced) ->
             raw, scalar = d3q19.raw_view, serial(d3q19._stream_collide)
             scalar(raw(f), raw(g), flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, *force, *periodic, True,
                    forced, inlet, 0.75, 1.02, links, OUTLET_CONVECTIVE, *p.convective_weights,
-                   0.25, slots, raw(f), 0, True,
-                   share_count())
+                   0.25, slots, raw(f), 0, True)
         out.append([g, *m, slots])
     assert _same(*out)
     assert periodic[0] or not np.array_equal(out[0][-1], slots0)
@@ -328,8 +326,7 @@ def test_rows_off_runs_the_scalar_kernel_only(monkeypatch) -> None:
             serial(d3q19._stream_collide)(f, g, flags, *m, 1, nz + 1, 1.3, 1.1, 0.1, 0.0, 0.0,
                                           0.0, False, False, False, False, np.zeros((1, 1)),
                                           1.0, 1.0, np.full((19, 1, 1, 1), -1.0), 0, 1.0, 0.0,
-                                          0.0, np.zeros((19, 1, 1)), f, 0, True,
-                                          share_count())
+                                          0.0, np.zeros((19, 1, 1)), f, 0, True)
         out.append([g, *m])
     assert _same(*out)
     assert [len(k.overloads) for k in kernels] == compiled

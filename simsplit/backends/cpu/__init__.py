@@ -1,5 +1,4 @@
-"""CPU backend: NumPy storage and Numba kernels (``cache=True``): lattice Boltzmann kernels
-threaded as :mod:`.parts` makes them, MD kernels with ``prange``."""
+"""CPU backend: NumPy storage and Numba ``@njit(parallel=True, cache=True)`` kernels."""
 
 from __future__ import annotations
 

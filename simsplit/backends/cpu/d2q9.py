@@ -29,7 +29,6 @@ from simsplit.backends.cpu import neq_chunks
 from simsplit.backends.cpu.cells import commit_2d, load_2d, records_arg, stage_2d
 from simsplit.backends.cpu.d2q9_collide import _CX, _CY, _OPP, _PAIRS, _W, _collide
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.backends.cpu.parts import body_jit, over_threads, serial
 from simsplit.backends.cpu.rowgen import (
     RowKernel,
     const,
@@ -38,6 +37,7 @@ from simsplit.backends.cpu.rowgen import (
     planes,
     rows_enabled,
     scalar_only,
+    serial,
     sum_terms,
     wrap_far,
 )
@@ -64,14 +64,12 @@ _HALO_DIRS = np.array([UP, DOWN], dtype=np.int64)
 MIN_CHUNK_ROWS = 8
 
 
-@body_jit()
-def _stream_collide_part(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
-                         om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
-                         rho_w, links, outlet_kind, keep, take, press_w, slots, far, far_off,
-                         every_cell, part, parts):
-    """Share ``part`` of ``parts`` of rows [j0, j1) (:mod:`.parts`; the threaded kernel
-    ``_stream_collide`` and its twin take the other arguments), cell by cell: every fluid
-    cell (``every_cell``), or those the row kernel leaves
+@numba.njit(parallel=True, cache=True)
+def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
+                    om_p, om_m, lid_u, fx, fy, periodic_x, store_macro, inlet, inlet_scale,
+                    rho_w, links, outlet_kind, keep, take, press_w, slots, far, far_off,
+                    every_cell):
+    """Cell by cell: every fluid cell (``every_cell``), or those the row kernel leaves
     (``_takes``: next to an open face, a curved link or the ends of a periodic x). Outlet
     links take the rule ``outlet_kind`` (:func:`_outlet`). ``links`` of 27 weight planes are
     quadratic (simsplit/fluid/geometry/links.py); their reads two rows away go to ``far``, the
@@ -85,8 +83,7 @@ def _stream_collide_part(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
     keep, take, press_w = dt(keep), dt(take), dt(press_w)
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
-    rows = j1 - j0
-    for j in range(j0 + rows * part // parts, j0 + rows * (part + 1) // parts):
+    for j in numba.prange(j0, j1):
         fl = np.empty(9, dtype=rho_out.dtype)
         out = np.empty((9, 1, 1), dtype=rho_out.dtype)  # records: post-collision, then stored
         feq = np.empty(9, dtype=rho_out.dtype)
@@ -134,9 +131,6 @@ def _stream_collide_part(f_src, f_dst, flags, rho_out, ux_out, uy_out, j0, j1,
             _collide(fl, dst, dj, di, rho_out, ux_out, uy_out, j, i, om_p, om_m, fx, fy, src_p,
                      src_m, store_macro)
             commit_2d(f_dst, out, feq, j, i)
-
-
-_stream_collide, _ = over_threads(_stream_collide_part)
 
 
 @numba.njit(inline="always")
@@ -280,6 +274,8 @@ _row_kernel = RowKernel(D2Q9, __name__, _collide_source, ("om_p", "om_m", "lid_u
     encode="_encode({v}, {w}, stored)", forced=True, env={"_decode": _decode, "_encode": _encode})
 _rows = _row_kernel.compile()  # by (store_macro, forced)
 _two_steps = _row_kernel.two_steps  # by (store_macro, forced)
+globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
+globals().update({_row_kernel.two_step_names[v]: k for v, k in _two_steps.items()})
 _takes = _row_kernel.takes
 
 
@@ -424,7 +420,7 @@ class D2Q9Kernels:
         ring = self._ring(chunks, f_src.shape[2], f_src.dtype)
         args = (f_src, *planes(f_dst), flags, rho, ux, uy, rows[0], rows[1], p.omega_plus,
                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.periodic_x,
-                store_macro, p.forced, *ring, ptr, spans, chunks)
+                store_macro, p.forced, *ring, ptr, spans)
         kernel = serial(_two_steps[bool(store_macro), p.forced])
         announce_compile(kernel, args)
         kernel(*args)

@@ -28,7 +28,6 @@ from simsplit.backends.cpu.cells import commit_3d, load_3d, records_arg
 from simsplit.backends.cpu.d2q9 import _pack, _unpack, halo_rows
 from simsplit.backends.cpu.d3q19_collide import _CX, _CY, _CZ, _OPP, _PAIRS, _W, _collide
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.backends.cpu.parts import body_jit, over_threads, serial, share_count
 from simsplit.backends.cpu.rowgen import (
     RowKernel,
     const,
@@ -36,6 +35,7 @@ from simsplit.backends.cpu.rowgen import (
     launch,
     planes,
     scalar_only,
+    serial,
     sum_terms,
     wrap_far,
 )
@@ -50,14 +50,12 @@ _SPECULAR = D3Q19_SPECULAR
 _HALO_DIRS = np.array([D3Q19.up, D3Q19.down], dtype=np.int64)
 
 
-@body_jit()
-def _stream_collide_part(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
-                         om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro,
-                         forced, inlet, inlet_scale, rho_w, links, outlet_kind, keep, take,
-                         press_w, slots, far, far_off, every_cell, part, parts):
-    """Two-lattice pull step of share ``part`` of ``parts`` of the rows (k, j) of planes
-    [k0, k1) (:mod:`.parts`: the threaded kernel ``_stream_collide`` and its twin take the
-    other arguments), cell by cell: every fluid cell
+@numba.njit(parallel=True, cache=True)
+def _stream_collide(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k0, k1,
+                    om_p, om_m, lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, forced,
+                    inlet, inlet_scale, rho_w, links, outlet_kind, keep, take, press_w, slots,
+                    far, far_off, every_cell):
+    """Two-lattice pull step of planes [k0, k1), cell by cell: every fluid cell
     (``every_cell``), or those the row kernel leaves (``_takes``: next to an open face, a
     curved link or the ends of a periodic x). Near a boundary: walls and the lid bounce back;
     INLET ghost cells (open x faces) return Ladd's moving-wall value with the inflow speed
@@ -76,8 +74,7 @@ def _stream_collide_part(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k
     keep, take, press_w = dt(keep), dt(take), dt(press_w)
     src_p = one - half * om_p  # Guo source weights for symmetric / antisymmetric parts
     src_m = one - half * om_m
-    rows = (k1 - k0) * ny  # rows (k, j): shared out even in a one-plane range
-    for row in range(rows * part // parts, rows * (part + 1) // parts):
+    for row in numba.prange((k1 - k0) * ny):  # rows (k, j): parallel even in a one-plane range
         k = k0 + row // ny
         j = 1 + row % ny
         fl = np.empty(19, dtype=rho_out.dtype)
@@ -128,9 +125,6 @@ def _stream_collide_part(f_src, f_dst, flags, rho_out, ux_out, uy_out, uz_out, k
             _collide(fl, post, pair_sum, pair_dif, rho_out, ux_out, uy_out, uz_out, k, j, i,
                      om_p, om_m, fx, fy, fz, src_p, src_m, store_macro, forced)
             commit_3d(f_dst, post, feq, k, j, i)
-
-
-_stream_collide, _ = over_threads(_stream_collide_part)
 
 
 @numba.njit(inline="always")
@@ -222,12 +216,10 @@ def _anti_bounce_back(f_src, k, j, i, q, rho_w, like):
     return feq - load_3d(f_src, o, k, j, i, dt(_W[o]))
 
 
-@body_jit()
-def _stream_collide_aa_part(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, om_p, om_m,
-                            lid_u, fx, fy, fz, periodic_x, periodic_y, store_macro, odd, forced,
-                            part, parts):
-    """In-place (AA) step of share ``part`` of ``parts`` of the rows of planes [k0, k1) on the
-    one array ``f`` (docs/d3q19.md, streaming; :mod:`.parts`): an even step reads
+@numba.njit(parallel=True, cache=True)
+def _stream_collide_aa(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, om_p, om_m, lid_u,
+                       fx, fy, fz, periodic_x, periodic_y, store_macro, odd, forced):
+    """In-place (AA) step on the one array ``f`` (docs/d3q19.md, streaming): an even step reads
     and writes the cell's own slots (post-collision q into slot opp q), an odd step reads slot
     opp q of x - c_q and writes slot q of x + c_q. Same collision as _stream_collide."""
     ny = f.shape[2] - 2
@@ -238,8 +230,7 @@ def _stream_collide_aa_part(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, o
     fx, fy, fz, lid_u = dt(fx), dt(fy), dt(fz), dt(lid_u)
     src_p = one - half * om_p
     src_m = one - half * om_m
-    rows = (k1 - k0) * ny
-    for row in range(rows * part // parts, rows * (part + 1) // parts):
+    for row in numba.prange((k1 - k0) * ny):
         k = k0 + row // ny
         j = 1 + row % ny
         fl = np.empty(19, dtype=rho_out.dtype)
@@ -286,8 +277,6 @@ def _stream_collide_aa_part(f, flags, rho_out, ux_out, uy_out, uz_out, k0, k1, o
                     o = _OPP[q]
                     f[o, k, j, i] = _encode(post[q], dt(_W[o]), f)
 
-
-_stream_collide_aa, _ = over_threads(_stream_collide_aa_part)
 
 
 def _collide_source(macro: bool, forced: bool) -> list[str]:
@@ -339,6 +328,7 @@ _row_kernel = RowKernel(D3Q19, __name__, _collide_source,
     encode="_encode({v}, {w}, stored)", forced=True,
     env={"_decode": _decode, "_encode": _encode})
 _rows = _row_kernel.compile()  # by (store_macro, forced)
+globals().update({_row_kernel.names[v]: k for v, k in _rows.items()})  # seen by jit_cache
 _takes = _row_kernel.takes
 
 
@@ -422,7 +412,7 @@ class D3Q19Kernels:
         """In-place (AA) update of planes ``layers`` of ``f``; ``odd`` selects the parity."""
         args = (raw_view(f), flags, rho, ux, uy, uz, layers[0], layers[1], p.omega_plus,
                 p.omega_minus, p.lid_velocity, p.force_x, p.force_y, p.force_z, p.periodic_x,
-                p.periodic_y, store_macro, bool(odd), p.forced, share_count())
+                p.periodic_y, store_macro, bool(odd), p.forced)
         kernel = serial(_stream_collide_aa)
         announce_compile(kernel, args)
         kernel(*args)

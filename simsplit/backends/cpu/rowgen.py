@@ -27,11 +27,12 @@ reassociates nor contracts multiply-adds into FMAs.
 ``SIMSPLIT_CPU_ROWS=0`` in the environment turns the row kernels off: the scalar kernel then
 updates every fluid cell (same bits, slower; nothing generated is compiled). The test suite runs
 so by default, as each row kernel takes 10-25 s to compile and most tests run tiny grids; the
-tests that compare or run the row kernels ask for them (tests/conftest.py).
-
-Every kernel here is a body doing one share of its rows; :func:`.parts.over_threads` makes the
-threaded kernel (a parallel loop over shares) and its serial twin from it. The bodies keep the
-no-alias promise on their arrays that LLVM needs to vectorise across x without overlap checks.
+tests that compare or run the row kernels ask for them (tests/conftest.py). It also sets
+``SIMSPLIT_CPU_SERIAL=1``: the scalar, row and two-step kernels then run as their serial twins
+(:func:`serial`), compiled in about a third of the time of the threaded builds (8.7 s against
+28.5 s for one D3Q19 fp16 signature of the scalar kernel, 2026-12-04; tests/test_cpu_rows.py
+cold on two cores 185 s against 370 s, 2026-12-06); the tests marked ``cpu_threads`` run the
+threaded builds.
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import types
 from typing import Any, Callable
 
 import numba
 import numpy as np
 
 from simsplit.backends.cpu.jit_cache import announce_compile
-from simsplit.backends.cpu.parts import body_jit, over_threads, serial, share_count
 from simsplit.numerics.flags import BOUNDARY, CURVED, LID, NEAR_WALL, SOLID
 from simsplit.numerics.lattice import Lattice
 
@@ -57,9 +58,37 @@ OPEN = BOUNDARY & ~SOLID
 ROWS_ENV = "SIMSPLIT_CPU_ROWS"
 
 
+#: environment variable: "1" runs the scalar kernels without threads (:func:`serial`)
+SERIAL_ENV = "SIMSPLIT_CPU_SERIAL"
+
+
 def rows_enabled() -> bool:
     """Whether the launchers run the row kernels (``$SIMSPLIT_CPU_ROWS`` is not "0")."""
     return os.environ.get(ROWS_ENV, "1").strip() != "0"
+
+
+_twins: dict[Any, Any] = {}
+
+
+def serial(kernel: Any) -> Any:
+    """``kernel`` (a threaded Numba dispatcher, ``parallel=True`` over independent rows or
+    chunks of rows: the scalar kernels, the row kernels, the two-step kernels) or, where
+    ``$SIMSPLIT_CPU_SERIAL`` is "1", its serial twin: the same source and options compiled
+    without threads (``prange`` runs as ``range``; the rows write disjoint cells, so the same
+    bits), under a name of its own so that the two builds keep separate cache entries."""
+    if os.environ.get(SERIAL_ENV, "0").strip() != "1":
+        return kernel
+    twin = _twins.get(kernel)
+    if twin is None:
+        py = kernel.py_func
+        fn = types.FunctionType(py.__code__, py.__globals__, py.__name__ + "_serial",
+                                py.__defaults__, py.__closure__)
+        fn.__qualname__ = py.__qualname__ + "_serial"
+        fn.__doc__ = py.__doc__
+        options = {k: v for k, v in kernel.targetoptions.items()
+                   if k not in ("parallel", "nopython")}
+        twin = _twins[kernel] = numba.njit(cache=True, **options)(fn)
+    return twin
 
 
 def launch(rows_kernel: Any, plain: tuple, scalar: Any, args: tuple, key: Any,
@@ -72,8 +101,6 @@ def launch(rows_kernel: Any, plain: tuple, scalar: Any, args: tuple, key: Any,
         scalar_only(scalar, args)
         return
     rows_kernel, scalar = serial(rows_kernel), serial(scalar)
-    shares = share_count()
-    plain, args = (*plain, shares), (*args, shares)
     announce_compile(rows_kernel, plain)
     if rows_kernel(*plain) or key not in launched:
         launched.add(key)
@@ -87,7 +114,7 @@ def scalar_only(scalar: Any, args: tuple, arith: Any = None) -> None:
     kernels compute in float32 only."""
     if arith is not None and np.dtype(arith) != np.float32:
         raise ValueError("run.storage neq16: float32 arithmetic only")
-    args = (*args[:-1], True, share_count())
+    args = (*args[:-1], True)
     scalar = serial(scalar)
     announce_compile(scalar, args)
     scalar(*args)
@@ -193,9 +220,9 @@ class RowKernel:
         self.two_step_names = {v: f"_two_{lattice.name.lower()}_{self._tag(*v)}_{digest}"
                                for v in self.variants} if lattice.dim == 2 else {}
         for v, name in self.two_step_names.items():
-            self.source = self.source.replace(f"def two_{self._tag(*v)}(", f"def {name}_part(")
+            self.source = self.source.replace(f"def two_{self._tag(*v)}(", f"def {name}(")
         for v, name in self.names.items():
-            self.source = self.source.replace(f"def {self._tag(*v)}(", f"def {name}_part(")
+            self.source = self.source.replace(f"def {self._tag(*v)}(", f"def {name}(")
 
     @staticmethod
     def _tag(macro: bool, forced: bool) -> str:
@@ -298,7 +325,7 @@ class RowKernel:
         params = ["f_src", *(f"out{q}" for q in range(lat.q)), "flags", *self._macro,
                   f"{axes[0]}0", f"{axes[0]}1", *self.scalars, *periodic, "store_macro"]
         params += ["forced"] if self.forced else []
-        lines = [f"def {name}({', '.join([*params, *extra, 'part', 'parts'])}):",
+        lines = [f"def {name}({', '.join([*params, *extra])}):",
                  f"    dt = {self.arith}",
                  "    nx = f_src.shape[-1] - 2",
                  "    lo = 2 if periodic_x else 1  # the ends of a periodic x wrap: scalar pass",
@@ -309,9 +336,9 @@ class RowKernel:
         return lines
 
     def _weights(self, indent: str) -> list[str]:
-        """The weights ``wq{q}``, set inside the row loop as constants: LLVM, seeing them
-        constant and equal, keeps one product ``w_q * r`` per distinct weight (set before a
-        parallel loop, Numba had passed them to its body as arguments, one product per q)."""
+        """The weights ``wq{q}``, set inside the parallel loop: set before it, Numba passes
+        them to the loop body as arguments, and LLVM, not seeing them constant or equal, keeps
+        a product ``w_q * r`` for each q where one per distinct weight does."""
         return [f"{indent}wq{q} = {const(w)}" for q, w in enumerate(self.lattice.w)]
 
     def _scan(self, indent: str, body: list[str]) -> list[str]:
@@ -384,13 +411,10 @@ class RowKernel:
         lat = self.lattice
         lines = self._head(name)
         if lat.dim == 2:
-            lines += ["    rows = j1 - j0",
-                      "    for j in range(j0 + rows * part // parts,",
-                      "                   j0 + rows * (part + 1) // parts):"]
+            lines.append("    for j in numba.prange(j0, j1):")
         else:
             lines += ["    ny = f_src.shape[2] - 2",
-                      "    rows = (k1 - k0) * ny  # rows (k, j)",
-                      "    for row in range(rows * part // parts, rows * (part + 1) // parts):",
+                      "    for row in numba.prange((k1 - k0) * ny):  # rows (k, j)",
                       "        k = k0 + row // ny",
                       "        j = 1 + row % ny"]
             lines += [f"        y{s} = wrap({shifted('j', s - 1)}, ny, periodic_y)"
@@ -412,8 +436,8 @@ class RowKernel:
         extra = (*(f"t{q}" for q in range(self.lattice.q)), "ptr", "spans")
         lines = self._head(name, extra)
         lines += ["    ny = f_src.shape[1] - 2",
-                  "    chunks = parts  # one ring each",
-                  "    for ch in range(part, part + 1):  # this share's chunk",
+                  "    chunks = t0.shape[0]",
+                  "    for ch in numba.prange(chunks):",
                   *self._weights("        "),
                   "        r0 = j0 + (j1 - j0) * ch // chunks",
                   "        r1 = j0 + (j1 - j0) * (ch + 1) // chunks",
@@ -430,13 +454,11 @@ class RowKernel:
         return lines + self._spans(macro, forced, "                ", src_ring=True)
 
     def compile(self) -> dict[tuple[bool, bool], Any]:
-        """Threaded kernels by (store_macro, forced): each a loop over shares of its rows
-        (:func:`.parts.over_threads`; the bodies keep the no-alias promise their vectorised
-        loops need), functions of ``module`` (whose file and name Numba's cache and
-        :mod:`.jit_cache` go by; the module keeps them as globals under :attr:`names`). Each
-        returns how many fluid cells it left to the scalar pass (0: that pass can be skipped;
-        at least 1 with a periodic x, whose ends it never takes). The two-step kernels
-        (:attr:`two_steps`) take one share per ring (``parts``: ``t0.shape[0]``)."""
+        """``@njit(parallel=True, cache=True)`` dispatchers by (store_macro, forced), functions
+        of ``module`` (whose file and name Numba's cache and :mod:`.jit_cache` go by; the
+        module keeps them as globals under :attr:`names`). Each returns how many fluid cells
+        it left to the scalar pass (0: that pass can be skipped; at least 1 with a periodic x,
+        whose ends it never takes)."""
         env = {"numba": numba, "np": np, "wrap": wrap, "SOLID": SOLID, "LID": LID,
                "NEAR_WALL": NEAR_WALL, "CURVED": CURVED, "OPEN": OPEN, "__name__": self.module,
                **self.env}
@@ -444,8 +466,6 @@ class RowKernel:
         exec(compile(self.source, filename, "exec"), env)  # noqa: S102 - our own source
         self.takes = env["takes"]
         self.row_runs = env.get(self.runs_name)
-        jit = body_jit(no_alias=True, error_model="numpy", boundscheck=False)
-        self.two_steps = {v: over_threads(jit(env[name + "_part"]))[0]
-                          for v, name in self.two_step_names.items()}
-        return {v: over_threads(jit(env[name + "_part"]), total=True)[0]
-                for v, name in self.names.items()}
+        jit = numba.njit(parallel=True, cache=True, error_model="numpy", boundscheck=False)
+        self.two_steps = {v: jit(env[name]) for v, name in self.two_step_names.items()}
+        return {v: jit(env[name]) for v, name in self.names.items()}

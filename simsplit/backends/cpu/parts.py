@@ -11,8 +11,8 @@ Both call one compiled body, so Numba's parallel passes walk a loop of calls, no
 That pays where those passes cost more than the body's own compile: the D3Q19 records' encode
 (:mod:`.neq_lines`) compiled in 14 s as body and loop against 33 s as one parallel kernel, at
 the same speed. It does not pay for the row kernels: their parallel build took no longer than
-the body, and the loop added 2-3 s each (``simsplit warmup --precision float64`` took 108 s
-against 94 s with them built so, 2026-12-07, BENCHMARKS.md).
+the body, and the loop added 2-3 s each (a cold ``simsplit warmup --precision float64`` took
+107-115 s with them built so against 94-102 s, 2026-12-07, BENCHMARKS.md).
 
 A parallel loop's body gets Numba's promise that its arrays do not overlap, which lets LLVM
 vectorise straight-line code across x without run-time overlap checks (one argument per

@@ -34,7 +34,7 @@ from simsplit.backends.cpu.neq_codec import (
     _stress_value_fast,
     _usq,
 )
-from simsplit.backends.cpu.parts import body_jit, over_threads
+from simsplit.backends.cpu.parts import NoAliasCompiler, over_threads
 from simsplit.numerics.flags import SOLID
 from simsplit.numerics.lattice import Lattice
 from simsplit.numerics.neq_storage import (
@@ -267,7 +267,7 @@ def _compile(lattice: Lattice, stress: bool) -> dict[str, Any]:
            "__name__": __name__}
     text = source.replace(f"_{tag}(", f"_{tag}_{digest}_part(")
     exec(compile(text, sys.modules[__name__].__file__, "exec"), env)  # noqa: S102
-    jit = body_jit(no_alias=True, error_model="numpy")
+    jit = numba.njit(cache=True, error_model="numpy", pipeline_class=NoAliasCompiler)
     built = {}
     for kind in ("decode", "encode"):
         threaded, twin = over_threads(jit(env[f"{kind}_{tag}_{digest}_part"]))

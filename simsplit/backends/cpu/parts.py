@@ -16,8 +16,8 @@ the body, and the loop added 2-3 s each (a cold ``simsplit warmup --precision fl
 
 A parallel loop's body gets Numba's promise that its arrays do not overlap, which lets LLVM
 vectorise straight-line code across x without run-time overlap checks (one argument per
-population plane); a body keeps it with ``no_alias=True`` (:class:`NoAliasCompiler`): without
-it the records' encode ran 5x slower.
+population plane); a body keeps it when compiled with :class:`NoAliasCompiler`
+(``numba.njit(pipeline_class=NoAliasCompiler)``): without it the records' encode ran 5x slower.
 """
 
 from __future__ import annotations
@@ -39,14 +39,6 @@ class NoAliasCompiler(Compiler):
         flags = flags.copy()
         flags.noalias = True
         super().__init__(typingctx, targetctx, library, args, return_type, flags, locals)
-
-
-def body_jit(no_alias: bool = False, **options: Any) -> Any:
-    """``numba.njit(cache=True, **options)`` for a body of :func:`over_threads` (with
-    :class:`NoAliasCompiler` where ``no_alias``)."""
-    if no_alias:
-        options["pipeline_class"] = NoAliasCompiler
-    return numba.njit(cache=True, **options)
 
 
 def over_threads(body: Any) -> tuple[Any, Any]:

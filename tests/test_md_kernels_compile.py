@@ -24,7 +24,7 @@ from simsplit.backends.cpu import md as cpu_md
 from simsplit.backends.cuda_c import md as cmd
 from simsplit.backends.cuda_c import source
 from simsplit.md import MDSolver
-from simsplit.md import solver as md_solver
+from simsplit.md import solver_setup as md_solver_setup
 from simsplit.md.reference import lj_case
 from tests.conftest import CXX, find_nvcc
 from tests.numba_launches import numba_signatures
@@ -293,7 +293,7 @@ def emulated_lib(tmp_path_factory) -> ctypes.CDLL:
 def emulated(emulated_lib, monkeypatch) -> list[EmulatedMDKernels]:
     """MDSolver(case, "emulated") runs on a fresh EmulatedMDKernels (listed here)."""
     made: list[EmulatedMDKernels] = []
-    real = md_solver.md_kernels
+    real = md_solver_setup.md_kernels
 
     def pick(name: str, context: Any = None, slab: int = 0) -> Any:
         if name != "emulated":
@@ -303,7 +303,7 @@ def emulated(emulated_lib, monkeypatch) -> list[EmulatedMDKernels]:
         made.append(EmulatedMDKernels(emulated_lib))
         return made[-1]
 
-    monkeypatch.setattr(md_solver, "md_kernels", pick)
+    monkeypatch.setattr(md_solver_setup, "md_kernels", pick)
     return made
 
 

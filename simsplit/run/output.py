@@ -1,21 +1,13 @@
-"""Operations that write a run's results: snapshots (HDF5 + XDMF), plots, checkpoints, run.json."""
+"""Attaches the writers of a run's results: case.yaml and run.json, the fluid's snapshots and plots
+(simsplit.run.fluid_output) or MD's trajectories (simsplit.run.md_output), and checkpoints."""
 
 from __future__ import annotations
 
-from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import yaml
 
 from simsplit.run.operations import Operation, RunningSimulation
-from simsplit.version import __version__
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from simsplit.fluid.poiseuille import Channel
 
 
 def case_yaml(case: dict) -> str:
@@ -34,7 +26,9 @@ def attach_output(sim: RunningSimulation) -> None:
         (directory / "case.yaml").write_text(case_yaml(sim.case))
         _attach_manifest(sim, directory)
     if sim.physics == "fluid":
-        _attach_fluid(sim, directory, out)
+        from simsplit.run.fluid_output import FluidOutputs
+
+        FluidOutputs(sim, directory, out, case_yaml(sim.case)).attach(sim)
     else:
         finish = sim.solver.open_output(directory, out)
         sim.attach(Operation("h5md", 0, lambda _: finish(), at_end=True))
@@ -45,8 +39,6 @@ def attach_output(sim: RunningSimulation) -> None:
 
 
 CHECKPOINT_DIR = "checkpoints"
-#: frames of vorticity.gif: the run's last ones (150 x 10 per second: 15 s of animation)
-ANIMATION_FRAMES = 150
 
 
 def _attach_manifest(sim: RunningSimulation, directory: Path) -> None:
@@ -94,116 +86,3 @@ def _attach_checkpoints(sim: RunningSimulation, directory: Path, out: dict) -> N
         save(sim)  # a run that diverges early still leaves a restartable state
     sim.attach(Operation("checkpoint", out["checkpoint_every"], save))
     sim.on_finish.insert(0, on_finish)  # before run.json records the stop
-
-
-def _plot_channel(sim: RunningSimulation, velocity: np.ndarray, channel: Channel,
-                  path: Path) -> None:
-    """The velocity profile across a channel against its parabola (``profile.png``)."""
-    from simsplit.fluid.poiseuille import measured_profile
-    from simsplit.io.plots import plot_channel_profile
-
-    setup = sim.solver.setup
-    cells = "x".join(str(n) for n in setup.shape)
-    collision = sim.case["fluid"]["collision"].upper()
-    title = f"{setup.lattice.name} {collision} channel, {cells}, step {sim.steps_done}"
-    plot_channel_profile(channel.positions, measured_profile(velocity, channel), channel.exact(),
-                         path, channel.names, title)
-
-
-def _attach_fluid(sim: RunningSimulation, directory: Path, out: dict) -> None:
-    from simsplit.io.fields import FieldWriter
-
-    setup = sim.solver.setup
-    state: dict[str, Any] = {"writer": None, "last": -1,
-                             "frames": deque(maxlen=ANIMATION_FRAMES)}
-
-    def snapshot(s: RunningSimulation) -> None:
-        if s.steps_done == state["last"]:
-            return
-        state["last"] = s.steps_done
-        rho, u = s.density(), s.velocity()  # collective under MPI
-        if s.context.rank != 0:
-            return
-        if state["writer"] is None:
-            units = setup.units
-            attrs = {"case": case_yaml(s.case), "simsplit_version": __version__,
-                     "velocity_unit": units["velocity"], "length_unit": units["length"]}
-            state["writer"] = FieldWriter(directory, setup.grid, setup.spacing, attrs,
-                                          append=s.restarted_from is not None,
-                                          time_unit=units["time"])
-        if s.steps_done in state["writer"].steps:
-            return  # written before an interruption; a restart reproduces it bit for bit
-        state["writer"].write(s.steps_done, s.steps_done * setup.time_step,
-                              {"density": rho, "velocity": u})
-
-    def plot(s: RunningSimulation) -> None:
-        u = s.velocity()
-        if s.context.rank != 0 or not out["plots"]:
-            return
-        from simsplit.fluid.poiseuille import channel_of
-
-        channel = channel_of(s.case)
-        if channel is not None:
-            _plot_channel(s, u, channel, directory / "profile.png")
-            return
-        if setup.geometry is not None:  # bodies, inlets, outlets (3D: the plane z = 1/2)
-            from simsplit.io.plots import plot_flow
-
-            cells = "x".join(str(n) for n in setup.shape)
-            solid, where = setup.geometry.solid, ""
-            if setup.dim == 3:
-                k = setup.nz // 2
-                u, solid, where = u[k, ..., :2], solid[k], f", plane k = {k}"
-            plot_flow(u, solid, directory / "velocity.png",
-                      f"{setup.lattice.name}, {cells}{where}, step {s.steps_done}")
-            return
-        from simsplit.fluid.reference import cavity_reference
-        from simsplit.io.plots import plot_cavity, plot_cavity_midplane
-
-        re = s.case["fluid"].get("reynolds")
-        ref = cavity_reference(setup, re)
-        collision = s.case["fluid"]["collision"].upper()
-        cells = "x".join(str(n) for n in setup.shape)
-        title = f"{setup.lattice.name} {collision}, {cells}, step {s.steps_done}"
-        plot = plot_cavity if setup.dim == 2 else plot_cavity_midplane
-        plot(u, directory / "velocity.png", re, ref, title=title)
-
-    def close(s: RunningSimulation) -> None:
-        if state["frames"] and s.context.rank == 0:
-            from simsplit.io.animation import write_gif
-
-            geometry = setup.geometry
-            write_gif(list(state["frames"]), directory / "vorticity.gif",
-                      geometry.solid if geometry is not None else None)
-            state["frames"].clear()
-        forces = getattr(s, "body_forces", None)
-        if forces is not None and s.context.rank == 0:
-            forces.write(directory, out["plots"])
-        probes = getattr(s, "probes", None)
-        if probes is not None and s.context.rank == 0:
-            probes.write(directory)
-        if state["writer"] is not None:
-            state["writer"].close()
-            state["writer"] = None
-
-    def frame(s: RunningSimulation) -> None:
-        if s.steps_done == state.get("last_frame"):
-            return
-        state["last_frame"] = s.steps_done
-        u = s.velocity()  # collective under MPI
-        if s.context.rank == 0:
-            from simsplit.io.animation import vorticity
-
-            state["frames"].append(vorticity(u).astype(np.float32))
-
-    animation = int(out.get("animation") or 0)
-    if animation > 0 and setup.dim == 2:  # before "close", which writes the frames
-        sim.attach(Operation("animation", animation, frame))
-        if sim.steps_done % animation == 0:
-            frame(sim)
-    every = out["every"] or 0  # null: the final state only
-    sim.attach(Operation("snapshot", every, snapshot))
-    if every > 0 and sim.steps_done % every == 0:
-        snapshot(sim)  # the series starts where the run does (step 0, or a restart on the grid)
-    sim.attach(Operation("plot", 0, plot))
-    sim.attach(Operation("close", 0, close))

@@ -23,6 +23,7 @@ fields (obstacles, walls, the lid, periodic x and y off and on, an even and an o
 one-step candidate against one production launch, a two-step one against two.
 Usage: python scripts/tune_d3q19_fp16.py [--n 512] [--steps 40] [--skip-copies]
                                         [--skip-float32] [--production]
+                                        [--two-step-shapes 30x16:2,16x14:4]
 (--production: the production rows only, fp16: its one-step kernels and its two-step kernel)
 """
 
@@ -260,6 +261,18 @@ def time_two_steps(storage: str, f, flags, n: int, steps: int, bw: float,
                   flush=True)
 
 
+def parse_shapes(text: str) -> list[tuple]:
+    """``TXxTY:BLOCKS[:RING],...`` -> fp16 rows of TWO_STEP (no prefetch, ring 3 by default)."""
+    rows = []
+    for item in text.split(","):
+        shape, blocks, *ring = item.split(":")
+        tx, ty = (int(v) for v in shape.split("x"))
+        ring_planes = int(ring[0]) if ring else 3
+        label = f"{tx} x {ty} b{blocks}" + (f", ring {ring_planes}" if ring else "")
+        rows.append(("float16", label, tx, ty, int(blocks), 0, ring_planes))
+    return rows
+
+
 def time_copies(f, flags, n: int, steps: int, bw: float) -> None:
     """The fp16 access patterns alone (scripts/stream_copy_d3q19.py's kernel)."""
     names = [f"copy_words<unsigned short, {t}, {str(p).lower()}, {str(h).lower()}>"
@@ -294,7 +307,14 @@ def main() -> None:
     ap.add_argument("--production", action="store_true",
                     help="fp16 production kernels only: one-step (two cells, one cell) and "
                          "two-step; no candidates, copies or float32")
+    ap.add_argument("--two-step-shapes", metavar="TXxTY:BLOCKS[:RING],...",
+                    help="fp16 two-step shapes to time beside production's kernels instead of "
+                         "the list in this file (no prefetch; ring 3 unless given); implies "
+                         "--production for the rest")
     args = ap.parse_args()
+    if args.two_step_shapes:
+        TWO_STEP[:] = [TWO_STEP[0], *parse_shapes(args.two_step_shapes)]
+        args.production = True
     n, steps = args.n, args.steps
     t_start = time.time()
     bw = copy_bandwidth()
@@ -303,7 +323,8 @@ def main() -> None:
           "bandwidth")
     print(f"{'kernel':>44} {'regs':>4} {'bitwise':>7} {'launch':>12} {'MLUPS':>8} {'%copy':>7}")
     f, flags = time_one_steps(n, steps, bw, args.production)
-    time_two_steps("float16", f, flags, n, steps, bw, args.production)
+    time_two_steps("float16", f, flags, n, steps, bw,
+                   args.production and not args.two_step_shapes)
     if not (args.skip_copies or args.production):
         time_copies(f, flags, n, steps, bw)
     f = flags = None

@@ -182,16 +182,48 @@ def read_lammps_data(path: str | Path) -> AtomSystem:
     natoms, ntypes = r.counts["atoms"], r.counts["atom types"]
     if ntypes < 1:
         raise LammpsDataError(f"{p}: 'atom types' must be at least 1")
+    lo, box = _box(r)
+    labels = _type_labels(r, ntypes)
+    ids, types, pos, img = _atoms(r, natoms, ntypes, labels)
+    order = np.argsort(ids, kind="stable")
+    dup = np.flatnonzero(np.diff(ids[order]) == 0)
+    if dup.size:
+        atom = ids[order][dup[0]]
+        raise LammpsDataError(f"{p}: atom id {atom} appears twice in Atoms")
+    if natoms and ids[order][0] < 1:
+        raise LammpsDataError(f"{p}: atom ids must be positive, found {ids[order][0]}")
+    rows_of = {int(i): k for k, i in enumerate(ids[order])}
+    vel = _velocities(r, natoms, rows_of) if "Velocities" in r.sections else None
+    masses = _masses(r, ntypes) if "Masses" in r.sections else None
+    coeffs = _pair_coeffs(r, ntypes)
+    return AtomSystem(positions=pos[order] - lo, box=box, origin=lo,
+                      typeid=(types[order] - 1).astype(np.int32), type_names=labels,
+                      ids=ids[order], images=img[order], masses=masses,
+                      velocities=None if vel is None else vel, pair_coeffs=coeffs,
+                      source=str(p))
+
+
+def _box(r: _Reader) -> tuple[np.ndarray, np.ndarray]:
+    """The box's lower corner and edge lengths from the header's ``xlo xhi`` lines."""
     missing = [a for a in "xyz" if a not in r.bounds]
     if missing:
-        raise LammpsDataError(f"{p}: no '{missing[0]}lo {missing[0]}hi' line in the header")
+        raise LammpsDataError(f"{r.path}: no '{missing[0]}lo {missing[0]}hi' line in the header")
     lo = np.array([r.bounds[a][0] for a in "xyz"])
-    box = np.array([r.bounds[a][1] for a in "xyz"]) - lo
+    return lo, np.array([r.bounds[a][1] for a in "xyz"]) - lo
 
+
+def _type_labels(r: _Reader, ntypes: int) -> list[str]:
+    """Each type's name: its label from ``Atom Type Labels``, else its number."""
     labels = [str(t + 1) for t in range(ntypes)]
     for num, w in r.sections.get("Atom Type Labels", []):
         t = _type_index(r, num, w, 2, "Atom Type Labels", "type label")
         labels[t] = w[1]
+    return labels
+
+
+def _atoms(r: _Reader, natoms: int, ntypes: int, labels: list[str]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ``Atoms`` section in file order: ids, types (1-based), positions, image flags."""
     by_label = {name: t + 1 for t, name in enumerate(labels)}
     ids = np.empty(natoms, np.int64)
     types = np.empty(natoms, np.int64)
@@ -216,50 +248,41 @@ def read_lammps_data(path: str | Path) -> AtomSystem:
                               f"types 1 to {ntypes}")
         if not np.all(np.isfinite(pos[row])):
             raise r.fail(num, f"Atoms: atom {ids[row]} has a non-finite position")
-    order = np.argsort(ids, kind="stable")
-    dup = np.flatnonzero(np.diff(ids[order]) == 0)
-    if dup.size:
-        atom = ids[order][dup[0]]
-        raise LammpsDataError(f"{p}: atom id {atom} appears twice in Atoms")
-    if natoms and ids[order][0] < 1:
-        raise LammpsDataError(f"{p}: atom ids must be positive, found {ids[order][0]}")
-    rows_of = {int(i): k for k, i in enumerate(ids[order])}
+    return ids, types, pos, img
 
-    vel = None
-    if "Velocities" in r.sections:
-        vel = np.full((natoms, 3), np.nan)
-        for num, w in r.sections["Velocities"]:
-            if len(w) != 4:
-                raise r.fail(num, f"Velocities: expected 'id vx vy vz', got {len(w)} values")
-            try:
-                atom, v = int(w[0]), [float(x) for x in w[1:4]]
-            except ValueError:
-                raise r.fail(num, f"Velocities: cannot read '{' '.join(w)}' as id vx vy vz") \
-                    from None
-            k = rows_of.get(atom)
-            if k is None:
-                raise r.fail(num, f"Velocities: atom {atom} is not in the Atoms section")
-            if not np.isnan(vel[k, 0]):
-                raise r.fail(num, f"Velocities: atom {atom} appears twice")
-            vel[k] = v
-        if not np.all(np.isfinite(vel)):
-            raise LammpsDataError(f"{p}: Velocities has non-finite or missing entries")
 
-    masses = None
-    if "Masses" in r.sections:
-        masses = np.full(ntypes, np.nan)
-        for num, w in r.sections["Masses"]:
-            t = _type_index(r, num, w, 2, "Masses", "type mass")
-            masses[t] = _positive(r, num, w[1], "Masses", "mass")
-        if np.any(np.isnan(masses)):
-            raise LammpsDataError(f"{p}: Masses gives no mass for type "
-                                  f"{int(np.flatnonzero(np.isnan(masses))[0]) + 1}")
-    coeffs = _pair_coeffs(r, ntypes)
-    return AtomSystem(positions=pos[order] - lo, box=box, origin=lo,
-                      typeid=(types[order] - 1).astype(np.int32), type_names=labels,
-                      ids=ids[order], images=img[order], masses=masses,
-                      velocities=None if vel is None else vel, pair_coeffs=coeffs,
-                      source=str(p))
+def _velocities(r: _Reader, natoms: int, rows_of: dict[int, int]) -> np.ndarray:
+    """The ``Velocities`` section, in the rows of the atoms sorted by id."""
+    vel = np.full((natoms, 3), np.nan)
+    for num, w in r.sections["Velocities"]:
+        if len(w) != 4:
+            raise r.fail(num, f"Velocities: expected 'id vx vy vz', got {len(w)} values")
+        try:
+            atom, v = int(w[0]), [float(x) for x in w[1:4]]
+        except ValueError:
+            raise r.fail(num, f"Velocities: cannot read '{' '.join(w)}' as id vx vy vz") \
+                from None
+        k = rows_of.get(atom)
+        if k is None:
+            raise r.fail(num, f"Velocities: atom {atom} is not in the Atoms section")
+        if not np.isnan(vel[k, 0]):
+            raise r.fail(num, f"Velocities: atom {atom} appears twice")
+        vel[k] = v
+    if not np.all(np.isfinite(vel)):
+        raise LammpsDataError(f"{r.path}: Velocities has non-finite or missing entries")
+    return vel
+
+
+def _masses(r: _Reader, ntypes: int) -> np.ndarray:
+    """The ``Masses`` section: one positive mass per type."""
+    masses = np.full(ntypes, np.nan)
+    for num, w in r.sections["Masses"]:
+        t = _type_index(r, num, w, 2, "Masses", "type mass")
+        masses[t] = _positive(r, num, w[1], "Masses", "mass")
+    if np.any(np.isnan(masses)):
+        raise LammpsDataError(f"{r.path}: Masses gives no mass for type "
+                              f"{int(np.flatnonzero(np.isnan(masses))[0]) + 1}")
+    return masses
 
 
 def _type_index(r: _Reader, num: int, w: list[str], width: int, section: str,

@@ -101,71 +101,14 @@ def _cavity_figure(
     vel = np.asarray(velocity, dtype=np.float64)
     if vel.ndim != 3 or vel.shape[2] != 2:
         raise ValueError(f"velocity must have shape (ny, nx, 2), got {vel.shape}")
-    ny, nx = vel.shape[:2]
-    speed = np.hypot(vel[..., 0], vel[..., 1])
-    finite = bool(np.all(np.isfinite(vel)))
-
     if plane:  # 3D: the horizontal centreline too (the cube's reference has both)
         fig = _new_figure((15.5, 5.0))
         ax_map, ax_line, ax_cross = fig.subplots(1, 3, width_ratios=(1.15, 1.0, 1.0))
     else:
         fig = _new_figure((11.0, 5.0))
         ax_map, ax_line = fig.subplots(1, 2, width_ratios=(1.15, 1.0))
-
-    image = ax_map.imshow(
-        speed,
-        origin="lower",
-        extent=(0.0, 1.0, 0.0, 1.0),
-        cmap="viridis",
-        interpolation="nearest",
-    )
-    speed_label = (r"$|(u_x, u_z)|\,/\,U_\mathrm{lid}$ in the plane" if plane
-                   else r"$|\mathbf{u}|\,/\,U_\mathrm{lid}$")
-    fig.colorbar(image, ax=ax_map, label=speed_label)
-    if finite and np.any(speed > 0) and min(nx, ny) >= 2:
-        x = (np.arange(nx) + 0.5) / nx
-        y = (np.arange(ny) + 0.5) / ny
-        ax_map.streamplot(
-            x,
-            y,
-            vel[..., 0],
-            vel[..., 1],
-            color="white",
-            linewidth=0.6,
-            density=1.2,
-            arrowsize=0.7,
-        )
-    ax_map.plot([0.0, 1.0], [1.0, 1.0], color="tab:red", linewidth=4, clip_on=False)
-    ax_map.set(xlim=(0, 1), ylim=(0, 1), xlabel="x", ylabel=vertical, aspect="equal")
-    status = "" if finite else ", NON-FINITE VALUES"
-    where = f" in the {plane} (x-{vertical})" if plane else ""
-    sep = "\n" if plane else ", "  # three panels: the map's title takes two lines
-    ax_map.set_title(f"speed{where}{sep}{nx}×{ny} cells{status}; lid (red) moves →")
-
-    y_line, u_line = centreline_u(vel)
-    ax_line.plot(u_line, y_line, color="tab:blue", label="simulation")
-    if reference is not None:
-        y_ref = np.asarray(reference["y"], dtype=np.float64)
-        u_ref = np.asarray(reference["u"], dtype=np.float64)
-        deviation = compare_profile(vel, y_ref, u_ref)["max_abs_error"]
-        label = reference.get("label", "reference")
-        ax_line.plot(
-            u_ref,
-            y_ref,
-            linestyle="none",
-            marker="o",
-            markerfacecolor="none",
-            color="black",
-            label=f"{label}\nmax |Δu| = {deviation:.4f}",
-        )
-    ax_line.axvline(0.0, color="grey", linewidth=0.5)
-    xlabel = (r"$u\,/\,U_\mathrm{lid}$ at x = 0.5" if vertical == "y"
-              else r"$u_x\,/\,U_\mathrm{lid}$ at x = y = 0.5")
-    ax_line.set(xlabel=xlabel, ylabel=vertical, ylim=(0, 1))
-    ax_line.set_title("vertical centreline x = y = 0.5" if plane else
-                      "vertical centreline x = 0.5")
-    ax_line.grid(alpha=0.3)
-    ax_line.legend(loc="lower right")
+    _speed_map(fig, ax_map, vel, vertical, plane)
+    _vertical_centreline(ax_line, vel, reference, vertical, plane)
     if plane:
         _horizontal_centreline(ax_cross, vel, reference, vertical)
 
@@ -175,6 +118,71 @@ def _cavity_figure(
     if heading:
         fig.suptitle(heading)
     return fig
+
+
+def _speed_map(fig: Figure, ax: Axes, vel: np.ndarray, vertical: str, plane: str) -> None:
+    """The speed over the cavity with streamlines, the lid drawn in red."""
+    ny, nx = vel.shape[:2]
+    speed = np.hypot(vel[..., 0], vel[..., 1])
+    finite = bool(np.all(np.isfinite(vel)))
+    image = ax.imshow(
+        speed,
+        origin="lower",
+        extent=(0.0, 1.0, 0.0, 1.0),
+        cmap="viridis",
+        interpolation="nearest",
+    )
+    speed_label = (r"$|(u_x, u_z)|\,/\,U_\mathrm{lid}$ in the plane" if plane
+                   else r"$|\mathbf{u}|\,/\,U_\mathrm{lid}$")
+    fig.colorbar(image, ax=ax, label=speed_label)
+    if finite and np.any(speed > 0) and min(nx, ny) >= 2:
+        x = (np.arange(nx) + 0.5) / nx
+        y = (np.arange(ny) + 0.5) / ny
+        ax.streamplot(
+            x,
+            y,
+            vel[..., 0],
+            vel[..., 1],
+            color="white",
+            linewidth=0.6,
+            density=1.2,
+            arrowsize=0.7,
+        )
+    ax.plot([0.0, 1.0], [1.0, 1.0], color="tab:red", linewidth=4, clip_on=False)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="x", ylabel=vertical, aspect="equal")
+    status = "" if finite else ", NON-FINITE VALUES"
+    where = f" in the {plane} (x-{vertical})" if plane else ""
+    sep = "\n" if plane else ", "  # three panels: the map's title takes two lines
+    ax.set_title(f"speed{where}{sep}{nx}×{ny} cells{status}; lid (red) moves →")
+
+
+def _vertical_centreline(ax: Axes, vel: np.ndarray, reference: dict | None, vertical: str,
+                         plane: str) -> None:
+    """u along the vertical centreline, with the reference's ``y``/``u`` and its deviation."""
+    y_line, u_line = centreline_u(vel)
+    ax.plot(u_line, y_line, color="tab:blue", label="simulation")
+    if reference is not None:
+        y_ref = np.asarray(reference["y"], dtype=np.float64)
+        u_ref = np.asarray(reference["u"], dtype=np.float64)
+        deviation = compare_profile(vel, y_ref, u_ref)["max_abs_error"]
+        label = reference.get("label", "reference")
+        ax.plot(
+            u_ref,
+            y_ref,
+            linestyle="none",
+            marker="o",
+            markerfacecolor="none",
+            color="black",
+            label=f"{label}\nmax |Δu| = {deviation:.4f}",
+        )
+    ax.axvline(0.0, color="grey", linewidth=0.5)
+    xlabel = (r"$u\,/\,U_\mathrm{lid}$ at x = 0.5" if vertical == "y"
+              else r"$u_x\,/\,U_\mathrm{lid}$ at x = y = 0.5")
+    ax.set(xlabel=xlabel, ylabel=vertical, ylim=(0, 1))
+    ax.set_title("vertical centreline x = y = 0.5" if plane else
+                 "vertical centreline x = 0.5")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
 
 
 def _horizontal_centreline(ax: Axes, vel: np.ndarray, reference: dict | None,

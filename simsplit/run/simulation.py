@@ -131,9 +131,7 @@ class Simulation:
         run = self.case["run"]
         total, tol = int(run["steps"]), float(run["tolerance"])
         check = int(run["check_every"])
-        checks_residual = hasattr(self.solver, "residual")
         start_step = self.steps_done
-        residual, converged, reason = None, False, "step limit reached"
         prints_table = getattr(self.solver, "start_thermo", lambda echo: False)(progress)
         bar = RunProgress(total, start_step,
                           enabled=progress and self.context.rank == 0 and not prints_table,
@@ -145,21 +143,7 @@ class Simulation:
         t0 = time.perf_counter()
         try:
             with bar:
-                while self.steps_done < total:
-                    n = self._next_chunk(total, check)
-                    TRACKER.step = self.steps_done + 1  # refined per step where the solver says
-                    self.solver.step(n)
-                    if hasattr(self.solver, "check_health"):
-                        self.solver.check_health()
-                    if checks_residual and self.steps_done % check == 0:
-                        residual = self.solver.residual()
-                    bar.update(self.steps_done, residual)
-                    self._fire(final=False)
-                    self._check_stop()
-                    if checks_residual and tol > 0 and residual is not None and residual < tol:
-                        converged = True
-                        reason = f"steady state (residual {residual:.3g} < {tol:g})"
-                        break
+                residual, converged, reason = self._step_until_done(bar, total, check, tol)
                 self.solver.synchronize()
         except Interrupted as exc:
             self._finish("interrupted", {"signal": exc.signum})
@@ -177,12 +161,40 @@ class Simulation:
         steps = self.steps_done - start_step
         rate = steps * self._cells_per_step() / wall if wall > 0 else 0.0
         summary = RunSummary(steps, wall, converged, residual, rate, reason)
+        self._finish("completed", self._report(summary, timer))
+        return summary
+
+    def _step_until_done(self, bar: Any, total: int, check: int, tol: float
+                         ) -> tuple[float | None, bool, str]:
+        """Step in chunks to ``total`` steps, or to a residual below ``tol`` (the fluid's
+        steady state, checked every ``check`` steps): (last residual, converged, reason)."""
+        checks_residual = hasattr(self.solver, "residual")
+        residual = None
+        while self.steps_done < total:
+            n = self._next_chunk(total, check)
+            TRACKER.step = self.steps_done + 1  # refined per step where the solver says
+            self.solver.step(n)
+            if hasattr(self.solver, "check_health"):
+                self.solver.check_health()
+            if checks_residual and self.steps_done % check == 0:
+                residual = self.solver.residual()
+            bar.update(self.steps_done, residual)
+            self._fire(final=False)
+            self._check_stop()
+            if checks_residual and tol > 0 and residual is not None and residual < tol:
+                return residual, True, f"steady state (residual {residual:.3g} < {tol:g})"
+        return residual, False, "step limit reached"
+
+    def _report(self, summary: RunSummary, timer: Any) -> dict[str, Any]:
+        """What run.json records of a completed run; the summary gets the same extras (the
+        timing breakdown is collective: every rank gets here)."""
         transport = getattr(self.solver, "transport", None)
-        if timer is not None and transport is not None:  # collective: every rank gets here
-            summary.extra["timing"] = timer.breakdown(wall, transport.allreduce_max,
-                                                      self.context.size)
-        info = {"wall_seconds": wall, "converged": converged, "residual": residual,
-                "reason": reason, "timing": summary.extra.get("timing")}
+        if timer is not None and transport is not None:
+            summary.extra["timing"] = timer.breakdown(summary.wall_seconds,
+                                                      transport.allreduce_max, self.context.size)
+        info = {"wall_seconds": summary.wall_seconds, "converged": summary.converged,
+                "residual": summary.residual, "reason": summary.reason,
+                "timing": summary.extra.get("timing")}
         if self.body_forces is not None:  # measured at the end by its operation
             summary.extra["bodies"] = info["bodies"] = self.body_forces.report()
         if self.probes is not None:
@@ -190,8 +202,7 @@ class Simulation:
         balance = getattr(self.solver, "balance_report", lambda: None)()
         if balance is not None:  # the chosen split, also in run.json
             summary.extra["balance"] = info["balance"] = balance
-        self._finish("completed", info)
-        return summary
+        return info
 
     # --- stopping on request (signals), restart ----------------------------------------------
     def request_stop(self, signum: int) -> None:

@@ -27,7 +27,8 @@ ANIMATION_FRAMES = 150
 class FluidOutputs:
     """The fluid writers of one run in ``directory``, as operations of the simulation."""
 
-    def __init__(self, sim: RunningSimulation, directory: Path, out: dict, case_text: str):
+    def __init__(self, sim: RunningSimulation, directory: Path, out: dict,
+                 case_text: str) -> None:
         self.setup = sim.solver.setup
         self.directory = directory
         self.out = out
@@ -38,6 +39,7 @@ class FluidOutputs:
         self.frames: deque = deque(maxlen=ANIMATION_FRAMES)
 
     def attach(self, sim: RunningSimulation) -> None:
+        """Attach the writers as operations (and write what is due at the current step)."""
         animation = int(self.out.get("animation") or 0)
         if animation > 0 and self.setup.dim == 2:  # before "close", which writes the frames
             sim.attach(Operation("animation", animation, self.frame))
@@ -51,6 +53,7 @@ class FluidOutputs:
         sim.attach(Operation("close", 0, self.close))
 
     def snapshot(self, s: RunningSimulation) -> None:
+        """Density and velocity of the current step into fields.h5 (once a step)."""
         if s.steps_done == self.last_snapshot:
             return
         self.last_snapshot = s.steps_done
@@ -73,6 +76,7 @@ class FluidOutputs:
                           {"density": rho, "velocity": u})
 
     def plot(self, s: RunningSimulation) -> None:
+        """The final state's plot (``output.plots``)."""
         u = s.velocity()  # collective under MPI
         if s.context.rank != 0 or not self.out["plots"]:
             return
@@ -87,6 +91,7 @@ class FluidOutputs:
             self._plot_cavity(s, u)
 
     def close(self, s: RunningSimulation) -> None:
+        """The animation, forces and probes files; the fields file closed."""
         if self.frames and s.context.rank == 0:
             from simsplit.io.animation import write_gif
 
@@ -105,6 +110,7 @@ class FluidOutputs:
             self.writer = None
 
     def frame(self, s: RunningSimulation) -> None:
+        """One vorticity frame of the animation (once a step)."""
         if s.steps_done == self.last_frame:
             return
         self.last_frame = s.steps_done

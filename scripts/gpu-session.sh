@@ -35,6 +35,10 @@
 #            (and another tree's, X2AB_BASE: a folder of its kernel files), alternating
 #            (scripts/ab_fp16_x2.py), then the solver's fp16 512^3 MLUPS X2AB_BENCH times (2)
 #            (issue 25)
+#   x2h200   issue 25 on an H200, in one call: ab_fp16_x2.py (production, split paths at 64x16
+#            and 64x12, and a kernel folder with split paths and plain pair stores), the
+#            solver at 512^3 with source.D3Q19_X2_SPLIT_PATHS off and on alternating, the
+#            fp16 GPU tests with it on (the source file is restored after)
 #   neqtilebench  whole-run bench, production and the fastest candidate of the neqtile log
 #            (or NEQTILE_3D / NEQTILE_2D): D3Q19 512^3, D2Q9 8192^2 (SIMSPLIT_NEQ16_TILE)
 #   neqtiletests  GPU tests: each candidate == production on 1-3 slabs
@@ -382,6 +386,37 @@ if has x2ab; then
             --repeats 3 --no-graph --storage float16 2>&1 | quiet | grep -E "^cupy" \
             | tee -a "$OUT/x2ab.log"
     done
+fi
+if has x2h200; then
+    # needs an H200 (on an H100 DRAM bounds fp16 pairs: the question is moot there)
+    note "issue 25 on an H200: split paths, weak pair stores, the solver with and without"
+    nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
+        || echo "not an H200: these timings do not answer issue 25's question"
+    # a kernel folder: split paths built in, pair stores plain (weak) instead of st.global.wb
+    wk=/tmp/x2h200-kernels
+    rm -rf "$wk" && mkdir -p "$wk" && cp kernels/*.cu kernels/*.cuh "$wk"/
+    sed -i 's|    __stwb(reinterpret_cast<pair_t<S>\*>(p), v);  // default write-back|    *reinterpret_cast<pair_t<S>*>(p) = v;|' "$wk/lbm_common.cuh"
+    sed -i 's|^#include "simsplit_generated.cuh"$|#include "simsplit_generated.cuh"\n#undef SIMSPLIT_D3Q19_X2_SPLIT_PATHS\n#define SIMSPLIT_D3Q19_X2_SPLIT_PATHS 1|' "$wk/d3q19.cu"
+    grep -q "reinterpret_cast<pair_t<S>\*>(p) = v;" "$wk/lbm_common.cuh" \
+        && grep -q "define SIMSPLIT_D3Q19_X2_SPLIT_PATHS 1" "$wk/d3q19.cu" \
+        || echo "the kernel folder's edits did not apply: its row is production's"
+    timeout 150 python3 scripts/ab_fp16_x2.py --base "$wk" --shapes 64x16,64x12 --rounds 2 2>&1 \
+        | quiet | tee "$OUT/x2h200.log"
+    src=simsplit/backends/cuda_c/source.py
+    for r in 1 2; do
+        for v in False True; do
+            sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = $v/" $src
+            timeout 100 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+                --repeats 3 --no-graph --storage float16 2>&1 | quiet | grep -E "^cupy" \
+                | sed "s/^/split paths $v: /" | tee -a "$OUT/x2h200.log"
+        done
+    done
+    sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = True/" $src
+    timeout 150 python3 -m pytest -o addopts=-ra -q -m gpu -p no:cacheprovider \
+        tests/test_d3q19_storage_gpu.py -k "fp16 or two_cell" 2>&1 | tail -6 \
+        | tee -a "$OUT/x2h200.log"
+    git checkout -q -- $src 2>/dev/null \
+        || sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = False/" $src
 fi
 if has neqtilebench; then
     # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)

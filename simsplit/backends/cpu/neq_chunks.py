@@ -29,7 +29,7 @@ import numpy as np
 from simsplit.backends.cpu.cells import records_arg
 from simsplit.backends.cpu.jit_cache import announce_compile
 from simsplit.backends.cpu.neq_lines import decode, encode
-from simsplit.backends.cpu.rowgen import SERIAL_ENV
+from simsplit.backends.cpu.rowgen import serial_requested
 from simsplit.errors import CaseError
 
 #: environment variable: planes a chunk (0: the records kernel cell by cell)
@@ -83,7 +83,7 @@ def step(run: ChunkStep, f_src: np.ndarray, f_dst: np.ndarray, flags: np.ndarray
     the records behind ``f_src`` and the plane of its plane 0 there (``run`` gets them as
     :func:`.cells.records_arg` makes them, the offset of the chunk's plane 0)."""
     src, dst = scratch
-    serial = os.environ.get(SERIAL_ENV, "0").strip() == "1"
+    serial = serial_requested()
     three_d = flags.ndim == 3
     full = flags.shape[0]
 

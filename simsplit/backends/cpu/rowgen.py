@@ -67,6 +67,12 @@ def rows_enabled() -> bool:
     return os.environ.get(ROWS_ENV, "1").strip() != "0"
 
 
+def serial_requested() -> bool:
+    """Whether ``$SIMSPLIT_CPU_SERIAL`` is "1": the kernels run without threads (:func:`serial`;
+    the records' chunks, :mod:`.neq_chunks`, likewise)."""
+    return os.environ.get(SERIAL_ENV, "0").strip() == "1"
+
+
 _twins: dict[Any, Any] = {}
 
 
@@ -76,7 +82,7 @@ def serial(kernel: Any) -> Any:
     ``$SIMSPLIT_CPU_SERIAL`` is "1", its serial twin: the same source and options compiled
     without threads (``prange`` runs as ``range``; the rows write disjoint cells, so the same
     bits), under a name of its own so that the two builds keep separate cache entries."""
-    if os.environ.get(SERIAL_ENV, "0").strip() != "1":
+    if not serial_requested():
         return kernel
     twin = _twins.get(kernel)
     if twin is None:

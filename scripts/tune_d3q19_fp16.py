@@ -265,11 +265,18 @@ def parse_shapes(text: str) -> list[tuple]:
     """``TXxTY:BLOCKS[:RING],...`` -> fp16 rows of TWO_STEP (no prefetch, ring 3 by default)."""
     rows = []
     for item in text.split(","):
-        shape, blocks, *ring = item.split(":")
-        tx, ty = (int(v) for v in shape.split("x"))
-        ring_planes = int(ring[0]) if ring else 3
+        try:
+            shape, blocks, *ring = item.split(":")
+            tx, ty = (int(v) for v in shape.split("x"))
+            blocks, ring_planes = int(blocks), int(ring[0]) if ring else 3
+            if len(ring) > 1 or min(tx, ty, blocks) < 1 or ring_planes not in (3, 4):
+                raise ValueError
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected TXxTY:BLOCKS[:RING], positive integers, ring 3 or 4 "
+                "(e.g. 16x14:4)") from None
         label = f"{tx} x {ty} b{blocks}" + (f", ring {ring_planes}" if ring else "")
-        rows.append(("float16", label, tx, ty, int(blocks), 0, ring_planes))
+        rows.append(("float16", label, tx, ty, blocks, 0, ring_planes))
     return rows
 
 
@@ -307,13 +314,13 @@ def main() -> None:
     ap.add_argument("--production", action="store_true",
                     help="fp16 production kernels only: one-step (two cells, one cell) and "
                          "two-step; no candidates, copies or float32")
-    ap.add_argument("--two-step-shapes", metavar="TXxTY:BLOCKS[:RING],...",
+    ap.add_argument("--two-step-shapes", metavar="TXxTY:BLOCKS[:RING],...", type=parse_shapes,
                     help="fp16 two-step shapes to time beside production's kernels instead of "
                          "the list in this file (no prefetch; ring 3 unless given); implies "
                          "--production for the rest")
     args = ap.parse_args()
     if args.two_step_shapes:
-        TWO_STEP[:] = [TWO_STEP[0], *parse_shapes(args.two_step_shapes)]
+        TWO_STEP[:] = [TWO_STEP[0], *args.two_step_shapes]
         args.production = True
     n, steps = args.n, args.steps
     t_start = time.time()

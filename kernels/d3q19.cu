@@ -722,43 +722,6 @@ __device__ __forceinline__ int slot_of(int k)
     return k % shape<S>::RING;  // k >= 0
 }
 
-// Staged first steps (SIMSPLIT_D3Q19_FUSED_STAGE, source.D3Q19_FUSED_STAGE: 0 off, 1 for every
-// storage, 2 for 16-bit storage only): the elements the first step of the next plane pulls are
-// copied into shared memory with cp.async while the second step runs, instead of each thread
-// loading its 19 into registers after the barrier; see staged_sweep below.
-template <typename S> __host__ __device__ constexpr bool stage_planes()
-{
-    return SIMSPLIT_D3Q19_FUSED_STAGE == 1 || (SIMSPLIT_D3Q19_FUSED_STAGE == 2 && sizeof(S) == 2);
-}
-
-// Shared memory of a staged sweep after the ring (16-byte aligned): per population, the window
-// of its source plane the next first step pulls from, ROWS = RY rows of W elements, copied as
-// NC 16-byte pieces a row (E elements each; a piece starts at an interior column 1 mod E, where
-// padded rows put 16-byte boundaries: simsplit/backends/layout.py); then each window row's
-// offset (stage_mem). Threads t < GROUPS * PER_Q copy: group t / PER_Q populations group,
-// group + GROUPS, ..., each at piece t % PER_Q.
-template <typename S, typename P> struct stage_shape {
-    static constexpr int E = 16 / int(sizeof(S));
-    static constexpr int NC = (shape<S>::TX + 3) / E + 2;  // any alignment of TX + 4 columns
-    static constexpr int W = NC * E;
-    static constexpr int ROWS = shape<S>::RY;
-    static constexpr int PER_Q = ROWS * NC;
-    static constexpr int GROUPS = shape<S>::THREADS / PER_Q;
-    static constexpr int ROUNDS = (D3Q19::Q + GROUPS - 1) / (GROUPS > 0 ? GROUPS : 1);
-    static constexpr int RING_BYTES = shape<S>::RING * D3Q19::Q * shape<S>::THREADS * int(sizeof(S));
-    static constexpr int OFFSET = (RING_BYTES + 15) / 16 * 16 / int(sizeof(S));  // elements
-    static constexpr int ELEMS = D3Q19::Q * ROWS * W;
-    static constexpr int BYTES = OFFSET * int(sizeof(S)) + ELEMS * int(sizeof(S))
-                                 + D3Q19::Q * ROWS * int(sizeof(P));
-};
-
-// Dynamic shared memory of a block's sweep in bytes (the launcher's figure:
-// source.d3q19_two_steps_launch)
-template <typename S, typename P> __host__ __device__ constexpr int sweep_shared_bytes()
-{
-    return stage_planes<S>() ? stage_shape<S, P>::BYTES : stage_shape<S, P>::RING_BYTES;
-}
-
 // Interior cell a footprint position g (0 .. n + 1 and beyond) stands for: periodic axes wrap
 // the ghost positions to the opposite interior cells; otherwise g itself.
 __device__ __forceinline__ int footprint_cell(int g, int n, bool periodic)
@@ -775,21 +738,6 @@ struct gpu_team {
         f(int(threadIdx.x));
     }
     __device__ __forceinline__ void sync() const { __syncthreads(); }
-#ifndef SIMSPLIT_HOST_EMULATION
-    // 16 bytes from global memory into shared memory, of which the first `bytes` (0 .. 16) are
-    // read and the rest zero, in flight until wait_copies
-    __device__ __forceinline__ void copy16(void* dst, const void* src, int bytes) const
-    {
-        const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src),
-                     "r"(bytes)
-                     : "memory");
-    }
-    __device__ __forceinline__ void wait_copies() const
-    {
-        asm volatile("cp.async.wait_all;" ::: "memory");
-    }
-#endif
     // a value each thread keeps from one phase to a later one (registers)
     template <typename X> struct local {
         X v;
@@ -813,30 +761,6 @@ template <typename T, typename S, typename P> struct sweep_args {
     bool per_x, per_y;
 };
 
-// Footprint position (lx, ly) of thread t in the first step. Row by row; or, where staged, the
-// column's cells first, in the second step's order (thread t < TX * TY updates the same cell
-// in both steps and keeps its flag), then the ring: the rows below and above, then the cells
-// left and right of each column row.
-template <typename S> __device__ __forceinline__ void footprint_xy(int t, int& lx, int& ly)
-{
-    constexpr int TX = shape<S>::TX, TY = shape<S>::TY, RX = shape<S>::RX, RY = shape<S>::RY;
-    if (!stage_planes<S>()) {
-        lx = t % RX;
-        ly = t / RX;
-    } else if (t < TX * TY) {
-        lx = t % TX + 1;
-        ly = t / TX + 1;
-    } else if (t < TX * TY + 2 * RX) {
-        const int r = t - TX * TY;
-        lx = r % RX;
-        ly = r < RX ? 0 : RY - 1;
-    } else {
-        const int r = t - TX * TY - 2 * RX;
-        lx = (r & 1) ? RX - 1 : 0;
-        ly = r / 2 + 1;
-    }
-}
-
 // Footprint cell t (thread index) of a block whose column starts at (i0, j0): its position
 // (lx, ly) in the footprint and the cell (i, j) it stands for.
 struct footprint_pos {
@@ -846,8 +770,8 @@ template <typename T, typename S, typename P>
 __device__ __forceinline__ footprint_pos footprint_of(const sweep_args<T, S, P>& a, int t, int i0,
                                                       int j0)
 {
-    int lx, ly;
-    footprint_xy<S>(t, lx, ly);
+    constexpr int RX = shape<S>::RX;
+    const int lx = t % RX, ly = t / RX;
     return {lx, ly, footprint_cell(i0 - 1 + lx, a.nx, a.per_x),
             footprint_cell(j0 - 1 + ly, a.ny, a.per_y)};
 }
@@ -950,10 +874,9 @@ __device__ __forceinline__ void first_finish(const sweep_args<T, S, P>& a, S* ri
 }
 
 // Step t + 2 of column cell t (thread index, t < TX * TY) of plane kb from the ring, into f_dst.
-// known: the cell's flag where the caller has it, else -1 (read here)
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
 __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const S* ring, int t,
-                                            int kb, int i0, int j0, int known = -1)
+                                            int kb, int i0, int j0)
 {
     using L = D3Q19;
     constexpr int TX = shape<S>::TX;
@@ -961,7 +884,7 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
     const int i = i0 + lx - 1, j = j0 + ly - 1;
     if (i > a.nx || j > a.ny) return;
     const lbm::offset_t cell = cell_offset_3d(i, j, kb, a.pitch, a.layer);
-    const lbm::flag_t own = known >= 0 ? lbm::flag_t(known) : a.flags[cell];
+    const lbm::flag_t own = a.flags[cell];
     if (own & FLAG_SOLID) return;
     T fl[L::Q];
 #pragma unroll
@@ -984,182 +907,11 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
                                        a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
 }
 
-// c_x, c_y or c_z (AXIS 0, 1, 2) of a population known only at run time: two bits a
-// population in one 64-bit constant
-template <int AXIS> __host__ __device__ constexpr unsigned long long packed_axis()
-{
-    unsigned long long bits = 0;
-    for (int q = 0; q < D3Q19::Q; ++q) {
-        const int c = AXIS == 0 ? D3Q19::cx(q) : (AXIS == 1 ? D3Q19::cy(q) : D3Q19::cz(q));
-        bits |= static_cast<unsigned long long>(c + 1) << (2 * q);
-    }
-    return bits;
-}
-template <int AXIS> __device__ __forceinline__ int axis_of(int q)
-{
-    return int((packed_axis<AXIS>() >> (2 * q)) & 3u) - 1;
-}
-
-// Row r (0 .. n + 1 and one beyond either side) as a periodic axis wraps it
-__device__ __forceinline__ int wrapped(int r, int n, bool periodic)
-{
-    return !periodic ? r : (r < 1 ? r + n : (r > n ? r - n : r));
-}
-
-// What a staged block keeps in shared memory besides the ring (stage_shape)
-template <typename S, typename P> struct stage_mem {
-    S* window;  // [q][ly][W]
-    P* rows;    // [q][ly]: offset of the window row of q at ly, less the plane's and the column's
-};
-
-// Thread t's copies of the windows of first-step plane k: pieces past the populations' last
-// element are zero (only footprint cells that no first step pulls for could see them; so do
-// the rows beyond the grid's edges, that a solid ghost row's cells would pull from)
-template <typename T, typename S, typename P, typename Team>
-__device__ __forceinline__ void stage_plane(const Team& team, const sweep_args<T, S, P>& a,
-                                            const stage_mem<S, P>& m, int t, int k, int ws)
-{
-    using G = stage_shape<S, P>;
-    if (t >= G::GROUPS * G::PER_Q) return;
-    const int g = t / G::PER_Q, piece = t % G::PER_Q;
-    const int ly = piece / G::NC, col = piece % G::NC;
-    const P at = P(k) * a.layer + P(ws + col * G::E);
-    const P end = P(D3Q19::Q) * a.plane;
-#pragma unroll
-    for (int r = 0; r < G::ROUNDS; ++r) {
-        const int q = g + G::GROUPS * r;
-        if (q >= D3Q19::Q) break;
-        const P off = at + m.rows[q * G::ROWS + ly];
-        const P room = off < end ? end - off : P(0);
-        team.copy16(m.window + (q * G::ROWS + ly) * G::W + col * G::E, a.f_src + off,
-                    room >= P(G::E) ? 16 : int(room) * int(sizeof(S)));
-    }
-}
-
-// Periodic x: the window columns left of column 1 and right of column nx hold what the wrap
-// puts there (columns nx - 1, nx and 1, 2), loaded by the threads of a block that has them
-template <typename T, typename S, typename P, typename Team>
-__device__ __forceinline__ void wrap_window(const Team& team, const sweep_args<T, S, P>& a,
-                                            const stage_mem<S, P>& m, int k, int ws)
-{
-    using G = stage_shape<S, P>;
-    const P at = P(k) * a.layer;
-    team.each([&](int t) {
-        for (int e = t; e < D3Q19::Q * G::ROWS * 4; e += shape<S>::THREADS) {
-            const int side = e & 3, row = e >> 2;  // row: q * ROWS + ly
-            const int r = side < 2 ? side - 1 : a.nx + side - 1;  // -1, 0, nx + 1, nx + 2
-            if (r < ws || r >= ws + G::W) continue;
-            const P off = at + m.rows[row] + P(wrapped(r, a.nx, true));
-            m.window[row * G::W + r - ws] = lbm::read_only(a.f_src + off);
-        }
-    });
-}
-
-// Step t + 1 of footprint cell t of plane kk (flag own) from the staged windows. shift: the
-// window column of footprint column 0's cell.
-template <typename T, typename S, bool FORCED, typename P>
-__device__ __forceinline__ void first_staged(const sweep_args<T, S, P>& a, S* ring,
-                                             const stage_mem<S, P>& m, int t, int kk, int i0,
-                                             int j0, int shift, lbm::flag_t own)
-{
-    using L = D3Q19;
-    using G = stage_shape<S, P>;
-    const footprint_pos c = footprint_of(a, t, i0, j0);
-    if (c.i > a.nx + 1 || c.j > a.ny + 1 || (own & FLAG_SOLID)) return;
-    T fl[L::Q];
-    const S* at = m.window + c.ly * G::W + c.lx + shift;
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q)
-        fl[q] = lbm::decode<L, T>(at[q * G::ROWS * G::W - L::cx(q)], q);
-    first_collide<T, S, FORCED>(a, ring, c, kk, cell_offset_3d(c.i, c.j, kk, a.pitch, a.layer),
-                                own & FLAG_NEAR_WALL, fl);
-}
-
-// A staged block's sweep (stage_planes; the launcher checks the alignment the copies need):
-// per plane kk, [the copies of kk have landed: barrier] the first step of kk from them;
-// [barrier] the copies of kk + 1 issued, then the second step of kk - 1 while they fly. Two
-// barriers a plane with a ring of 3 as well: the first also keeps the next first step from a
-// slot the second step still reads. Each thread loads its footprint cell's flag of the next
-// plane with the copies and keeps the last two (flags: the current plane's in the low byte),
-// the column cell's for its second step. Windows are raw columns and rows of the array; a
-// periodic axis's rows are taken wrapped, its columns beyond the edges loaded wrapped after
-// the copies land (wrap_window).
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
-__device__ __forceinline__ void staged_sweep(const Team& team, const sweep_args<T, S, P>& a,
-                                             S* ring, int bx, int by, int za, int zb)
-{
-    using L = D3Q19;
-    using G = stage_shape<S, P>;
-    static_assert(G::GROUPS >= 1, "a block has too few threads to copy one population's window");
-    static_assert(!prefetch_planes<S>(), "staged sweeps do not prefetch into registers");
-    constexpr int TX = shape<S>::TX, TY = shape<S>::TY;
-    const int i0 = bx * TX + 1, j0 = by * TY + 1;
-    const stage_mem<S, P> m{ring + G::OFFSET, reinterpret_cast<P*>(ring + G::OFFSET + G::ELEMS)};
-    // the window starts at the piece holding column i0 - 2, the leftmost any first step pulls
-    const int ws = 1 + ((i0 - 3 + 2 * G::E) / G::E - 2) * G::E;
-    const int shift = i0 - 1 - ws;
-    const bool wraps_x = a.per_x && (ws < 1 || ws + G::W > a.nx + 1);
-    const int fa = za - 1 < 1 ? 1 : za - 1, fb = zb < a.nz ? zb : a.nz;
-    auto flag_at = [&](int t, int k) -> lbm::flag_t {
-        const footprint_pos c = footprint_of(a, t, i0, j0);
-        if (c.i > a.nx + 1 || c.j > a.ny + 1) return FLAG_SOLID;
-        return a.flags[cell_offset_3d(c.i, c.j, k, a.pitch, a.layer)];
-    };
-    team.each([&](int t) {
-        for (int e = t; e < L::Q * G::ROWS; e += shape<S>::THREADS) {
-            const int q = e / G::ROWS, ly = e % G::ROWS;
-            const int row = wrapped(j0 - 1 + ly - axis_of<1>(q), a.ny, a.per_y);
-            m.rows[e] = P(q) * a.plane - P(axis_of<2>(q)) * a.layer + P(row) * a.pitch;
-        }
-    });
-    team.sync();
-    typename Team::template local<lbm::flag_t> next;
-    typename Team::template local<unsigned> flags;
-    team.each([&](int t) {
-        flags(t) = FLAG_SOLID;
-        if (fa <= fb) {
-            stage_plane(team, a, m, t, fa, ws);
-            next(t) = flag_at(t, fa);
-        }
-    });
-    for (int kk = za - 1; kk <= zb; ++kk) {
-        const bool live = kk >= fa && kk <= fb;
-        if (live) {
-            team.wait_copies();
-            team.sync();  // plane kk's windows are in shared memory
-            if (wraps_x) {
-                wrap_window(team, a, m, kk, ws);
-                team.sync();
-            }
-        }
-        team.each([&](int t) {
-            flags(t) = (flags(t) << 8) | (live ? next(t) : FLAG_SOLID);
-            if (live)
-                first_staged<T, S, FORCED>(a, ring, m, t, kk, i0, j0, shift,
-                                           lbm::flag_t(flags(t) & 0xFFu));
-        });
-        team.sync();  // plane kk's step t + 1 is in the ring; its windows are read
-        team.each([&](int t) {
-            if (live && kk < fb) {
-                stage_plane(team, a, m, t, kk + 1, ws);
-                next(t) = flag_at(t, kk + 1);
-            }
-            if (kk - 1 >= za && t < TX * TY)
-                second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0,
-                                                       int((flags(t) >> 8) & 0xFFu));
-        });
-    }
-}
-
 // One block's sweep: column (bx, by), planes [za, zb) of f_dst to step t + 2.
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
 __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
                                       int bx, int by, int za, int zb)
 {
-    if constexpr (stage_planes<S>()) {
-        staged_sweep<T, S, STORE_MACRO, FORCED, P>(team, a, ring, bx, by, za, zb);
-        return;
-    }
     constexpr int TX = shape<S>::TX, TY = shape<S>::TY;
     const int i0 = bx * TX + 1, j0 = by * TY + 1;
     const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);

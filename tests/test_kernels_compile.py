@@ -978,7 +978,6 @@ static void halo3(const void* src, void* dst, int pack, long long plane, long lo
 #include <vector>
 // d3q19_stream_collide_two_steps: each block's sweep run by a team whose threads take each
 // phase in turn; the ring starts as NaN bits, so a slot read before it is written shows
-extern "C" { long long simsplit_staged_copies = 0; }
 template <typename S> struct host_team {
     template <typename F> void each(F&& f) const {
         for (int t = 0; t < fused::shape<S>::THREADS; ++t) {
@@ -987,15 +986,6 @@ template <typename S> struct host_team {
         }
     }
     void sync() const {}
-    // a staged sweep's 16-byte copies (cp.async on a GPU, which faults on a misaligned one)
-    void copy16(void* dst, const void* src, int bytes) const {
-        if ((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src))
-            % 16) ++simsplit_misaligned_loads;
-        std::memset(dst, 0, 16);
-        if (bytes > 0) std::memcpy(dst, src, bytes);
-        ++simsplit_staged_copies;
-    }
-    void wait_copies() const {}
     template <typename X> struct local {  // a thread's registers kept between phases
         std::vector<X> v = std::vector<X>(fused::shape<S>::THREADS);
         X& operator()(int t) { return v[t]; }
@@ -1011,17 +1001,13 @@ static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv,
                                        P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
                                        T(fz), px != 0, py != 0};
     using shape = fused::shape<S>;
-    // the ring and, in a staged build, the windows (aligned as dynamic shared memory is)
-    const int bytes = fused::sweep_shared_bytes<S, P>();
-    std::vector<S> ring_mem((bytes + 31) / sizeof(S) + 1);
-    const auto base = reinterpret_cast<unsigned long long>(ring_mem.data());
-    S* ring = reinterpret_cast<S*>((base + 15) / 16 * 16);
+    std::vector<S> ring(shape::RING * D3Q19::Q * shape::THREADS);
     blockDim = {unsigned(shape::THREADS), 1, 1};
     for (int za = k0; za < k1; za += run)
         for (int by = 0; by * shape::TY < ny; ++by)
             for (int bx = 0; bx * shape::TX < nx; ++bx) {
-                std::memset(ring, 0xFF, bytes);
-                fused::sweep<T, S, STORE, FORCED, P>(host_team<S>{}, a, ring, bx, by, za,
+                std::memset(ring.data(), 0xFF, ring.size() * sizeof(S));
+                fused::sweep<T, S, STORE, FORCED, P>(host_team<S>{}, a, ring.data(), bx, by, za,
                                                      za + run < k1 ? za + run : k1);
             }
 }
@@ -1873,60 +1859,6 @@ def test_emulated_d3q19_two_steps_prefetch_match_cpu(emulated_3d_prefetch, preci
                                  obstacles, forced=not obstacles, runs=runs)
 
 
-@pytest.fixture(scope="module")
-def emulated_3d_staged(tmp_path_factory):
-    """The two-step kernel whose next plane's pulled elements are copied into shared memory
-    while the second step runs (SIMSPLIT_D3Q19_FUSED_STAGE, a tuning variant), with 4 x 3
-    columns, for every storage type."""
-    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, "SIMSPLIT_D3Q19_FUSED_STAGE=1",
-                         parts=("TWO",))
-
-
-@pytest.fixture(scope="module")
-def emulated_3d_staged_16bit(tmp_path_factory):
-    """The staged two-step kernel at 16-bit storage's production column shape."""
-    return _emulation_3d(tmp_path_factory, 1, "SIMSPLIT_D3Q19_FUSED_STAGE=2", parts=("TWO",))
-
-
-@pytest.mark.parametrize("precision, storage", PAIRS)
-@pytest.mark.parametrize("periodic", [False, True])
-@pytest.mark.parametrize("obstacles, runs", [(False, 2), (True, 2), (True, 64)])
-def test_emulated_d3q19_two_steps_staged_match_cpu(emulated_3d_staged, precision, storage,
-                                                   periodic, obstacles, runs) -> None:
-    """The staged two-step sweep gives the same bits as two CPU steps: windows whose pieces
-    start before the first column and end past the last (4 x 3 columns of 13 x 5 cells; 16-bit
-    pieces of 8 elements are wider than a column), zero-filled past the array, periodic x and y
-    wrapped (rows as copied, columns loaded after), obstacles, runs of 2 planes and one run;
-    every copy aligned to 16 bytes as cp.async needs."""
-    copies = ctypes_int(emulated_3d_staged, "simsplit_misaligned_loads")
-    staged = _ctypes_longlong(emulated_3d_staged, "simsplit_staged_copies")
-    copies.value, staged.value = 0, 0
-    _check_two_steps_against_cpu(emulated_3d_staged, precision, storage, periodic,
-                                 obstacles, forced=not obstacles, runs=runs)
-    assert staged.value > 0 and copies.value == 0
-
-
-@pytest.mark.parametrize("storage", ["float16", "e4m11"])
-@pytest.mark.parametrize("periodic", [False, True])
-@pytest.mark.parametrize("runs", [5, 64])
-def test_emulated_d3q19_two_steps_staged_production_tiles(emulated_3d_staged_16bit, storage,
-                                                          periodic, runs) -> None:
-    """The staged sweep at the production 16-bit column on three columns in x and two in y,
-    the last ones partial, with obstacles: the same bits as two CPU steps."""
-    tx, ty = source.D3Q19_FUSED16[:2]
-    staged = _ctypes_longlong(emulated_3d_staged_16bit, "simsplit_staged_copies")
-    staged.value = 0
-    _check_two_steps_against_cpu(emulated_3d_staged_16bit, "float32", storage, periodic, True,
-                                 True, runs=runs, nx=2 * tx + 5, ny=ty + 3)
-    assert staged.value > 0
-
-
-def _ctypes_longlong(lib, name: str):
-    import ctypes
-
-    return ctypes.c_longlong.in_dll(lib, name)
-
-
 @pytest.mark.parametrize("periodic", [False, True])
 def test_emulated_d3q19_two_steps_production_tiles(emulated_3d, periodic) -> None:
     """The production column size (one column covers the small grid) and whole-range runs."""
@@ -1958,17 +1890,10 @@ def test_two_steps_launch_follows_the_shapes() -> None:
 
     for itemsize, kind in ((2, "FUSED16"), (4, "FUSED"), (8, "FUSED")):
         tx, ty, ring = (define(f"SIMSPLIT_D3Q19_{kind}_{k}") for k in ("TX", "TY", "RING"))
-        grid, threads, shared = source.d3q19_two_steps_launch(100, 50, 64, itemsize, stage=0)
+        grid, threads, shared = source.d3q19_two_steps_launch(100, 50, 64, itemsize)
         assert threads == (tx + 2) * (ty + 2)
         assert grid == (-(-100 // tx), -(-50 // ty), -(-64 // source.D3Q19_FUSED_RUN_PLANES))
         assert shared == ring * 19 * threads * itemsize
-        # staged: the ring to 16 bytes, 19 windows of ty + 2 rows, each row's 32-bit offset
-        pieces = 16 // itemsize
-        row = ((tx + 3) // pieces + 2) * pieces
-        staged = source.d3q19_two_steps_launch(100, 50, 64, itemsize, stage=1)[2]
-        assert staged == -(-shared // 16) * 16 + 19 * (ty + 2) * (row * itemsize + 4)
-        assert source.d3q19_two_steps_launch(100, 50, 64, itemsize, stage=2)[2] == (
-            staged if itemsize == 2 else shared)
 
 
 @pytest.mark.parametrize("periodic, forced", [(False, True), (True, False)])

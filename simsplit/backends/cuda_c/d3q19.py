@@ -57,12 +57,6 @@ def _storage_key(f: Any) -> Any:
     return STRESS_RECORDS if f.dtype == NEQ16_DTYPE and stress_kept(f.shape[0]) else f.dtype
 
 
-
-def _stage_aligned(f: Any) -> bool:
-    """Whether every row's interior column 1 of ``f`` and its row, layer and population
-    strides lie on 16-byte boundaries (kernels/d3q19.cu staged_sweep's copies)."""
-    return (f.data.ptr + f.strides[-1]) % 16 == 0 and all(s % 16 == 0 for s in f.strides[:-1])
-
 class D3Q19Kernels:
     """CUDA C launchers for one device."""
 
@@ -396,10 +390,6 @@ class D3Q19Kernels:
                             f"{self.fused_pairs} (arithmetic, storage) on {self.gpu_name}, not "
                             f"{(rho.dtype, f_src.dtype)}")
         nx, ny = f_src.shape[3] - 2, f_src.shape[2] - 2
-        if source.d3q19_two_steps_staged(f_src.itemsize) and not _stage_aligned(f_src):
-            raise ValueError("the staged two-step D3Q19 kernel copies 16-byte pieces: it takes "
-                             "padded population arrays (simsplit.backends.layout.padded_empty), "
-                             f"not strides {f_src.strides} at {f_src.data.ptr:#x}")
         check_launch_device(self.device)
         kern = self._two_steps[(rho.dtype, f_src.dtype, bool(store_macro), p.forced)]
         grid, threads, shared = source.d3q19_two_steps_launch(nx, ny, k1 - k0, f_src.itemsize)

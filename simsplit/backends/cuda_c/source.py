@@ -129,10 +129,6 @@ D3Q19_FUSED16 = (16, 16, 3, 3)
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for
 #: 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)
 D3Q19_FUSED_PREFETCH = 0
-#: whether the two-step kernel copies the next plane's pulled elements into shared memory with
-#: cp.async while its second step runs (kernels/d3q19.cu staged_sweep; the same bits): 0 never,
-#: 1 for every storage, 2 for 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)
-D3Q19_FUSED_STAGE = 0
 #: (arithmetic, storage) pairs the solver takes two steps per sweep for on every GPU: where it
 #: measured faster than one-step sweeps. float32: 29,722 against 24,531 MLUPS at 512^3 on an
 #: H200; fp16 storage ran slower there (38,900 at its own shape against 42,933: its one-step
@@ -282,9 +278,6 @@ def generated_header() -> str:
                        f"#define SIMSPLIT_D3Q19_FUSED16_{key} {value}", "#endif")),
         "#ifndef SIMSPLIT_D3Q19_FUSED_PREFETCH",
         f"#define SIMSPLIT_D3Q19_FUSED_PREFETCH {D3Q19_FUSED_PREFETCH}",
-        "#endif",
-        "#ifndef SIMSPLIT_D3Q19_FUSED_STAGE",
-        f"#define SIMSPLIT_D3Q19_FUSED_STAGE {D3Q19_FUSED_STAGE}",
         "#endif",
         f"constexpr unsigned char FLAG_FLUID = {flags.FLUID};",
         f"constexpr unsigned char FLAG_WALL = {flags.WALL};",
@@ -437,35 +430,14 @@ def d3q19_bodies_open(open_faces: int, outlet_kind: int, quadratic: bool = False
     return "pressure_outlet" if outlet_kind == OUTLET_PRESSURE else "any_outlet"
 
 
-def d3q19_two_steps_shared(tx: int, ty: int, ring: int, itemsize: int, stage: int) -> int:
-    """Dynamic shared bytes of a two-step block of ``tx`` x ``ty`` columns with a ring of
-    ``ring`` planes of ``itemsize``-byte populations (32-bit element offsets); ``stage``: the
-    build's SIMSPLIT_D3Q19_FUSED_STAGE. Mirrors kernels/d3q19.cu sweep_shared_bytes."""
-    shared = ring * D3Q19.q * (tx + 2) * (ty + 2) * itemsize
-    if d3q19_two_steps_staged(itemsize, stage):
-        per_copy = 16 // itemsize  # elements of one 16-byte copy
-        row = ((tx + 3) // per_copy + 2) * per_copy  # window row: any alignment of tx + 4
-        shared = -(-shared // 16) * 16 + D3Q19.q * (ty + 2) * (row * itemsize + 4)
-    return shared
-
-
-def d3q19_two_steps_staged(itemsize: int, stage: int | None = None) -> bool:
-    """Whether the two-step kernel of ``itemsize``-byte populations stages its loads in a
-    build with SIMSPLIT_D3Q19_FUSED_STAGE ``stage`` (None: :data:`D3Q19_FUSED_STAGE`)."""
-    stage = D3Q19_FUSED_STAGE if stage is None else stage
-    return stage == 1 or (stage == 2 and itemsize == 2)
-
-
-def d3q19_two_steps_launch(nx: int, ny: int, planes: int, itemsize: int,
-                           stage: int | None = None) -> tuple[tuple[int, int, int], int, int]:
+def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
+                           itemsize: int) -> tuple[tuple[int, int, int], int, int]:
     """(grid, threads per block, dynamic shared bytes) of the two-step kernel for ``planes``
-    planes of an ``nx`` x ``ny`` grid with populations of ``itemsize`` bytes; ``stage``: the
-    build's SIMSPLIT_D3Q19_FUSED_STAGE (None: :data:`D3Q19_FUSED_STAGE`)."""
+    planes of an ``nx`` x ``ny`` grid with populations of ``itemsize`` bytes."""
     tx, ty, ring = (*D3Q19_FUSED_TILE, D3Q19_FUSED_RING) if itemsize != 2 else D3Q19_FUSED16[:3]
     threads = (tx + 2) * (ty + 2)
     grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_FUSED_RUN_PLANES))
-    stage = D3Q19_FUSED_STAGE if stage is None else stage
-    return grid, threads, d3q19_two_steps_shared(tx, ty, ring, itemsize, stage)
+    return grid, threads, ring * D3Q19.q * threads * itemsize
 
 
 def variant_source(name: str, block_x: int) -> str:

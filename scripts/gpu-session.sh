@@ -38,7 +38,7 @@
 #   x2h200   issue 25 on an H200, in one call: ab_fp16_x2.py (production, split paths at 64x16
 #            and 64x12, and a kernel folder with split paths and plain pair stores), the
 #            solver at 512^3 with source.D3Q19_X2_SPLIT_PATHS off and on alternating, the
-#            fp16 GPU tests with it on (the source file is restored after)
+#            fp16 GPU tests with it on (source.py is put back as it was after)
 #   neqtilebench  whole-run bench, production and the fastest candidate of the neqtile log
 #            (or NEQTILE_3D / NEQTILE_2D): D3Q19 512^3, D2Q9 8192^2 (SIMSPLIT_NEQ16_TILE)
 #   neqtiletests  GPU tests: each candidate == production on 1-3 slabs
@@ -403,6 +403,7 @@ if has x2h200; then
     timeout 150 python3 scripts/ab_fp16_x2.py --base "$wk" --shapes 64x16,64x12 --rounds 2 2>&1 \
         | quiet | tee "$OUT/x2h200.log"
     src=simsplit/backends/cuda_c/source.py
+    saved=$(mktemp) && cp "$src" "$saved"  # this tree's source.py, put back after
     for r in 1 2; do
         for v in False True; do
             sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = $v/" $src
@@ -415,8 +416,7 @@ if has x2h200; then
     timeout 150 python3 -m pytest -o addopts=-ra -q -m gpu -p no:cacheprovider \
         tests/test_d3q19_storage_gpu.py -k "fp16 or two_cell" 2>&1 | tail -6 \
         | tee -a "$OUT/x2h200.log"
-    git checkout -q -- $src 2>/dev/null \
-        || sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = False/" $src
+    cp "$saved" "$src" && rm -f "$saved"
 fi
 if has neqtilebench; then
     # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)

@@ -199,7 +199,7 @@ def read_lammps_data(path: str | Path) -> AtomSystem:
     return AtomSystem(positions=pos[order] - lo, box=box, origin=lo,
                       typeid=(types[order] - 1).astype(np.int32), type_names=labels,
                       ids=ids[order], images=img[order], masses=masses,
-                      velocities=None if vel is None else vel, pair_coeffs=coeffs,
+                      velocities=vel, pair_coeffs=coeffs,
                       source=str(p))
 
 

@@ -702,16 +702,11 @@ template <typename S> struct shape {
     static constexpr int TX = narrow ? SIMSPLIT_D3Q19_FUSED16_TX : SIMSPLIT_D3Q19_FUSED_TX;
     static constexpr int TY = narrow ? SIMSPLIT_D3Q19_FUSED16_TY : SIMSPLIT_D3Q19_FUSED_TY;
     static constexpr int RX = TX + 2, RY = TY + 2;  // the footprint: column and ring of one cell
-    static constexpr int FOOTPRINT = RX * RY;
-    // x-cells per thread: 16-bit storage may take two (SIMSPLIT_D3Q19_FUSED16_CELLS_X), each
-    // population moved as a 32-bit pair (first_step_pair, second_step_pair)
-    static constexpr int CX = narrow ? SIMSPLIT_D3Q19_FUSED16_CELLS_X : 1;
-    static constexpr int THREADS = RX / CX * RY;
+    static constexpr int THREADS = RX * RY;
     static constexpr int RING = narrow ? SIMSPLIT_D3Q19_FUSED16_RING : SIMSPLIT_D3Q19_FUSED_RING;
     static constexpr int MIN_BLOCKS =
         narrow ? SIMSPLIT_D3Q19_FUSED16_MIN_BLOCKS : SIMSPLIT_D3Q19_FUSED_MIN_BLOCKS;
     static_assert(RING == 3 || RING == 4, "the ring holds 3 or 4 planes");
-    static_assert(CX == 1 || (CX == 2 && TX % 2 == 0), "pairs of x-cells need an even TX");
 };
 
 // Element of shared memory holding population q of footprint cell (lx, ly) of ring slot s.
@@ -819,77 +814,6 @@ __device__ __forceinline__ void first_step(const sweep_args<T, S, P>& a, S* ring
     first_collide<T, S, FORCED>(a, ring, c, kk, cell, near_wall, fl);
 }
 
-// Two x-cells per thread (shape<S>::CX 2): footprint cells (lx, lx + 1) of row ly, even lx,
-// of thread t. Their columns start at an even i (i0 - 1, TX even), so the pair sits one
-// element past a pair-aligned word ([q, k, j, 1] is aligned, padded rows): population q's
-// sources are aligned where c_x != 0 and straddle two words where c_x == 0 (lbm::load_pair),
-// the mirror of the one-step pair kernel. Each live cell collides alone, as in first_step; the
-// pair goes through the ring as one 32-bit word. A pair with a solid cell, a cell past the
-// array, a periodic ring cell that stands for the far side or a source that wraps moves cell
-// by cell with scalar accesses instead, as first_step does.
-template <typename T, typename S, bool FORCED, typename P>
-__device__ __forceinline__ void first_step_pair(const sweep_args<T, S, P>& a, S* ring, int t,
-                                                int kk, int i0, int j0,
-                                                const pull_deltas<P>& deltas)
-{
-    using L = D3Q19;
-    using Pair = lbm::pair_of<S>;
-    constexpr int HX = shape<S>::RX / 2;
-    const int lx = 2 * (t % HX), ly = t / HX;
-    const int g = i0 - 1 + lx;  // the footprint column of the first cell
-    const int j = footprint_cell(j0 - 1 + ly, a.ny, a.per_y);
-    if (j > a.ny + 1) return;
-    const footprint_pos c[2] = {{lx, ly, footprint_cell(g, a.nx, a.per_x), j},
-                                {lx + 1, ly, footprint_cell(g + 1, a.nx, a.per_x), j}};
-    lbm::flag_t own[2];
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-        own[n] = c[n].i <= a.nx + 1 ? a.flags[cell_offset_3d(c[n].i, j, kk, a.pitch, a.layer)]
-                                    : lbm::flag_t(FLAG_SOLID);
-    const bool live[2] = {!(own[0] & FLAG_SOLID), !(own[1] & FLAG_SOLID)};
-    const bool wraps = (a.per_x && (g == 0 || g + 1 >= a.nx))
-                       || (a.per_y && (j == 1 || j == a.ny));
-    if (!(live[0] && live[1]) || wraps || sizeof(P) != sizeof(lbm::offset_t)) {
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-            if (!live[n]) continue;
-            const lbm::offset_t cell = cell_offset_3d(c[n].i, j, kk, a.pitch, a.layer);
-            T fl[L::Q];
-            const lbm::flag_t near_wall =
-                pull_3d(fl, a.f_src, a.flags, own[n], c[n].i, j, kk, a.nx, a.ny, a.pitch,
-                        a.layer, a.plane, a.per_x, a.per_y, deltas);
-            first_collide<T, S, FORCED>(a, ring, c[n], kk, cell, near_wall, fl);
-        }
-        return;
-    }
-    const lbm::offset_t cell = cell_offset_3d(g, j, kk, a.pitch, a.layer);
-    lbm::pair_t<S> raw[L::Q];  // still encoded; cell g's half takes its results first
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q)
-        raw[q] = lbm::load_pair(a.f_src + (P(cell) + deltas.d[q]), L::cx(q) != 0);
-    const int s = slot_of<S>(kk);
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-        T fl[L::Q];
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q) fl[q] = lbm::decode<L, T>(Pair::get(raw[q], n), q);
-        if (own[n] & FLAG_NEAR_WALL)
-            bounce_back_3d(fl, a.f_src, a.flags, cell + n, g + n, j, kk, a.nx, a.ny, a.pitch,
-                           a.layer, a.plane, a.per_x, a.per_y, a.lid_u);
-        auto out = [&](int q, T v) {
-            const S e = lbm::encode<L, T, S>(v, q);
-            if (n == 0) {
-                raw[q] = Pair::with_first(raw[q], e);
-            } else {
-                lbm::store_shared_pair(ring + slot_index<S>(s, q, lx, ly),
-                                       Pair::with_second(raw[q], e));
-            }
-        };
-        collide_3d<T, false, FORCED>(fl, g + n, j, kk, a.nx, a.ny, a.rho_out, a.ux_out,
-                                     a.uy_out, a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
-    }
-}
-
 // Prefetch (SIMSPLIT_D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_PREFETCH: 0 off, 1 for every
 // storage, 2 for 16-bit storage only): each thread issues the loads of its footprint cell's
 // next plane (own flag and 19 stored elements, not waiting for the flag) before it collides
@@ -983,67 +907,12 @@ __device__ __forceinline__ void second_step(const sweep_args<T, S, P>& a, const 
                                        a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz, out);
 }
 
-// Step t + 2 of column cells (lx, lx + 1), odd lx, of thread t < TX * TY / 2: cells (i, i + 1)
-// with odd i, a pair-aligned word of f_dst. In the ring, pairs start at even lx: the
-// populations with c_x != 0 come from one aligned word, the others from two elements. Both
-// cells fluid: stored as pairs; else each live cell alone, as second_step stores it.
-template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>
-__device__ __forceinline__ void second_step_pair(const sweep_args<T, S, P>& a, const S* ring,
-                                                 int t, int kb, int i0, int j0)
-{
-    using L = D3Q19;
-    using Pair = lbm::pair_of<S>;
-    constexpr int HX = shape<S>::TX / 2;
-    const int lx = 2 * (t % HX) + 1, ly = t / HX + 1;
-    const int i = i0 + lx - 1, j = j0 + ly - 1;
-    if (i > a.nx || j > a.ny) return;
-    const lbm::offset_t cell = cell_offset_3d(i, j, kb, a.pitch, a.layer);
-    const lbm::flag_t own[2] = {a.flags[cell],
-                                i < a.nx ? a.flags[cell + 1] : lbm::flag_t(FLAG_SOLID)};
-    const bool live[2] = {!(own[0] & FLAG_SOLID), !(own[1] & FLAG_SOLID)};
-    if (!live[0] && !live[1]) return;
-    const bool vector = live[0] && live[1];
-    lbm::pair_t<S> raw[L::Q];
-#pragma unroll
-    for (int q = 0; q < L::Q; ++q) {
-        const S* p = ring + slot_index<S>(slot_of<S>(kb - L::cz(q)), q, lx - L::cx(q),
-                                          ly - L::cy(q));
-        raw[q] = L::cx(q) != 0 ? lbm::load_shared_pair(p) : Pair::make(p[0], p[1]);
-    }
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-        if (!live[n]) continue;
-        T fl[L::Q];
-#pragma unroll
-        for (int q = 0; q < L::Q; ++q) fl[q] = lbm::decode<L, T>(Pair::get(raw[q], n), q);
-        if (own[n] & FLAG_NEAR_WALL)  // the own opp q of step t + 1 is in the ring
-            bounce_back_solid_sources(
-                fl, a.flags, i + n, j, kb, a.nx, a.ny, a.pitch, a.layer, a.per_x, a.per_y,
-                a.lid_u, [&](int q, lbm::offset_t) {
-                    return lbm::decode<L, T>(
-                        ring[slot_index<S>(slot_of<S>(kb), L::opp(q), lx + n, ly)], L::opp(q));
-                });
-        auto out = [&](int q, T v) {
-            const S e = lbm::encode<L, T, S>(v, q);
-            S* p = population_at(a.f_dst, q, a.plane, cell);
-            if (!vector) lbm::store_population(p + n, e);
-            else if (n == 0) raw[q] = Pair::with_first(raw[q], e);
-            else lbm::store_pair(p, Pair::with_second(raw[q], e));
-        };
-        collide_3d<T, STORE_MACRO, FORCED>(fl, i + n, j, kb, a.nx, a.ny, a.rho_out, a.ux_out,
-                                           a.uy_out, a.uz_out, a.om_p, a.om_m, a.fx, a.fy, a.fz,
-                                           out);
-    }
-}
-
 // One block's sweep: column (bx, by), planes [za, zb) of f_dst to step t + 2.
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P, typename Team>
 __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P>& a, S* ring,
                                       int bx, int by, int za, int zb)
 {
     constexpr int TX = shape<S>::TX, TY = shape<S>::TY;
-    static_assert(!(prefetch_planes<S>() && shape<S>::CX == 2),
-                  "the prefetching sweep takes one x-cell per thread");
     const int i0 = bx * TX + 1, j0 = by * TY + 1;
     const pull_deltas<P> deltas = make_pull_deltas(a.plane, a.pitch, a.layer);
     // prefetch: the first step's planes are za - 1 .. zb, those that exist (kk below)
@@ -1059,10 +928,6 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
                     if (kk < fb) first_load(a, pend(t), t, kk + 1, i0, j0, deltas);
                     first_finish<T, S, FORCED>(a, ring, cur, t, kk, i0, j0, deltas);
                 });
-            } else if constexpr (shape<S>::CX == 2) {
-                team.each([&](int t) {
-                    first_step_pair<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas);
-                });
             } else {
                 team.each([&](int t) { first_step<T, S, FORCED>(a, ring, t, kk, i0, j0, deltas); });
             }
@@ -1070,12 +935,7 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
         team.sync();  // plane kk's step t + 1 is in the ring before any second step reads it
         if (kk - 1 >= za)
             team.each([&](int t) {
-                if constexpr (shape<S>::CX == 2) {
-                    if (t < TX * TY / 2)
-                        second_step_pair<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
-                } else if (t < TX * TY) {
-                    second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
-                }
+                if (t < TX * TY) second_step<T, S, STORE_MACRO, FORCED>(a, ring, t, kk - 1, i0, j0);
             });
         if (shape<S>::RING == 3) team.sync();  // the next first step overwrites the slot read
     }
@@ -1086,7 +946,7 @@ __device__ __forceinline__ void sweep(const Team& team, const sweep_args<T, S, P
 
 // Steps t + 1 and t + 2 of planes [k0, k1): f_src (step t) -> f_dst (step t + 2). Grid: x-y
 // columns of TX x TY cells (fused::shape<S>; blockIdx.x, blockIdx.y) times runs of `run_planes`
-// planes (blockIdx.z); THREADS threads; RING * 19 * FOOTPRINT stored elements of dynamic
+// planes (blockIdx.z); THREADS threads; RING * 19 * THREADS stored elements of dynamic
 // shared memory. rho/u (if STORE_MACRO) are those of step t + 2.
 // (double arithmetic asks for one resident block: at two it spilled with float storage)
 template <typename T, typename S, bool STORE_MACRO, bool FORCED, typename P>

@@ -499,27 +499,6 @@ __device__ __forceinline__ void store_pair(S* p, pair_t<S> v)
 #endif
 }
 
-// A pair of shared memory at p, p aligned to the pair (the two-step kernel's ring). The host
-// emulation of the tests counts a misaligned one as it counts global vector accesses.
-template <typename S>
-__device__ __forceinline__ pair_t<S> load_shared_pair(const S* p)
-{
-#ifdef SIMSPLIT_HOST_EMULATION
-    return simsplit_vector_load(reinterpret_cast<const pair_t<S>*>(p));
-#else
-    return *reinterpret_cast<const pair_t<S>*>(p);
-#endif
-}
-template <typename S>
-__device__ __forceinline__ void store_shared_pair(S* p, pair_t<S> v)
-{
-#ifdef SIMSPLIT_HOST_EMULATION
-    __stwb(reinterpret_cast<pair_t<S>*>(p), v);
-#else
-    *reinterpret_cast<pair_t<S>*>(p) = v;
-#endif
-}
-
 // What a solid pull source sends back: halfway bounce-back of the cell's own opposite
 // population, plus the momentum of the lid (moving along +x at lid_u). The product is written
 // exactly as the CPU kernel writes it, T(6 w c_x) * u, so both round identically.

@@ -23,7 +23,7 @@ fields (obstacles, walls, the lid, periodic x and y off and on, an even and an o
 one-step candidate against one production launch, a two-step one against two.
 Usage: python scripts/tune_d3q19_fp16.py [--n 512] [--steps 40] [--skip-copies]
                                         [--skip-float32] [--production]
-                                        [--two-step-shapes 30x16:2,16x14:4,16x16:4:4:x2]
+                                        [--two-step-shapes 30x16:2,16x14:4,16x16:3:4:p]
                                         [--float32-rows]
 (--production: the production rows only, fp16: its one-step kernels and its two-step kernel)
 """
@@ -74,30 +74,27 @@ ONE_STEP = [
                                      "SIMSPLIT_STREAMING_STORES")),
 ]
 #: two-step candidates: (storage, label, TX, TY, resident blocks asked for, prefetch, ring
-#: planes, x-cells per thread; production: source.D3Q19_FUSED16 and D3Q19_FUSED16_CELLS_X for
-#: 16-bit storage); float32 storage's production
+#: planes; production: source.D3Q19_FUSED16 for 16-bit storage); float32 storage's production
 #: kernel and its prefetching build as well, for the choice of SIMSPLIT_D3Q19_FUSED_PREFETCH 1
 #: (every storage) or 2 (16-bit only). A ring of 4 (one barrier per plane instead of two) took
 #: 101 KB per float32 block and ran 23 % slower; in fp16 it is half that
 TX16, TY16, RING16, MIN_BLOCKS16 = source.D3Q19_FUSED16
 TWO_STEP = [
-    ("float16", "production", TX16, TY16, MIN_BLOCKS16, source.D3Q19_FUSED_PREFETCH, RING16,
-     source.D3Q19_FUSED16_CELLS_X),
-    ("float16", "32 x 8 (float's shape)", 32, 8, 2, 0, 3, 1),
-    ("float16", "16 x 16 b2 (no spill)", 16, 16, 2, 0, 3, 1),
-    ("float16", "32 x 8, ring 4", 32, 8, 2, 0, 4, 1),
-    ("float16", "prefetch 32 x 8", 32, 8, 2, 1, 3, 1),
-    ("float16", "prefetch 32 x 8, ring 4", 32, 8, 2, 1, 4, 1),
-    ("float16", "prefetch 32 x 6", 32, 6, 3, 1, 3, 1),
-    ("float16", "prefetch 32 x 6 b2", 32, 6, 2, 1, 3, 1),
-    ("float16", "prefetch 16 x 16", 16, 16, 2, 1, 3, 1),
-    ("float16", "prefetch 16 x 16, ring 4", 16, 16, 2, 1, 4, 1),
-    ("float16", "prefetch 32 x 16", 32, 16, 1, 1, 3, 1),
-    ("float16", "prefetch 64 x 4", 64, 4, 2, 1, 3, 1),
-    ("float16", "pairs 16 x 16 b4, ring 4", 16, 16, 4, 0, 4, 2),
+    ("float16", "production", TX16, TY16, MIN_BLOCKS16, source.D3Q19_FUSED_PREFETCH, RING16),
+    ("float16", "32 x 8 (float's shape)", 32, 8, 2, 0, 3),
+    ("float16", "16 x 16 b2 (no spill)", 16, 16, 2, 0, 3),
+    ("float16", "32 x 8, ring 4", 32, 8, 2, 0, 4),
+    ("float16", "prefetch 32 x 8", 32, 8, 2, 1, 3),
+    ("float16", "prefetch 32 x 8, ring 4", 32, 8, 2, 1, 4),
+    ("float16", "prefetch 32 x 6", 32, 6, 3, 1, 3),
+    ("float16", "prefetch 32 x 6 b2", 32, 6, 2, 1, 3),
+    ("float16", "prefetch 16 x 16", 16, 16, 2, 1, 3),
+    ("float16", "prefetch 16 x 16, ring 4", 16, 16, 2, 1, 4),
+    ("float16", "prefetch 32 x 16", 32, 16, 1, 1, 3),
+    ("float16", "prefetch 64 x 4", 64, 4, 2, 1, 3),
     ("float32", "production", *source.D3Q19_FUSED_TILE, source.D3Q19_FUSED_MIN_BLOCKS,
-     source.D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_RING, 1),
-    ("float32", "prefetch 32 x 8", 32, 8, 2, 1, 3, 1),
+     source.D3Q19_FUSED_PREFETCH, source.D3Q19_FUSED_RING),
+    ("float32", "prefetch 32 x 8", 32, 8, 2, 1, 3),
 ]
 RUNS = (32, 64)
 
@@ -153,18 +150,14 @@ def production_one_step(storage: str):
     return production_module(storage).get_function(one_step_name(storage)), block
 
 
-def two_step_build(storage: str, tx: int, ty: int, min_blocks: int, prefetch: int, ring: int,
-                   cells: int = 1):
-    """(kernel, threads, shared bytes) of a two-step candidate (``cells``: x-cells per thread,
-    16-bit storage)."""
+def two_step_build(storage: str, tx: int, ty: int, min_blocks: int, prefetch: int, ring: int):
+    """(kernel, threads, shared bytes) of a two-step candidate."""
     defines = (*shape_defines(tx, ty, ring, min_blocks),
-               f"SIMSPLIT_D3Q19_FUSED_PREFETCH={prefetch}",
-               f"SIMSPLIT_D3Q19_FUSED16_CELLS_X={cells}")
+               f"SIMSPLIT_D3Q19_FUSED_PREFETCH={prefetch}")
     name = two_step_name(storage)
     kern = build([name], None, defines).get_function(name)
-    footprint = (tx + 2) * (ty + 2)
-    threads = footprint // (cells if np.dtype(storage).itemsize == 2 else 1)
-    shared = ring * 19 * footprint * np.dtype(storage).itemsize
+    threads = (tx + 2) * (ty + 2)
+    shared = ring * 19 * threads * np.dtype(storage).itemsize
     kern.max_dynamic_shared_size_bytes = shared
     return kern, threads, shared
 
@@ -249,12 +242,11 @@ def time_two_steps(storage: str, f, flags, n: int, steps: int, bw: float,
                    production_only: bool = False) -> None:
     """The two-step candidates of ``storage`` at n^3, runs of RUNS planes."""
     macro = [cupy.zeros((1, 1, 1), cupy.float32) for _ in range(4)]
-    for st, label, tx, ty, min_blocks, prefetch, ring, cells in TWO_STEP:
+    for st, label, tx, ty, min_blocks, prefetch, ring in TWO_STEP:
         if st != storage or (production_only and label != "production"):
             continue
         try:
-            kern, threads, shared = two_step_build(storage, tx, ty, min_blocks, prefetch, ring,
-                                                   cells)
+            kern, threads, shared = two_step_build(storage, tx, ty, min_blocks, prefetch, ring)
             bits = "yes" if check_two_step(storage, kern, threads, shared, tx, ty) else "NO"
             for run in RUNS:
                 def sweep(k: int, kern=kern, threads=threads, shared=shared, tx=tx, ty=ty,
@@ -271,28 +263,25 @@ def time_two_steps(storage: str, f, flags, n: int, steps: int, bw: float,
 
 
 def parse_shapes(text: str) -> list[tuple]:
-    """``TXxTY:BLOCKS[:RING][:p|:x2],...`` -> fp16 rows of TWO_STEP (ring 3 by default; ``p``:
-    with SIMSPLIT_D3Q19_FUSED_PREFETCH; ``x2``: two x-cells per thread, TX even)."""
+    """``TXxTY:BLOCKS[:RING][:p],...`` -> fp16 rows of TWO_STEP (ring 3 by default; ``p``:
+    with SIMSPLIT_D3Q19_FUSED_PREFETCH)."""
     rows = []
     for item in text.split(","):
         try:
             shape, blocks, *rest = item.split(":")
-            option = rest[-1] if rest and rest[-1] in ("p", "x2") else ""
-            ring = rest[:-1] if option else rest
+            prefetch = int(bool(rest) and rest[-1] == "p")
+            ring = rest[:-1] if prefetch else rest
             tx, ty = (int(v) for v in shape.split("x"))
             blocks, ring_planes = int(blocks), int(ring[0]) if ring else 3
-            cells = 2 if option == "x2" else 1
-            if (len(ring) > 1 or min(tx, ty, blocks) < 1 or ring_planes not in (3, 4)
-                    or tx % cells):
+            if len(ring) > 1 or min(tx, ty, blocks) < 1 or ring_planes not in (3, 4):
                 raise ValueError
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"{item!r}: expected TXxTY:BLOCKS[:RING][:p|:x2], positive integers, ring 3 or "
-                "4, p for prefetch, x2 for two x-cells per thread with an even TX (e.g. "
-                "16x14:4, 16x16:3:4:p or 16x16:4:4:x2)") from None
-        label = ({"p": "prefetch ", "x2": "pairs "}.get(option, "") + f"{tx} x {ty} b{blocks}"
+                f"{item!r}: expected TXxTY:BLOCKS[:RING][:p], positive integers, ring 3 or 4, "
+                "p for prefetch (e.g. 16x14:4 or 16x16:3:4:p)") from None
+        label = (("prefetch " if prefetch else "") + f"{tx} x {ty} b{blocks}"
                  + (f", ring {ring_planes}" if ring else ""))
-        rows.append(("float16", label, tx, ty, blocks, int(option == "p"), ring_planes, cells))
+        rows.append(("float16", label, tx, ty, blocks, prefetch, ring_planes))
     return rows
 
 
@@ -330,11 +319,10 @@ def main() -> None:
     ap.add_argument("--production", action="store_true",
                     help="fp16 production kernels only: one-step (two cells, one cell) and "
                          "two-step; no candidates, copies or float32")
-    ap.add_argument("--two-step-shapes", metavar="TXxTY:BLOCKS[:RING][:p|:x2],...",
+    ap.add_argument("--two-step-shapes", metavar="TXxTY:BLOCKS[:RING][:p],...",
                     type=parse_shapes,
                     help="fp16 two-step shapes to time beside production's kernels instead of "
-                         "the list in this file (ring 3 unless given; p: prefetch; x2: two "
-                         "x-cells per thread); implies "
+                         "the list in this file (ring 3 unless given; p: prefetch); implies "
                          "--production for the rest")
     ap.add_argument("--float32-rows", action="store_true",
                     help="also float32 storage's two-step rows (production, prefetch) "

@@ -1001,7 +1001,7 @@ static void two_steps_run(const S* s, S* d, const flag* fl, T* rr, T* uu, T* vv,
                                        P(layer), P(plane), T(op), T(om), T(lid), T(fx), T(fy),
                                        T(fz), px != 0, py != 0};
     using shape = fused::shape<S>;
-    std::vector<S> ring(shape::RING * D3Q19::Q * shape::FOOTPRINT);
+    std::vector<S> ring(shape::RING * D3Q19::Q * shape::THREADS);
     blockDim = {unsigned(shape::THREADS), 1, 1};
     for (int za = k0; za < k1; za += run)
         for (int by = 0; by * shape::TY < ny; ++by)
@@ -1857,32 +1857,6 @@ def test_emulated_d3q19_two_steps_prefetch_match_cpu(emulated_3d_prefetch, preci
     of 2 planes and one run over the whole range (the last plane prefetches nothing)."""
     _check_two_steps_against_cpu(emulated_3d_prefetch, precision, storage, periodic,
                                  obstacles, forced=not obstacles, runs=runs)
-
-
-@pytest.fixture(scope="module")
-def emulated_3d_two_step_pairs(tmp_path_factory):
-    """The two-step kernel with two x-cells per thread for 16-bit storage
-    (SIMSPLIT_D3Q19_FUSED16_CELLS_X, a tuning option production leaves at 1), 4 x 3 columns."""
-    return _emulation_3d(tmp_path_factory, 1, *_SMALL_TILES, "SIMSPLIT_D3Q19_FUSED16_CELLS_X=2",
-                         parts=("TWO",))
-
-
-@pytest.mark.parametrize("precision, storage", [("float32", "float16"), ("float64", "float16"),
-                                                ("float32", "e4m11")])
-@pytest.mark.parametrize("nx", [13, 14])
-@pytest.mark.parametrize("periodic", [False, True])
-@pytest.mark.parametrize("obstacles, runs", [(False, 2), (True, 2), (True, 64)])
-def test_emulated_d3q19_two_step_pairs_match_cpu(emulated_3d_two_step_pairs, precision, storage,
-                                                 nx, periodic, obstacles, runs) -> None:
-    """Two x-cells per thread in both steps of the sweep: the same bits as two CPU steps, odd
-    nx (a lone last cell) and even, periodic x and y (the ring's pairs that stand for the far
-    side, and those whose sources wrap, go cell by cell), obstacles inside pairs; every pair
-    access to f and to the ring aligned."""
-    misaligned = ctypes_int(emulated_3d_two_step_pairs, "simsplit_misaligned_loads")
-    misaligned.value = 0
-    _check_two_steps_against_cpu(emulated_3d_two_step_pairs, precision, storage, periodic,
-                                 obstacles, forced=not obstacles, runs=runs, nx=nx)
-    assert misaligned.value == 0
 
 
 @pytest.mark.parametrize("periodic", [False, True])

@@ -130,10 +130,6 @@ D3Q19_FUSED_RUN_PLANES = 32
 #: (benchmarks/logs/staged_fp16_two_steps_h100_2026-12-07.log); not timed on an H200, where
 #: fp16 steps singly
 D3Q19_FUSED16 = (16, 16, 4, 3)
-#: x-cells per thread of 16-bit storage's two-step kernel: 1, or 2 (each population moved as a
-#: 32-bit pair of cells, as in the one-step pair kernel; TX even). 1 until measured
-#: (scripts/tune_d3q19_fp16.py --two-step-shapes 16x16:3:4:x2)
-D3Q19_FUSED16_CELLS_X = 1
 #: whether the two-step kernel's threads load their next plane before colliding the current
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for
 #: 16-bit storage only. 0 until measured (scripts/tune_d3q19_fp16.py)
@@ -285,9 +281,6 @@ def generated_header() -> str:
                                      strict=True)
           for line in (f"#ifndef SIMSPLIT_D3Q19_FUSED16_{key}",
                        f"#define SIMSPLIT_D3Q19_FUSED16_{key} {value}", "#endif")),
-        "#ifndef SIMSPLIT_D3Q19_FUSED16_CELLS_X",
-        f"#define SIMSPLIT_D3Q19_FUSED16_CELLS_X {D3Q19_FUSED16_CELLS_X}",
-        "#endif",
         "#ifndef SIMSPLIT_D3Q19_FUSED_PREFETCH",
         f"#define SIMSPLIT_D3Q19_FUSED_PREFETCH {D3Q19_FUSED_PREFETCH}",
         "#endif",
@@ -447,10 +440,9 @@ def d3q19_two_steps_launch(nx: int, ny: int, planes: int,
     """(grid, threads per block, dynamic shared bytes) of the two-step kernel for ``planes``
     planes of an ``nx`` x ``ny`` grid with populations of ``itemsize`` bytes."""
     tx, ty, ring = (*D3Q19_FUSED_TILE, D3Q19_FUSED_RING) if itemsize != 2 else D3Q19_FUSED16[:3]
-    cells_x = D3Q19_FUSED16_CELLS_X if itemsize == 2 else 1
-    footprint = (tx + 2) * (ty + 2)
+    threads = (tx + 2) * (ty + 2)
     grid = (-(-nx // tx), -(-ny // ty), -(-planes // D3Q19_FUSED_RUN_PLANES))
-    return grid, footprint // cells_x, ring * D3Q19.q * footprint * itemsize
+    return grid, threads, ring * D3Q19.q * threads * itemsize
 
 
 def variant_source(name: str, block_x: int) -> str:

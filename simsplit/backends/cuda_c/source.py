@@ -127,8 +127,10 @@ D3Q19_FUSED_RUN_PLANES = 32
 #: planes since 2026-12-07 (one barrier a plane, 49 KB a block, three still fit): 37,138 and
 #: 37,202 against 36,418-36,503 for 3, raw launches on H100s in two calls, each checked bit for
 #: bit on the GPU against two one-step launches
-#: (benchmarks/logs/staged_fp16_two_steps_h100_2026-12-07.log); not timed on an H200, where
-#: fp16 steps singly
+#: (benchmarks/logs/staged_fp16_two_steps_h100_2026-12-07.log); the solver 36,921 / 36,879
+#: against 34,102 / 34,098 for one step, GPU tests passed
+#: (benchmarks/logs/two_step_pairs_fp16_h100_2026-12-07.log); not timed on an H200, where fp16
+#: steps singly
 D3Q19_FUSED16 = (16, 16, 4, 3)
 #: whether the two-step kernel's threads load their next plane before colliding the current
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for

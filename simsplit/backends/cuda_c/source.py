@@ -117,20 +117,19 @@ D3Q19_FUSED_TILE = (32, 8)
 D3Q19_FUSED_RING = 3
 D3Q19_FUSED_MIN_BLOCKS = 2
 D3Q19_FUSED_RUN_PLANES = 32
-#: the same for 16-bit population storage (fp16, e4m11): (TX, TY, ring planes, resident blocks
-#: per SM). 16 x 16, a ring of 3, three blocks: 38,900 MLUPS at 512^3 with fp16 storage on an
-#: H200 against 33,998 for float's 32 x 8 shape (56 against 79 registers), runs of 32, checked
-#: bit for bit (scripts/tune_d3q19_fp16.py, benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log;
-#: the tuner's figure, not yet a solver measurement; e4m11 not timed). Still below one-step
-#: sweeps there (two cells per thread: 42,933); on an H100 above them (36,510 against 34,029;
-#: docs/d3q19.md), so fp16 is in D3Q19_FUSED_PAIRS_BY_GPU for the H100 only. A ring of 4
-#: planes since 2026-12-07 (one barrier a plane, 49 KB a block, three still fit): 37,138 and
-#: 37,202 against 36,418-36,503 for 3, raw launches on H100s in two calls, each checked bit for
-#: bit on the GPU against two one-step launches
-#: (benchmarks/logs/staged_fp16_two_steps_h100_2026-12-07.log); the solver 36,921 / 36,879
+#: the same for 16-bit population storage (fp16, e4m11): (TX, TY, ring planes, resident blocks per
+#: SM). 16 x 16 and three blocks, then with a ring of 3: 38,900 MLUPS at 512^3 with fp16 storage on
+#: an H200 against 33,998 for float's 32 x 8 shape (56 against 79 registers), runs of 32, checked
+#: bit for bit (scripts/tune_d3q19_fp16.py, benchmarks/logs/tune_d3q19_fp16_h200_2026-12-05.log; the
+#: tuner's figure, not yet a solver measurement; e4m11 not timed). Still below one-step sweeps there
+#: (two cells per thread: 42,933); on an H100 above them (36,510 against 34,029; docs/d3q19.md), so
+#: fp16 is in D3Q19_FUSED_PAIRS_BY_GPU for the H100 only. A ring of 4 planes since 2026-12-07 (one
+#: barrier a plane, 49 KB a block, three still fit): 37,138 and 37,202 against 36,418-36,503 for 3,
+#: raw launches on H100s in two calls, each checked bit for bit on the GPU against two one-step
+#: launches (benchmarks/logs/staged_fp16_two_steps_h100_2026-12-07.log); the solver 36,921 / 36,879
 #: against 34,102 / 34,098 for one step, GPU tests passed
-#: (benchmarks/logs/two_step_pairs_fp16_h100_2026-12-07.log); not timed on an H200, where fp16
-#: steps singly
+#: (benchmarks/logs/two_step_pairs_fp16_h100_2026-12-07.log); not timed on an H200, where fp16 steps
+#: singly
 D3Q19_FUSED16 = (16, 16, 4, 3)
 #: whether the two-step kernel's threads load their next plane before colliding the current
 #: one (kernels/d3q19.cu prefetch_planes; the same bits): 0 never, 1 for every storage, 2 for

@@ -362,3 +362,53 @@ def test_slip_walls_match_cpu(periodic) -> None:
             blk.stream_collide(store_macro=step == 2)
             blk.swap()
     np.testing.assert_array_equal(blocks[1].populations(), blocks[0].populations())
+
+
+
+# --- the simulator's block barrier as the children run it (tests/sim_barrier.py) ------------
+if IN_SIMULATOR:  # the simulator swaps a kernel's global ``cuda`` for its own, not a local one
+    from numba import cuda
+
+    @cuda.jit
+    def _partial_sums(out):
+        buf = cuda.shared.array(8, dtype=np.int64)
+        t = cuda.threadIdx.x
+        if t >= 5:
+            return
+        for rnd in range(3):
+            buf[t] = (t + 1) * (rnd + 1)
+            cuda.syncthreads()
+            if t == 0:
+                out[cuda.blockIdx.x, rnd] = buf[0] + buf[1] + buf[2] + buf[3] + buf[4]
+            cuda.syncthreads()
+
+    @cuda.jit
+    def _fails_in_thread_5(a):
+        t = cuda.threadIdx.x
+        if t == 5:
+            a[a.size + t] = 1.0  # out of bounds: an IndexError in the simulator
+        cuda.syncthreads()
+        a[t] = t
+
+
+@in_child
+@pytest.mark.timeout(120)
+def test_barrier_counts_only_threads_still_running() -> None:
+    """Threads that return early leave the barrier to the others, and a block-wide sum through
+    shared memory sees every live thread's write before it reads."""
+    out = cuda.to_device(np.zeros((3, 3), np.int64))
+    _partial_sums[3, 8](out)
+    assert out.copy_to_host().tolist() == [[15, 30, 45]] * 3
+
+
+@in_child
+@pytest.mark.timeout(120)
+def test_barrier_raises_a_thread_error_instead_of_hanging() -> None:
+    """A thread that fails while the rest of its block waits at a barrier: the launch raises
+    that thread's error (not an abort it caused elsewhere), and the next launch runs."""
+    a = cuda.to_device(np.zeros(8))
+    with pytest.raises(IndexError, match=r"tid=\[5, 0, 0\]"):
+        _fails_in_thread_5[1, 8](a)
+    ok = cuda.to_device(np.zeros(8))
+    _fails_in_thread_5[1, 5](ok)
+    assert ok.copy_to_host()[:5].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]

@@ -97,9 +97,9 @@ def outlet_params(kind: str, weight: float) -> dict[str, Any]:
 #: True inside the child process that runs Numba CUDA kernels on the simulator
 IN_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 if IN_SIMULATOR:
-    from tests.sim_barrier import install as install_sim_barrier
+    from tests.cuda_simulator import install as install_simulator_speedups
 
-    install_sim_barrier()
+    install_simulator_speedups()
 
 
 def run_bodies(raw: dict[str, Any], steps: int) -> tuple[Any, ...]:

@@ -289,8 +289,11 @@ def test_failing_rank_ends_the_device_job(tmp_path, emulated_lib, ranks,  # noqa
 
 # --- Numba CUDA (on the simulator) under mpiexec ----------------------------------------------
 NUMBA_DRIVER = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     import numpy as np
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        from tests.cuda_simulator import install
+        install()
     from simsplit.backends.numba_cuda.md import NumbaMDKernels
     from simsplit.parallel import context as parallel
     from tests.numba_launches import as_json, record_launches

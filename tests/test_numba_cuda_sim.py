@@ -365,7 +365,7 @@ def test_slip_walls_match_cpu(periodic) -> None:
 
 
 
-# --- the simulator's block barrier as the children run it (tests/sim_barrier.py) ------------
+# --- the simulator's block barrier as the children run it (tests/cuda_simulator.py) ------------
 if IN_SIMULATOR:  # the simulator swaps a kernel's global ``cuda`` for its own, not a local one
     from numba import cuda
 

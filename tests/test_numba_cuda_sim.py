@@ -382,6 +382,28 @@ if IN_SIMULATOR:  # the simulator swaps a kernel's global ``cuda`` for its own, 
                 out[cuda.blockIdx.x, rnd] = buf[0] + buf[1] + buf[2] + buf[3] + buf[4]
             cuda.syncthreads()
 
+    @cuda.jit(device=True)
+    def _wait_then_read(buf, t):
+        cuda.syncthreads()
+        return buf[(t + 1) % 4]
+
+    @cuda.jit
+    def _rotate_through_a_device_barrier(out):
+        buf = cuda.shared.array(4, dtype=np.int64)
+        t = cuda.threadIdx.x
+        buf[t] = 10 * (t + 1)
+        out[t] = _wait_then_read(buf, t)
+
+    @cuda.jit
+    def _indices(out):
+        x, y = cuda.threadIdx.x, cuda.threadIdx.y
+        out[cuda.blockIdx.x, cuda.blockIdx.y, y, x] = (
+            1000 * cuda.blockIdx.x + 100 * cuda.blockIdx.y + 10 * y + x + 0.5 * cuda.laneid)
+
+    @cuda.jit
+    def _fails_without_a_barrier(a):
+        a[cuda.threadIdx.x + 2 * cuda.threadIdx.x] = 1.0  # out of bounds from thread 3 on
+
     @cuda.jit
     def _fails_in_thread_5(a):
         t = cuda.threadIdx.x
@@ -412,3 +434,31 @@ def test_barrier_raises_a_thread_error_instead_of_hanging() -> None:
     ok = cuda.to_device(np.zeros(8))
     _fails_in_thread_5[1, 5](ok)
     assert ok.copy_to_host()[:5].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+@in_child
+def test_barrier_found_in_a_device_function() -> None:
+    """A kernel whose only barrier is in a device function it calls runs its threads together:
+    every thread reads a neighbour's write made before the barrier."""
+    from tests.cuda_simulator import waits_for_others
+
+    assert waits_for_others(_rotate_through_a_device_barrier.py_func,
+                            type(_rotate_through_a_device_barrier))
+    assert not waits_for_others(_indices.py_func, type(_indices))
+    out = cuda.to_device(np.zeros(4, np.int64))
+    _rotate_through_a_device_barrier[1, 4](out)
+    assert out.copy_to_host().tolist() == [20, 30, 40, 10]
+
+
+@in_child
+def test_threads_without_a_barrier_run_in_turn_with_their_indices() -> None:
+    """Kernels without a barrier run each thread to its end in turn: the thread and block
+    indices and the lane of every thread of a 2D grid of 2D blocks, and a thread's error
+    named by its indices."""
+    out = cuda.to_device(np.zeros((2, 3, 5, 8)))
+    _indices[(2, 3), (8, 5)](out)
+    b0, b1, y, x = np.indices((2, 3, 5, 8))
+    assert np.array_equal(out.copy_to_host(),
+                          1000 * b0 + 100 * b1 + 10 * y + x + 0.5 * ((x + 8 * y) % 32))
+    with pytest.raises(IndexError, match=r"tid=\[3, 0, 0\] ctaid=\[0, 0, 0\]"):
+        _fails_without_a_barrier[1, 6](cuda.to_device(np.zeros(9)))

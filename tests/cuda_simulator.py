@@ -113,6 +113,12 @@ def _syncthreads(self: Any) -> None:
         raise RuntimeError("abort flag set on syncthreads clear")
 
 
+def _named(exc: Exception, thread_idx: Any, block_idx: Any) -> Exception:
+    """``exc`` again, its message led by the CUDA thread and block it came from."""
+    where = f"tid={list(thread_idx)} ctaid={list(block_idx)}"
+    return type(exc)(f"{where}: {exc}" if str(exc) else where)
+
+
 def _open(block: Any) -> None:
     """Release every thread waiting at the barrier (called with the condition held)."""
     block._waiting = 0
@@ -124,9 +130,7 @@ def _thread_run(self: Any) -> None:
     try:
         threading.Thread.run(self)
     except Exception as exc:  # noqa: BLE001 - handed to the launch, as the simulator does
-        where = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
-        self.exception = (type(exc)(f"{where}: {exc}" if str(exc) else where),
-                          sys.exc_info()[2])
+        self.exception = (_named(exc, self.threadIdx, self.blockIdx), sys.exc_info()[2])
     finally:
         block = self._manager
         with block._barrier:
@@ -172,14 +176,14 @@ def _make_block_run(thread_class: type, device_function: type, dim3: type) -> An
     barriers: dict[Any, bool] = {}
 
     def run(self: Any, grid_point: tuple[int, ...], *args: Any) -> None:
-        def target() -> None:
-            self._f(*args)
-
         if self._f not in barriers:
             barriers[self._f] = waits_for_others(self._f, device_function)
         if not (barriers[self._f] or self._debug):
             _run_in_turn(self, dim3, grid_point, args)
             return
+
+        def target() -> None:
+            self._f(*args)
 
         self._barrier = threading.Condition()
         self._waiting = self._generation = 0
@@ -214,8 +218,7 @@ def _run_in_turn(block: Any, dim3: type, grid_point: tuple[int, ...], args: tupl
             try:
                 block._f(*args)
             except Exception as exc:
-                where = f"tid={list(index)} ctaid={list(here.blockIdx)}"
-                raise type(exc)(f"{where}: {exc}" if str(exc) else where).with_traceback(
+                raise _named(exc, index, here.blockIdx).with_traceback(
                     sys.exc_info()[2]) from None
     finally:
         for k in ("blockIdx", "threadIdx", "thread_id"):

@@ -364,8 +364,7 @@ def test_slip_walls_match_cpu(periodic) -> None:
     np.testing.assert_array_equal(blocks[1].populations(), blocks[0].populations())
 
 
-
-# --- the simulator's block barrier as the children run it (tests/cuda_simulator.py) ------------
+# --- the simulator as the children run it (tests/cuda_simulator.py): barriers, threads in turn --
 if IN_SIMULATOR:  # the simulator swaps a kernel's global ``cuda`` for its own, not a local one
     from numba import cuda
 

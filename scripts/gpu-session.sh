@@ -39,6 +39,11 @@
 #            and 64x12, and a kernel folder with split paths and plain pair stores), the
 #            solver at 512^3 with source.D3Q19_X2_SPLIT_PATHS off and on alternating, the
 #            fp16 GPU tests with it on (source.py is put back as it was after)
+#   h200open what issue 25 still asks of an H200, most wanted first (about 8 minutes): the
+#            solver's fp16 512^3 rate at one and two steps per sweep, alternating twice; the
+#            solver with source.D3Q19_X2_SPLIT_PATHS off and on, alternating twice (source.py
+#            is put back after); ab_fp16_x2.py at 64x16 and 64x12; the fp16 tuner's
+#            production rows. Best with REQUIRE_CARD=H200 (below)
 #   neqtilebench  whole-run bench, production and the fastest candidate of the neqtile log
 #            (or NEQTILE_3D / NEQTILE_2D): D3Q19 512^3, D2Q9 8192^2 (SIMSPLIT_NEQ16_TILE)
 #   neqtiletests  GPU tests: each candidate == production on 1-3 slabs
@@ -105,6 +110,13 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # for the scripts; pytest sets its own
 OUT=${OUT:-./gpu-out}
 STAGES=${STAGES:-"tests d2q9 timing d3q19 fp16acc md monitor"}
+# REQUIRE_CARD: a part of the GPU's name; on any other card nothing runs (a call that asked for
+# an H200 may get an H100, and its device time is better kept for another try)
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+if [[ -n ${REQUIRE_CARD:-} && "$card" != *"$REQUIRE_CARD"* ]]; then
+    echo "card: ${card:-none}; REQUIRE_CARD=$REQUIRE_CARD: nothing run"
+    exit 0
+fi
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -417,6 +429,36 @@ if has x2h200; then
         tests/test_d3q19_storage_gpu.py -k "fp16 or two_cell" 2>&1 | tail -6 \
         | tee -a "$OUT/x2h200.log"
     cp "$saved" "$src" && rm -f "$saved"
+fi
+if has h200open; then
+    note "issue 25 on an H200: fp16 512^3, one and two steps per sweep"
+    fp16_512() {  # the solver's fp16 rate at 512^3; arguments: more bench options
+        timeout 100 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+            --repeats 3 --no-graph --storage float16 "$@" 2>&1 | quiet | grep -E "^cupy"
+    }
+    for r in 1 2; do
+        for tb in off on; do
+            fp16_512 --temporal-blocking $tb | sed "s/^/temporal blocking $tb: /" \
+                | tee -a "$OUT/h200open.log"
+        done
+    done
+    note "issue 25 on an H200: the solver with the two-cell kernel's split paths off and on"
+    src=simsplit/backends/cuda_c/source.py
+    saved=$(mktemp) && cp "$src" "$saved"  # this tree's source.py, put back after
+    for r in 1 2; do
+        for v in False True; do
+            sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = $v/" $src
+            fp16_512 --temporal-blocking off | sed "s/^/split paths $v: /" \
+                | tee -a "$OUT/h200open.log"
+        done
+    done
+    cp "$saved" "$src" && rm -f "$saved"
+    note "issue 25 on an H200: raw two-cell launches, production against split paths"
+    timeout 150 python3 scripts/ab_fp16_x2.py --shapes 64x16,64x12 --rounds 2 2>&1 | quiet \
+        | tee -a "$OUT/h200open.log"
+    note "issue 25 on an H200: the fp16 tuner's production rows"
+    timeout 200 python3 scripts/tune_d3q19_fp16.py --production 2>&1 | quiet \
+        | tee -a "$OUT/h200open.log"
 fi
 if has neqtilebench; then
     # the fastest candidates of the neqtile stage's log (or NEQTILE_3D / NEQTILE_2D)

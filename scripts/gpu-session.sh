@@ -128,6 +128,25 @@ fi
 note() { printf '\n==== %s  (%s UTC)\n' "$*" "$(date -u +%H:%M:%S)"; }
 quiet() { grep -Ev "Warn|warn\(|NumbaPerformance|^\s*$" ; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+fp16_512() {  # the solver's fp16 rate at 512^3 (its "cupy" line); arguments: more bench options
+    timeout 100 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+        --repeats 3 --no-graph --storage float16 "$@" 2>&1 | quiet | grep -E "^cupy"
+}
+split_paths() {  # source.D3Q19_X2_SPLIT_PATHS = $1 (True or False) in this tree's source.py
+    sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = $1/" \
+        simsplit/backends/cuda_c/source.py
+}
+split_paths_ab() {  # fp16_512 with split paths off and on, alternating twice, appended to $1;
+    # the rest of the arguments go to fp16_512. source.py is left with split paths on
+    local log=$1 r v
+    shift
+    for r in 1 2; do
+        for v in False True; do
+            split_paths $v
+            fp16_512 "$@" | sed "s/^/split paths $v: /" | tee -a "$log"
+        done
+    done
+}
 note "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
@@ -416,15 +435,7 @@ if has x2h200; then
         | quiet | tee "$OUT/x2h200.log"
     src=simsplit/backends/cuda_c/source.py
     saved=$(mktemp) && cp "$src" "$saved"  # this tree's source.py, put back after
-    for r in 1 2; do
-        for v in False True; do
-            sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = $v/" $src
-            timeout 100 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
-                --repeats 3 --no-graph --storage float16 2>&1 | quiet | grep -E "^cupy" \
-                | sed "s/^/split paths $v: /" | tee -a "$OUT/x2h200.log"
-        done
-    done
-    sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = True/" $src
+    split_paths_ab "$OUT/x2h200.log"  # ends with split paths on, for the tests
     timeout 150 python3 -m pytest -o addopts=-ra -q -m gpu -p no:cacheprovider \
         tests/test_d3q19_storage_gpu.py -k "fp16 or two_cell" 2>&1 | tail -6 \
         | tee -a "$OUT/x2h200.log"
@@ -432,10 +443,6 @@ if has x2h200; then
 fi
 if has h200open; then
     note "issue 25 on an H200: fp16 512^3, one and two steps per sweep"
-    fp16_512() {  # the solver's fp16 rate at 512^3; arguments: more bench options
-        timeout 100 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
-            --repeats 3 --no-graph --storage float16 "$@" 2>&1 | quiet | grep -E "^cupy"
-    }
     for r in 1 2; do
         for tb in off on; do
             fp16_512 --temporal-blocking $tb | sed "s/^/temporal blocking $tb: /" \
@@ -445,13 +452,7 @@ if has h200open; then
     note "issue 25 on an H200: the solver with the two-cell kernel's split paths off and on"
     src=simsplit/backends/cuda_c/source.py
     saved=$(mktemp) && cp "$src" "$saved"  # this tree's source.py, put back after
-    for r in 1 2; do
-        for v in False True; do
-            sed -i "s/^D3Q19_X2_SPLIT_PATHS = .*/D3Q19_X2_SPLIT_PATHS = $v/" $src
-            fp16_512 --temporal-blocking off | sed "s/^/split paths $v: /" \
-                | tee -a "$OUT/h200open.log"
-        done
-    done
+    split_paths_ab "$OUT/h200open.log" --temporal-blocking off
     cp "$saved" "$src" && rm -f "$saved"
     note "issue 25 on an H200: raw two-cell launches, production against split paths"
     timeout 150 python3 scripts/ab_fp16_x2.py --shapes 64x16,64x12 --rounds 2 2>&1 | quiet \

@@ -36,16 +36,11 @@ class _Rates:
         return CS2 * (self.tau - 0.5)
 
 
-@dataclass(frozen=True)
-class D2Q9Params(_Rates):
-    """Everything a stream-collide kernel needs besides arrays; identical on every slab."""
+@dataclass(frozen=True, kw_only=True)
+class _InletOutlet(_Rates):
+    """The inlet and outlet terms both lattices take; keyword-only, so each lattice's own
+    fields come first and stay positional."""
 
-    omega_plus: float
-    omega_minus: float
-    lid_velocity: float
-    force_x: float
-    force_y: float
-    periodic_x: bool
     #: factor on the inlet velocities this step (ramp-up: 0 -> 1; 1 without a ramp)
     inlet_scale: float = 1.0
     #: density held at an outlet (pressure rho / 3)
@@ -57,6 +52,18 @@ class D2Q9Params(_Rates):
     #: zero-gradient and convective outlets: weight of the pressure outlet's value mixed into
     #: theirs (0: none; holds the mean density where the open rule lets it drift)
     outlet_pressure_weight: float = 0.0
+
+
+@dataclass(frozen=True)
+class D2Q9Params(_InletOutlet):
+    """Everything a stream-collide kernel needs besides arrays; identical on every slab."""
+
+    omega_plus: float
+    omega_minus: float
+    lid_velocity: float
+    force_x: float
+    force_y: float
+    periodic_x: bool
 
     @property
     def periodic(self) -> tuple[bool, ...]:
@@ -70,7 +77,7 @@ class D2Q9Params(_Rates):
 
 
 @dataclass(frozen=True)
-class D3Q19Params(_Rates):
+class D3Q19Params(_InletOutlet):
     """D3Q19 kernel parameters; the split axis is z, so x and y may be periodic in-slab."""
 
     omega_plus: float
@@ -81,17 +88,6 @@ class D3Q19Params(_Rates):
     force_z: float
     periodic_x: bool
     periodic_y: bool
-    #: factor on the inlet velocities this step (ramp-up: 0 -> 1; 1 without a ramp)
-    inlet_scale: float = 1.0
-    #: density held at an outlet (pressure rho / 3)
-    outlet_density: float = 1.0
-    #: rule of the outlet's links: OUTLET_PRESSURE, OUTLET_ZERO_GRADIENT or OUTLET_CONVECTIVE
-    outlet_kind: int = OUTLET_PRESSURE
-    #: convective outlet: U dt / dx, the speed its populations leave at (this step's)
-    outlet_courant: float = 0.0
-    #: zero-gradient and convective outlets: weight of the pressure outlet's value mixed into
-    #: theirs (0: none; holds the mean density where the open rule lets it drift)
-    outlet_pressure_weight: float = 0.0
 
     @property
     def periodic(self) -> tuple[bool, ...]:

@@ -130,8 +130,11 @@ fi
 note() { printf '\n==== %s  (%s UTC)\n' "$*" "$(date -u +%H:%M:%S)"; }
 quiet() { grep -Ev "Warn|warn\(|NumbaPerformance|^\s*$" ; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-fp16_512() {  # the solver's fp16 rate at 512^3 (its "cupy" line); arguments: more bench options
-    timeout 100 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
+fp16_512() {  # the solver's fp16 rate at 512^3 (its "cupy" line); arguments: the time limit
+    # (s), then more bench options
+    local limit=$1
+    shift
+    timeout "$limit" python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
         --repeats 3 --no-graph --storage float16 "$@" 2>&1 | quiet | grep -E "^cupy"
 }
 split_paths() {  # source.D3Q19_X2_SPLIT_PATHS = $1 (True or False) in this tree's source.py
@@ -145,7 +148,7 @@ split_paths_ab() {  # fp16_512 with split paths off and on, alternating twice, a
     for r in 1 2; do
         for v in False True; do
             split_paths $v
-            fp16_512 "$@" | sed "s/^/split paths $v: /" | tee -a "$log"
+            fp16_512 100 "$@" | sed "s/^/split paths $v: /" | tee -a "$log"
         done
     done
 }
@@ -416,9 +419,7 @@ if has x2ab; then
     timeout 300 python3 scripts/ab_fp16_x2.py ${X2AB_BASE:+--base "$X2AB_BASE"} \
         ${X2AB_SHAPES:+--shapes "$X2AB_SHAPES"} 2>&1 | quiet | tee "$OUT/x2ab.log"
     for r in $(seq "${X2AB_BENCH:-2}"); do
-        timeout 60 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
-            --repeats 3 --no-graph --storage float16 2>&1 | quiet | grep -E "^cupy" \
-            | tee -a "$OUT/x2ab.log"
+        fp16_512 60 | tee -a "$OUT/x2ab.log"
     done
 fi
 if has x2h200; then
@@ -448,7 +449,7 @@ if has h200open; then
     note "issue 25 on an H200: fp16 512^3, one and two steps per sweep"
     for r in 1 2; do
         for tb in off on; do
-            fp16_512 --temporal-blocking $tb | sed "s/^/temporal blocking $tb: /" \
+            fp16_512 100 --temporal-blocking $tb | sed "s/^/temporal blocking $tb: /" \
                 | tee -a "$OUT/h200open.log"
         done
     done
@@ -519,9 +520,8 @@ if has open; then
     timeout 200 python3 scripts/tune_d3q19_fp16.py 2>&1 | quiet \
         | tee "$OUT/open-fp16-tuner.log" | tail -45
     for tb in off on; do
-        timeout 60 python3 -m simsplit bench --backend cupy --grid 512x512x512 --steps 50 \
-            --repeats 3 --no-graph --storage float16 --temporal-blocking $tb 2>&1 | quiet \
-            | grep -E "^cupy" | sed "s/^/temporal blocking $tb: /" | tee -a "$OUT/open-fp16-bench.log"
+        fp16_512 60 --temporal-blocking $tb | sed "s/^/temporal blocking $tb: /" \
+            | tee -a "$OUT/open-fp16-bench.log"
     done
     note "GPU tests under mpiexec not yet run on a GPU (D2Q9 cupy ranks)"
     timeout 150 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider -m "mpi or gpu" \
